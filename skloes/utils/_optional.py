@@ -1,0 +1,24 @@
+"""Lazy import of optional dependencies with an install hint."""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import importlib
+
+_EXTRA_OF = {"torch": "torch", "transformers": "torch", "tqdm": "torch",
+             "matplotlib": "plot", "pandas": "plot", "dask": "dask"}
+
+
+def import_optional(name: str, extra: str | None = None):
+    """Import ``name`` or raise an ImportError that says how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        extra = extra or _EXTRA_OF.get(name.split(".")[0], "all")
+        msg = (
+            f"skloes needs `{name}` here; install it with "
+            f"`pip install skloes[{extra}]`."
+        )
+        raise ImportError(msg) from exc

