@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bz2
 import csv
+import functools
 import importlib.util
 from numbers import Integral, Real
 from pathlib import Path
@@ -169,6 +170,17 @@ def load_chatterbot_langid(
     >>> len(data.target_names)  # doctest: +SKIP
     15
     """
+    texts, labels = _read_chatterbot(min_per_language)
+    return _finish(
+        list(texts), list(labels), n_samples=n_samples, random_state=random_state,
+        return_X_y=return_X_y, name="load_chatterbot_langid",
+        descr="Chatterbot corpus utterances, language identification.",
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _read_chatterbot(min_per_language):
+    """Parse the YAML files once per process (about 2 s)."""
     from skloes.utils._optional import import_optional
 
     yaml = import_optional("yaml", extra="data")
@@ -187,11 +199,7 @@ def load_chatterbot_langid(
         if len(lang_texts) >= min_per_language:
             texts.extend(lang_texts)
             labels.extend([lang_dir.name] * len(lang_texts))
-    return _finish(
-        texts, labels, n_samples=n_samples, random_state=random_state,
-        return_X_y=return_X_y, name="load_chatterbot_langid",
-        descr="Chatterbot corpus utterances, language identification.",
-    )
+    return tuple(texts), tuple(labels)
 
 
 for _loader in (load_rotten_tomatoes, load_bbc_news, load_chatterbot_langid):
