@@ -1,0 +1,459 @@
+"""Ridge regression with an unpenalised intercept on thin-SVD or Gram factors.
+
+This is the ridge primitive of the spec (§2.3), shared by ``LOESSelector`` and
+the ridge probe of ``skloes.baselines``. A fit is described by the centred
+thin SVD ``A_c = U diag(s) Vᵀ`` of the features (or the eigendecomposition of
+the centred Gram ``A_c A_cᵀ = U diag(s²) Uᵀ``) and a target ``T``:
+
+    f_j = s_j² / (s_j² + λ)        T̂ = 1 t̄ᵀ + U diag(f) Uᵀ T_c
+    h_i = 1/n + Σ_j f_j U_ij²      df = 1 + Σ_j f_j
+
+Everything (fitted values, exact hat diagonal, train and leave-one-out
+losses, the GCV choice of λ over a 19-point grid, primal and dual
+coefficients) follows from ``U``, ``s`` and ``Z = Uᵀ T_c`` without a solve.
+
+Entry points:
+
+- :func:`ridge_svd`: from factors ``(U, s)`` of already-centred features.
+- :func:`ridge_fit`: from a feature matrix ``A`` (rows = samples); gives
+  ``coef_``/``intercept_`` for prediction on new rows.
+- :func:`ridge_fit_gram`: from an (uncentred or centred) Gram matrix
+  ``G = A Aᵀ``; predicts new rows from the cross-Gram ``K = A_new Aᵀ``
+  (:meth:`RidgeSolution.predict_cross_gram`). Per-layer Grams add up, so a
+  concatenation of layers costs one ``n×n`` eigendecomposition.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Real
+
+import numpy as np
+
+from skloes._geometry import EPS64, thin_svd
+
+#: Exponents ``e`` of the GCV grid ``Λ = {s̄²·10^e}``: -6, -5.5, ..., 3 (19 points).
+GCV_EXPONENTS = np.linspace(-6.0, 3.0, 19)
+
+#: Floor of ``1 - h_i`` in the leave-one-out residuals.
+LOO_FLOOR = 1e-12
+
+
+@dataclass
+class RidgeSolution:
+    """Result of one ridge fit (see :func:`ridge_svd`).
+
+    Attributes
+    ----------
+    alpha : float
+        The penalty λ used (the GCV minimiser for ``alpha="gcv"``; 0.0 when
+        there is no component to penalise).
+    loss : float
+        The loss asked for: ``train_loss`` or ``loo_loss``.
+    train_loss : float
+        In-sample MSE ``‖E‖_F²/(n·q)``.
+    loo_loss : float
+        ``‖E^loo‖_F² / loo_denominator`` (unexplained fraction).
+    df : float
+        Effective degrees of freedom ``1 + Σ f_j`` (the intercept counts 1).
+    fitted : ndarray of shape (n, q)
+        In-sample fit ``T̂``, intercept included.
+    hat : ndarray of shape (n,)
+        Exact hat diagonal with intercept, each ``< 1``.
+    target_mean : ndarray of shape (q,)
+        Column means ``t̄`` of the target.
+    dual_coef : ndarray of shape (n, q)
+        ``U diag(1/(s²+λ)) Uᵀ T_c``; predictions on new rows are
+        ``t̄ + K_c @ dual_coef`` with the centred cross-Gram ``K_c``.
+    gcv_scores : ndarray of shape (19,) or None
+        GCV(λ) over :func:`gcv_alpha_grid` when ``alpha="gcv"``.
+    coef : ndarray of shape (n_features, q) or None
+        Primal coefficients (set by :func:`ridge_fit`).
+    intercept : ndarray of shape (q,) or None
+        Intercept ``t̄ - āᵀ coef`` (set by :func:`ridge_fit`).
+    gram_means : tuple or None
+        ``(G.mean(axis=0), G.mean())`` of the training Gram (set by
+        :func:`ridge_fit_gram`), used to centre cross-Grams.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._ridge import ridge_fit
+    >>> rng = np.random.RandomState(0)
+    >>> A, y = rng.normal(size=(20, 3)), rng.normal(size=20)
+    >>> sol = ridge_fit(A, y, alpha=1.0)
+    >>> sol.predict(A).shape
+    (20, 1)
+    """
+
+    alpha: float
+    loss: float
+    train_loss: float
+    loo_loss: float
+    df: float
+    fitted: np.ndarray
+    hat: np.ndarray
+    target_mean: np.ndarray
+    dual_coef: np.ndarray
+    gcv_scores: np.ndarray | None = None
+    coef: np.ndarray | None = None
+    intercept: np.ndarray | None = None
+    gram_means: tuple | None = field(default=None, repr=False)
+    feature_mean: np.ndarray | None = field(default=None, repr=False)
+
+    def predict(self, A_new):
+        """Predict new rows from features (needs :func:`ridge_fit`).
+
+        Parameters
+        ----------
+        A_new : array-like of shape (n_new, n_features)
+            New rows, in the same (unscaled) feature space as the fit.
+
+        Returns
+        -------
+        T_new : ndarray of shape (n_new, q)
+            Predictions.
+        """
+        if self.coef is None:
+            raise ValueError(
+                "RidgeSolution: `predict` needs primal coefficients; fit with "
+                "ridge_fit, or use predict_cross_gram for a Gram fit."
+            )
+        return np.asarray(A_new, dtype=np.float64) @ self.coef + self.intercept
+
+    def predict_cross_gram(self, K, *, centered=False):
+        """Predict new rows from the cross-Gram ``K = A_new A_fitᵀ``.
+
+        Parameters
+        ----------
+        K : array-like of shape (n_new, n_fit)
+            Inner products of the new rows with the training rows.
+        centered : bool, default=False
+            Whether ``K`` is already centred with the training means. If False,
+            it is centred with :func:`center_cross_gram` (needs a fit by
+            :func:`ridge_fit_gram` with ``centered=False``).
+
+        Returns
+        -------
+        T_new : ndarray of shape (n_new, q)
+            Predictions.
+        """
+        K = np.asarray(K, dtype=np.float64)
+        if not centered:
+            if self.gram_means is None:
+                raise ValueError(
+                    "RidgeSolution: `K` must be centred (centered=True) when the "
+                    "fit was given a centred Gram."
+                )
+            col_mean, grand_mean = self.gram_means
+            K = K - K.mean(axis=1, keepdims=True) - col_mean[None, :] + grand_mean
+        return self.target_mean + K @ self.dual_coef
+
+
+def gcv_alpha_grid(s):
+    """The 19-point GCV grid ``{s̄²·10^e : e = -6, -5.5, ..., 3}``, ascending.
+
+    Parameters
+    ----------
+    s : array-like of shape (m,)
+        Singular values of the centred features (``s̄² = mean_j s_j²``).
+
+    Returns
+    -------
+    grid : ndarray of shape (19,)
+        Candidate penalties, ascending.
+
+    Examples
+    --------
+    >>> from skloes._ridge import gcv_alpha_grid
+    >>> grid = gcv_alpha_grid([1.0, 1.0])
+    >>> len(grid), float(grid[0]), float(grid[-1])
+    (19, 1e-06, 1000.0)
+    """
+    s = np.asarray(s, dtype=np.float64)
+    return float(np.mean(s**2)) * 10.0**GCV_EXPONENTS
+
+
+def _as_2d_target(T):
+    T = np.asarray(T, dtype=np.float64)
+    return T[:, None] if T.ndim == 1 else T
+
+
+def _gcv_select(s, z2, tc2, n):
+    """Pick λ by GCV over the grid; ties go to the larger λ."""
+    grid = gcv_alpha_grid(s)
+    s2 = s**2
+    scores = np.empty(grid.size)
+    for i, lam in enumerate(grid):
+        f = s2 / (s2 + lam)
+        rss = max(tc2 - float(np.dot(f * (2.0 - f), z2)), 0.0)
+        denom = 1.0 - (1.0 + f.sum()) / n
+        scores[i] = (rss / n) / denom**2 if denom > 1e-12 else np.inf
+    best = 0
+    for i in range(1, grid.size):  # ascending scan, ``<=`` keeps the larger λ
+        if scores[i] <= scores[best]:
+            best = i
+    return float(grid[best]), scores
+
+
+def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):
+    """Ridge of ``T`` on centred features given by their thin SVD factors.
+
+    The features are ``A_c = U diag(s) Vᵀ`` (``U`` with orthonormal columns
+    orthogonal to the ones vector); ``V`` is not needed. The intercept is free
+    (unpenalised), so ``T`` may have any column means.
+
+    Parameters
+    ----------
+    U : ndarray of shape (n, m)
+        Left singular vectors of the centred features (``m`` may be 0).
+    s : ndarray of shape (m,)
+        Positive singular values.
+    T : array-like of shape (n,) or (n, q)
+        Target.
+    alpha : float or "gcv", default="gcv"
+        Penalty λ > 0 (absolute), or ``"gcv"`` to minimise GCV over
+        :func:`gcv_alpha_grid`.
+    loss : {"loo", "train"}, default="loo"
+        Which loss ``RidgeSolution.loss`` reports.
+    loo_denominator : float or None, default=None
+        Denominator of the LOO loss; None uses ``‖T_c‖_F²`` (the spec fixes it
+        to ``‖Y - 1ȳᵀ‖_F²`` of the original targets for a whole selection).
+
+    Returns
+    -------
+    solution : RidgeSolution
+        Fit, losses, hat diagonal and dual coefficients.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._geometry import thin_svd
+    >>> from skloes._ridge import gcv_alpha_grid, ridge_svd
+    >>> rng = np.random.RandomState(0)
+    >>> A = rng.normal(size=(30, 4))
+    >>> y = A @ [1.0, -2.0, 0.0, 0.5] + 0.1 * rng.normal(size=30)
+    >>> U, s = thin_svd(A)
+    >>> sol = ridge_svd(U, s, y)
+    >>> bool(sol.loo_loss < 0.05), bool(np.isin(sol.alpha, gcv_alpha_grid(s)))
+    (True, True)
+    """
+    T = _as_2d_target(T)
+    U = np.asarray(U, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    n, q = T.shape
+    t_mean = T.mean(axis=0)
+    Tc = T - t_mean
+    tc2 = float(np.sum(Tc**2))
+    Z = U.T @ Tc
+    gcv_scores = None
+    if s.size == 0:
+        lam = float(alpha) if isinstance(alpha, Real) else 0.0
+        f = s
+    else:
+        if isinstance(alpha, str):
+            if alpha != "gcv":
+                raise ValueError(f"ridge: `alpha` must be > 0 or 'gcv'; got {alpha!r}.")
+            lam, gcv_scores = _gcv_select(s, np.sum(Z**2, axis=1), tc2, n)
+        else:
+            lam = float(alpha)
+            if not lam > 0:
+                raise ValueError(f"ridge: `alpha` must be > 0 or 'gcv'; got {alpha!r}.")
+        f = s**2 / (s**2 + lam)
+    fit_c = U @ (f[:, None] * Z)
+    E = Tc - fit_c
+    hat = 1.0 / n + (U**2) @ f
+    E_loo = E / np.maximum(1.0 - hat, LOO_FLOOR)[:, None]
+    denom = tc2 if loo_denominator is None else float(loo_denominator)
+    train_loss = float(np.sum(E**2)) / (n * q)
+    loo_loss = float(np.sum(E_loo**2)) / denom if denom > 0 else 0.0
+    dual = U @ (Z / (s**2 + lam)[:, None]) if s.size else np.zeros((n, q))
+    if loss not in ("loo", "train"):
+        raise ValueError(f"ridge: `loss` must be 'loo' or 'train'; got {loss!r}.")
+    return RidgeSolution(
+        alpha=lam,
+        loss=loo_loss if loss == "loo" else train_loss,
+        train_loss=train_loss,
+        loo_loss=loo_loss,
+        df=1.0 + float(f.sum()),
+        fitted=t_mean + fit_c,
+        hat=hat,
+        target_mean=t_mean,
+        dual_coef=dual,
+        gcv_scores=gcv_scores,
+    )
+
+
+def ridge_fit(A, T, *, alpha="gcv", loss="loo", loo_denominator=None):
+    """Ridge with a free intercept on a feature matrix, with coefficients.
+
+    Parameters
+    ----------
+    A : array-like of shape (n, n_features)
+        Features (rows are samples); centred internally.
+    T : array-like of shape (n,) or (n, q)
+        Target.
+    alpha : float or "gcv", default="gcv"
+        See :func:`ridge_svd`.
+    loss : {"loo", "train"}, default="loo"
+        See :func:`ridge_svd`.
+    loo_denominator : float or None, default=None
+        See :func:`ridge_svd`.
+
+    Returns
+    -------
+    solution : RidgeSolution
+        With ``coef`` (n_features, q) and ``intercept`` (q,) set, so that
+        ``solution.predict(A_new)`` works.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._ridge import ridge_fit
+    >>> rng = np.random.RandomState(0)
+    >>> A = rng.normal(size=(40, 3))
+    >>> y = A @ [1.0, 2.0, -1.0] + 3.0
+    >>> sol = ridge_fit(A, y, alpha=1e-8)
+    >>> np.round(sol.coef.ravel(), 6).tolist(), round(float(sol.intercept[0]), 6)
+    ([1.0, 2.0, -1.0], 3.0)
+    """
+    A = np.asarray(A, dtype=np.float64)
+    a_mean = A.mean(axis=0)
+    U, s, V = thin_svd(A, center=True, return_v=True)
+    sol = ridge_svd(U, s, T, alpha=alpha, loss=loss, loo_denominator=loo_denominator)
+    if s.size:
+        Z = U.T @ (_as_2d_target(T) - sol.target_mean)
+        sol.coef = V @ ((s / (s**2 + sol.alpha))[:, None] * Z)
+    else:
+        sol.coef = np.zeros((A.shape[1], sol.target_mean.size))
+    sol.intercept = sol.target_mean - a_mean @ sol.coef
+    sol.feature_mean = a_mean
+    return sol
+
+
+def center_gram(G):
+    """Double-centre a Gram matrix: ``H G H`` with ``H = I - 11ᵀ/n``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._ridge import center_gram
+    >>> A = np.random.RandomState(0).normal(size=(5, 3))
+    >>> Ac = A - A.mean(0)
+    >>> bool(np.allclose(center_gram(A @ A.T), Ac @ Ac.T))
+    True
+    """
+    G = np.asarray(G, dtype=np.float64)
+    col = G.mean(axis=0)
+    return G - col[None, :] - col[:, None] + G.mean()
+
+
+def center_cross_gram(K, G):
+    """Centre a cross-Gram ``K = A_new Aᵀ`` with the training Gram ``G = A Aᵀ``.
+
+    Returns ``(A_new - 1āᵀ)(A - 1āᵀ)ᵀ`` where ``ā`` is the training mean.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._ridge import center_cross_gram
+    >>> rng = np.random.RandomState(0)
+    >>> A, B = rng.normal(size=(6, 3)), rng.normal(size=(2, 3))
+    >>> m = A.mean(0)
+    >>> bool(np.allclose(center_cross_gram(B @ A.T, A @ A.T), (B - m) @ (A - m).T))
+    True
+    """
+    K = np.asarray(K, dtype=np.float64)
+    G = np.asarray(G, dtype=np.float64)
+    return K - K.mean(axis=1, keepdims=True) - G.mean(axis=0)[None, :] + G.mean()
+
+
+def gram_factors(G, *, centered=False, n_features=None):
+    """Thin factors ``(U, s)`` of the centred features from their Gram.
+
+    Eigenpairs with ``s_j² <= s_1²·max(n, n_features)·eps`` are dropped (the
+    rank rule of ``thin_svd``).
+
+    Parameters
+    ----------
+    G : array-like of shape (n, n)
+        ``A Aᵀ`` (or ``A_c A_cᵀ`` with ``centered=True``).
+    centered : bool, default=False
+        Whether ``G`` is already double-centred.
+    n_features : int or None, default=None
+        Width of ``A`` for the rank tolerance; None uses ``n``.
+
+    Returns
+    -------
+    U : ndarray of shape (n, m)
+    s : ndarray of shape (m,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._ridge import gram_factors
+    >>> A = np.random.RandomState(0).normal(size=(6, 2))
+    >>> U, s = gram_factors(A @ A.T, n_features=2)
+    >>> s.shape
+    (2,)
+    """
+    Gc = np.asarray(G, dtype=np.float64) if centered else center_gram(G)
+    n = Gc.shape[0]
+    w, U = np.linalg.eigh((Gc + Gc.T) / 2.0)
+    w, U = w[::-1], U[:, ::-1]
+    width = n if n_features is None else max(n, int(n_features))
+    keep = (w > max(w[0], 0.0) * width * EPS64) & (w > 0) if w.size else w > 0
+    return U[:, keep], np.sqrt(w[keep])
+
+
+def ridge_fit_gram(
+    G, T, *, alpha="gcv", loss="loo", centered=False, n_features=None,
+    loo_denominator=None,
+):
+    """Ridge with a free intercept from the Gram of the training rows.
+
+    Parameters
+    ----------
+    G : array-like of shape (n, n)
+        ``A Aᵀ`` of the training features (a sum of per-layer Grams for a
+        concatenation of layers).
+    T : array-like of shape (n,) or (n, q)
+        Target.
+    alpha : float or "gcv", default="gcv"
+        See :func:`ridge_svd`.
+    loss : {"loo", "train"}, default="loo"
+        See :func:`ridge_svd`.
+    centered : bool, default=False
+        Whether ``G`` is already double-centred. If False, the solution keeps
+        the means needed to centre cross-Grams in
+        :meth:`RidgeSolution.predict_cross_gram`.
+    n_features : int or None, default=None
+        Width of ``A`` for the rank tolerance.
+    loo_denominator : float or None, default=None
+        See :func:`ridge_svd`.
+
+    Returns
+    -------
+    solution : RidgeSolution
+        Predict new rows with ``solution.predict_cross_gram(A_new @ A.T)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._ridge import ridge_fit, ridge_fit_gram
+    >>> rng = np.random.RandomState(0)
+    >>> A, B, y = rng.normal(size=(30, 5)), rng.normal(size=(4, 5)), rng.normal(size=30)
+    >>> g = ridge_fit_gram(A @ A.T, y, alpha=0.5, n_features=5)
+    >>> p = ridge_fit(A, y, alpha=0.5)
+    >>> bool(np.allclose(g.predict_cross_gram(B @ A.T), p.predict(B)))
+    True
+    """
+    G = np.asarray(G, dtype=np.float64)
+    U, s = gram_factors(G, centered=centered, n_features=n_features)
+    sol = ridge_svd(U, s, T, alpha=alpha, loss=loss, loo_denominator=loo_denominator)
+    if not centered:
+        sol.gram_means = (G.mean(axis=0), float(G.mean()))
+    return sol

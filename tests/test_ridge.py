@@ -1,0 +1,161 @@
+"""Tests of the ridge primitive (spec §2.3, acceptance property 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skloes._geometry import thin_svd
+from skloes._ridge import (
+    GCV_EXPONENTS,
+    center_cross_gram,
+    center_gram,
+    gcv_alpha_grid,
+    ridge_fit,
+    ridge_fit_gram,
+    ridge_svd,
+)
+
+
+def _direct(A, T, lam):
+    """W = (A_cᵀA_c + λI)⁻¹ A_cᵀ T_c, b = t̄ - Wᵀā, solved explicitly."""
+    a, t = A.mean(0), T.mean(0)
+    Ac, Tc = A - a, T - t
+    W = np.linalg.solve(Ac.T @ Ac + lam * np.eye(A.shape[1]), Ac.T @ Tc)
+    return W, t - a @ W
+
+
+def _rel(a, b):
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
+
+
+@pytest.mark.parametrize("shape", [(25, 6), (12, 30)])
+@pytest.mark.parametrize("lam", [1e-3, 0.7, 50.0])
+def test_svd_route_equals_direct_solve(shape, lam):
+    rng = np.random.RandomState(0)
+    A = rng.normal(size=shape) * rng.uniform(0.5, 3, size=shape[1]) + 2.0
+    T = rng.normal(size=(shape[0], 3))
+    W, b = _direct(A, T, lam)
+    sol = ridge_fit(A, T, alpha=lam, loss="train")
+    assert _rel(sol.coef, W) < 1e-8
+    assert _rel(sol.intercept, b) < 1e-8
+    assert _rel(sol.fitted, A @ W + b) < 1e-8
+    E = T - (A @ W + b)
+    assert sol.train_loss == pytest.approx(np.sum(E**2) / E.size, rel=1e-8)
+    # the O(mq) residual-norm identity used by GCV
+    U, s = thin_svd(A)
+    Tc = T - T.mean(0)
+    z2 = np.sum((U.T @ Tc) ** 2, axis=1)
+    f = s**2 / (s**2 + lam)
+    rss = np.sum(Tc**2) - np.sum(f * (2 - f) * z2)
+    assert rss == pytest.approx(np.sum(E**2), rel=1e-8)
+
+
+def test_hat_diagonal_is_exact_with_intercept():
+    rng = np.random.RandomState(1)
+    A = rng.normal(size=(15, 8))
+    lam = 0.3
+    Ac = A - A.mean(0)
+    n = A.shape[0]
+    H = np.ones((n, n)) / n + Ac @ np.linalg.solve(Ac.T @ Ac + lam * np.eye(8), Ac.T)
+    sol = ridge_svd(*thin_svd(A), rng.normal(size=n), alpha=lam)
+    np.testing.assert_allclose(sol.hat, np.diag(H), rtol=1e-10)
+    assert np.all(sol.hat < 1)
+    assert sol.df == pytest.approx(np.trace(H), rel=1e-10)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 2.0, "gcv"])
+@pytest.mark.parametrize("shape", [(20, 5), (14, 25)])
+def test_loo_residuals_equal_brute_force_refits(shape, alpha):
+    rng = np.random.RandomState(2)
+    n = shape[0]
+    A = rng.normal(size=shape)
+    T = A[:, :2] @ rng.normal(size=(2, 2)) + 0.3 * rng.normal(size=(n, 2)) + 5.0
+    sol = ridge_svd(*thin_svd(A), T, alpha=alpha, loss="loo")
+    lam = sol.alpha
+    E_loo = np.empty_like(T)
+    for i in range(n):
+        keep = np.arange(n) != i
+        W, b = _direct(A[keep], T[keep], lam)
+        E_loo[i] = T[i] - (A[i] @ W + b)
+    Tc = T - T.mean(0)
+    assert sol.loo_loss == pytest.approx(np.sum(E_loo**2) / np.sum(Tc**2), rel=1e-8)
+    E = T - sol.fitted
+    np.testing.assert_allclose(E / (1 - sol.hat)[:, None], E_loo, rtol=1e-8, atol=1e-10)
+
+
+def test_gcv_alpha_is_a_grid_point_and_minimises_gcv():
+    rng = np.random.RandomState(3)
+    A = rng.normal(size=(40, 10)) * np.linspace(0.1, 5, 10)
+    T = A @ rng.normal(size=(10, 2)) + rng.normal(size=(40, 2))
+    U, s = thin_svd(A)
+    sol = ridge_svd(U, s, T, alpha="gcv")
+    grid = gcv_alpha_grid(s)
+    assert grid.size == 19 == GCV_EXPONENTS.size
+    np.testing.assert_allclose(grid[0], np.mean(s**2) * 1e-6)
+    assert np.any(grid == sol.alpha)
+    # brute-force GCV from explicit refits at each grid point
+    n = A.shape[0]
+    brute = []
+    for lam in grid:
+        W, b = _direct(A, T, lam)
+        df = 1 + np.sum(s**2 / (s**2 + lam))
+        brute.append((np.sum((T - A @ W - b) ** 2) / n) / (1 - df / n) ** 2)
+    np.testing.assert_allclose(sol.gcv_scores, brute, rtol=1e-8)
+    assert sol.alpha == grid[int(np.argmin(brute))]
+
+
+def test_gcv_ties_go_to_the_larger_alpha():
+    # a zero target makes GCV exactly 0 at every grid point: a 19-way tie
+    rng = np.random.RandomState(4)
+    A = rng.normal(size=(12, 3))
+    sol = ridge_svd(*thin_svd(A), np.zeros(12), alpha="gcv")
+    assert sol.alpha == gcv_alpha_grid(thin_svd(A)[1])[-1]
+
+
+def test_no_components_gives_the_mean():
+    sol = ridge_svd(np.zeros((5, 0)), np.zeros(0), np.arange(5.0), alpha="gcv")
+    np.testing.assert_allclose(sol.fitted.ravel(), 2.0)
+    np.testing.assert_allclose(sol.hat, 0.2)
+    assert sol.df == 1.0
+    assert np.isfinite(sol.alpha) and np.isfinite(sol.loss)
+
+
+def test_gram_route_equals_feature_route():
+    rng = np.random.RandomState(5)
+    A, B = rng.normal(size=(30, 12)) + 1.0, rng.normal(size=(7, 12)) + 1.0
+    T = rng.normal(size=(30, 3))
+    for alpha in (0.1, "gcv"):
+        g = ridge_fit_gram(A @ A.T, T, alpha=alpha, n_features=12)
+        p = ridge_fit(A, T, alpha=alpha)
+        assert g.alpha == pytest.approx(p.alpha, rel=1e-10)
+        np.testing.assert_allclose(g.fitted, p.fitted, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(
+            g.predict_cross_gram(B @ A.T), p.predict(B), rtol=1e-8, atol=1e-10
+        )
+        Kc = center_cross_gram(B @ A.T, A @ A.T)
+        gc = ridge_fit_gram(center_gram(A @ A.T), T, alpha=alpha, centered=True)
+        np.testing.assert_allclose(
+            gc.predict_cross_gram(Kc, centered=True), p.predict(B), rtol=1e-8, atol=1e-10
+        )
+
+
+def test_sum_of_layer_grams_is_the_concatenation():
+    rng = np.random.RandomState(6)
+    L1, L2 = rng.normal(size=(25, 4)), rng.normal(size=(25, 6))
+    y = rng.normal(size=25)
+    g = ridge_fit_gram(L1 @ L1.T + L2 @ L2.T, y, alpha=0.2)
+    p = ridge_fit(np.hstack([L1, L2]), y, alpha=0.2)
+    np.testing.assert_allclose(g.fitted, p.fitted, rtol=1e-8)
+
+
+def test_bad_alpha_and_loss_raise():
+    U, s = thin_svd(np.random.RandomState(0).normal(size=(6, 2)))
+    with pytest.raises(ValueError, match="alpha"):
+        ridge_svd(U, s, np.arange(6.0), alpha=-1.0)
+    with pytest.raises(ValueError, match="alpha"):
+        ridge_svd(U, s, np.arange(6.0), alpha="foo")
+    with pytest.raises(ValueError, match="loss"):
+        ridge_svd(U, s, np.arange(6.0), loss="foo")
+    with pytest.raises(ValueError, match="predict"):
+        ridge_svd(U, s, np.arange(6.0)).predict(np.zeros((1, 2)))
