@@ -299,6 +299,19 @@ def triangle_areas_torch(centroids, triplets, floor=0.0):
     return 0.5 * torch.sqrt(torch.clamp(uu * vv - uv**2, min=floor))
 
 
+def class_centroids_torch(Z, codes, n_classes):
+    """Differentiable row means of ``Z`` per class code ``0..n_classes-1``.
+
+    Every code in ``0..n_classes-1`` must occur in ``codes`` (a LongTensor).
+    """
+    import torch
+
+    sums = torch.zeros(n_classes, Z.shape[1], dtype=Z.dtype, device=Z.device)
+    sums = sums.index_add(0, codes, Z)
+    counts = torch.bincount(codes, minlength=n_classes).to(Z.dtype)
+    return sums / counts.clamp(min=1.0)[:, None]
+
+
 def covariance_eigenvalues_torch(Z):
     """Nonzero-capable eigenvalues of ``Z_cᵀZ_c/(B-1)`` from the smaller Gram.
 

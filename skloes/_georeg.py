@@ -1,0 +1,193 @@
+"""GeoReg: a geometry-preserving regulariser and the classifier that trains with it."""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from skloes._geometry import (
+    class_centroids_torch,
+    sample_distinct_triplets,
+    spectral_imbalance_torch,
+    triangle_areas_torch,
+)
+
+_VARIANTS = ("robust", "reference")
+
+
+def _numpy_rng(generator):
+    """A numpy Generator seeded by one draw from a torch generator."""
+    seed = torch.randint(0, 2**62, (1,), generator=generator).item()
+    return np.random.default_rng(seed)
+
+
+class GeoRegLoss(nn.Module):
+    """Geometry-preserving regulariser of a fused mini-batch embedding.
+
+    ``L_geo = weight · (spectral + triangle)``. The spectral term penalises an
+    unbalanced covariance spectrum of the batch embedding ``z`` (dimensional
+    collapse); the triangle term rewards a large area of the triangles spanned
+    by the class centroids of the batch (class collapse). Both terms are
+    computed by :mod:`skloes._geometry`; this module only combines them.
+
+    Parameters
+    ----------
+    weight : float, default=0.1
+        Multiplier ``w`` of the regulariser; 0 disables it.
+    variant : {"robust", "reference"}, default="robust"
+        ``"reference"`` is the authors' form: the variance of the ``D'``
+        covariance eigenvalues (plus ``1e-4`` jitter) minus the log area of
+        one random centroid triangle of the raw embedding. ``"robust"`` is
+        scale-invariant and variance-reduced: the normalised spectral
+        imbalance ``V̂`` of the top ``min(B-1, D')`` eigenvalues plus the mean
+        of ``-log(area + eps)`` over up to ``n_triplets`` centroid triangles of
+        the L2-normalised rows.
+    n_triplets : int, default=32
+        Robust variant: every triplet of present classes is used when there
+        are at most this many, otherwise this many distinct ones are drawn
+        afresh at each call. The reference variant always uses one.
+    eps : float, default=1e-6
+        Added to the triangle areas inside the logarithm.
+
+    See Also
+    --------
+    GeoRegFineTuner : Classifier head trained with cross-entropy + GeoReg.
+
+    Notes
+    -----
+    With class labels, the loss is exactly 0 when the batch holds fewer than 3
+    samples or fewer than 3 distinct classes. With ``y=None`` (regression) only
+    the spectral term is used. Gradients never flow through eigenvectors, so
+    repeated eigenvalues, duplicated rows and rank-deficient batches are safe.
+    Requires ``pip install skloes[torch]``.
+
+    Examples
+    --------
+    >>> import torch  # doctest: +SKIP
+    >>> from skloes import GeoRegLoss  # doctest: +SKIP
+    >>> z = torch.randn(16, 8, requires_grad=True)  # doctest: +SKIP
+    >>> y = torch.arange(16) % 4  # doctest: +SKIP
+    >>> GeoRegLoss(weight=0.1)(z, y).backward()  # doctest: +SKIP
+    """
+
+    def __init__(self, weight=0.1, variant="robust", n_triplets=32, eps=1e-6):
+        super().__init__()
+        if variant not in _VARIANTS:
+            raise ValueError(
+                f"GeoRegLoss: `variant` must be one of {_VARIANTS}; got {variant!r}."
+            )
+        if not weight >= 0:
+            raise ValueError(f"GeoRegLoss: `weight` must be >= 0; got {weight!r}.")
+        if int(n_triplets) != n_triplets or n_triplets < 1:
+            raise ValueError(
+                f"GeoRegLoss: `n_triplets` must be a positive int; got {n_triplets!r}."
+            )
+        if not eps > 0:
+            raise ValueError(f"GeoRegLoss: `eps` must be > 0; got {eps!r}.")
+        self.weight = float(weight)
+        self.variant = variant
+        self.n_triplets = int(n_triplets)
+        self.eps = float(eps)
+
+    def extra_repr(self):
+        return (
+            f"weight={self.weight}, variant={self.variant!r}, "
+            f"n_triplets={self.n_triplets}, eps={self.eps}"
+        )
+
+    def spectral_term(self, z):
+        """Unweighted spectral term of ``z`` (B, D'); 0 when B < 3.
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (batch_size, dim)
+            Batch embedding.
+
+        Returns
+        -------
+        term : torch.Tensor
+            Scalar.
+        """
+        if z.shape[0] < 3:
+            return z.new_zeros(())
+        return spectral_imbalance_torch(z, variant=self.variant)
+
+    def triangle_term(self, z, y, generator=None):
+        """Unweighted triangle term; 0 when fewer than 3 classes or rows.
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (batch_size, dim)
+            Batch embedding.
+        y : torch.Tensor of shape (batch_size,)
+            Class labels (any integer coding).
+        generator : torch.Generator or None, default=None
+            Source of the random triplets (the global generator when None).
+
+        Returns
+        -------
+        term : torch.Tensor
+            Scalar.
+        """
+        classes, codes = torch.unique(y, return_inverse=True)
+        n_classes = classes.numel()
+        if z.shape[0] < 3 or n_classes < 3:
+            return z.new_zeros(())
+        robust = self.variant == "robust"
+        n_draw = self.n_triplets if robust else 1
+        triplets = sample_distinct_triplets(n_classes, n_draw, _numpy_rng(generator))
+        triplets = torch.as_tensor(triplets, device=z.device)
+        points = F.normalize(z, dim=1, eps=1e-12) if robust else z
+        centroids = class_centroids_torch(points, codes.to(z.device), n_classes)
+        areas = triangle_areas_torch(centroids, triplets, floor=1e-12 if robust else 1e-6)
+        return -torch.log(areas + self.eps).mean()
+
+    def terms(self, z, y=None, generator=None):
+        """The two unweighted terms ``(spectral, triangle)``.
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (batch_size, dim)
+            Batch embedding.
+        y : torch.Tensor of shape (batch_size,) or None, default=None
+            Class labels; None (regression) gives a zero triangle term.
+        generator : torch.Generator or None, default=None
+            Source of the random triplets.
+
+        Returns
+        -------
+        spectral, triangle : torch.Tensor
+            Scalars; both 0 when there are labels and fewer than 3 classes.
+        """
+        if y is None:
+            return self.spectral_term(z), z.new_zeros(())
+        n_classes = torch.unique(y).numel()
+        if z.shape[0] < 3 or n_classes < 3:
+            zero = z.new_zeros(())
+            return zero, zero
+        return self.spectral_term(z), self.triangle_term(z, y, generator)
+
+    def forward(self, z, y=None, generator=None):
+        """Weighted GeoReg loss ``weight · (spectral + triangle)``.
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (batch_size, dim)
+            Batch embedding (before any LayerNorm of the probe).
+        y : torch.Tensor of shape (batch_size,) or None, default=None
+            Class labels; None uses the spectral term only (regression).
+        generator : torch.Generator or None, default=None
+            Source of the random triplets.
+
+        Returns
+        -------
+        loss : torch.Tensor
+            Scalar.
+        """
+        spectral, triangle = self.terms(z, y, generator)
+        return self.weight * (spectral + triangle)
