@@ -41,3 +41,57 @@ def pool(hidden, mask, pooling="mean"):
     raise ValueError(
         f"pooling: `pooling` must be one of {POOLINGS}; got {pooling!r}."
     )
+
+
+def pool_layers(hidden_states, layers, mask, pooling="mean", *, owner="skloes"):
+    """Pool the requested layers of one batch into a ``(n_layers, B, k)`` tensor.
+
+    Parameters
+    ----------
+    hidden_states : sequence of torch.Tensor of shape (B, T, D)
+        Hidden states indexed as in Hugging Face ``hidden_states``.
+    layers : sequence of int
+        Non-negative indices into ``hidden_states``.
+    mask : torch.Tensor of shape (B, T)
+        Attention mask; 0 marks padding.
+    pooling : {"mean", "first", "cls", "last", "max"} or callable
+        A name understood by :func:`pool`, or ``f(hidden, mask) -> (B, k)``
+        applied to each layer's ``(B, T, D)`` states.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    pooled : torch.Tensor of shape (n_layers, B, k)
+        ``k = D`` for the named poolings.
+
+    Examples
+    --------
+    >>> import torch  # doctest: +SKIP
+    >>> h = [torch.ones(2, 3, 4)] * 2  # doctest: +SKIP
+    >>> pool_layers(h, [0, 1], torch.ones(2, 3)).shape  # doctest: +SKIP
+    torch.Size([2, 2, 4])
+    """
+    import torch
+
+    if not callable(pooling):
+        return torch.stack([pool(hidden_states[l], mask, pooling) for l in layers])
+    batch = mask.shape[0]
+    out = []
+    for l in layers:
+        value = pooling(hidden_states[l], mask)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(value, device=mask.device)
+        if value.ndim != 2 or value.shape[0] != batch or value.shape[1] < 1:
+            raise ValueError(
+                f"{owner}: callable `pooling` must return a tensor of shape "
+                f"(batch_size, k) = ({batch}, k) with k >= 1; got shape "
+                f"{tuple(value.shape)} for layer {l}."
+            )
+        if out and value.shape[1] != out[0].shape[1]:
+            raise ValueError(
+                f"{owner}: callable `pooling` must return the same width k for "
+                f"every layer; got {out[0].shape[1]} and {value.shape[1]}."
+            )
+        out.append(value)
+    return torch.stack(out)

@@ -1,0 +1,474 @@
+"""HiddenStatesTransformer: pooled per-layer hidden states of a Hugging Face model."""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import os
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from skloes._cache import (
+    HiddenStatesCache,
+    content_key,
+    model_fingerprint,
+    open_output,
+    publish_output,
+)
+from skloes._models import (
+    check_inputs,
+    default_model,
+    detect_modality,
+    effective_max_length,
+    encode_batch,
+    find_blocks,
+    forward_hidden_states,
+    load_model,
+    load_processor,
+    n_hidden_states,
+    read_config,
+    resolve_device,
+    resolve_model_path,
+    token_mask,
+)
+from skloes._pooling import pool_layers
+from skloes.utils._optional import import_optional
+from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._validation import layer_feature_names, resolve_layer_indices
+
+__all__ = ["HiddenStatesTransformer", "default_model"]
+
+# A cached output at least this large is returned memory-mapped from the cache.
+MEMMAP_MIN_BYTES = 1 << 30
+# No progress bar below this many batches.
+PROGRESS_MIN_BATCHES = 8
+# Module-level count of samples sent through a model forward pass (tests read it).
+FORWARD_SAMPLES = [0]
+
+
+class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
+    """Extract the pooled hidden state of every layer of a Hugging Face model.
+
+    ``transform`` runs the model over raw inputs (texts, images or audio
+    waveforms) and pools each requested layer's token states into one vector per
+    sample, giving a layer stack ``(n_layers, n_samples, dim)``. Layer ``0`` is
+    the embedding output; layers ``1..L`` are the transformer blocks (Hugging
+    Face ``hidden_states`` indexing).
+
+    Parameters
+    ----------
+    model : str, os.PathLike or None, default=None
+        A local model folder or a Hugging Face hub id. None is the embedded
+        default: the offline all-MiniLM-L6-v2 package when it is installed,
+        otherwise the hub id ``"sentence-transformers/all-MiniLM-L6-v2"``.
+        Weights load from safetensors only.
+
+    pooling : {"mean", "cls", "first", "last", "max"} or callable, default="mean"
+        How a layer's token states become one vector, always under the
+        attention mask (padding never contributes): the mean over real tokens,
+        the first real token (``"cls"`` is an alias of ``"first"``), the last
+        real token (correct under left or right padding) or the element-wise
+        maximum. A callable ``f(hidden, mask) -> (B, k)`` gets one layer's
+        ``(B, T, D)`` states and the ``(B, T)`` mask inside the batch loop; the
+        output width is then ``k``. Outputs of a callable are never cached.
+
+    layers : "all", int or list of int, default="all"
+        Hugging Face ``hidden_states`` indices to return (0 = embeddings,
+        negatives count from the end). Blocks deeper than the deepest requested
+        layer are not run.
+
+    output : {"stack", "flat"}, default="stack"
+        ``"stack"`` returns ``(n_layers, n_samples, dim)``; ``"flat"`` returns
+        ``(n_samples, n_layers * dim)`` with columns ``layer{l}_{j}``, the
+        scikit-learn-native form (cross-validation, ``set_output``).
+
+    batch_size : int, default=32
+        Inputs per forward pass. Batches are formed from length-sorted inputs
+        and the original order is restored.
+
+    max_length : int, default=512
+        Texts longer than this many tokens are truncated (no error); the
+        tokenizer's own limit applies too. Ignored for images and audio.
+
+    device : str, default="auto"
+        Torch device; ``"auto"`` picks CUDA, then MPS, then CPU.
+
+    dtype : {"float32", "float16"}, default="float32"
+        Dtype of the returned array; the model computes in float32.
+
+    cache : str, os.PathLike or None, default=None
+        Folder of a content-addressed cache of pooled states, one ``.npy`` per
+        input, keyed by the model's weights, ``pooling``, ``max_length``, the
+        resolved layers, ``dtype`` and the input content. Inputs found there
+        are not recomputed, and a transform whose inputs are all cached does
+        not load the model. A cached output of at least 1 GiB is returned
+        memory-mapped (read-only) from the cache folder.
+
+    progress : bool, default=True
+        Show a tqdm bar on stderr for extractions of at least 8 batches; tqdm
+        stays quiet when stderr is not a terminal.
+
+    trust_remote_code : bool, default=False
+        Allow models whose config asks for their own Python code.
+
+    Attributes
+    ----------
+    model_path_ : str
+        Local folder the model loads from.
+
+    modality_ : {"text", "image", "audio"}
+        Input type, from the model's main input.
+
+    n_model_layers_ : int
+        Number of hidden states of the model (blocks + 1).
+
+    layers_ : ndarray of shape (n_layers,)
+        Resolved, sorted, non-negative layer indices returned.
+
+    n_layers_ : int
+        ``len(layers_)``.
+
+    dim_ : int
+        Width of a pooled vector (the model width; ``k`` for a callable
+        ``pooling`` once a transform has run).
+
+    device_ : str
+        Resolved torch device.
+
+    model_ : transformers.PreTrainedModel
+        The backbone in eval mode, loaded on first access (not pickled).
+
+    processor_ : object
+        Tokenizer, image processor or feature extractor (not pickled).
+
+    See Also
+    --------
+    skloes.LOESSelector : Select the most informative layers of the stack.
+
+    Notes
+    -----
+    Requires ``pip install skloes[torch]``. Extraction runs under
+    ``torch.inference_mode``, pools on the device inside the batch loop,
+    computes identical inputs once and never holds token-level states of more
+    than one batch. Audio is padded per batch and the sample-level attention
+    mask is always passed to the model, so padding does not change a
+    waveform's states.
+
+    Examples
+    --------
+    >>> from skloes import HiddenStatesTransformer
+    >>> from skloes.utils._testing import make_tiny_model
+    >>> path = make_tiny_model()  # doctest: +SKIP
+    >>> hst = HiddenStatesTransformer(path, device="cpu", progress=False)  # doctest: +SKIP
+    >>> hst.fit_transform(["a good movie", "a dull plot"]).shape  # doctest: +SKIP
+    (3, 2, 8)
+    """
+
+    _parameter_constraints: dict = {
+        "model": [str, os.PathLike, None],
+        "pooling": [StrOptions({"mean", "cls", "first", "last", "max"}), callable],
+        "layers": [StrOptions({"all"}), Interval(Integral, None, None, closed="neither"),
+                   list, tuple, np.ndarray],
+        "output": [StrOptions({"stack", "flat"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_length": [Interval(Integral, 1, None, closed="left")],
+        "device": [str, object],
+        "dtype": [StrOptions({"float32", "float16"})],
+        "cache": [str, os.PathLike, None],
+        "progress": ["boolean"],
+        "trust_remote_code": ["boolean"],
+    }
+    # Sort inputs by length before batching (turned off only by the benchmark).
+    _sort_inputs = True
+
+    def __init__(self, model=None, *, pooling="mean", layers="all", output="stack",
+                 batch_size=32, max_length=512, device="auto", dtype="float32",
+                 cache=None, progress=True, trust_remote_code=False):
+        self.model = model
+        self.pooling = pooling
+        self.layers = layers
+        self.output = output
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.device = device
+        self.dtype = dtype
+        self.cache = cache
+        self.progress = progress
+        self.trust_remote_code = trust_remote_code
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Resolve the model and the layers; weights load on first use.
+
+        Parameters
+        ----------
+        X : list of str, list of arrays or ndarray of shape (n_samples, ...)
+            Raw inputs of the model's modality, checked here.
+        y : array-like of shape (n_samples,) or None, default=None
+            Ignored; its length must match ``X``.
+
+        Returns
+        -------
+        self : object
+            The fitted transformer.
+        """
+        name = type(self).__name__
+        import_optional("torch")
+        path = resolve_model_path(self.model, owner=name)
+        config = read_config(path, trust_remote_code=self.trust_remote_code, owner=name)
+        modality = detect_modality(config)
+        items = check_inputs(X, modality, owner=name)
+        if y is not None and len(y) != len(items):
+            raise ValueError(
+                f"{name}: `y` must have one entry per sample of `X`; got "
+                f"{len(y)} for {len(items)} samples."
+            )
+        self.model_path_ = path
+        self.modality_ = modality
+        self.n_model_layers_ = n_hidden_states(config)
+        self.layers_ = resolve_layer_indices(
+            self.layers, self.n_model_layers_, owner=name
+        )
+        self.n_layers_ = len(self.layers_)
+        self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
+        self.device_ = str(resolve_device(self.device))
+        self._drop_loaded()
+        return self
+
+    # ------------------------------------------------------------ transform
+    def transform(self, X):
+        """Return the pooled hidden states of the requested layers.
+
+        Parameters
+        ----------
+        X : list of str, list of arrays or ndarray of shape (n_samples, ...)
+            Texts, images (2-D/3-D arrays or PIL images, or ready
+            ``(n, C, H, W)`` pixel values) or 1-D waveforms.
+
+        Returns
+        -------
+        H : ndarray of shape (n_layers, n_samples, dim) or (n_samples, n_layers * dim)
+            The layer stack (``output="stack"``) or the flat table.
+        """
+        check_is_fitted(self)
+        items = check_inputs(X, self.modality_, owner=type(self).__name__)
+        keys = [content_key(item) for item in items]
+        first = {}
+        for i, key in enumerate(keys):
+            first.setdefault(key, i)
+        store = self._store()
+        if store is None:
+            unique = list(first.values())
+            values = self._extract([items[i] for i in unique])
+            if len(unique) < len(items):
+                values = values[:, _inverse(keys, first, unique)]
+            return self._format(values)
+        return self._transform_cached(items, keys, first, store)
+
+    def _transform_cached(self, items, keys, first, store):
+        n, shape = len(items), (self.n_layers_, len(items), self.dim_)
+        nbytes = int(np.prod(shape)) * np.dtype(self.dtype).itemsize
+        target = None
+        if nbytes >= MEMMAP_MIN_BYTES:
+            target = store.output_path(keys)
+            if target.exists():
+                return self._format(np.load(target, mmap_mode="r", allow_pickle=False))
+            tmp, out = open_output(target, shape, self.dtype)
+        else:
+            out = np.empty(shape, dtype=self.dtype)
+        missing = {}
+        for key, i in first.items():
+            entry = store.read(key)
+            if entry is None:
+                missing[key] = i
+            else:
+                out[:, i] = entry
+        if missing:
+            values = self._extract([items[i] for i in missing.values()])
+            for j, (key, i) in enumerate(missing.items()):
+                store.write(key, values[:, j])
+                out[:, i] = values[:, j]
+        if len(first) < n:
+            for i, key in enumerate(keys):
+                if first[key] != i:
+                    out[:, i] = out[:, first[key]]
+        if target is not None:
+            out = publish_output(tmp, out, target)
+        return self._format(out)
+
+    def _format(self, stack):
+        if self.output == "stack":
+            return stack
+        n_layers, n, dim = stack.shape
+        return np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, n_layers * dim)
+
+    def _store(self):
+        if self.cache is None or callable(self.pooling):
+            return None
+        settings = {
+            "model": model_fingerprint(self.model_path_),
+            "modality": self.modality_,
+            "pooling": "first" if self.pooling == "cls" else self.pooling,
+            "max_length": int(self.max_length) if self.modality_ == "text" else None,
+            "layers": [int(l) for l in self.layers_],
+            "dtype": self.dtype,
+        }
+        return HiddenStatesCache(
+            self.cache, settings, (self.n_layers_, self.dim_), self.dtype
+        )
+
+    # ------------------------------------------------------------ extraction
+    def _extract(self, items):
+        """Pooled states ``(n_layers, len(items), dim)`` of distinct inputs."""
+        torch = import_optional("torch")
+        model, processor, blocks = self.model_, self.processor_, self._blocks
+        order = self._batch_order(items, processor)
+        depth = int(max(self.layers_))
+        out = None
+        starts = range(0, len(items), self.batch_size)
+        with torch.inference_mode():
+            for start in self._progress(starts):
+                index = order[start:start + self.batch_size]
+                inputs = encode_batch(
+                    processor, self.modality_, [items[i] for i in index],
+                    max_length=self.max_length, device=self.device_,
+                    config=model.config,
+                )
+                FORWARD_SAMPLES[0] += len(index)
+                states = forward_hidden_states(model, inputs, depth, blocks=blocks)
+                mask = token_mask(model, inputs, states[0].shape[1])
+                pooled = pool_layers(states, self.layers_, mask, self.pooling,
+                                     owner=type(self).__name__)
+                pooled = pooled.to(getattr(torch, self.dtype)).cpu().numpy()
+                out = self._allocate(out, pooled, len(items))
+                out[:, index] = pooled
+        if not np.isfinite(out).all():
+            raise ValueError(
+                f"{type(self).__name__}: the model produced NaN or inf hidden states"
+                + (" (float16 overflow: use `dtype='float32'`)."
+                   if self.dtype == "float16" else ".")
+            )
+        return out
+
+    def _allocate(self, out, pooled, n):
+        if out is not None:
+            if pooled.shape[2] != out.shape[2]:
+                raise ValueError(
+                    f"{type(self).__name__}: callable `pooling` must return the same "
+                    f"width k for every batch; got {out.shape[2]} then "
+                    f"{pooled.shape[2]}."
+                )
+            return out
+        self.dim_ = int(pooled.shape[2])
+        return np.empty((pooled.shape[0], n, pooled.shape[2]), dtype=self.dtype)
+
+    def _batch_order(self, items, processor):
+        """Input indices in batch order: longest first when sorting is on."""
+        if not self._sort_inputs or len(items) <= self.batch_size:
+            return np.arange(len(items))
+        if self.modality_ == "text":
+            encoded = processor(
+                items, truncation=True, add_special_tokens=True,
+                max_length=effective_max_length(processor, self.max_length),
+                return_attention_mask=False, return_token_type_ids=False,
+            )
+            lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
+        elif self.modality_ == "audio":
+            lengths = np.fromiter((len(w) for w in items), dtype=np.int64)
+        else:
+            return np.arange(len(items))
+        return np.argsort(-lengths, kind="stable")
+
+    def _progress(self, starts):
+        if not self.progress or len(starts) < PROGRESS_MIN_BATCHES:
+            return starts
+        tqdm = import_optional("tqdm.auto")
+        return tqdm.tqdm(starts, desc="hidden states", unit="batch", disable=None,
+                         leave=False)
+
+    # ---------------------------------------------------------- lazy loading
+    def _load(self):
+        check_is_fitted(self)
+        if getattr(self, "_model", None) is None:
+            name = type(self).__name__
+            self._processor = load_processor(
+                self.model_path_, self.modality_,
+                trust_remote_code=self.trust_remote_code, owner=name,
+            )
+            self._model = load_model(
+                self.model_path_, trust_remote_code=self.trust_remote_code,
+                device=self.device_, owner=name,
+            )
+            self._blocks = find_blocks(self._model)
+
+    @property
+    def model_(self):
+        """The backbone (``transformers.PreTrainedModel``), loaded on demand."""
+        self._load()
+        return self._model
+
+    @property
+    def processor_(self):
+        """The tokenizer, image processor or feature extractor, loaded on demand."""
+        self._load()
+        return self._processor
+
+    def _drop_loaded(self):
+        self._model = self._processor = self._blocks = None
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        for key in ("_model", "_processor", "_blocks"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._drop_loaded()
+
+    # ------------------------------------------------------------- metadata
+    def get_feature_names_out(self, input_features=None):
+        """Column names ``layer{l}_{j}`` of the flat output.
+
+        Parameters
+        ----------
+        input_features : None
+            Ignored (the input is raw data, not named columns).
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            ``layer{l}_{j}`` for each returned layer ``l`` and unit ``j``.
+        """
+        check_is_fitted(self)
+        if self.output != "flat":
+            raise ValueError(
+                f"{type(self).__name__}: feature names (and set_output) need "
+                f"`output='flat'`; got output={self.output!r}, whose 3-D stack has "
+                "no columns."
+            )
+        if self.dim_ is None:
+            raise ValueError(
+                f"{type(self).__name__}: the width of a callable `pooling` is known "
+                "after the first transform; call transform first."
+            )
+        return layer_feature_names(self.layers_, self.dim_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.string = True
+        tags.input_tags.allow_nan = False
+        tags.target_tags.required = False
+        tags.transformer_tags.preserves_dtype = []
+        return tags
+
+
+def _inverse(keys, first, unique):
+    position = {i: j for j, i in enumerate(unique)}
+    return [position[first[key]] for key in keys]

