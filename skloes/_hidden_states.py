@@ -46,8 +46,6 @@ __all__ = ["HiddenStatesTransformer", "default_model"]
 MEMMAP_MIN_BYTES = 1 << 30
 # No progress bar below this many batches.
 PROGRESS_MIN_BATCHES = 8
-# Module-level count of samples sent through a model forward pass (tests read it).
-FORWARD_SAMPLES = [0]
 
 
 class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
@@ -339,7 +337,6 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                     max_length=self.max_length, device=self.device_,
                     config=model.config,
                 )
-                FORWARD_SAMPLES[0] += len(index)
                 states = forward_hidden_states(model, inputs, depth, blocks=blocks)
                 mask = token_mask(model, inputs, states[0].shape[1])
                 pooled = pool_layers(states, self.layers_, mask, self.pooling,

@@ -14,6 +14,7 @@ output (the input of the first block) and ``1..L`` are the blocks.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -213,7 +214,8 @@ def load_processor(path: str, modality: str, *, trust_remote_code: bool = False,
         "audio": transformers.AutoFeatureExtractor,
     }[modality]
     try:
-        return auto.from_pretrained(path, trust_remote_code=trust_remote_code)
+        with quiet_transformers():
+            return auto.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(
             f"{owner}: `model` {path!r} has no usable {auto.__name__[4:]} for its "
@@ -253,13 +255,24 @@ def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",
     kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
     if torch_dtype is not None:
         kwargs["dtype"] = torch_dtype
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    try:
+    with quiet_transformers():
         model = transformers.AutoModel.from_pretrained(path, **kwargs)
-    finally:
-        transformers.logging.set_verbosity(verbosity)
     return model.to(device).eval()
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """Silence transformers' warnings and its "Loading weights" bars for a while."""
+    logging = import_optional("transformers").logging
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
 
 
 def resolve_device(device="auto"):

@@ -44,13 +44,121 @@ def make_tiny_model(path=None, *, num_hidden_layers=2, hidden_size=8, seed=0):
     path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-bert-"))
     path.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS]
-    tokenizer = BertTokenizerFast(vocab={word: i for i, word in enumerate(vocab)})
+    tokenizer = BertTokenizerFast(
+        vocab={word: i for i, word in enumerate(vocab)}, model_max_length=64
+    )
     config = BertConfig(
         vocab_size=len(vocab), hidden_size=hidden_size,
         num_hidden_layers=num_hidden_layers, num_attention_heads=2,
         intermediate_size=2 * hidden_size, max_position_embeddings=64,
     )
     torch.manual_seed(seed)
-    BertModel(config).eval().save_pretrained(path)
+    _save_quietly(BertModel(config).eval(), path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+def make_tiny_vit(path=None, *, num_hidden_layers=2, hidden_size=8, image_size=16,
+                  seed=0):
+    """Save a tiny random ``ViTModel`` with its image processor to ``path``.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or None, default=None
+        Target folder; a new temporary folder when None.
+    num_hidden_layers : int, default=2
+        Number of transformer blocks.
+    hidden_size : int, default=8
+        Width of every hidden state.
+    image_size : int, default=16
+        Side of the square input; patches are 4x4, so there are
+        ``(image_size // 4) ** 2 + 1`` tokens (with CLS).
+    seed : int, default=0
+        Seeds the random initialisation.
+
+    Returns
+    -------
+    path : str
+        The folder, loadable with ``AutoModel`` and ``AutoImageProcessor``.
+
+    Examples
+    --------
+    >>> from skloes.utils._testing import make_tiny_vit
+    >>> path = make_tiny_vit()  # doctest: +SKIP
+    """
+    import torch
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-vit-"))
+    path.mkdir(parents=True, exist_ok=True)
+    config = ViTConfig(
+        image_size=image_size, patch_size=4, hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers, num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+    )
+    torch.manual_seed(seed)
+    _save_quietly(ViTModel(config, add_pooling_layer=False).eval(), path)
+    ViTImageProcessor(size={"height": image_size, "width": image_size}).save_pretrained(
+        path
+    )
+    return str(path)
+
+
+def make_tiny_wav2vec2(path=None, *, num_hidden_layers=2, hidden_size=8,
+                       stable_layer_norm=True, seed=0):
+    """Save a tiny random ``Wav2Vec2Model`` with its feature extractor to ``path``.
+
+    The convolutional front end has strides 5 and 4 (one frame per 20
+    samples), and the feature extractor returns an attention mask.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or None, default=None
+        Target folder; a new temporary folder when None.
+    num_hidden_layers : int, default=2
+        Number of transformer blocks.
+    hidden_size : int, default=8
+        Width of every hidden state.
+    stable_layer_norm : bool, default=True
+        Pre-norm blocks with a final layer norm (the variant whose last hidden
+        state differs from the last block's output) rather than post-norm.
+    seed : int, default=0
+        Seeds the random initialisation.
+
+    Returns
+    -------
+    path : str
+        The folder, loadable with ``AutoModel`` and ``AutoFeatureExtractor``.
+
+    Examples
+    --------
+    >>> from skloes.utils._testing import make_tiny_wav2vec2
+    >>> path = make_tiny_wav2vec2()  # doctest: +SKIP
+    """
+    import torch
+    from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2Model
+
+    path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-wav2vec2-"))
+    path.mkdir(parents=True, exist_ok=True)
+    config = Wav2Vec2Config(
+        hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
+        num_attention_heads=2, intermediate_size=2 * hidden_size,
+        conv_dim=(8, 8), conv_stride=(5, 4), conv_kernel=(10, 8),
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+        feat_extract_norm="layer", do_stable_layer_norm=stable_layer_norm,
+        mask_time_prob=0.0,
+    )
+    torch.manual_seed(seed)
+    _save_quietly(Wav2Vec2Model(config).eval(), path)
+    Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+        return_attention_mask=True,
+    ).save_pretrained(path)
+    return str(path)
+
+
+def _save_quietly(model, path):
+    from skloes._models import quiet_transformers
+
+    with quiet_transformers():
+        model.save_pretrained(path)
