@@ -207,7 +207,10 @@ def triangle_areas(centroids, triplets):
     uu = K[a, a] + K[b, b] - 2 * K[a, b]
     vv = K[a, a] + K[c, c] - 2 * K[a, c]
     uv = K[a, a] - K[a, b] - K[a, c] + K[b, c]
-    return 0.5 * np.sqrt(np.maximum(uu * vv - uv**2, 0.0))
+    area = 0.5 * np.sqrt(np.maximum(uu * vv - uv**2, 0.0))
+    # exact 0 for repeated indices (rounding in uu*vv - uv² would give ~1e-8)
+    area[(a == b) | (a == c) | (b == c)] = 0.0
+    return area
 
 
 def all_triplets(n_classes):
