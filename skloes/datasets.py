@@ -203,7 +203,10 @@ def _read_chatterbot(min_per_language):
 
 
 for _loader in (load_rotten_tomatoes, load_bbc_news, load_chatterbot_langid):
-    _loader.__doc__ = _loader.__doc__.replace("    {doc}", _N_SAMPLES_DOC.rstrip())
+    # The trailing blank line keeps numpydoc from swallowing the next section.
+    _loader.__doc__ = _loader.__doc__.replace(
+        "    {doc}", _N_SAMPLES_DOC.rstrip() + "\n"
+    )
 
 
 def load_dataset(name, **kwargs):
