@@ -319,14 +319,19 @@ def covariance_eigenvalues_torch(Z):
     """Nonzero-capable eigenvalues of ``Z_cᵀZ_c/(B-1)`` from the smaller Gram.
 
     Returns ``min(B, D)`` eigenvalues in ascending order (``eigvalsh``; no
-    gradient through eigenvectors).
+    gradient through eigenvectors). The decomposition runs in float64 on the
+    max-abs-scaled data: float32 LAPACK returns NaN on near-zero matrices with
+    subnormal entries (a collapsed batch), and the scaling keeps float64 away
+    from them too. The result has ``Z``'s dtype.
     """
     import torch
 
     B, D = Z.shape
-    Zc = Z - Z.mean(dim=0, keepdim=True)
+    Zc = (Z - Z.mean(dim=0, keepdim=True)).to(torch.float64)
+    scale = Zc.detach().abs().max().clamp(min=1e-150)
+    Zc = Zc / scale
     G = Zc @ Zc.T if B <= D else Zc.T @ Zc
-    return torch.linalg.eigvalsh(G) / (B - 1)
+    return (torch.linalg.eigvalsh(G) * scale**2 / (B - 1)).to(Z.dtype)
 
 
 def spectral_imbalance_torch(Z, variant="robust"):

@@ -5,9 +5,18 @@
 
 from __future__ import annotations
 
+import os
+from numbers import Integral, Real
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from skloes._geometry import (
@@ -16,6 +25,17 @@ from skloes._geometry import (
     spectral_imbalance_torch,
     triangle_areas_torch,
 )
+from skloes._heads import (
+    FUSIONS,
+    LayerFusionHead,
+    make_generator,
+    predict_outputs,
+    resolve_device,
+    train_loop,
+    warn_not_converged,
+)
+from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._validation import resolve_layer_indices, validate_layers
 
 _VARIANTS = ("robust", "reference")
 
@@ -191,3 +211,501 @@ class GeoRegLoss(nn.Module):
         """
         spectral, triangle = self.terms(z, y, generator)
         return self.weight * (spectral + triangle)
+
+
+# --------------------------------------------------------------------------
+# The estimator
+# --------------------------------------------------------------------------
+class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
+    """Classifier head over selected layers, trained with cross-entropy + GeoReg.
+
+    Each selected layer block goes through an adapter ``LayerNorm(d) →
+    Linear(d, proj_dim) → GELU``; the adapter outputs are fused (concatenated by
+    default) into ``Z`` and a probe ``LayerNorm → Dropout(0.2) → Linear`` gives
+    the logits. The loss is mean cross-entropy plus :class:`GeoRegLoss` on
+    ``Z``. Training uses AdamW, linear warmup then cosine decay per step,
+    gradient clipping at 1.0, and early stopping on a stratified validation
+    split with the best epoch's weights restored.
+
+    ``mode="head"`` (default) trains on precomputed features: a layer stack
+    ``(n_layers, n_samples, dim)``, a flat table ``(n_samples, n_layers *
+    layer_dim)`` (for instance ``HiddenStatesTransformer`` flat output, or the
+    fused embedding of a selector). ``mode="finetune"`` takes raw inputs and
+    also fine-tunes the backbone up to the deepest selected block.
+
+    Parameters
+    ----------
+    mode : {"head", "finetune"}, default="head"
+        Train the head on features, or fine-tune the backbone end to end.
+    model : str, os.PathLike or None, default=None
+        ``mode="finetune"`` only: a local folder or hub id; None is the
+        embedded default model (as in ``HiddenStatesTransformer``).
+    layers : None, int, list of int or LOESSelector, default=None
+        Layer blocks to use, as Hugging Face ``hidden_states`` indices (0 is
+        the embedding output; for a flat table, the block index). None uses
+        every block. A selector is fitted on the training data (head mode) or
+        on the frozen model's features (finetune mode) unless it is already
+        fitted, and contributes its ``selected_layers_``.
+    layer_dim : int or None, default=None
+        Block width of a flat table; None reads a 2-D ``X`` as one block.
+    fusion : {"concat", "mean", "sum", "scalar_mix"}, default="concat"
+        How the adapter outputs are combined.
+    geo_weight : float, default=0.1
+        GeoReg weight ``w``; 0 is the plain cross-entropy baseline.
+    geo_variant : {"robust", "reference"}, default="robust"
+        See :class:`GeoRegLoss`.
+    proj_dim : int, default=256
+        Adapter width.
+    max_epochs : int, default=15
+        Maximum number of epochs.
+    batch_size : int, default=128
+        Mini-batch size (the last partial batch is kept).
+    lr : float, default=1e-4
+        Learning rate of the adapters and probe.
+    lr_backbone : float, default=2e-5
+        Learning rate of the backbone (``mode="finetune"``).
+    weight_decay : float, default=0.01
+        AdamW weight decay on all trainable parameters.
+    warmup : float, default=0.1
+        Fraction of the steps with a linear warmup from 0.
+    validation_fraction : float, default=0.1
+        Stratified validation share for early stopping; 0 keeps the final
+        weights and stops when the training loss stalls.
+    n_iter_no_change : int, default=3
+        Patience in epochs.
+    pooling : {"mean", "first", "cls", "last", "max"}, default="mean"
+        Token pooling in ``mode="finetune"``.
+    max_length : int, default=256
+        Token truncation in ``mode="finetune"``.
+    device : str, default="auto"
+        Torch device; "auto" picks CUDA, then MPS, then CPU.
+    random_state : int, RandomState instance or None, default=None
+        Seeds initialisation, shuffles, dropout, triplets and the split.
+    verbose : int, default=0
+        A progress bar over epochs when > 0.
+    warm_start : bool, default=False
+        Continue from the fitted weights instead of re-initialising.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    layers_ : ndarray of int
+        The hidden-state (or block) indices the head uses, ascending.
+    selector_ : estimator or None
+        The fitted selector when ``layers`` is one.
+    module_ : torch.nn.Module
+        The trained head (and backbone, in finetune mode).
+    history_ : list of dict
+        Per epoch: ``loss``, ``task_loss``, ``geo_loss``, ``geo_spectral``,
+        ``geo_triangle``, ``val_score``, ``lr``.
+    best_epoch_ : int
+        The epoch whose weights were kept (1-based).
+    n_iter_ : int
+        Epochs run.
+    device_ : torch.device
+        Where the module lives.
+    n_layers_in_, dim_in_ : int
+        Layout of the head-mode input (``n_features_in_`` for flat input).
+
+    See Also
+    --------
+    GeoRegLoss : The regulariser.
+    LOESSelector : Chooses the layers.
+
+    Notes
+    -----
+    Same ``random_state`` on CPU gives identical weights and predictions;
+    randomness comes from a seeded ``torch.Generator``, never the global one
+    (the backbone's own dropout in finetune mode runs in a forked, seeded RNG
+    state). Requires ``pip install skloes[torch]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes import GeoRegFineTuner  # doctest: +SKIP
+    >>> rng = np.random.RandomState(0)
+    >>> H = rng.normal(size=(3, 60, 8))
+    >>> y = np.repeat([0, 1, 2], 20)
+    >>> H[2] += np.eye(8)[y] * 3
+    >>> clf = GeoRegFineTuner(layers=[1, 2], proj_dim=16, lr=1e-2,
+    ...                       random_state=0).fit(H, y)  # doctest: +SKIP
+    >>> clf.predict(H).shape  # doctest: +SKIP
+    (60,)
+    """
+
+    _parameter_constraints = {
+        "mode": [StrOptions({"head", "finetune"})],
+        "model": [None, str, os.PathLike],
+        "layers": [None, Integral, "array-like", BaseEstimator],
+        "layer_dim": [None, Interval(Integral, 1, None, closed="left")],
+        "fusion": [StrOptions(set(FUSIONS))],
+        "geo_weight": [Interval(Real, 0, None, closed="left")],
+        "geo_variant": [StrOptions(set(_VARIANTS))],
+        "proj_dim": [Interval(Integral, 1, None, closed="left")],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "lr_backbone": [Interval(Real, 0, None, closed="left")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "warmup": [Interval(Real, 0, 1, closed="both")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "pooling": [StrOptions({"mean", "first", "cls", "last", "max"})],
+        "max_length": [Interval(Integral, 1, None, closed="left")],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(self, *, mode="head", model=None, layers=None, layer_dim=None,
+                 fusion="concat", geo_weight=0.1, geo_variant="robust",
+                 proj_dim=256, max_epochs=15, batch_size=128, lr=1e-4,
+                 lr_backbone=2e-5, weight_decay=0.01, warmup=0.1,
+                 validation_fraction=0.1, n_iter_no_change=3, pooling="mean",
+                 max_length=256, device="auto", random_state=None, verbose=0,
+                 warm_start=False):
+        self.mode = mode
+        self.model = model
+        self.layers = layers
+        self.layer_dim = layer_dim
+        self.fusion = fusion
+        self.geo_weight = geo_weight
+        self.geo_variant = geo_variant
+        self.proj_dim = proj_dim
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.lr_backbone = lr_backbone
+        self.weight_decay = weight_decay
+        self.warmup = warmup
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.pooling = pooling
+        self.max_length = max_length
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
+    def fit(self, X, y):
+        """Train the head (and, in finetune mode, the backbone).
+
+        Parameters
+        ----------
+        X : array-like
+            Head mode: a stack (n_layers, n_samples, dim) or a flat table
+            (n_samples, n_features). Finetune mode: raw inputs (texts).
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted classifier.
+        """
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None."
+            )
+        if self.mode == "finetune":
+            from skloes._georeg_finetune import fit_finetune
+
+            return fit_finetune(self, X, y)
+        return self._fit_head(X, y)
+
+    def _warm(self):
+        return self.warm_start and hasattr(self, "module_")
+
+    def _fit_head(self, X, y):
+        warm = self._warm()
+        stack, y = self._validate_features(X, y, reset=not warm)
+        codes = self._encode_targets(y, warm)
+        rng = check_random_state(self.random_state)
+        generator = make_generator(rng)
+        if not warm:
+            self.layers_, self.selector_ = self._resolve_layers(stack, y)
+            self.device_ = resolve_device(self.device)
+        feats = self._layer_blocks(stack)
+        train_idx, val_idx = self._split(codes, rng)
+        if not warm:
+            self.module_ = LayerFusionHead(
+                len(self.layers_), feats.shape[2], len(self.classes_),
+                proj_dim=self.proj_dim, fusion=self.fusion, generator=generator,
+            ).to(self.device_)
+        head = self.module_
+        targets = torch.as_tensor(codes, device=self.device_)
+
+        def forward(idx, train):
+            return head(feats[idx].to(self.device_), generator if train else None)
+
+        self._train(head, head.param_groups(self.lr), forward, targets,
+                    train_idx, val_idx, generator)
+        return self
+
+    def _train(self, module, groups, forward, targets, train_idx, val_idx, generator):
+        geo = GeoRegLoss(weight=self.geo_weight, variant=self.geo_variant)
+        result = train_loop(
+            module, groups, forward, targets, train_idx, val_idx, geo_loss=geo,
+            generator=generator, max_epochs=self.max_epochs,
+            batch_size=self.batch_size, weight_decay=self.weight_decay,
+            warmup=self.warmup, n_iter_no_change=self.n_iter_no_change,
+            verbose=self.verbose, desc=type(self).__name__,
+        )
+        self.history_ = result.history
+        self.best_epoch_ = result.best_epoch
+        self.n_iter_ = result.n_iter
+        warn_not_converged(self, result, self.max_epochs)
+
+    # ----------------------------------------------------------- validation
+    def _validate_features(self, X, y="no_validation", *, reset):
+        name = type(self).__name__
+        if _is_text(X):
+            raise TypeError(
+                f"{name}: `X` holds strings, but mode='head' takes numeric layer "
+                "features (a layer stack or a flat table); pass mode='finetune' to "
+                "train on raw texts."
+            )
+        if not hasattr(X, "ndim"):  # lists and other array-likes
+            X = np.asarray(X)
+        if X.ndim not in (2, 3):
+            raise ValueError(
+                f"{name}: `X` must be a layer stack (n_layers, n_samples, dim) or a "
+                f"flat table (n_samples, n_features); got {X.ndim} dimension(s). "
+                "Reshape your data either using X.reshape(-1, 1) if your data has a "
+                "single feature or X.reshape(1, -1) if it contains a single sample."
+            )
+        layer_dim = self.layer_dim
+        if layer_dim is None and reset and X.ndim == 2:
+            layer_dim = max(X.shape[1], 1)  # a plain 2-D table is one block
+        return validate_layers(
+            self, X, y, layer_dim=layer_dim, reset=reset,
+            dtype=(np.float32, np.float64),
+        )
+
+    def _encode_targets(self, y, warm):
+        name = type(self).__name__
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if warm:
+            if not np.array_equal(classes, self.classes_):
+                raise ValueError(
+                    f"{name}: with `warm_start`=True, `y` must hold the classes of "
+                    f"the previous fit {self.classes_.tolist()!r}; got "
+                    f"{classes.tolist()!r}."
+                )
+        elif len(classes) < 2:
+            raise ValueError(
+                f"{name}: `y` must hold at least 2 classes; got one class "
+                f"({classes[0]!r})."
+            )
+        self.classes_ = classes
+        return codes
+
+    def _resolve_layers(self, stack, y):
+        """``(layers_, selector_)`` from the ``layers`` parameter."""
+        n_layers = stack.shape[0]
+        if isinstance(self.layers, BaseEstimator):
+            selector = self.layers
+            if not _is_fitted(selector):
+                selector = clone(selector).fit(stack, y)
+            layers = np.asarray(selector.selected_layers_, dtype=int)
+            n_in = getattr(selector, "n_layers_in_", n_layers)
+            if n_in != n_layers or layers.max() >= n_layers:
+                raise ValueError(
+                    f"{type(self).__name__}: the fitted selector in `layers` was "
+                    f"fitted on {n_in} layers, but `X` has {n_layers}."
+                )
+            return layers, selector
+        if self.layers is None:
+            return np.arange(n_layers), None
+        return resolve_layer_indices(
+            self.layers, n_layers, owner=type(self).__name__
+        ), None
+
+    def _layer_blocks(self, stack):
+        """Float32 CPU tensor (n_samples, K, dim) of the selected layers."""
+        blocks = np.stack([stack[l] for l in self.layers_], axis=1)
+        return torch.from_numpy(np.ascontiguousarray(blocks, dtype=np.float32))
+
+    def _split(self, codes, rng):
+        """Stratified train/validation indices (CPU LongTensors)."""
+        n = len(codes)
+        all_idx = torch.arange(n)
+        fraction = self.validation_fraction
+        if fraction == 0:
+            return all_idx, all_idx[:0]
+        counts = np.bincount(codes)
+        # at least one validation sample per class; every class keeps training rows
+        n_val = max(int(np.ceil(fraction * n)), len(counts))
+        smallest = int(counts.argmin())
+        if counts.min() < 2 or counts.min() * (1 - fraction) < 1 or n - n_val < len(
+            counts
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: `validation_fraction`={fraction} is too "
+                f"large for the smallest class ({self.classes_[smallest]!r} has "
+                f"{counts.min()} samples; {n} samples in {len(counts)} classes): "
+                "the stratified split needs every class on both sides. Lower it, "
+                "or set validation_fraction=0 to train without early stopping."
+            )
+        train, val = train_test_split(
+            np.arange(n), test_size=n_val, stratify=codes,
+            random_state=rng.randint(0, 2**31 - 1),
+        )
+        return torch.from_numpy(np.sort(train)), torch.from_numpy(np.sort(val))
+
+    # ------------------------------------------------------------- predict
+    def _outputs(self, X):
+        """(logits, z) as float64 numpy arrays."""
+        check_is_fitted(self)
+        if self.mode == "finetune":
+            from skloes._georeg_finetune import finetune_outputs
+
+            out, z = finetune_outputs(self, X)
+        else:
+            stack = self._validate_features(X, reset=False)
+            feats = self._layer_blocks(stack)
+            head = self.module_
+
+            def forward(idx, train):
+                return head(feats[idx].to(self.device_))
+
+            out, z = predict_outputs(head, forward, torch.arange(len(feats)),
+                                     max(self.batch_size, 1024))
+        return out.double().cpu().numpy(), z.double().cpu().numpy()
+
+    def decision_function(self, X):
+        """Logits (binary: the logit difference of class 1 over class 0).
+
+        Parameters
+        ----------
+        X : array-like
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        logits, _ = self._outputs(X)
+        if logits.shape[1] == 2:
+            return logits[:, 1] - logits[:, 0]
+        return logits
+
+    def predict_proba(self, X):
+        """Class probabilities (softmax of the logits).
+
+        Parameters
+        ----------
+        X : array-like
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        logits, _ = self._outputs(X)
+        logits -= logits.max(axis=1, keepdims=True)
+        proba = np.exp(logits)
+        return proba / proba.sum(axis=1, keepdims=True)
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        logits, _ = self._outputs(X)
+        return self.classes_[logits.argmax(axis=1)]
+
+    def transform(self, X):
+        """The fused embedding ``Z`` (the input of the probe's LayerNorm).
+
+        Parameters
+        ----------
+        X : array-like
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, embed_dim)
+        """
+        _, z = self._outputs(X)
+        return z
+
+    # ------------------------------------------------------------- pickling
+    def __getstate__(self):
+        state = dict(super().__getstate__())  # object's is the live __dict__
+        module = state.pop("module_", None)
+        if module is not None:
+            state["_module_pickle"] = _module_to_cpu_state(module)
+        return state
+
+    def __setstate__(self, state):
+        packed = state.pop("_module_pickle", None)
+        super().__setstate__(state)
+        if packed is not None:
+            device = self.device_
+            if device.type == "cuda" and not torch.cuda.is_available():
+                self.device_ = device = torch.device("cpu")
+            self.module_ = _module_from_cpu_state(packed).to(device)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if self.mode == "finetune":
+            tags.input_tags.two_d_array = False
+            tags.input_tags.string = True
+        else:
+            tags.input_tags.three_d_array = True
+        return tags
+
+
+def _is_text(X):
+    """Whether ``X`` looks like raw strings rather than numeric features."""
+    if isinstance(X, str):
+        return True
+    if isinstance(X, (list, tuple)):
+        return len(X) > 0 and isinstance(X[0], str)
+    dtype = getattr(X, "dtype", None)
+    if dtype is not None and getattr(dtype, "kind", "") in "OUS":
+        flat = np.asarray(X).ravel()
+        return flat.size > 0 and isinstance(flat[0], str)
+    return False
+
+
+def _is_fitted(estimator):
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
+def _module_to_cpu_state(module):
+    """A picklable description: the head's init kwargs and CPU state dict."""
+    if isinstance(module, LayerFusionHead):
+        state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        return {"kind": "head", "init": module.init_kwargs, "state": state}
+    from skloes._georeg_finetune import pack_finetune_module
+
+    return pack_finetune_module(module)
+
+
+def _module_from_cpu_state(packed):
+    if packed["kind"] == "head":
+        module = LayerFusionHead(**packed["init"])
+        module.load_state_dict(packed["state"])
+        return module.eval()
+    from skloes._georeg_finetune import unpack_finetune_module
+
+    return unpack_finetune_module(packed)

@@ -132,6 +132,9 @@ class LayerFusionHead(nn.Module):
         fixed at 1 with them).
     embed_dim : int
         ``D'``.
+    init_kwargs : dict
+        The constructor arguments (without ``generator``), to rebuild the head
+        from a state dict.
 
     Examples
     --------
@@ -146,6 +149,11 @@ class LayerFusionHead(nn.Module):
     def __init__(self, n_layers, dim, n_outputs, *, proj_dim=256, fusion="concat",
                  adapters=True, dropout=0.2, generator=None):
         super().__init__()
+        self.init_kwargs = {
+            "n_layers": int(n_layers), "dim": int(dim), "n_outputs": int(n_outputs),
+            "proj_dim": int(proj_dim), "fusion": fusion, "adapters": bool(adapters),
+            "dropout": float(dropout),
+        }
         if fusion not in FUSIONS:
             raise ValueError(f"`fusion` must be one of {FUSIONS}; got {fusion!r}.")
         self.n_layers, self.dim, self.n_outputs = int(n_layers), int(dim), int(n_outputs)
