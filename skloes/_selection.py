@@ -123,7 +123,7 @@ def _resolve_task(name, y, task):
         else:
             raise ValueError(
                 f"{name}: `y` must hold class labels or continuous targets; got "
-                f"type_of_target(y)={kind!r}."
+                f"type_of_target(y)={kind!r} (Unknown label type)."
             )
     if task == "regression":
         try:
@@ -138,8 +138,8 @@ def _resolve_task(name, y, task):
                          f"task='classification'; got shape {y.shape}.")
     classes = np.unique(y)
     if classes.size < 2:
-        raise ValueError(f"{name}: `y` must contain at least two classes; got a "
-                         f"single class ({classes[0]!r}).")
+        raise ValueError(f"{name}: `y` must contain at least two classes; got 1 "
+                         f"class ({classes[0]!r}).")
     return task, classes, y
 
 
@@ -1039,8 +1039,9 @@ class LOESSelectorCV(_BaseLOES):
                      else self.estimator)
         scorer = check_scoring(estimator, scoring=self.scoring)
         cv = check_cv(self.cv, y_fit, classifier=classification)
-        rng = check_random_state(self.random_state)
-        seed = rng.randint(np.iinfo(np.int32).max)
+        seed = self.random_state  # one seed for every fold and the final path
+        if isinstance(seed, np.random.RandomState):
+            seed = int(seed.randint(np.iinfo(np.int32).max))
         selector = self._selector(k_max, cfg["task"]).set_params(random_state=seed)
         splits = list(cv.split(np.zeros((stack.shape[1], 1)), y_fit))
         out = Parallel(n_jobs=self.n_jobs)(
