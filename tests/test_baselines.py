@@ -282,7 +282,7 @@ def test_exhaustive_scores_equal_the_public_probe_on_the_concatenation():
     sel = ExhaustiveSubsetSelector(k=3, max_samples=80, random_state=1).fit(H, y)
     held = sel.held_out_indices_
     fit = np.setdiff1d(sel.calibration_indices_, held)
-    for subset, score in list(zip(sel.subsets_, sel.subset_scores_))[::5]:
+    for subset, score in list(zip(sel.subsets_, sel.subset_scores_, strict=True))[::5]:
         X = _flat(H[subset])
         probe = RidgeProbeClassifier(layer_dim=4).fit(X[fit], y[fit])
         assert probe.score(X[held], y[held]) == pytest.approx(score, abs=1e-12)

@@ -1,0 +1,377 @@
+"""The ridge probe of the baselines (spec §3): public estimators and subset scoring.
+
+Each layer block is centred and scaled to unit total variance with fit-part
+statistics; ridge with an unpenalised intercept and a GCV penalty (the
+primitive of :mod:`skloes._ridge`) fits one-hot or standardised targets.
+:class:`_SubsetScorer` scores layer subsets on one fit/held-out split from
+cached per-layer Grams (a concatenation's Gram is the sum of its layers').
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.model_selection import train_test_split
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from skloes._ridge import ridge_fit, ridge_fit_gram
+from skloes.utils._param_validation import (
+    Interval,
+    RealNotInt,
+    StrOptions,
+    _fit_context,
+)
+from skloes.utils._validation import _check_layer_dim
+
+__all__ = ["RidgeProbeClassifier", "RidgeProbeRegressor"]
+
+
+def _fit_targets(target, fit):
+    """One-hot (classification) or standardised (regression) fit targets."""
+    task, classes, values = target
+    if task == "classification":
+        return np.eye(classes.size)[values[fit]]
+    Y = values[fit]
+    std = Y.std(axis=0)
+    return (Y - Y.mean(axis=0)) / np.where(std > 0, std, 1.0)
+
+
+def _probe_score(pred, target, rows):
+    """Accuracy (argmax) or uniform-average R² of predictions on ``rows``."""
+    task, _, values = target
+    if task == "classification":
+        return float(np.mean(pred.argmax(axis=1) == values[rows]))
+    truth = values[rows]
+    ss_res = ((truth - pred) ** 2).sum(axis=0)
+    ss_tot = ((truth - truth.mean(axis=0)) ** 2).sum(axis=0)
+    r2 = np.where(ss_tot > 0, 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0),
+                  np.where(ss_res > 0, 0.0, 1.0))
+    return float(r2.mean())
+
+
+class _SubsetScorer:
+    """Score layer subsets with the ridge probe on one fit/held-out split.
+
+    Each layer is centred and scaled to unit total variance with fit-row
+    statistics (lazily, once). A subset is solved in whichever form is
+    smaller (§2.8): the concatenated features when their width is below
+    ``n_fit``, else the fit Gram ``Σ_l G_l`` (and cross-Gram ``Σ_l K_l``) of
+    cached per-layer Grams, so each subset costs one eigendecomposition.
+    """
+
+    def __init__(self, stack, target, fit, held_out):
+        self.stack, self.target = stack, target
+        self.fit, self.held_out = fit, held_out
+        self.T = _fit_targets(target, fit)
+        if target[0] == "regression":  # score in the fit-standardised units
+            Y = target[2]
+            std = Y[fit].std(axis=0)
+            std = np.where(std > 0, std, 1.0)
+            self.target = (target[0], None, (Y - Y[fit].mean(axis=0)) / std)
+        self._blocks, self._grams = {}, {}
+
+    def _block(self, layer):
+        if layer not in self._blocks:
+            X = self.stack[layer]
+            Xf = X[self.fit]
+            mean = Xf.mean(axis=0)
+            Xf = Xf - mean
+            v = float((Xf**2).sum()) / Xf.shape[0]
+            scale = np.sqrt(v) if v > 0 else 1.0
+            self._blocks[layer] = (Xf / scale, (X[self.held_out] - mean) / scale)
+        return self._blocks[layer]
+
+    def _gram(self, layer):
+        if layer not in self._grams:
+            Xf, Xh = self._block(layer)
+            self._grams[layer] = (Xf @ Xf.T, Xh @ Xf.T)
+        return self._grams[layer]
+
+    def predict(self, subset):
+        """Held-out predictions of the probe fitted on ``subset``."""
+        width = sum(self._block(l)[0].shape[1] for l in subset)
+        if width < self.fit.size:
+            A = np.hstack([self._block(l)[0] for l in subset])
+            sol = ridge_fit(A, self.T)
+            return sol.predict(np.hstack([self._block(l)[1] for l in subset]))
+        G = sum(self._gram(l)[0] for l in subset)
+        K = sum(self._gram(l)[1] for l in subset)
+        sol = ridge_fit_gram(G, self.T, centered=True, n_features=width)
+        return sol.predict_cross_gram(K, centered=True)
+
+    def __call__(self, subset):
+        return _probe_score(self.predict(subset), self.target, self.held_out)
+
+
+def _held_out_split(n, target, fraction, rng):
+    """Stratified (when possible) fit/held-out split of the calibration rows."""
+    rows = np.arange(n)
+    strat = target[2] if target[0] == "classification" else None
+    try:
+        fit, held = train_test_split(rows, test_size=fraction, stratify=strat,
+                                     random_state=rng)
+    except ValueError:
+        fit, held = train_test_split(rows, test_size=fraction, random_state=rng)
+    return np.sort(fit), np.sort(held)
+
+
+
+# --------------------------------------------------------------------------
+# Public ridge probes on flat tables
+# --------------------------------------------------------------------------
+class _RidgeProbe(BaseEstimator):
+    """Shared fit: block scaling, GCV ridge, coefficients in input units."""
+
+    _parameter_constraints = {
+        "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "alpha": [Interval(RealNotInt, 0, None, closed="neither"),
+                  StrOptions({"gcv"})],
+    }
+
+    def __init__(self, *, layer_dim=None, alpha="gcv"):
+        self.layer_dim = layer_dim
+        self.alpha = alpha
+
+    def _fit_scaled(self, X, T):
+        """Centre/scale X, ridge on T, store coefficients in input units."""
+        n, p = X.shape
+        width = p if self.layer_dim is None else _check_layer_dim(
+            type(self).__name__, self.layer_dim, p)
+        mean = X.mean(axis=0)
+        Xc = X - mean
+        v = (Xc**2).reshape(n, p // width, width).sum(axis=(0, 2)) / n
+        scale = np.repeat(np.where(v > 0, np.sqrt(v), 1.0), width)
+        sol = ridge_fit(Xc / scale, T, alpha=self.alpha)
+        self.alpha_ = sol.alpha
+        self.layer_mean_, self.layer_scale_ = mean, scale
+        coef = sol.coef / scale[:, None]  # (p, q) in input units
+        return coef, sol.intercept - mean @ coef
+
+    def _raw_scores(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return X @ self._coef + self._intercept
+
+
+class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
+    """Ridge probe classifier: one-hot ridge with a GCV penalty, argmax.
+
+    Each ``layer_dim``-wide block of the flat table is centred and scaled to
+    unit total variance with training statistics (``layer_dim=None``: one
+    global scale). The one-hot targets are fitted by ridge with an
+    unpenalised intercept, λ chosen by GCV on the 19-point grid of the spec
+    (§2.3); the prediction is the argmax. This is the probe that
+    :class:`BestSingleLayerSelector`, :class:`ExhaustiveSubsetSelector` and
+    :class:`GreedyForwardSelector` use.
+
+    Parameters
+    ----------
+    layer_dim : int or None, default=None
+        Block width of the flat table; each block gets its own scale.
+
+    alpha : float or "gcv", default="gcv"
+        Ridge penalty on the scaled features, or "gcv".
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+
+    coef_ : ndarray of shape (n_classes, n_features)
+        Coefficients of each one-hot column, in input units.
+
+    intercept_ : ndarray of shape (n_classes,)
+        Intercepts.
+
+    alpha_ : float
+        The penalty used (on the scaled features).
+
+    layer_mean_, layer_scale_ : ndarray of shape (n_features,)
+        Column means and per-column block scales from the training rows.
+
+    n_features_in_ : int
+        Number of columns seen in fit.
+
+    See Also
+    --------
+    RidgeProbeRegressor : The regression probe.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import RidgeProbeClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> y = rng.randint(0, 3, size=90)
+    >>> X = rng.normal(size=(90, 6)) + np.eye(6)[y] * 4
+    >>> clf = RidgeProbeClassifier(layer_dim=3).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the probe.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Flat table.
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted probe.
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(
+                f"{type(self).__name__}: `y` must contain at least two classes; "
+                f"got 1 class ({self.classes_[0]!r})."
+            )
+        coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes])
+        self._coef, self._intercept = coef, intercept
+        self.coef_, self.intercept_ = coef.T.copy(), intercept.copy()
+        return self
+
+    def decision_function(self, X):
+        """Ridge scores of the one-hot columns.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Flat table.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the second column minus the first.
+        """
+        scores = self._raw_scores(X)
+        return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+
+    def predict(self, X):
+        """Predict class labels (argmax of the ridge scores).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Flat table.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels.
+        """
+        scores = self._raw_scores(X)
+        return self.classes_[np.argmax(scores, axis=1)]
+
+
+class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
+    """Ridge probe regressor on standardised targets, with a GCV penalty.
+
+    Blocks are scaled as in :class:`RidgeProbeClassifier`; targets are
+    standardised per column for the fit and mapped back for prediction;
+    ``score`` is R² (uniform average over targets).
+
+    Parameters
+    ----------
+    layer_dim : int or None, default=None
+        Block width of the flat table; each block gets its own scale.
+
+    alpha : float or "gcv", default="gcv"
+        Ridge penalty on the scaled features and standardised targets, or
+        "gcv".
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Coefficients in input units.
+
+    intercept_ : float or ndarray of shape (n_targets,)
+        Intercepts.
+
+    alpha_ : float
+        The penalty used.
+
+    layer_mean_, layer_scale_ : ndarray of shape (n_features,)
+        Column means and per-column block scales from the training rows.
+
+    n_features_in_ : int
+        Number of columns seen in fit.
+
+    See Also
+    --------
+    RidgeProbeClassifier : The classification probe.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import RidgeProbeRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.normal(size=(50, 4))
+    >>> y = X @ [1.0, 0.0, -2.0, 0.5] + 10
+    >>> bool(RidgeProbeRegressor().fit(X, y).score(X, y) > 0.99)
+    True
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the probe.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Flat table.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets.
+
+        Returns
+        -------
+        self : object
+            The fitted probe.
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
+                             y_numeric=True)
+        Y = y.reshape(y.shape[0], -1)
+        mean, std = Y.mean(axis=0), Y.std(axis=0)
+        std = np.where(std > 0, std, 1.0)
+        coef, intercept = self._fit_scaled(X, (Y - mean) / std)
+        self._coef, self._intercept = coef * std, intercept * std + mean
+        self._single = y.ndim == 1
+        self.coef_ = self._coef[:, 0].copy() if self._single else self._coef.T.copy()
+        self.intercept_ = (float(self._intercept[0]) if self._single
+                           else self._intercept.copy())
+        return self
+
+    def predict(self, X):
+        """Predict targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Flat table.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            Predictions.
+        """
+        pred = self._raw_scores(X)
+        return pred[:, 0] if self._single else pred
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+

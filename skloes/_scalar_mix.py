@@ -1,0 +1,535 @@
+"""ScalarMix baselines: a learnable softmax-weighted sum of layers (spec §3).
+
+The head and the training loop are the shared ones of :mod:`skloes._heads`
+(``fusion="scalar_mix"``), imported inside ``fit`` so that importing this
+module never imports torch.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    RegressorMixin,
+    TransformerMixin,
+)
+from sklearn.exceptions import DataConversionWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_array,
+    check_is_fitted,
+    check_random_state,
+)
+
+from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
+from skloes.utils._validation import validate_layers
+
+__all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
+
+
+class _BaseScalarMix(TransformerMixin, BaseEstimator):
+    """Shared fit for the ScalarMix heads (the training loop of ``_heads``)."""
+
+    _task = "classification"
+    _parameter_constraints = {
+        "adapters": ["boolean"],
+        "proj_dim": [Interval(Integral, 1, None, closed="left")],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "lr": [Interval(RealNotInt, 0, None, closed="neither")],
+        "lr_mix": [Interval(RealNotInt, 0, None, closed="neither"), None],
+        "weight_decay": [Interval(RealNotInt, 0, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "include_embedding": ["boolean"],
+        "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "device": [str],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, *, adapters=False, proj_dim=256, max_epochs=15,
+                 batch_size=128, lr=1e-4, lr_mix=None, weight_decay=0.01,
+                 validation_fraction=0.1, n_iter_no_change=3,
+                 include_embedding=True, layer_dim=None, device="cpu",
+                 random_state=None, verbose=0):
+        self.adapters = adapters
+        self.proj_dim = proj_dim
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.lr_mix = lr_mix
+        self.weight_decay = weight_decay
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.include_embedding = include_embedding
+        self.layer_dim = layer_dim
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _stack(self, X, y=None, reset=True):
+        """The layer stack; with ``y``, check it is given and matches X."""
+        layer_dim = self.layer_dim
+        if layer_dim is None and np.ndim(X) == 2:  # a plain table is one layer
+            layer_dim = np.shape(X)[1] if reset else self.dim_in_
+        stack = validate_layers(self, X, layer_dim=layer_dim, reset=reset,
+                                dtype=(np.float64, np.float32))
+        if reset:
+            name = type(self).__name__
+            if y is None:
+                raise ValueError(
+                    f"{name}: `y` must be given; {name} requires y to be passed, "
+                    "but the target y is None."
+                )
+            n_y = len(y) if hasattr(y, "__len__") else np.shape(y)[0]
+            if n_y != stack.shape[1]:
+                raise ValueError(
+                    f"{name}: `y` has {n_y} entries but `X` has {stack.shape[1]} "
+                    "samples (a 3-D X is read as (n_layers, n_samples, dim))."
+                )
+        return stack
+
+    def _blocks(self, stack):
+        torch = _torch()
+        blocks = np.stack([stack[l] for l in self.selected_layers_], axis=1)
+        return torch.from_numpy(np.ascontiguousarray(blocks, dtype=np.float32))
+
+    def _fit(self, stack, targets, n_outputs, strat):
+        """Train the head on ``targets`` (a torch tensor, one row per sample)."""
+        torch = _torch()
+        from skloes._heads import LayerFusionHead, make_generator, train_loop
+
+        name = type(self).__name__
+        first = 0 if self.include_embedding else 1
+        if stack.shape[0] - first < 1:
+            raise ValueError(
+                f"{name}: no candidate layers (n_layers={stack.shape[0]}, "
+                f"`include_embedding`={self.include_embedding})."
+            )
+        self.selected_layers_ = np.arange(first, stack.shape[0])
+        self.support_ = np.zeros(stack.shape[0], dtype=bool)
+        self.support_[first:] = True
+        rng = check_random_state(self.random_state)
+        generator = make_generator(rng)
+        train_idx, val_idx = self._split(stack.shape[1], strat, rng)
+        self.device_ = torch.device(self.device)
+        feats = self._blocks(stack)
+        head = LayerFusionHead(
+            len(self.selected_layers_), feats.shape[2], n_outputs,
+            proj_dim=self.proj_dim, fusion="scalar_mix", adapters=self.adapters,
+            generator=generator,
+        ).to(self.device_)
+        lr_mix = self.lr_mix if self.lr_mix is not None else (
+            1e-3 if self.adapters else self.lr)
+
+        def forward(idx, train):
+            return head(feats[idx].to(self.device_), generator if train else None)
+
+        result = train_loop(
+            head, head.param_groups(self.lr, lr_mix), forward,
+            targets.to(self.device_), train_idx, val_idx, task=self._task,
+            generator=generator, max_epochs=self.max_epochs,
+            batch_size=self.batch_size, weight_decay=self.weight_decay,
+            n_iter_no_change=self.n_iter_no_change, verbose=self.verbose,
+            desc=name,
+        )
+        self.module_ = head
+        self.history_, self.best_epoch_ = result.history, result.best_epoch
+        self.n_iter_ = result.n_iter
+        weights = np.zeros(stack.shape[0])
+        weights[self.selected_layers_] = head.layer_weights()
+        self.layer_weights_ = weights
+        self.scale_ = float(head.scale.detach().cpu())
+        return self
+
+    def _split(self, n, strat, rng):
+        torch = _torch()
+        n_val = int(np.ceil(self.validation_fraction * n))
+        if self.validation_fraction == 0 or n_val < 1 or n - n_val < 1:
+            return torch.arange(n), torch.arange(0)
+        seed = int(rng.randint(0, 2**31 - 1))
+        try:
+            train, val = train_test_split(np.arange(n), test_size=n_val,
+                                          stratify=strat, random_state=seed)
+        except ValueError:
+            train, val = train_test_split(np.arange(n), test_size=n_val,
+                                          random_state=seed)
+        return torch.from_numpy(np.sort(train)), torch.from_numpy(np.sort(val))
+
+    def _outputs(self, X):
+        """(outputs, z) as float64 numpy arrays."""
+        check_is_fitted(self)
+        from skloes._heads import predict_outputs
+
+        torch = _torch()
+        feats = self._blocks(self._stack(X, reset=False))
+        head = self.module_
+
+        def forward(idx, train):
+            return head(feats[idx].to(self.device_))
+
+        out, z = predict_outputs(head, forward, torch.arange(len(feats)),
+                                 max(self.batch_size, 1024))
+        return out.double().cpu().numpy(), z.double().cpu().numpy()
+
+    def transform(self, X):
+        """The mixed embedding ``g·Σ_l softmax(w)_l·h_l`` (after adapters if any).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+            Layer stack or flat table, as in fit.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, dim) or (n_samples, proj_dim)
+            The fused embedding.
+        """
+        return self._outputs(X)[1]
+
+    def get_support(self, indices=False):
+        """Mask (or indices) of the mixed layers (every candidate).
+
+        Parameters
+        ----------
+        indices : bool, default=False
+            Return layer indices instead of a boolean mask over layers.
+
+        Returns
+        -------
+        support : ndarray
+            Boolean mask of shape (n_layers_in_,), or the indices.
+        """
+        check_is_fitted(self)
+        return self.selected_layers_.copy() if indices else self.support_.copy()
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        module = state.get("module_")
+        if module is not None and self.device_.type != "cpu":
+            import copy
+
+            state["module_"] = copy.deepcopy(module).cpu()
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "module_" in state:
+            torch = _torch()
+            if self.device_.type == "cuda" and not torch.cuda.is_available():
+                self.device_ = torch.device("cpu")
+            self.module_ = self.module_.to(self.device_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.non_deterministic = self.device != "cpu"
+        return tags
+
+
+def _torch():
+    from skloes.utils._optional import import_optional
+
+    return import_optional("torch", extra="torch")
+
+
+_MIX_DOC = """
+    adapters : bool, default=False
+        The authors' flavour: a ``LayerNorm(d) → Linear(d, proj_dim) → GELU``
+        adapter per layer before the mix, ``g`` fixed at 1 and the mix
+        logits trained at ``lr_mix=1e-3``.
+
+    proj_dim : int, default=256
+        Adapter width (``adapters=True`` only).
+
+    max_epochs : int, default=15
+        Maximum number of epochs.
+
+    batch_size : int, default=128
+        Mini-batch size (the last partial batch is kept).
+
+    lr : float, default=1e-4
+        AdamW learning rate of the probe, the adapters and ``g``.
+
+    lr_mix : float or None, default=None
+        Learning rate of the mix logits ``w``; None means ``lr`` (1e-3 with
+        ``adapters=True``).
+
+    weight_decay : float, default=0.01
+        AdamW weight decay on all trainable parameters.
+
+    validation_fraction : float, default=0.1
+        Validation share (stratified for classification) scored after each
+        epoch; the best epoch's weights are restored. 0 keeps the final
+        weights.
+
+    n_iter_no_change : int, default=3
+        Patience in epochs (as in :class:`~skloes.GeoRegFineTuner`).
+
+    include_embedding : bool, default=True
+        Whether layer 0 (the embedding output) is mixed.
+
+    layer_dim : int or None, default=None
+        Block width of a flat table; ``None`` reads a 2-D ``X`` as one layer
+        (as :class:`~skloes.GeoRegFineTuner` does: a mix of width-1 layers
+        would be a scalar). Ignored for a stack.
+
+    device : str, default="cpu"
+        Torch device.
+
+    random_state : int, RandomState instance or None, default=None
+        Seeds initialisation, shuffles, dropout and the validation split;
+        equal values give identical CPU weights.
+
+    verbose : int, default=0
+        A progress bar over epochs when > 0."""
+
+_MIX_ATTR_DOC = """
+    layer_weights_ : ndarray of shape (n_layers_in_,)
+        ``softmax(w)`` over the mixed layers (0 for layers not mixed).
+
+    scale_ : float
+        The learnt scale ``g`` (1 with adapters).
+
+    selected_layers_ : ndarray
+        The mixed layers (every candidate).
+
+    support_ : ndarray of shape (n_layers_in_,)
+        Boolean mask of the mixed layers.
+
+    module_ : torch.nn.Module
+        The trained head (:class:`skloes._heads.LayerFusionHead`).
+
+    history_ : list of dict
+        Per-epoch losses and validation score.
+
+    best_epoch_ : int
+        The epoch whose weights were kept (1-based).
+
+    n_iter_ : int
+        Epochs run.
+
+    n_layers_in_, dim_in_ : int
+        Input layout."""
+
+
+def _mix_doc(cls):
+    cls.__doc__ = cls.__doc__.replace("    %(mix)s", _MIX_DOC.strip("\n"))
+    cls.__doc__ = cls.__doc__.replace("    %(mix_attrs)s", _MIX_ATTR_DOC.strip("\n"))
+    return cls
+
+
+@_mix_doc
+class ScalarMixClassifier(ClassifierMixin, _BaseScalarMix):
+    """Learnable softmax-weighted sum of all layers, with a linear probe.
+
+    ``e = g·Σ_l softmax(w)_l·h_l`` over every candidate layer (``w = 0``,
+    ``g = 1`` at start), then the spec's probe ``LayerNorm → Dropout(0.2) →
+    Linear``, trained jointly with cross-entropy under the spec's protocol
+    (AdamW, warmup + cosine, clipping at 1.0, best-epoch restore), GeoReg
+    off. Uses the shared head and loop of :mod:`skloes._heads`.
+
+    Parameters
+    ----------
+    %(mix)s
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+
+    %(mix_attrs)s
+
+    See Also
+    --------
+    ScalarMixRegressor : The regression head.
+
+    Notes
+    -----
+    Requires ``pip install skloes[torch]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import ScalarMixClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> y = np.repeat([0, 1, 2], 30)
+    >>> H = rng.normal(size=(3, 90, 8))
+    >>> H[2] += 3 * np.eye(8)[y]
+    >>> clf = ScalarMixClassifier(lr=1e-2, max_epochs=20,
+    ...                           random_state=0).fit(H, y)  # doctest: +SKIP
+    >>> clf.layer_weights_.argmax()  # doctest: +SKIP
+    np.int64(2)
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Train the mix and the probe.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+            Layer stack or flat table.
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted classifier.
+        """
+        name = type(self).__name__
+        stack = self._stack(X, y)
+        y = check_array(y, ensure_2d=False, dtype=None, input_name="y")
+        if y.ndim == 2 and y.shape[1] == 1:
+            warnings.warn("A column-vector y was passed when a 1d array was "
+                          "expected.", DataConversionWarning, stacklevel=3)
+            y = y.ravel()
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(
+                f"{name}: `y` must contain at least two classes; got 1 class "
+                f"({self.classes_[0]!r})."
+            )
+        torch = _torch()
+        return self._fit(stack, torch.as_tensor(codes), self.classes_.size, codes)
+
+    def decision_function(self, X):
+        """Return the logits (two classes: class 1 minus class 0).
+
+        Parameters
+        ----------
+        X : array-like
+            As in fit.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Logits.
+        """
+        out = self._outputs(X)[0]
+        return out[:, 1] - out[:, 0] if out.shape[1] == 2 else out
+
+    def predict_proba(self, X):
+        """Class probabilities (softmax of the logits).
+
+        Parameters
+        ----------
+        X : array-like
+            As in fit.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Probabilities.
+        """
+        out = self._outputs(X)[0]
+        out = np.exp(out - out.max(axis=1, keepdims=True))
+        return out / out.sum(axis=1, keepdims=True)
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like
+            As in fit.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels.
+        """
+        out = self._outputs(X)[0]
+        return self.classes_[out.argmax(axis=1)]
+
+
+@_mix_doc
+class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
+    """Learnable softmax-weighted sum of all layers, with a regression probe.
+
+    As :class:`ScalarMixClassifier`, with MSE on standardised targets and R²
+    for the validation score.
+
+    Parameters
+    ----------
+    %(mix)s
+
+    Attributes
+    ----------
+    %(mix_attrs)s
+
+    Notes
+    -----
+    Requires ``pip install skloes[torch]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import ScalarMixRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> H = rng.normal(size=(3, 90, 4))
+    >>> y = H[1, :, 0]
+    >>> reg = ScalarMixRegressor(lr=1e-2, random_state=0).fit(H, y)  # doctest: +SKIP
+    >>> reg.predict(H).shape  # doctest: +SKIP
+    (90,)
+    """
+
+    _task = "regression"
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Train the mix and the probe.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+            Layer stack or flat table.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets.
+
+        Returns
+        -------
+        self : object
+            The fitted regressor.
+        """
+        stack = self._stack(X, y)
+        Y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        self._single = Y.ndim == 1
+        Y = Y.reshape(Y.shape[0], -1)
+        mean, std = Y.mean(axis=0), Y.std(axis=0)
+        self._y_mean, self._y_std = mean, np.where(std > 0, std, 1.0)
+        torch = _torch()
+        T = torch.as_tensor((Y - mean) / self._y_std, dtype=torch.float32)
+        return self._fit(stack, T, Y.shape[1], None)
+
+    def predict(self, X):
+        """Predicted targets.
+
+        Parameters
+        ----------
+        X : array-like
+            As in fit.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            Predictions.
+        """
+        pred = self._outputs(X)[0] * self._y_std + self._y_mean
+        return pred[:, 0] if self._single else pred
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
