@@ -1,0 +1,607 @@
+"""The per-layer report: probe scores, layer metrics and the selection summary."""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import csv
+import json
+import warnings
+from numbers import Integral, Real
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.linear_model import LogisticRegression, RidgeCV
+from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted
+
+from skloes.metrics._dataset import (
+    dataset_entropy,
+    effective_rank,
+    intrinsic_dim,
+    isotropy,
+    simplex_volume,
+)
+from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._validation import validate_layers
+
+__all__ = ["LayerReport", "layer_report"]
+
+DATASET_METRICS = (
+    "dataset_entropy",
+    "erank_sigma",
+    "erank_sigma2",
+    "isotropy",
+    "intrinsic_dim",
+    "simplex_volume",
+)
+DEFAULT_METRICS = ("dataset_entropy", "erank_sigma", "isotropy", "intrinsic_dim")
+BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers", "entropy_top_k")
+DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
+PROBE_C = 0.01
+
+
+def _compute_metric(name, stack, y, params):
+    if name == "dataset_entropy":
+        return dataset_entropy(stack, **params)
+    if name in ("erank_sigma", "erank_sigma2"):
+        kind = name.split("_")[1]
+        return effective_rank(stack, kind=kind, max_prompts=params["max_prompts"],
+                              random_state=params["random_state"])
+    if name == "isotropy":
+        return isotropy(stack)
+    if name == "intrinsic_dim":
+        return intrinsic_dim(stack, max_prompts=params["max_prompts"],
+                             random_state=params["random_state"])
+    return simplex_volume(stack, y, random_state=params["random_state"])
+
+
+def _method_estimator(method, k, layer_dim, random_state, selector):
+    """The selector of a summary method (imported lazily; None if unavailable)."""
+    if method == "loes":
+        if selector is not None:
+            est = clone(selector)
+            est.set_params(layer_dim=layer_dim)
+            return est
+        from skloes import _selection
+
+        if k == "auto":
+            return _selection.LOESSelectorCV(
+                layer_dim=layer_dim, random_state=random_state
+            )
+        return _selection.LOESSelector(
+            n_layers_to_select=k, layer_dim=layer_dim, random_state=random_state
+        )
+    from skloes import baselines
+
+    kk = 4 if k == "auto" else k
+    make = {
+        "last_layer": lambda: baselines.LastLayerSelector(layer_dim=layer_dim),
+        "best_single_layer": lambda: baselines.BestSingleLayerSelector(
+            layer_dim=layer_dim, random_state=random_state
+        ),
+        "last_k": lambda: baselines.LastKSelector(k=kk, layer_dim=layer_dim),
+        "all_layers": lambda: baselines.AllLayersSelector(layer_dim=layer_dim),
+        "entropy_top_k": lambda: baselines.MetricTopKSelector(
+            metric="dataset_entropy", k=kk, layer_dim=layer_dim
+        ),
+    }
+    return make[method]()
+
+
+def _progress(iterable, enabled, desc, total=None):
+    if not enabled:
+        return iterable
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm ships with the torch extra
+        return iterable
+    return tqdm(iterable, desc=desc, total=total, leave=False)
+
+
+def _fmt(value, width=9):
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-".rjust(width)
+    if isinstance(value, (bool, np.bool_)):
+        return ("*" if value else "").rjust(width)
+    value = float(value)
+    if abs(value) >= 1000 or (value != 0 and abs(value) < 1e-3):
+        return f"{value:.3g}".rjust(width)
+    return f"{value:.4f}".rjust(width)
+
+
+class LayerReport(BaseEstimator):
+    """Probe score, layer metrics and layer selection for every layer of a stack.
+
+    :meth:`fit` cross-validates a linear probe on every layer (logistic
+    regression for classification, ridge for regression), computes the
+    dataset-level Layer-by-Layer metrics, adds any precomputed per-layer
+    values (token-level or view metrics), fits LOES, and scores the fused LOES
+    layers against baselines (last layer, best single layer, last k, all
+    layers) with the same probe and folds; with ``nested=True`` each method
+    selects its layers inside the cross-validation.
+
+    Layer ``0`` is the embedding output and ``1..L`` are the blocks.
+
+    Parameters
+    ----------
+    metrics : tuple of str, default=("dataset_entropy", "erank_sigma", \
+            "isotropy", "intrinsic_dim")
+        Dataset-level metrics to compute, among ``"dataset_entropy"``,
+        ``"erank_sigma"``, ``"erank_sigma2"``, ``"isotropy"``,
+        ``"intrinsic_dim"`` and ``"simplex_volume"`` (classification only).
+    n_layers_to_select : int or "auto", default=4
+        LOES budget K, clipped to the number of layers; ``"auto"`` chooses it
+        with ``LOESSelectorCV``. Also the k of the last-k baseline.
+    selector : estimator or None, default=None
+        A layer selector used instead of the default ``LOESSelector``; it must
+        accept ``layer_dim``.
+    baselines : tuple of str, default=("last_layer", "best_single_layer", \
+            "last_k", "all_layers")
+        Baselines of the summary, among those and ``"entropy_top_k"``.
+    probe : estimator or None, default=None
+        Probe scored per layer and on every fused selection; None means
+        standardisation followed by ``LogisticRegression(C=0.01)``
+        (classification; a strong penalty suits hundreds of standardised
+        features on a few thousand rows, and converges several times faster
+        than ``C=1``) or ``RidgeCV`` over 1e-3..1e3 (regression).
+    cv : int, default=5
+        Number of folds (stratified and shuffled for classification), reduced
+        to the smallest class size when that is smaller.
+    nested : bool, default=False
+        If True, every summary method selects its layers inside each CV fold
+        (a ``Pipeline`` of selector and probe): unbiased, but one selector fit
+        per fold. If False, each selector is fitted once on all rows and its
+        layers are scored with the probe's CV; the best single layer is then
+        the argmax of the per-layer table. The label-driven methods (LOES,
+        best single layer) are then slightly optimistic.
+    alpha : float, default=1.0
+        Rényi order of ``dataset_entropy``.
+    normalization : str, default="maxEntropy"
+        Normalisation of ``dataset_entropy``.
+    max_prompts : int or None, default=1000
+        Row subsample of the dataset-level metrics.
+    random_state : int, RandomState instance or None, default=0
+        Seeds the folds, the metric subsamples and the selectors.
+    n_jobs : int or None, default=None
+        Parallel jobs of the cross-validation.
+    progress : bool, default=False
+        Show progress bars (needs tqdm).
+
+    Attributes
+    ----------
+    task_ : {"classification", "regression"}
+        The task, from ``type_of_target(y)``.
+    scoring_ : str
+        ``"accuracy"`` or ``"r2"``.
+    layers_ : ndarray of shape (n_layers,)
+        Layer indices.
+    probe_scores_ : ndarray of shape (n_layers,)
+        Mean CV score of the probe on each layer.
+    probe_scores_std_ : ndarray of shape (n_layers,)
+        Standard deviation over folds.
+    metrics_ : dict of str to ndarray of shape (n_layers,)
+        Every metric, computed and supplied.
+    selected_layers_ : ndarray
+        Layers chosen by the selector on all rows, ascending.
+    selection_order_ : ndarray
+        The same layers in the order they were picked.
+    summary_ : list of dict
+        One entry per method (``"loes"`` first): ``method``, ``layers``
+        (chosen on all rows), ``score`` and ``score_std`` (mean and standard
+        deviation of the CV score of the probe on those layers, or of the
+        selection and the probe together when ``nested``).
+    selector_ : estimator
+        The LOES selector fitted on all rows.
+    n_splits_ : int
+        Number of folds used.
+
+    See Also
+    --------
+    layer_report : Build and fit a report in one call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.metrics import LayerReport
+    >>> rng = np.random.RandomState(0)
+    >>> y = np.repeat([0, 1], 30)
+    >>> H = rng.normal(size=(3, 60, 5)) + y[None, :, None] * [[[0.]], [[1.]], [[2.]]]
+    >>> report = LayerReport(n_layers_to_select=2).fit(H, y)  # doctest: +SKIP
+    >>> report.probe_scores_.argmax()  # doctest: +SKIP
+    2
+    """
+
+    _parameter_constraints: dict = {
+        "metrics": [tuple, list],
+        "n_layers_to_select": [Interval(Integral, 1, None, closed="left"),
+                               StrOptions({"auto"})],
+        "selector": "no_validation",
+        "baselines": [tuple, list],
+        "probe": "no_validation",
+        "cv": [Interval(Integral, 2, None, closed="left")],
+        "nested": ["boolean"],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "normalization": [StrOptions({"maxEntropy", "logN", "logD", "logNlogD",
+                                      "raw"})],
+        "max_prompts": [Interval(Integral, 2, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        "progress": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        *,
+        metrics=DEFAULT_METRICS,
+        n_layers_to_select=4,
+        selector=None,
+        baselines=DEFAULT_BASELINES,
+        probe=None,
+        cv=5,
+        nested=False,
+        alpha=1.0,
+        normalization="maxEntropy",
+        max_prompts=1000,
+        random_state=0,
+        n_jobs=None,
+        progress=False,
+    ):
+        self.metrics = metrics
+        self.n_layers_to_select = n_layers_to_select
+        self.selector = selector
+        self.baselines = baselines
+        self.probe = probe
+        self.cv = cv
+        self.nested = nested
+        self.alpha = alpha
+        self.normalization = normalization
+        self.max_prompts = max_prompts
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.progress = progress
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, *, extra_metrics=None, layer_dim=None):
+        """Score every layer and the selection.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+            A layer stack, or a flat table of ``layer_dim``-wide blocks.
+        y : array-like of shape (n_samples,)
+            Class labels or a continuous target.
+        extra_metrics : dict of str to array-like of shape (n_layers,), default=None
+            Precomputed per-layer values to report alongside (for example the
+            token-level metrics from :class:`TokenMetricPooling`).
+        layer_dim : int or None, default=None
+            Block width when ``X`` is a flat table.
+
+        Returns
+        -------
+        self : object
+            The fitted report.
+        """
+        name = type(self).__name__
+        stack, y = validate_layers(self, X, y, layer_dim=layer_dim)
+        self._check_names(name)
+        self.task_ = self._task(name, y)
+        L, n, d = stack.shape
+        self.layers_ = np.arange(L)
+        folds = self._folds(name, y)
+        probe = self._probe()
+        self.scoring_ = "accuracy" if self.task_ == "classification" else "r2"
+        self._score_layers(stack, y, probe, folds)
+        self._compute_metrics(stack, y, extra_metrics)
+        self._summarise(stack, y, probe, folds)
+        return self
+
+    def _check_names(self, name):
+        for param, options in (("metrics", DATASET_METRICS), ("baselines", BASELINES)):
+            for value in getattr(self, param):
+                if value not in options:
+                    raise ValueError(
+                        f"{name}: `{param}` entries must be among {list(options)}; "
+                        f"got {value!r}."
+                    )
+
+    def _task(self, name, y):
+        kind = type_of_target(y)
+        if kind in ("binary", "multiclass"):
+            return "classification"
+        if kind == "continuous":
+            return "regression"
+        raise ValueError(
+            f"{name}: `y` must be class labels or a 1-D continuous target; got "
+            f"type_of_target(y)={kind!r}."
+        )
+
+    def _folds(self, name, y):
+        if self.task_ == "regression":
+            self.n_splits_ = min(self.cv, len(y))
+            return KFold(self.n_splits_, shuffle=True, random_state=self.random_state)
+        classes, counts = np.unique(y, return_counts=True)
+        if len(classes) < 2:
+            raise ValueError(f"{name}: `y` must contain at least 2 classes.")
+        if counts.min() < 2:
+            raise ValueError(
+                f"{name}: every class needs at least 2 samples for cross-validation; "
+                f"class {classes[counts.argmin()]!r} has {counts.min()}."
+            )
+        self.n_splits_ = int(min(self.cv, counts.min()))
+        return StratifiedKFold(
+            self.n_splits_, shuffle=True, random_state=self.random_state
+        )
+
+    def _probe(self):
+        if self.probe is not None:
+            return clone(self.probe)
+        if self.task_ == "classification":
+            return make_pipeline(
+                StandardScaler(), LogisticRegression(C=PROBE_C, max_iter=1000)
+            )
+        return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+
+    def _cv(self, estimator, X, y, folds):
+        scores = cross_validate(
+            estimator, X, y, cv=folds, scoring=self.scoring_, n_jobs=self.n_jobs,
+            error_score="raise",
+        )["test_score"]
+        return float(scores.mean()), float(scores.std())
+
+    def _score_layers(self, stack, y, probe, folds):
+        means, stds = [], []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)
+            for layer in _progress(self.layers_, self.progress, "probing layers"):
+                m, s = self._cv(probe, stack[layer], y, folds)
+                means.append(m)
+                stds.append(s)
+        self.probe_scores_ = np.asarray(means)
+        self.probe_scores_std_ = np.asarray(stds)
+
+    def _compute_metrics(self, stack, y, extra_metrics):
+        params = {
+            "alpha": self.alpha, "normalization": self.normalization,
+            "max_prompts": self.max_prompts, "random_state": self.random_state,
+        }
+        self.metrics_ = {}
+        for metric in self.metrics:
+            if metric == "simplex_volume" and self.task_ != "classification":
+                continue
+            values = _compute_metric(metric, stack, y, params)
+            self.metrics_[metric] = np.asarray(values)
+        for key, values in (extra_metrics or {}).items():
+            values = np.asarray(values, dtype=np.float64).ravel()
+            if values.shape != (stack.shape[0],):
+                raise ValueError(
+                    f"{type(self).__name__}: `extra_metrics[{key!r}]` must hold one "
+                    f"value per layer ({stack.shape[0]}); got shape {values.shape}."
+                )
+            self.metrics_[str(key)] = values
+
+    def _summarise(self, stack, y, probe, folds):
+        L, n, d = stack.shape
+        k = self.n_layers_to_select
+        k = min(k, L) if k != "auto" else k
+        methods = ["loes", *self.baselines]
+        flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, L * d)
+        self.summary_, cache = [], {}
+        for method in _progress(methods, self.progress, "scoring selections"):
+            est = _method_estimator(method, k, d, self.random_state, self.selector)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", category=UserWarning)
+                if method == "best_single_layer" and not self.nested:
+                    fitted = None  # argmax of the per-layer table
+                    layers = [int(np.argmax(self.probe_scores_))]
+                else:
+                    fitted = clone(est).fit(flat, y)
+                    layers = [int(v) for v in fitted.get_support(indices=True)]
+                if self.nested:
+                    pipe = make_pipeline(est, clone(probe))
+                    score, std = self._cv(pipe, flat, y, folds)
+                else:
+                    score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
+            self.summary_.append({"method": method, "layers": layers, "score": score,
+                                  "score_std": std})
+            if method == "loes":
+                order = getattr(fitted, "selection_order_", layers)
+                self.selection_order_ = np.asarray(order, dtype=int)
+                self.selected_layers_ = np.asarray(sorted(layers), dtype=int)
+                self.selector_ = fitted
+
+    def _fused_cv(self, stack, y, probe, folds, layers, cache):
+        key = tuple(layers)
+        if key not in cache:
+            if len(layers) == 1:
+                cache[key] = (self.probe_scores_[layers[0]],
+                              self.probe_scores_std_[layers[0]])
+            else:
+                X = np.concatenate([stack[l] for l in layers], axis=1)
+                cache[key] = self._cv(probe, X, y, folds)
+        return tuple(float(v) for v in cache[key])
+
+    # -------------------------------------------------------------- outputs
+    def _columns(self):
+        check_is_fitted(self, "summary_")
+        selected = np.isin(self.layers_, self.selected_layers_)
+        cols = {
+            "layer": self.layers_,
+            "probe_score": self.probe_scores_,
+            "probe_score_std": self.probe_scores_std_,
+            "selected": selected,
+        }
+        cols.update(self.metrics_)
+        return cols
+
+    def to_frame(self):
+        """The per-layer table as a pandas DataFrame indexed by layer.
+
+        Returns
+        -------
+        frame : pandas.DataFrame
+            Columns ``probe_score``, ``probe_score_std``, ``selected`` and one
+            per metric.
+        """
+        from skloes.utils._optional import import_optional
+
+        pd = import_optional("pandas", extra="plot")
+        return pd.DataFrame(self._columns()).set_index("layer")
+
+    def summary(self):
+        """The selection summary as a JSON-ready dict.
+
+        Returns
+        -------
+        summary : dict
+            The task, the scoring, the selected layers and order, the fused
+            score, the last layer's and best single layer's scores, and every
+            method of ``summary_``.
+        """
+        check_is_fitted(self, "summary_")
+        by = {e["method"]: e for e in self.summary_}
+        best = int(np.argmax(self.probe_scores_))
+        return {
+            "task": self.task_,
+            "scoring": self.scoring_,
+            "n_layers": int(len(self.layers_)),
+            "n_splits": self.n_splits_,
+            "selected_layers": [int(v) for v in self.selected_layers_],
+            "selection_order": [int(v) for v in self.selection_order_],
+            "fused_score": by["loes"]["score"],
+            "last_layer_score": float(self.probe_scores_[-1]),
+            "best_layer": best,
+            "best_layer_score": float(self.probe_scores_[best]),
+            "methods": self.summary_,
+        }
+
+    def format_table(self):
+        """The per-layer table as plain text (one row per layer).
+
+        Returns
+        -------
+        table : str
+        """
+        cols = self._columns()
+        names = [c for c in cols if c != "layer"]
+        widths = {c: max(9, len(c) + 2) for c in names}
+        lines = ["layer" + "".join(c.rjust(widths[c]) for c in names)]
+        for i, layer in enumerate(cols["layer"]):
+            row = "".join(_fmt(cols[c][i], widths[c]) for c in names)
+            lines.append(f"{layer:>5}{row}")
+        return "\n".join(lines)
+
+    def format_summary(self):
+        """The selection summary as plain text, LOES first.
+
+        Returns
+        -------
+        summary : str
+        """
+        check_is_fitted(self, "summary_")
+        lines = [f"{'method':<18}{'layers':<22}{self.scoring_ + ' (CV)':>14}"]
+        for e in self.summary_:
+            layers = ",".join(map(str, e["layers"]))
+            layers = layers if len(layers) <= 20 else layers[:17] + "..."
+            score = f"{e['score']:.4f} ± {e['score_std']:.3f}"
+            lines.append(f"{e['method']:<18}{layers:<22}{score:>14}")
+        return "\n".join(lines)
+
+    def plot(self, metrics=None, *, ax=None, figsize=(10.0, 6.0)):
+        """Draw the layer profile (probe score and metrics against the layer).
+
+        Parameters
+        ----------
+        metrics : list of str or None, default=None
+            Metrics to draw; None draws every metric.
+        ax : pair of matplotlib Axes or None, default=None
+            Axes for the score and the metric panels; None makes a new figure.
+        figsize : tuple of float, default=(10.0, 6.0)
+            Size in inches of a new figure.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+        """
+        from skloes.plotting import plot_layer_profile
+
+        check_is_fitted(self, "summary_")
+        return plot_layer_profile(self, metrics=metrics, ax=ax, figsize=figsize)
+
+    def save(self, folder):
+        """Write ``layers.csv``, ``profile.png`` and ``selection.json``.
+
+        Parameters
+        ----------
+        folder : str or os.PathLike
+            Created if missing.
+
+        Returns
+        -------
+        folder : pathlib.Path
+        """
+        check_is_fitted(self, "summary_")
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        cols = self._columns()
+        with open(folder / "layers.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(list(cols))
+            for i in range(len(self.layers_)):
+                writer.writerow([_csv_value(cols[c][i]) for c in cols])
+        with open(folder / "selection.json", "w", encoding="utf-8") as f:
+            json.dump(self.summary(), f, indent=2)
+            f.write("\n")
+        self.plot().savefig(folder / "profile.png", dpi=100)
+        return folder
+
+
+def _csv_value(value):
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    return repr(float(value))
+
+
+def layer_report(X, y, *, extra_metrics=None, layer_dim=None, **params):
+    """Fit a :class:`LayerReport` on a layer stack in one call.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+        A layer stack, or a flat table of ``layer_dim``-wide blocks.
+    y : array-like of shape (n_samples,)
+        Class labels or a continuous target.
+    extra_metrics : dict of str to array-like, default=None
+        Precomputed per-layer values (see :meth:`LayerReport.fit`).
+    layer_dim : int or None, default=None
+        Block width of a flat table.
+    **params : dict
+        :class:`LayerReport` parameters.
+
+    Returns
+    -------
+    report : LayerReport
+        The fitted report.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.metrics import layer_report
+    >>> rng = np.random.RandomState(0)
+    >>> y = np.repeat([0, 1], 30)
+    >>> H = rng.normal(size=(3, 60, 5)) + y[None, :, None]
+    >>> report = layer_report(H, y, n_layers_to_select=2)  # doctest: +SKIP
+    >>> report.save("skloes_report")  # doctest: +SKIP
+    PosixPath('skloes_report')
+    """
+    return LayerReport(**params).fit(
+        X, y, extra_metrics=extra_metrics, layer_dim=layer_dim
+    )

@@ -1,0 +1,380 @@
+"""Token-level layer metrics: prompt entropy and curvature, per prompt then averaged.
+
+The per-prompt computations work on one prompt's token matrix at a time, so
+the same code serves plain arrays and the streaming path: a
+:class:`TokenMetricPooling` given to ``HiddenStatesTransformer(pooling=...)``
+computes them inside the batch loop, one forward pass per text, without ever
+holding the data set's tokens.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+
+from skloes._geometry import matrix_entropy
+from skloes.metrics._base import (
+    NORMALIZATIONS,
+    as_prompts,
+    check_alpha,
+    check_option,
+    check_positive_int,
+    normalizer,
+    per_layer,
+    prep,
+    subsample_index,
+)
+from skloes.metrics._dataset import _spectrum
+
+__all__ = ["TokenMetricPooling", "curvature", "prompt_entropy", "prompt_vectors"]
+
+TOKEN_METRICS = ("prompt_entropy", "curvature")
+
+
+# --------------------------------------------------------------------------
+# One prompt (numpy): NaN means "prompt too short for this metric"
+# --------------------------------------------------------------------------
+def _prompt_entropy_one(Z, alpha, normalization, preprocess, clamp_gram):
+    n, d = Z.shape
+    if n < 2:
+        return np.nan
+    Z = prep(Z) if preprocess else Z
+    h = matrix_entropy(_spectrum(Z, clamp_gram), alpha)
+    return h / normalizer("prompt_entropy", normalization, n, d)
+
+
+def _curvature_one(Z, preprocess, absolute):
+    if Z.shape[0] < 3:
+        return np.nan
+    Z = prep(Z) if preprocess else Z
+    v = np.diff(Z, axis=0)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    u = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    a, b = u[1:], u[:-1]
+    # arccos(a·b) by Kahan's formula: exact for parallel steps, where arccos of
+    # a rounded 1 - 1e-16 would give 1e-8.
+    theta = 2.0 * np.arctan2(
+        np.linalg.norm(a - b, axis=1), np.linalg.norm(a + b, axis=1)
+    )
+    theta[(norms[1:, 0] == 0) | (norms[:-1, 0] == 0)] = 0.0
+    if absolute:  # arccos(|c|)
+        theta = np.minimum(theta, np.pi - theta)
+    return float(theta.mean())
+
+
+def _mean_over_prompts(owner, values, minimum):
+    values = np.asarray(values, dtype=np.float64)  # (n_prompts, n_layers)
+    valid = ~np.isnan(values[:, 0])
+    if not valid.any():
+        raise ValueError(
+            f"{owner}: every prompt has fewer than {minimum} tokens; nothing to "
+            "average."
+        )
+    return values[valid].mean(axis=0)
+
+
+def _pick(prompts, max_prompts, random_state, owner):
+    check_positive_int(owner, "max_prompts", max_prompts, allow_none=True)
+    index = subsample_index(len(prompts), max_prompts, random_state)
+    return [prompts[i] for i in index]
+
+
+# --------------------------------------------------------------------------
+# Public functions on plain arrays
+# --------------------------------------------------------------------------
+def prompt_vectors(tokens, *, preprocess=True):
+    """Prompt vectors: the token mean of ``prep(Z_i)`` for every prompt.
+
+    ``prep`` centres the tokens and L2-normalises each row; the mean is
+    neither re-normalised nor centred. Use the result as the pooled ``P`` of
+    :func:`dataset_entropy` and friends.
+
+    Parameters
+    ----------
+    tokens : sequence of array-like
+        One array per prompt, of shape (n_tokens, dim) or
+        (n_layers, n_tokens, dim).
+    preprocess : bool, default=True
+        If False, the plain token mean.
+
+    Returns
+    -------
+    P : ndarray of shape (n_prompts, dim) or (n_layers, n_prompts, dim)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.metrics import prompt_vectors
+    >>> prompt_vectors([np.ones((3, 2)), np.eye(2)], preprocess=False).tolist()
+    [[1.0, 1.0], [0.5, 0.5]]
+    """
+    prompts, single = as_prompts("prompt_vectors", tokens)
+    P = np.stack(
+        [
+            np.stack([(prep(Z) if preprocess else Z).mean(axis=0) for Z in layers])
+            for layers in prompts
+        ],
+        axis=1,
+    )
+    return P[0] if single else P
+
+
+def prompt_entropy(
+    tokens,
+    *,
+    alpha=1.0,
+    normalization="maxEntropy",
+    preprocess=True,
+    clamp_gram=False,
+    max_prompts=1000,
+    random_state=None,
+):
+    """Mean matrix α-entropy of each prompt's tokens (lower = more compression).
+
+    For every prompt with at least 2 tokens, ``S_α(prep(Z_i))`` is normalised
+    with ``N = N_i`` tokens and ``D`` dimensions; the values are averaged over
+    prompts.
+
+    Parameters
+    ----------
+    tokens : sequence of array-like
+        One array per prompt (its non-padding tokens in order), of shape
+        (n_tokens, dim) or (n_layers, n_tokens, dim).
+    alpha : float, default=1.0
+        Rényi order.
+    normalization : {"maxEntropy", "logN", "logD", "logNlogD", "raw"}, \
+            default="maxEntropy"
+        Divisor of each prompt's entropy.
+    preprocess : bool, default=True
+        Centre the tokens and L2-normalise the rows first.
+    clamp_gram : bool, default=False
+        The authors' quirk: clamp every Gram entry at 0.
+    max_prompts : int or None, default=1000
+        At most this many prompts, drawn uniformly from ``random_state``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the prompt subsample.
+
+    Returns
+    -------
+    entropy : float or ndarray of shape (n_layers,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.metrics import prompt_entropy
+    >>> Z = np.eye(4, 8)  # four orthogonal tokens
+    >>> round(prompt_entropy([Z], preprocess=False), 12)
+    1.0
+    """
+    owner = "prompt_entropy"
+    alpha = check_alpha(owner, alpha)
+    check_option(owner, "normalization", normalization, NORMALIZATIONS)
+    prompts, single = as_prompts(owner, tokens)
+    prompts = _pick(prompts, max_prompts, random_state, owner)
+    values = [
+        [
+            _prompt_entropy_one(Z, alpha, normalization, preprocess, bool(clamp_gram))
+            for Z in layers
+        ]
+        for layers in prompts
+    ]
+    return per_layer(_mean_over_prompts(owner, values, 2), single)
+
+
+def curvature(
+    tokens,
+    *,
+    preprocess=True,
+    absolute=False,
+    normalization="raw",
+    max_prompts=1000,
+    random_state=None,
+):
+    """Mean angle between successive token steps, per prompt then averaged.
+
+    With ``v_k = z_{k+1} - z_k``, ``θ_k = arccos(v_{k+1}·v_k/(‖v_{k+1}‖‖v_k‖))``
+    (0 when a step has zero length) is averaged over a prompt, then over the
+    prompts with at least 3 tokens. Range [0, π]: 0 for a straight path, π
+    for a path that goes back and forth. The angle is computed as
+    ``2·atan2(‖a − b‖, ‖a + b‖)`` of the unit steps, which equals the
+    arccos but stays exact near 0 and π.
+
+    Parameters
+    ----------
+    tokens : sequence of array-like
+        One array per prompt, of shape (n_tokens, dim) or
+        (n_layers, n_tokens, dim).
+    preprocess : bool, default=True
+        Use ``prep(Z_i)`` (centred, rows L2-normalised) rather than raw tokens.
+    absolute : bool, default=False
+        The authors' quirk: use ``|cos|``, range [0, π/2].
+    normalization : {"raw", "logD"}, default="raw"
+        ``"logD"`` divides by ``log D``.
+    max_prompts : int or None, default=1000
+        At most this many prompts, drawn uniformly from ``random_state``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the prompt subsample.
+
+    Returns
+    -------
+    curvature : float or ndarray of shape (n_layers,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.metrics import curvature
+    >>> line = np.outer(np.arange(5.0), [1.0, 2.0])
+    >>> curvature([line], preprocess=False)
+    0.0
+    >>> zigzag = np.array([[0.0, 0], [1, 1], [0, 0], [1, 1]])
+    >>> bool(np.isclose(curvature([zigzag], preprocess=False), np.pi))
+    True
+    """
+    owner = "curvature"
+    check_option(owner, "normalization", normalization, ("raw", "logD"))
+    prompts, single = as_prompts(owner, tokens)
+    prompts = _pick(prompts, max_prompts, random_state, owner)
+    values = [
+        [_curvature_one(Z, preprocess, bool(absolute)) for Z in layers]
+        for layers in prompts
+    ]
+    mean = _mean_over_prompts(owner, values, 3)
+    if normalization == "logD":
+        mean = mean / normalizer(owner, "logD", 2, prompts[0].shape[2])
+    return per_layer(mean, single)
+
+
+# --------------------------------------------------------------------------
+# Streaming path: a token-level "pooling" for HiddenStatesTransformer
+# --------------------------------------------------------------------------
+class TokenMetricPooling:
+    """A pooling callable that returns the pooled vector and per-prompt metrics.
+
+    Given to ``HiddenStatesTransformer(pooling=TokenMetricPooling(...))``, it
+    is applied to every layer inside the batch loop: for a batch ``hidden``
+    (B, T, D) with mask (B, T) it returns a (B, D + 2·n_metrics) tensor, the
+    ordinary pooled vector followed, for each metric, by the prompt's value
+    and a 0/1 flag that says whether the prompt was long enough (2 tokens for
+    ``prompt_entropy``, 3 for ``curvature``). Token states are never kept
+    beyond the batch. :meth:`split` turns the extracted stack into the pooled
+    stack and one value per layer for each metric.
+
+    Parameters
+    ----------
+    metrics : tuple of str, default=("prompt_entropy", "curvature")
+        Token-level metrics to compute.
+    pooling : {"mean", "first", "cls", "last", "max"}, default="mean"
+        Pooling of the returned vector.
+    alpha : float, default=1.0
+        Rényi order of ``prompt_entropy``.
+    normalization : str, default="maxEntropy"
+        Normalisation of ``prompt_entropy``.
+    preprocess : bool, default=True
+        Centre and L2-normalise each prompt's tokens first.
+    clamp_gram : bool, default=False
+        Quirk flag of ``prompt_entropy``.
+    absolute : bool, default=False
+        Quirk flag of ``curvature``.
+
+    Examples
+    --------
+    >>> import torch  # doctest: +SKIP
+    >>> from skloes.metrics import TokenMetricPooling
+    >>> f = TokenMetricPooling()
+    >>> out = f(torch.randn(2, 5, 4), torch.ones(2, 5))  # doctest: +SKIP
+    >>> tuple(out.shape)  # doctest: +SKIP
+    (2, 8)
+    """
+
+    def __init__(
+        self,
+        *,
+        metrics=TOKEN_METRICS,
+        pooling="mean",
+        alpha=1.0,
+        normalization="maxEntropy",
+        preprocess=True,
+        clamp_gram=False,
+        absolute=False,
+    ):
+        owner = type(self).__name__
+        metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+        if not metrics:
+            raise ValueError(f"{owner}: `metrics` must name at least one metric.")
+        for name in metrics:
+            check_option(owner, "metrics", name, TOKEN_METRICS)
+        check_option(owner, "normalization", normalization, NORMALIZATIONS)
+        self.metrics = metrics
+        self.pooling = pooling
+        self.alpha = check_alpha(owner, alpha)
+        self.normalization = normalization
+        self.preprocess = preprocess
+        self.clamp_gram = clamp_gram
+        self.absolute = absolute
+
+    def values(self, Z):
+        """Per-metric values of one prompt's tokens ``Z`` (N, D); NaN if too short."""
+        out = []
+        for name in self.metrics:
+            if name == "prompt_entropy":
+                out.append(
+                    _prompt_entropy_one(
+                        Z, self.alpha, self.normalization, self.preprocess,
+                        bool(self.clamp_gram),
+                    )
+                )
+            else:
+                out.append(_curvature_one(Z, self.preprocess, bool(self.absolute)))
+        return out
+
+    def __call__(self, hidden, mask):
+        import torch
+
+        from skloes._pooling import pool
+
+        pooled = pool(hidden, mask, self.pooling)
+        states = hidden.detach().to("cpu", torch.float64).numpy()
+        keep = mask.detach().to("cpu", torch.bool).numpy()
+        extra = np.zeros((states.shape[0], 2 * len(self.metrics)))
+        for b in range(states.shape[0]):
+            vals = np.asarray(self.values(states[b][keep[b]]))
+            ok = ~np.isnan(vals)
+            extra[b, 0::2] = np.where(ok, vals, 0.0)
+            extra[b, 1::2] = ok
+        extra = torch.as_tensor(extra, dtype=pooled.dtype, device=pooled.device)
+        return torch.cat([pooled, extra], dim=1)
+
+    def split(self, stack, *, max_prompts=1000, random_state=None):
+        """Split an extracted stack into the pooled stack and the metrics.
+
+        Parameters
+        ----------
+        stack : ndarray of shape (n_layers, n_samples, dim + 2 * n_metrics)
+            What ``HiddenStatesTransformer`` returned with this pooling.
+        max_prompts : int or None, default=1000
+            Average over at most this many prompts, drawn uniformly.
+        random_state : int, RandomState instance or None, default=None
+            Seeds the prompt subsample.
+
+        Returns
+        -------
+        pooled : ndarray of shape (n_layers, n_samples, dim)
+        metrics : dict of str to ndarray of shape (n_layers,)
+        """
+        stack = np.asarray(stack)
+        k = 2 * len(self.metrics)
+        pooled, extra = stack[..., :-k], stack[..., -k:].astype(np.float64)
+        index = subsample_index(stack.shape[1], max_prompts, random_state)
+        extra = extra[:, index]
+        out = {}
+        for j, name in enumerate(self.metrics):
+            vals, ok = extra[..., 2 * j], extra[..., 2 * j + 1] > 0.5
+            count = ok.sum(axis=1)
+            if not count.all():
+                raise ValueError(
+                    f"{type(self).__name__}: no prompt is long enough for {name}."
+                )
+            out[name] = (vals * ok).sum(axis=1) / count
+        return pooled, out

@@ -1,0 +1,121 @@
+"""Layer-profile plots (matplotlib, imported only when a plot is drawn)."""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+
+from skloes.utils._optional import import_optional
+
+__all__ = ["plot_layer_profile"]
+
+
+def _scaled(values):
+    values = np.asarray(values, dtype=np.float64)
+    lo, hi = np.nanmin(values), np.nanmax(values)
+    if not np.isfinite(hi - lo) or hi - lo <= 0:
+        return np.full_like(values, 0.5), (lo, hi)
+    return (values - lo) / (hi - lo), (lo, hi)
+
+
+def plot_layer_profile(report, metrics=None, *, ax=None, figsize=(10.0, 6.0)):
+    """Draw a fitted report's layer profile.
+
+    The top panel shows the probe's CV score per layer (± one standard
+    deviation over folds), the last layer's score as a dashed reference line
+    and the LOES layers as shaded columns with star markers. The bottom panel
+    shows each metric min-max scaled to [0, 1] over layers (the legend gives
+    each metric's raw range), so that metrics with different units share one
+    axis. Layers are on integer ticks, 0 being the embedding output.
+
+    Parameters
+    ----------
+    report : LayerReport
+        A fitted report.
+    metrics : list of str or None, default=None
+        Metrics to draw; None draws every metric of the report.
+    ax : pair of matplotlib Axes or None, default=None
+        Axes for the score and metric panels; None creates a new figure.
+    figsize : tuple of float, default=(10.0, 6.0)
+        Size of a new figure in inches.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> from skloes.plotting import plot_layer_profile
+    >>> fig = plot_layer_profile(report)  # doctest: +SKIP
+    >>> fig.savefig("profile.png")  # doctest: +SKIP
+    """
+    import_optional("matplotlib", extra="plot")
+    from matplotlib.figure import Figure
+
+    if ax is None:
+        # A bare Figure: no pyplot state, no GUI backend, safe in scripts.
+        fig = Figure(figsize=figsize)
+        ax_score, ax_metric = fig.subplots(
+            2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2], "hspace": 0.08}
+        )
+        fig.subplots_adjust(left=0.08, right=0.72, top=0.93, bottom=0.09)
+    else:
+        ax_score, ax_metric = ax
+        fig = ax_score.figure
+    layers = np.asarray(report.layers_)
+    selected = np.asarray(report.selected_layers_)
+    _score_panel(ax_score, report, layers, selected)
+    names = list(report.metrics_) if metrics is None else list(metrics)
+    _metric_panel(ax_metric, report, layers, selected, names)
+    ax_metric.set_xticks(layers)
+    ax_metric.set_xlim(layers[0] - 0.5, layers[-1] + 0.5)
+    ax_metric.set_xlabel("layer (0 = embedding output)")
+    fig.align_ylabels([ax_score, ax_metric])
+    return fig
+
+
+def _mark_selected(ax, selected, label=None):
+    for i, layer in enumerate(selected):
+        ax.axvspan(layer - 0.4, layer + 0.4, color="tab:orange", alpha=0.15, lw=0,
+                   label=label if i == 0 else None)
+
+
+def _score_panel(ax, report, layers, selected):
+    mean, std = report.probe_scores_, report.probe_scores_std_
+    _mark_selected(ax, selected, "LOES layers: " + ", ".join(map(str, selected)))
+    ax.fill_between(layers, mean - std, mean + std, color="tab:blue", alpha=0.15, lw=0)
+    ax.plot(layers, mean, "o-", color="tab:blue", label=f"probe {report.scoring_} (CV)")
+    ax.axhline(mean[-1], ls="--", color="0.4", lw=1,
+               label=f"last layer ({mean[-1]:.3f})")
+    sel = np.isin(layers, selected)
+    ax.plot(layers[sel], mean[sel], "*", ms=14, color="tab:orange", mec="k", mew=0.6,
+            zorder=3)
+    fused = report.summary()["fused_score"]
+    ax.axhline(fused, ls=":", color="tab:orange", lw=1.5,
+               label=f"LOES fused ({fused:.3f})")
+    ax.set_ylabel(f"{report.scoring_} (CV)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_title("Layer profile: probe score and layer metrics", fontsize=11)
+
+
+def _metric_panel(ax, report, layers, selected, names):
+    _mark_selected(ax, selected)
+    markers = "sD^vP<>Xph"
+    for i, name in enumerate(names):
+        if name not in report.metrics_:
+            raise ValueError(
+                f"plot_layer_profile: unknown metric {name!r}; the report has "
+                f"{list(report.metrics_)}."
+            )
+        scaled, (lo, hi) = _scaled(report.metrics_[name])
+        ax.plot(layers, scaled, marker=markers[i % len(markers)], ms=5,
+                label=f"{name} [{lo:.3g}, {hi:.3g}]")
+    ax.set_ylabel("metric (min-max scaled)")
+    ax.set_ylim(-0.08, 1.08)
+    ax.grid(alpha=0.3)
+    if names:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                  title="metric [min, max]", title_fontsize=8)
