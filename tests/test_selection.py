@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from joblib import parallel_config
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -20,6 +21,16 @@ from skloes._geometry import thin_svd
 from skloes._selection import VARIANTS, _residual_factors, _span_basis
 
 VARIANT_NAMES = sorted(VARIANTS)
+
+
+@pytest.fixture(autouse=True)
+def _single_blas_thread():
+    # On a busy 2-core machine, multi-threaded OpenBLAS eigh of a 200x200 Gram
+    # can take ~1 s instead of ~5 ms (threads spin-wait); one thread is stable.
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 # --------------------------------------------------------------------------
@@ -638,7 +649,8 @@ def test_cv_parallel_folds_equal_sequential():
     stack, y = _planted(n=150, seed=36)
     kw = dict(max_layers_to_select=3, cv=3, random_state=0)
     a = LOESSelectorCV(n_jobs=1, **kw).fit(stack, y)
-    b = LOESSelectorCV(n_jobs=2, **kw).fit(stack, y)
+    with parallel_config(backend="threading"):  # process start-up is slow on CI
+        b = LOESSelectorCV(n_jobs=2, **kw).fit(stack, y)
     np.testing.assert_array_equal(a.cv_results_["mean_test_score"],
                                   b.cv_results_["mean_test_score"])
 
@@ -651,3 +663,41 @@ def test_cv_requires_targets_and_supports_regression():
     cv = LOESSelectorCV(max_layers_to_select=3, cv=3, random_state=0).fit(stack, t)
     assert cv.task_ == "regression" and 4 in cv.selection_order_
     assert np.all(cv.cv_results_["mean_test_score"] > 0.5)  # R² of the ridge probe
+
+
+# --------------------------------------------------------------------------
+# Integration: real MiniLM features of real Rotten Tomatoes texts
+# --------------------------------------------------------------------------
+@pytest.mark.integration
+@pytest.mark.torch
+def test_minilm_rotten_tomatoes_grid_search_end_to_end(
+    minilm_path, rotten_tomatoes_small, tmp_path
+):
+    from skloes import HiddenStatesTransformer
+
+    texts, labels = rotten_tomatoes_small
+    texts, labels = list(texts), np.asarray(labels)
+    hst = HiddenStatesTransformer(minilm_path, output="flat", max_length=64,
+                                  cache=str(tmp_path), progress=False, device="cpu")
+    pipe = Pipeline([
+        ("hst", hst),
+        ("loes", LOESSelector(layer_dim=384, fusion_scaling="layer", random_state=0)),
+        ("clf", LogisticRegression(max_iter=300)),
+    ])
+    grid = GridSearchCV(pipe, {"loes__n_layers_to_select": [1, 3],
+                               "loes__variant": ["robust", "reference"]},
+                        cv=StratifiedKFold(3, shuffle=True, random_state=0))
+    grid.fit(texts, labels)
+    assert grid.best_score_ > 0.6  # sentiment is linearly decodable from MiniLM
+    loes = grid.best_estimator_["loes"]
+    assert loes.n_layers_in_ == 7 and loes.dim_in_ == 384
+    assert loes.task_ == "classification"
+    assert set(loes.selected_layers_.tolist()) <= set(range(7))
+    # the cached features feed LOESSelectorCV on the same flat table
+    flat = hst.fit(texts).transform(texts)
+    cv = LOESSelectorCV(max_layers_to_select=4, cv=3, layer_dim=384,
+                        random_state=0).fit(flat, labels)
+    assert 1 <= cv.n_layers_to_select_ <= 4
+    assert np.all(cv.cv_results_["mean_test_score"] > 0.55)
+    scores = cv.scores_frame()
+    assert np.isfinite(scores.loc[scores.eligible, "score"]).all()
