@@ -51,6 +51,8 @@ def _curvature_one(Z, preprocess, absolute):
     Z = prep(Z) if preprocess else Z
     v = np.diff(Z, axis=0)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
+    # A step of round-off size (two equal tokens) counts as zero length.
+    norms[norms <= 1e-12 * np.linalg.norm(Z, axis=1).max()] = 0.0
     u = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
     a, b = u[1:], u[:-1]
     # arccos(a·b) by Kahan's formula: exact for parallel steps, where arccos of
@@ -195,7 +197,8 @@ def curvature(
     """Mean angle between successive token steps, per prompt then averaged.
 
     With ``v_k = z_{k+1} - z_k``, ``θ_k = arccos(v_{k+1}·v_k/(‖v_{k+1}‖‖v_k‖))``
-    (0 when a step has zero length) is averaged over a prompt, then over the
+    (0 when a step has zero length, up to 1e-12 of the largest token norm)
+    is averaged over a prompt, then over the
     prompts with at least 3 tokens. Range [0, π]: 0 for a straight path, π
     for a path that goes back and forth. The angle is computed as
     ``2·atan2(‖a − b‖, ‖a + b‖)`` of the unit steps, which equals the

@@ -85,14 +85,16 @@ def infonce(
     M = A.shape[1]
     values = []
     for a, b in zip(A, B, strict=True):
-        loss = 0.0
+        # excess over log M per row, so that indistinguishable prompts give 0
+        excess = 0.0
         for start in range(0, M, chunk_size):
             logits = a[start : start + chunk_size] @ b.T / temperature
             rows = np.arange(logits.shape[0])
             diag = logits[rows, rows + start]
-            loss += float(logsumexp(logits - diag[:, None], axis=1).sum())
-        loss /= M
-        values.append(1.0 - loss / np.log(M) if normalize else loss)
+            lse = logsumexp(logits - diag[:, None], axis=1)
+            excess += float((lse - np.log(M)).sum())
+        excess /= M
+        values.append(-excess / np.log(M) if normalize else np.log(M) + excess)
     return per_layer(values, single)
 
 
