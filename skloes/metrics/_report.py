@@ -291,6 +291,7 @@ class LayerReport(BaseEstimator):
         name = type(self).__name__
         stack, y = validate_layers(self, X, y, layer_dim=layer_dim)
         self._check_names(name)
+        extra = self._check_extra(name, extra_metrics, stack.shape[0])
         self.task_ = self._task(name, y)
         L, n, d = stack.shape
         self.layers_ = np.arange(L)
@@ -298,7 +299,7 @@ class LayerReport(BaseEstimator):
         probe = self._probe()
         self.scoring_ = "accuracy" if self.task_ == "classification" else "r2"
         self._score_layers(stack, y, probe, folds)
-        self._compute_metrics(stack, y, extra_metrics)
+        self._compute_metrics(stack, y, extra)
         self._summarise(stack, y, probe, folds)
         return self
 
@@ -310,6 +311,18 @@ class LayerReport(BaseEstimator):
                         f"{name}: `{param}` entries must be among {list(options)}; "
                         f"got {value!r}."
                     )
+
+    def _check_extra(self, name, extra_metrics, n_layers):
+        out = {}
+        for key, values in (extra_metrics or {}).items():
+            values = np.asarray(values, dtype=np.float64).ravel()
+            if values.shape != (n_layers,):
+                raise ValueError(
+                    f"{name}: `extra_metrics[{key!r}]` must hold one value per layer "
+                    f"({n_layers}); got shape {values.shape}."
+                )
+            out[str(key)] = values
+        return out
 
     def _task(self, name, y):
         kind = type_of_target(y)
@@ -377,14 +390,7 @@ class LayerReport(BaseEstimator):
                 continue
             values = _compute_metric(metric, stack, y, params)
             self.metrics_[metric] = np.asarray(values)
-        for key, values in (extra_metrics or {}).items():
-            values = np.asarray(values, dtype=np.float64).ravel()
-            if values.shape != (stack.shape[0],):
-                raise ValueError(
-                    f"{type(self).__name__}: `extra_metrics[{key!r}]` must hold one "
-                    f"value per layer ({stack.shape[0]}); got shape {values.shape}."
-                )
-            self.metrics_[str(key)] = values
+        self.metrics_.update(extra_metrics)
 
     def _summarise(self, stack, y, probe, folds):
         L, n, d = stack.shape

@@ -1,0 +1,157 @@
+"""The per-layer report: fitted attributes, tables, plot and report folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from skloes.metrics import LayerReport, layer_report
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """4 layers; the class signal grows with depth, layer 0 is pure noise."""
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1, 2], 30)
+    centres = rng.normal(size=(3, 6))
+    H = rng.normal(size=(4, 90, 6))
+    for layer, strength in enumerate([0.0, 0.5, 1.5, 3.0]):
+        H[layer] += strength * centres[y]
+    return H, y
+
+
+@pytest.fixture(scope="module")
+def report(planted):
+    H, y = planted
+    return layer_report(
+        H, y, n_layers_to_select=2,
+        metrics=("dataset_entropy", "erank_sigma", "erank_sigma2", "isotropy",
+                 "intrinsic_dim", "simplex_volume"),
+        extra_metrics={"curvature": [0.1, 0.2, 0.3, 0.4]},
+    )
+
+
+def test_report_scores_follow_the_planted_signal(report, planted):
+    H, _ = planted
+    assert report.task_ == "classification" and report.scoring_ == "accuracy"
+    np.testing.assert_array_equal(report.layers_, np.arange(4))
+    assert report.probe_scores_.shape == (4,)
+    assert report.probe_scores_[0] < 0.6 < report.probe_scores_[3]
+    assert np.all(np.diff(report.probe_scores_[1:]) >= 0)
+    assert np.all(report.probe_scores_std_ >= 0)
+    assert report.metrics_["simplex_volume"][3] > report.metrics_["simplex_volume"][0]
+    np.testing.assert_allclose(report.metrics_["curvature"], [0.1, 0.2, 0.3, 0.4])
+    assert report.selected_layers_.size == 2
+    assert set(report.selection_order_) == set(report.selected_layers_)
+
+
+def test_summary_compares_loes_with_baselines(report):
+    s = report.summary()
+    assert [m["method"] for m in s["methods"]] == [
+        "loes", "last_layer", "best_single_layer", "last_k", "all_layers"
+    ]
+    by = {m["method"]: m for m in s["methods"]}
+    assert by["last_layer"]["layers"] == [3]
+    assert by["last_layer"]["score"] == pytest.approx(report.probe_scores_[3])
+    assert by["best_single_layer"]["layers"] == [int(np.argmax(report.probe_scores_))]
+    assert by["last_k"]["layers"] == [2, 3]
+    assert by["all_layers"]["layers"] == [0, 1, 2, 3]
+    assert s["fused_score"] == by["loes"]["score"]
+    assert s["last_layer_score"] == pytest.approx(report.probe_scores_[-1])
+    assert 0 <= s["fused_score"] <= 1
+    assert "loes" in report.format_summary()
+
+
+def test_to_frame_and_text_table(report):
+    frame = report.to_frame()
+    assert frame.index.name == "layer" and list(frame.index) == [0, 1, 2, 3]
+    for column in ("probe_score", "probe_score_std", "selected", "dataset_entropy",
+                   "curvature"):
+        assert column in frame.columns
+    assert frame["selected"].sum() == 2
+    lines = report.format_table().splitlines()
+    assert len(lines) == 5 and lines[0].startswith("layer")
+
+
+def test_save_writes_well_formed_files(report, tmp_path):
+    mpimg = pytest.importorskip("matplotlib.image")
+    folder = report.save(tmp_path / "out")
+    with open(folder / "layers.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4
+    assert list(rows[0]) == ["layer", "probe_score", "probe_score_std", "selected",
+                             *report.metrics_]
+    assert [int(r["layer"]) for r in rows] == [0, 1, 2, 3]
+    np.testing.assert_allclose([float(r["probe_score"]) for r in rows],
+                               report.probe_scores_)
+    assert sum(int(r["selected"]) for r in rows) == 2
+    payload = json.loads((folder / "selection.json").read_text())
+    for key in ("task", "scoring", "n_layers", "selected_layers", "selection_order",
+                "fused_score", "last_layer_score", "best_layer", "best_layer_score",
+                "methods"):
+        assert key in payload
+    assert payload["selected_layers"] == [int(v) for v in report.selected_layers_]
+    image = mpimg.imread(folder / "profile.png")
+    assert image.shape[:2] == (600, 1000)  # 10 x 6 inches at 100 dpi
+
+
+def test_plot_has_integer_layer_ticks_and_marks_selection(report):
+    pytest.importorskip("matplotlib")
+    fig = report.plot(metrics=["dataset_entropy", "isotropy"])
+    score_ax, metric_ax = fig.axes[:2]
+    np.testing.assert_array_equal(metric_ax.get_xticks(), [0, 1, 2, 3])
+    labels = [t.get_text() for t in score_ax.get_legend().get_texts()]
+    assert any(label.startswith("LOES layers") for label in labels)
+    assert any(label.startswith("last layer") for label in labels)
+    assert len(metric_ax.get_lines()) == 2
+    with pytest.raises(ValueError, match="unknown metric"):
+        report.plot(metrics=["nope"])
+
+
+def test_report_is_deterministic_and_clonable(planted):
+    H, y = planted
+    a = LayerReport(n_layers_to_select=2, metrics=("isotropy",), random_state=3,
+                    cv=3, baselines=("last_k",))
+    b = clone(a)
+    assert a.fit(H, y).summary() == b.fit(H, y).summary()
+
+
+def test_nested_and_flat_inputs(planted):
+    H, y = planted
+    flat = np.ascontiguousarray(H.transpose(1, 0, 2)).reshape(90, -1)
+    nested = LayerReport(n_layers_to_select=2, metrics=("isotropy",), nested=True,
+                         cv=3, baselines=("last_layer",)).fit(flat, y, layer_dim=6)
+    assert nested.probe_scores_.shape == (4,)
+    assert [m["method"] for m in nested.summary_] == ["loes", "last_layer"]
+
+
+def test_regression_uses_r2():
+    rng = np.random.RandomState(0)
+    H = rng.normal(size=(3, 80, 5))
+    y = H[2] @ rng.normal(size=5) + 0.1 * rng.normal(size=80)
+    rep = LayerReport(n_layers_to_select=1, metrics=("dataset_entropy",), cv=3,
+                      baselines=("last_layer", "all_layers")).fit(H, y)
+    assert rep.task_ == "regression" and rep.scoring_ == "r2"
+    assert rep.probe_scores_[2] > 0.9 > rep.probe_scores_[0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, fit_kwargs, y, match",
+    [
+        ({"metrics": ("entropy",)}, {}, None, "metrics"),
+        ({"baselines": ("oracle",)}, {}, None, "baselines"),
+        ({"cv": 2, "baselines": ()}, {"extra_metrics": {"x": [1.0, 2.0]}}, None,
+         "one value per layer"),
+        ({}, {}, np.r_[np.zeros(89), 1], "at least 2 samples"),
+        ({}, {}, np.linspace(0, 1, 90).astype(str), "2 samples"),
+        ({"cv": 1}, {}, None, "cv"),
+    ],
+)
+def test_bad_input_raises(planted, kwargs, fit_kwargs, y, match):
+    H, y0 = planted
+    with pytest.raises(ValueError, match=match):
+        LayerReport(**kwargs).fit(H, y0 if y is None else y, **fit_kwargs)
