@@ -242,7 +242,7 @@ def _check_labels(labels):
 # The job
 # --------------------------------------------------------------------------
 def _log(message):
-    print(message, file=sys.stderr, flush=True)
+    print(message, flush=True)
 
 
 def _extract(args, texts):
