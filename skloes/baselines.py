@@ -618,7 +618,13 @@ class BestSingleLayerSelector(_ProbeSelector):
         classification = target[0] == "classification"
         cv = check_cv(self.cv, target[2] if classification else None,
                       classifier=classification)
-        splits = list(cv.split(stack[0], target[2] if classification else None))
+        try:
+            splits = list(cv.split(stack[0], target[2] if classification else None))
+        except ValueError as exc:
+            raise ValueError(
+                f"{type(self).__name__}: `cv`={self.cv!r} cannot split the "
+                f"{stack.shape[1]} calibration rows: {exc}"
+            ) from None
         scores = np.zeros(candidates.size)
         for fit, test in splits:
             scorer = _SubsetScorer(stack, target, fit, test)

@@ -551,6 +551,17 @@ def test_bad_dimensions_and_layer_dim():
         LastLayerSelector(layer_dim=7).fit(_flat(H), y)
     with pytest.raises(ValueError, match="at least 3 calibration samples"):
         BestSingleLayerSelector().fit(H[:, :2], y[:2])
+    with pytest.raises(ValueError, match="`cv`=5 cannot split the 4 calibration"):
+        BestSingleLayerSelector().fit(H[:, :4], [0, 1, 0, 1])
+
+
+def test_pandas_output_uses_layer_feature_names():
+    pytest.importorskip("pandas")
+    H, y = _planted()
+    sel = LastKSelector(k=2, layer_dim=5).set_output(transform="pandas")
+    out = sel.fit(_flat(H), y).transform(_flat(H))
+    assert list(out.columns[:2]) == ["layer4_0", "layer4_1"]
+    assert out.columns[-1] == "layer5_4"
 
 
 def test_exactly_two_classes_work():
