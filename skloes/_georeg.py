@@ -16,7 +16,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 from torch import nn
 
 from skloes._geometry import (
@@ -27,6 +27,7 @@ from skloes._geometry import (
 )
 from skloes._heads import (
     FUSIONS,
+    BackboneHead,
     LayerFusionHead,
     make_generator,
     predict_outputs,
@@ -413,9 +414,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
                 "is None."
             )
         if self.mode == "finetune":
-            from skloes._georeg_finetune import fit_finetune
-
-            return fit_finetune(self, X, y)
+            return self._fit_finetune(X, y)
         return self._fit_head(X, y)
 
     def _warm(self):
@@ -559,14 +558,116 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         )
         return torch.from_numpy(np.sort(train)), torch.from_numpy(np.sort(val))
 
+    # ------------------------------------------------------- end-to-end mode
+    def _fit_finetune(self, X, y):
+        from skloes._hidden_states import HiddenStatesTransformer
+        from skloes._models import check_inputs
+
+        name = type(self).__name__
+        warm = self._warm()
+        if not warm:
+            hst = HiddenStatesTransformer(
+                self.model, pooling=self.pooling, max_length=self.max_length,
+                batch_size=self.batch_size, device=self.device,
+                progress=bool(self.verbose),
+            )
+            self.hidden_states_ = hst.fit(_check_raw(X, name))
+        hst = self.hidden_states_
+        items = check_inputs(X, hst.modality_, owner=name)
+        y = column_or_1d(y, warn=True)
+        if len(y) != len(items):
+            raise ValueError(
+                f"{name}: `y` must have one label per input of `X`; got {len(y)} "
+                f"labels for {len(items)} inputs."
+            )
+        codes = self._encode_targets(y, warm)
+        rng = check_random_state(self.random_state)
+        generator = make_generator(rng)
+        if not warm:
+            self._init_finetune(hst, items, y, generator)
+        module = self.module_
+        backbone_params = module.freeze_above_depth()
+        groups = module.head.param_groups(self.lr)
+        if self.lr_backbone > 0:
+            groups.append({"params": backbone_params, "lr": self.lr_backbone})
+        else:
+            for p in backbone_params:
+                p.requires_grad_(False)
+        train_idx, val_idx = self._split(codes, rng)
+        targets = torch.as_tensor(codes, device=self.device_)
+        forward = self._raw_forward(items, generator)
+        # the backbone's dropout draws from torch's global RNG: fork it, seeded
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        cuda = self.device_.type == "cuda"
+        devices = [self.device_.index or torch.cuda.current_device()] if cuda else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            self._train(module, groups, forward, targets, train_idx, val_idx,
+                        generator)
+        self.backbone_tuned_ = self.lr_backbone > 0 or getattr(
+            self, "backbone_tuned_", False
+        )
+        return self
+
+    def _init_finetune(self, hst, items, y, generator):
+        """Choose the layers on frozen features and build backbone + head."""
+        name = type(self).__name__
+        self.device_ = torch.device(hst.device_)
+        if isinstance(self.layers, BaseEstimator) and not _is_fitted(self.layers):
+            stack = hst.transform(items)  # frozen features of every layer
+            self.layers_, self.selector_ = self._resolve_layers(stack, y)
+        elif isinstance(self.layers, BaseEstimator):
+            dummy = np.empty((hst.n_model_layers_, 0, 0))
+            self.layers_, self.selector_ = self._resolve_layers(dummy, y)
+        elif self.layers is None:
+            self.layers_, self.selector_ = np.arange(hst.n_model_layers_), None
+        else:
+            self.layers_ = resolve_layer_indices(
+                self.layers, hst.n_model_layers_, owner=name
+            )
+            self.selector_ = None
+        backbone, processor = hst.model_, hst.processor_
+        hst._drop_loaded()  # the fine-tuned copy lives in module_ only
+        head = LayerFusionHead(
+            len(self.layers_), int(backbone.config.hidden_size), len(self.classes_),
+            proj_dim=self.proj_dim, fusion=self.fusion, generator=generator,
+        )
+        self.module_ = BackboneHead(backbone, head, self.layers_, self.pooling)
+        self.module_.processor = processor
+        self.module_.to(self.device_)
+        self.backbone_tuned_ = False
+
+    def _raw_forward(self, items, generator=None):
+        from skloes._models import encode_batch
+
+        module, hst = self.module_, self.hidden_states_
+
+        def forward(idx, train):
+            inputs = encode_batch(
+                module.processor, hst.modality_, [items[i] for i in idx.tolist()],
+                max_length=self.max_length, device=self.device_,
+                config=module.backbone.config,
+            )
+            return module(inputs, generator if train else None)
+
+        return forward
+
+    def _finetune_outputs(self, X):
+        from skloes._models import check_inputs
+
+        name = type(self).__name__
+        items = check_inputs(_check_raw(X, name), self.hidden_states_.modality_,
+                             owner=name)
+        forward = self._raw_forward(items)
+        return predict_outputs(self.module_, forward, torch.arange(len(items)),
+                               self.batch_size)
+
     # ------------------------------------------------------------- predict
     def _outputs(self, X):
         """(logits, z) as float64 numpy arrays."""
         check_is_fitted(self)
         if self.mode == "finetune":
-            from skloes._georeg_finetune import finetune_outputs
-
-            out, z = finetune_outputs(self, X)
+            out, z = self._finetune_outputs(X)
         else:
             stack = self._validate_features(X, reset=False)
             feats = self._layer_blocks(stack)
@@ -683,6 +784,18 @@ def _is_text(X):
     return False
 
 
+def _check_raw(X, name):
+    """Reject numeric feature tables in finetune mode (texts expected)."""
+    dtype = getattr(X, "dtype", None)
+    if dtype is not None and getattr(dtype, "kind", "") in "biuf" and np.ndim(X) == 2:
+        raise TypeError(
+            f"{name}: mode='finetune' takes raw inputs (texts, images or "
+            f"waveforms); got a numeric array of shape {np.shape(X)}. Pass "
+            "mode='head' to train on precomputed layer features."
+        )
+    return X
+
+
 def _is_fitted(estimator):
     try:
         check_is_fitted(estimator)
@@ -696,9 +809,30 @@ def _module_to_cpu_state(module):
     if isinstance(module, LayerFusionHead):
         state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
         return {"kind": "head", "init": module.init_kwargs, "state": state}
-    from skloes._georeg_finetune import pack_finetune_module
+    return _pack_finetune(module)
 
-    return pack_finetune_module(module)
+
+def _pack_finetune(module):
+    """Backbone config + fine-tuned CPU weights, head, processor, layout."""
+    cpu = {k: v.detach().cpu() for k, v in module.backbone.state_dict().items()}
+    return {
+        "kind": "finetune", "config": module.backbone.config, "backbone": cpu,
+        "head": _module_to_cpu_state(module.head), "processor": module.processor,
+        "layers": module.layers, "pooling": module.pooling,
+    }
+
+
+def _unpack_finetune(packed):
+    from skloes.utils._optional import import_optional
+
+    transformers = import_optional("transformers")
+    with torch.random.fork_rng(devices=[]):  # from_config draws random weights
+        backbone = transformers.AutoModel.from_config(packed["config"])
+    backbone.load_state_dict(packed["backbone"])
+    head = _module_from_cpu_state(packed["head"])
+    module = BackboneHead(backbone.eval(), head, packed["layers"], packed["pooling"])
+    module.processor = packed["processor"]
+    return module.eval()
 
 
 def _module_from_cpu_state(packed):
@@ -706,6 +840,4 @@ def _module_from_cpu_state(packed):
         module = LayerFusionHead(**packed["init"])
         module.load_state_dict(packed["state"])
         return module.eval()
-    from skloes._georeg_finetune import unpack_finetune_module
-
-    return unpack_finetune_module(packed)
+    return _unpack_finetune(packed)

@@ -482,7 +482,8 @@ def _train_epoch(module, opt, sched, params, forward, y, train_idx, geo_loss,
         if not torch.isfinite(total):
             raise FloatingPointError(
                 f"{desc}: the training loss is not finite at epoch {epoch}, step "
-                f"{step} (task loss {float(task_loss)}, GeoReg {float(geo)}); lower "
+                f"{step} (task loss {float(task_loss.detach())}, GeoReg "
+                f"{float(geo.detach())}); lower "
                 "`lr` or check the input features."
             )
         opt.zero_grad(set_to_none=True)
@@ -526,3 +527,87 @@ def warn_not_converged(estimator, result, max_epochs):
             ConvergenceWarning,
             stacklevel=3,
         )
+
+
+# --------------------------------------------------------------------------
+# Backbone + head (end-to-end fine-tuning)
+# --------------------------------------------------------------------------
+class BackboneHead(nn.Module):
+    """A Hugging Face backbone, cut after ``depth``, pooled, then a head.
+
+    The forward pass runs blocks ``1..depth`` only (through
+    :func:`skloes._models.forward_hidden_states`), pools the ``layers`` with
+    :func:`skloes._pooling.pool_layers` and feeds the ``(B, K, d)`` blocks to
+    ``head``. :meth:`freeze_above_depth` stops gradients of the blocks above
+    ``depth``; the embedding module and blocks ``1..depth`` stay trainable.
+
+    Parameters
+    ----------
+    backbone : transformers.PreTrainedModel
+        The model (from :func:`skloes._models.load_model`).
+    head : torch.nn.Module
+        Maps ``(B, K, d)`` to ``(outputs, z)``, e.g. :class:`LayerFusionHead`.
+    layers : sequence of int
+        Hidden-state indices pooled for the head (0 is the embedding output).
+    pooling : str
+        A pooling name understood by :func:`skloes._pooling.pool`.
+
+    Examples
+    --------
+    >>> from skloes._heads import BackboneHead  # doctest: +SKIP
+    >>> module = BackboneHead(backbone, head, [1, 3], "mean")  # doctest: +SKIP
+    >>> outputs, z = module(inputs)  # doctest: +SKIP
+    """
+
+    def __init__(self, backbone, head, layers, pooling):
+        super().__init__()
+        from skloes._models import find_blocks
+
+        self.backbone = backbone
+        self.head = head
+        self.layers = [int(l) for l in layers]
+        self.pooling = pooling
+        self.depth = max(self.layers)
+        self._blocks = find_blocks(backbone)
+
+    def freeze_above_depth(self):
+        """Turn off gradients of the blocks above ``depth``; return the rest.
+
+        Returns
+        -------
+        params : list of torch.nn.Parameter
+            The backbone parameters that can still train.
+        """
+        frozen = set()
+        if self._blocks is not None:
+            for block in self._blocks[self.depth:]:
+                frozen.update(id(p) for p in block.parameters())
+        trainable = []
+        for p in self.backbone.parameters():
+            p.requires_grad_(id(p) not in frozen)
+            if id(p) not in frozen:
+                trainable.append(p)
+        return trainable
+
+    def forward(self, inputs, generator=None):
+        """``(outputs, z)`` for a dict of model inputs.
+
+        Parameters
+        ----------
+        inputs : dict of str to torch.Tensor
+            From :func:`skloes._models.encode_batch`.
+        generator : torch.Generator or None, default=None
+            Dropout masks of the head.
+
+        Returns
+        -------
+        outputs, z : torch.Tensor
+        """
+        from skloes._models import forward_hidden_states, token_mask
+        from skloes._pooling import pool_layers
+
+        states = forward_hidden_states(self.backbone, inputs, self.depth,
+                                       blocks=self._blocks)
+        mask = token_mask(self.backbone, inputs, states[0].shape[1])
+        pooled = pool_layers(states, self.layers, mask, self.pooling)
+        return self.head(pooled.transpose(0, 1), generator)
