@@ -175,7 +175,8 @@ class _BaseLayerSelector(TransformerMixin, BaseEstimator):
 
     Subclasses implement ``_select(stack, target, candidates, rng)`` returning
     the chosen layers in selection order. ``stack`` holds only the
-    calibration rows (float64); ``target`` is ``None`` or the tuple
+    calibration rows (float64), or is None for selectors that never read the
+    data (``_data_driven = False``); ``target`` is ``None`` or the tuple
     ``(task, classes, codes_or_Y)``.
     """
 
@@ -201,8 +202,7 @@ class _BaseLayerSelector(TransformerMixin, BaseEstimator):
             The fitted selector.
         """
         name = type(self).__name__
-        self._check_params()
-        stack = validate_layers(self, X, layer_dim=self.layer_dim)
+        stack = validate_layers(self, X, layer_dim=self.layer_dim, dtype=FLOAT_DTYPES)
         n_samples = stack.shape[1]
         if y is None and self._needs_y:
             raise ValueError(
@@ -224,12 +224,14 @@ class _BaseLayerSelector(TransformerMixin, BaseEstimator):
         codes = target[2] if target is not None and target[1] is not None else None
         cal = _calibration_indices(self.max_samples, n_samples, codes, rng)
         self.calibration_indices_ = cal
-        cal_stack = np.asarray(stack[:, cal], dtype=np.float64)
+        # float64 copy of the calibration rows, only for selectors that read them
+        cal_stack = (np.asarray(stack[:, cal], dtype=np.float64)
+                     if self._data_driven else None)
         if target is not None:
             target = (target[0], target[1], target[2][cal])
             if target[1] is not None and self._needs_y:
                 self.classes_ = target[1]
-        candidates = self._candidates(cal_stack)
+        candidates = self._candidates(stack.shape[0], cal_stack)
         self._check_budget(len(candidates))
         order = np.asarray(self._select(cal_stack, target, candidates, rng), np.intp)
         self.selection_order_ = order
@@ -239,11 +241,8 @@ class _BaseLayerSelector(TransformerMixin, BaseEstimator):
         self.n_selected_ = order.size
         return self
 
-    def _check_params(self):
-        """Cross-parameter checks beyond ``_parameter_constraints``."""
-
-    def _candidates(self, stack):
-        layers = np.arange(stack.shape[0])
+    def _candidates(self, n_layers, stack):
+        layers = np.arange(n_layers)
         if not self.include_embedding:
             layers = layers[1:]
         if not self._data_driven:
