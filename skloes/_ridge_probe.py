@@ -121,7 +121,6 @@ def _held_out_split(n, target, fraction, rng):
     return np.sort(fit), np.sort(held)
 
 
-
 # --------------------------------------------------------------------------
 # Public ridge probes on flat tables
 # --------------------------------------------------------------------------
@@ -373,5 +372,3 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
-
-

@@ -106,7 +106,12 @@ class _BaseScalarMix(TransformerMixin, BaseEstimator):
     def _fit(self, stack, targets, n_outputs, strat):
         """Train the head on ``targets`` (a torch tensor, one row per sample)."""
         torch = _torch()
-        from skloes._heads import LayerFusionHead, make_generator, train_loop
+        from skloes._heads import (
+            LayerFusionHead,
+            make_generator,
+            train_loop,
+            warn_not_converged,
+        )
 
         name = type(self).__name__
         first = 0 if self.include_embedding else 1
@@ -145,6 +150,7 @@ class _BaseScalarMix(TransformerMixin, BaseEstimator):
         self.module_ = head
         self.history_, self.best_epoch_ = result.history, result.best_epoch
         self.n_iter_ = result.n_iter
+        warn_not_converged(self, result, self.max_epochs)
         weights = np.zeros(stack.shape[0])
         weights[self.selected_layers_] = head.layer_weights()
         self.layer_weights_ = weights
