@@ -30,9 +30,11 @@ from skloes._heads import (
     BackboneHead,
     LayerFusionHead,
     make_generator,
+    pack_module,
     predict_outputs,
     resolve_device,
     train_loop,
+    unpack_module,
     warn_not_converged,
 )
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
@@ -308,6 +310,13 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         Where the module lives.
     n_layers_in_, dim_in_ : int
         Layout of the head-mode input (``n_features_in_`` for flat input).
+    model_path_, modality_ : str
+        Finetune mode: the resolved model folder and its input modality.
+    n_model_layers_ : int
+        Finetune mode: number of hidden states of the model (blocks + 1).
+    backbone_tuned_ : bool
+        Finetune mode: whether the backbone weights were trained (then they
+        are pickled with the estimator).
 
     See Also
     --------
@@ -570,10 +579,10 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
                 self.model, pooling=self.pooling, max_length=self.max_length,
                 batch_size=self.batch_size, device=self.device,
                 progress=bool(self.verbose),
-            )
-            self.hidden_states_ = hst.fit(_check_raw(X, name))
-        hst = self.hidden_states_
-        items = check_inputs(X, hst.modality_, owner=name)
+            ).fit(_check_raw(X, name))
+            self.model_path_, self.modality_ = hst.model_path_, hst.modality_
+            self.n_model_layers_ = hst.n_model_layers_
+        items = check_inputs(X, self.modality_, owner=name)
         y = column_or_1d(y, warn=True)
         if len(y) != len(items):
             raise ValueError(
@@ -617,37 +626,40 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
             stack = hst.transform(items)  # frozen features of every layer
             self.layers_, self.selector_ = self._resolve_layers(stack, y)
         elif isinstance(self.layers, BaseEstimator):
-            dummy = np.empty((hst.n_model_layers_, 0, 0))
+            dummy = np.empty((self.n_model_layers_, 0, 0))
             self.layers_, self.selector_ = self._resolve_layers(dummy, y)
         elif self.layers is None:
-            self.layers_, self.selector_ = np.arange(hst.n_model_layers_), None
+            self.layers_, self.selector_ = np.arange(self.n_model_layers_), None
         else:
             self.layers_ = resolve_layer_indices(
-                self.layers, hst.n_model_layers_, owner=name
+                self.layers, self.n_model_layers_, owner=name
             )
             self.selector_ = None
+        # hst is local to fit: the backbone it loaded becomes ours to tune
         backbone, processor = hst.model_, hst.processor_
-        hst._drop_loaded()  # the fine-tuned copy lives in module_ only
         head = LayerFusionHead(
             len(self.layers_), int(backbone.config.hidden_size), len(self.classes_),
             proj_dim=self.proj_dim, fusion=self.fusion, generator=generator,
         )
-        self.module_ = BackboneHead(backbone, head, self.layers_, self.pooling)
-        self.module_.processor = processor
-        self.module_.to(self.device_)
+        self.module_ = BackboneHead(backbone, head, self.layers_, self.pooling,
+                                    processor=processor).to(self.device_)
         self.backbone_tuned_ = False
 
     def _raw_forward(self, items, generator=None):
         from skloes._models import encode_batch
 
-        module, hst = self.module_, self.hidden_states_
+        module = self.module_
+
+        frozen = self.lr_backbone == 0
 
         def forward(idx, train):
             inputs = encode_batch(
-                module.processor, hst.modality_, [items[i] for i in idx.tolist()],
+                module.processor, self.modality_, [items[i] for i in idx.tolist()],
                 max_length=self.max_length, device=self.device_,
                 config=module.backbone.config,
             )
+            if train and frozen:  # a frozen backbone runs without dropout
+                module.backbone.eval()
             return module(inputs, generator if train else None)
 
         return forward
@@ -656,8 +668,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         from skloes._models import check_inputs
 
         name = type(self).__name__
-        items = check_inputs(_check_raw(X, name), self.hidden_states_.modality_,
-                             owner=name)
+        items = check_inputs(_check_raw(X, name), self.modality_, owner=name)
         forward = self._raw_forward(items)
         return predict_outputs(self.module_, forward, torch.arange(len(items)),
                                self.batch_size)
@@ -749,7 +760,10 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         state = dict(super().__getstate__())  # object's is the live __dict__
         module = state.pop("module_", None)
         if module is not None:
-            state["_module_pickle"] = _module_to_cpu_state(module)
+            tuned = getattr(self, "backbone_tuned_", True)
+            state["_module_pickle"] = pack_module(
+                module, path=getattr(self, "model_path_", None), tuned=tuned
+            )
         return state
 
     def __setstate__(self, state):
@@ -759,7 +773,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
             device = self.device_
             if device.type == "cuda" and not torch.cuda.is_available():
                 self.device_ = device = torch.device("cpu")
-            self.module_ = _module_from_cpu_state(packed).to(device)
+            self.module_ = unpack_module(packed).to(device)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -802,42 +816,3 @@ def _is_fitted(estimator):
     except NotFittedError:
         return False
     return True
-
-
-def _module_to_cpu_state(module):
-    """A picklable description: the head's init kwargs and CPU state dict."""
-    if isinstance(module, LayerFusionHead):
-        state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-        return {"kind": "head", "init": module.init_kwargs, "state": state}
-    return _pack_finetune(module)
-
-
-def _pack_finetune(module):
-    """Backbone config + fine-tuned CPU weights, head, processor, layout."""
-    cpu = {k: v.detach().cpu() for k, v in module.backbone.state_dict().items()}
-    return {
-        "kind": "finetune", "config": module.backbone.config, "backbone": cpu,
-        "head": _module_to_cpu_state(module.head), "processor": module.processor,
-        "layers": module.layers, "pooling": module.pooling,
-    }
-
-
-def _unpack_finetune(packed):
-    from skloes.utils._optional import import_optional
-
-    transformers = import_optional("transformers")
-    with torch.random.fork_rng(devices=[]):  # from_config draws random weights
-        backbone = transformers.AutoModel.from_config(packed["config"])
-    backbone.load_state_dict(packed["backbone"])
-    head = _module_from_cpu_state(packed["head"])
-    module = BackboneHead(backbone.eval(), head, packed["layers"], packed["pooling"])
-    module.processor = packed["processor"]
-    return module.eval()
-
-
-def _module_from_cpu_state(packed):
-    if packed["kind"] == "head":
-        module = LayerFusionHead(**packed["init"])
-        module.load_state_dict(packed["state"])
-        return module.eval()
-    return _unpack_finetune(packed)

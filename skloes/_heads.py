@@ -551,6 +551,9 @@ class BackboneHead(nn.Module):
         Hidden-state indices pooled for the head (0 is the embedding output).
     pooling : str
         A pooling name understood by :func:`skloes._pooling.pool`.
+    processor : object or None, default=None
+        The tokenizer (or image/audio processor) of ``backbone``; kept here so
+        that :func:`pack_module` pickles it with the weights.
 
     Examples
     --------
@@ -559,10 +562,11 @@ class BackboneHead(nn.Module):
     >>> outputs, z = module(inputs)  # doctest: +SKIP
     """
 
-    def __init__(self, backbone, head, layers, pooling):
+    def __init__(self, backbone, head, layers, pooling, processor=None):
         super().__init__()
         from skloes._models import find_blocks
 
+        self.processor = processor
         self.backbone = backbone
         self.head = head
         self.layers = [int(l) for l in layers]
@@ -611,3 +615,72 @@ class BackboneHead(nn.Module):
         mask = token_mask(self.backbone, inputs, states[0].shape[1])
         pooled = pool_layers(states, self.layers, mask, self.pooling)
         return self.head(pooled.transpose(0, 1), generator)
+
+
+# --------------------------------------------------------------------------
+# Pickling through CPU state dicts
+# --------------------------------------------------------------------------
+def pack_module(module, path=None, tuned=True):
+    """A picklable CPU description of a :class:`LayerFusionHead` or
+    :class:`BackboneHead`: constructor arguments and CPU state dicts.
+
+    Parameters
+    ----------
+    module : LayerFusionHead or BackboneHead
+        The trained module, on any device.
+    path : str or None, default=None
+        Model folder of a :class:`BackboneHead` (used when not ``tuned``).
+    tuned : bool, default=True
+        Whether the backbone weights changed; when False they are left out and
+        reloaded from ``path`` by :func:`unpack_module`.
+
+    Returns
+    -------
+    packed : dict
+    """
+    if isinstance(module, LayerFusionHead):
+        state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        return {"kind": "head", "init": module.init_kwargs, "state": state}
+    weights = None
+    if tuned:
+        weights = {k: v.detach().cpu()
+                   for k, v in module.backbone.state_dict().items()}
+    return {
+        "kind": "backbone", "config": module.backbone.config, "backbone": weights,
+        "path": path, "head": pack_module(module.head),
+        "processor": module.processor, "layers": module.layers,
+        "pooling": module.pooling,
+    }
+
+
+def unpack_module(packed):
+    """Rebuild (on CPU, in eval mode) what :func:`pack_module` described.
+
+    Parameters
+    ----------
+    packed : dict
+        From :func:`pack_module`.
+
+    Returns
+    -------
+    module : LayerFusionHead or BackboneHead
+    """
+    if packed["kind"] == "head":
+        module = LayerFusionHead(**packed["init"])
+        module.load_state_dict(packed["state"])
+        return module.eval()
+    if packed["backbone"] is None:  # unchanged pretrained weights: reload them
+        from skloes._models import load_model
+
+        backbone = load_model(packed["path"])
+    else:
+        from skloes.utils._optional import import_optional
+
+        transformers = import_optional("transformers")
+        with torch.random.fork_rng(devices=[]):  # from_config draws random weights
+            backbone = transformers.AutoModel.from_config(packed["config"])
+        backbone.load_state_dict(packed["backbone"])
+    head = unpack_module(packed["head"])
+    module = BackboneHead(backbone.eval(), head, packed["layers"], packed["pooling"],
+                          processor=packed["processor"])
+    return module.eval()

@@ -567,3 +567,19 @@ def test_finetune_real_minilm_tunes_only_blocks_up_to_the_deepest_layer(
     with torch.no_grad():
         p0 = torch.softmax(head0(feats)[0].double(), 1).numpy()
     assert log_loss(y, clf.predict_proba(X)) < log_loss(y, p0) - 0.01
+
+
+def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
+    X = ["good movie", "bad plot", "great film", "dull story", "fun actor",
+         "boring movie"] * 4
+    y = np.arange(24) % 3
+    clf = GeoRegFineTuner(mode="finetune", model=tiny_model_path, layers=[2],
+                          proj_dim=4, max_epochs=1, lr=1e-2, lr_backbone=0.0,
+                          validation_fraction=0, device="cpu", random_state=0)
+    clf.fit(X, y)
+    assert not clf.backbone_tuned_
+    blob = pickle.dumps(clf)
+    tuned = clone(clf).set_params(lr_backbone=1e-3).fit(X, y)
+    assert len(pickle.dumps(tuned)) > len(blob) + 10_000  # the weights travel
+    np.testing.assert_array_equal(pickle.loads(blob).predict_proba(X),
+                                  clf.predict_proba(X))
