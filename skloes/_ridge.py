@@ -287,6 +287,57 @@ def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     )
 
 
+def ridge_train_loss(s, Z, tc2, n, *, alpha="gcv"):
+    """λ and in-sample loss from the spectrum alone (no ``U``, no hat diagonal).
+
+    Uses ``‖E‖_F² = ‖T_c‖² − Σ_j (1 − (1 − f_j)²)‖Z_j‖²``, so it costs
+    ``O(m·q)``; :func:`ridge_svd` gives the same ``alpha`` and ``train_loss``.
+
+    Parameters
+    ----------
+    s : ndarray of shape (m,)
+        Singular values of the centred features.
+    Z : ndarray of shape (m, q)
+        ``Uᵀ T_c``.
+    tc2 : float
+        ``‖T_c‖_F²``.
+    n : int
+        Number of rows.
+    alpha : float or "gcv", default="gcv"
+        See :func:`ridge_svd`.
+
+    Returns
+    -------
+    alpha : float
+        The penalty used.
+    train_loss : float
+        ``‖E‖_F² / (n·q)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes._geometry import thin_svd
+    >>> from skloes._ridge import ridge_svd, ridge_train_loss
+    >>> rng = np.random.RandomState(0)
+    >>> A, T = rng.normal(size=(20, 4)), rng.normal(size=(20, 2))
+    >>> U, s = thin_svd(A)
+    >>> Tc = T - T.mean(0)
+    >>> lam, loss = ridge_train_loss(s, U.T @ Tc, float(np.sum(Tc**2)), 20)
+    >>> bool(np.isclose(loss, ridge_svd(U, s, T, loss="train").loss))
+    True
+    """
+    s = np.asarray(s, dtype=np.float64)
+    Z = np.asarray(Z, dtype=np.float64)
+    Z = Z[:, None] if Z.ndim == 1 else Z
+    q = Z.shape[1]
+    if s.size == 0:
+        return (float(alpha) if isinstance(alpha, Real) else 0.0), tc2 / (n * q)
+    z2 = np.sum(Z**2, axis=1)
+    lam = _gcv_select(s, z2, tc2, n)[0] if isinstance(alpha, str) else float(alpha)
+    f = s**2 / (s**2 + lam)
+    return lam, max(tc2 - float(np.dot(f * (2.0 - f), z2)), 0.0) / (n * q)
+
+
 def ridge_fit(A, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     """Ridge with a free intercept on a feature matrix, with coefficients.
 

@@ -37,7 +37,7 @@ from skloes._geometry import (
     thin_svd,
     triangle_areas,
 )
-from skloes._ridge import ridge_svd
+from skloes._ridge import ridge_svd, ridge_train_loss
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
@@ -216,7 +216,7 @@ def _span_basis(layers, n, cfg):
 
 
 def _residual_factors(U, s, basis):
-    """``M`` with X̃ = M Vᵀ for a layer ``U diag(s) Vᵀ`` (§2.8)."""
+    """``M = (U - QÃ) diag(s)`` with X̃ = M Vᵀ for a layer ``U diag(s) Vᵀ``."""
     Q, shrink = basis
     A = Q.T @ U
     if shrink is not None:
@@ -224,14 +224,43 @@ def _residual_factors(U, s, basis):
     return (U - Q @ A) * s
 
 
-def _triangle(M, codes, n_classes, triplets, rescale):
-    """Mean centroid-triangle area of the rows of ``M`` (§2.4, §2.5)."""
-    n = M.shape[0]
-    areas = triangle_areas(class_centroids(M, codes, n_classes), triplets)
-    tri = float(areas.mean()) if areas.size else 0.0
-    if rescale:
-        tri /= float(np.sum(M**2)) / n
-    return tri
+class _Residual:
+    """A candidate orthogonalised against the span: X̃ = (U - QÃ) diag(s) Vᵀ.
+
+    Its Gram ``MᵀM = diag(s)(I - AᵀÃ - ÃᵀA + ÃᵀÃ)diag(s)`` (``A = QᵀU``) is
+    formed in the layer's ``m``-dimensional space, so the spectrum, the
+    ridge coordinates ``Zᵀ = (U_Mᵀ T)ᵀ`` and the class centroids never need the
+    ``n×m`` matrix ``M``; it is built only for the LOO loss or a fitted update.
+    """
+
+    def __init__(self, layer, basis, n):
+        Q, shrink = basis
+        self.layer, self.Q = layer, Q
+        A = Q.T @ layer.U
+        self.At = A if shrink is None else shrink[:, None] * A
+        cross = A.T @ self.At
+        inner = np.eye(A.shape[1]) - cross - cross.T + self.At.T @ self.At
+        G = layer.s[:, None] * inner * layer.s[None, :]
+        w, W = np.linalg.eigh((G + G.T) / 2)
+        w, W = w[::-1], W[:, ::-1]
+        keep = (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0) if w.size \
+            else w > 0
+        self.sigma, self.W = np.sqrt(w[keep]), W[:, keep]
+        self.energy = max(float(np.trace(G)), 0.0)
+
+    def coords(self, UtT, QtT):
+        """``U_Mᵀ T`` from ``UᵀT`` and ``QᵀT``."""
+        return (self.W / self.sigma).T @ (self.layer.s[:, None]
+                                          * (UtT - self.At.T @ QtT))
+
+    def left(self):
+        """``U_M = M W / σ`` (n × m′)."""
+        M = (self.layer.U - self.Q @ self.At) * self.layer.s
+        return M @ (self.W / self.sigma)
+
+    def centroids(self, cent_U, cent_Q):
+        """Class centroids of the rows of ``M`` (V coordinates)."""
+        return (cent_U - cent_Q @ self.At) * self.layer.s
 
 
 class _Path:
@@ -330,14 +359,7 @@ class _Path:
             R = self.Y - self.Y_hat
         order, rows, fits = [], [], []
         for k in range(n_select):
-            basis = None
-            if k and not label_free:
-                basis = _span_basis([self.layers[j] for j in order], n, cfg)
-            scale = 1.0
-            if k and not label_free and cfg["loss_normalization"] == "relative":
-                null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
-                                 loo_denominator=self.denom)
-                scale = 1.0 / max(null.loss, 1e-300)
+            ctx = None if label_free else self._context(k, order, R)
             table = {key: np.full(L, np.nan) for key in SCORE_KEYS}
             eligible = np.zeros(L, dtype=bool)
             sols = {}
@@ -346,8 +368,7 @@ class _Path:
                         self.cka(l, j) for j in order) >= DUPLICATE_CKA):
                     continue
                 eligible[l] = True
-                sols[l] = self._score(l, k, order, basis, None if label_free else R,
-                                      scale, table)
+                sols[l] = self._score(l, k, order, ctx, table)
             if not eligible.any():
                 warnings.warn(f"{self.name}: no eligible candidate left after "
                               f"{k} step(s); stopping early.", UserWarning,
@@ -358,59 +379,102 @@ class _Path:
             table["eligible"] = eligible
             rows.append(table)
             if not label_free:
-                fit = self._update(best, k, sols[best])
-                fits.append(fit)
+                fits.append(self._update(best, k, sols[best], ctx))
                 R = self.Y - self.Y_hat
             order.append(best)
         self.residual = None if label_free else R
         return order, rows, fits
 
-    def _score(self, l, k, order, basis, R, scale, table):
+    def _context(self, k, order, R):
+        """Per-step quantities shared by every candidate."""
+        cfg, n = self.cfg, self.n
+        Rc = R - R.mean(axis=0)
+        ctx = {"R": R, "tc2": float(np.sum(Rc**2)), "scale": 1.0, "basis": None}
+        if not k:
+            return ctx
+        Q, shrink = ctx["basis"] = _span_basis([self.layers[j] for j in order], n,
+                                               cfg)
+        ctx["QtR"] = Q.T @ R
+        if self.triplets is not None and cfg["eta"] != 0:
+            ctx["cent_Q"] = class_centroids(Q, self.codes, self.n_present)
+        if cfg["loss_normalization"] == "relative":
+            null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
+                             loo_denominator=self.denom)
+            ctx["scale"] = 1.0 / max(null.loss, 1e-300)
+        return ctx
+
+    def _score(self, l, k, order, ctx, table):
         cfg, layer = self.cfg, self.layers[l]
-        U, s, retained, M = layer.U, layer.s, 1.0, None
-        sol = None
-        if R is not None:
-            if k:
-                M = _residual_factors(layer.U, layer.s, basis)
-                retained = float(np.sum(M**2)) / layer.energy
-                U, s = thin_svd(M, center=False)
-                if retained < EXHAUSTED and cfg["ridge_alpha"] == "gcv":
-                    U, s = U[:, :0], s[:0]  # no signal left, only rounding noise
-            sol = self.ridge(U, s, R)
-            table["loss"][l] = sol.loss * scale
-            table["ridge_alpha"][l] = sol.alpha
-        else:
+        retained, res, sol, tri = 1.0, None, None, 0.0
+        if ctx is None:
             table["loss"][l] = 0.0
+        elif not k:
+            sol = self.ridge(layer.U, layer.s, ctx["R"])
+            table["loss"][l], table["ridge_alpha"][l] = sol.loss, sol.alpha
+        else:
+            res = _Residual(layer, ctx["basis"], self.n)
+            retained = res.energy / layer.energy
+            if retained < EXHAUSTED and cfg["ridge_alpha"] == "gcv":
+                res.sigma, res.W = res.sigma[:0], res.W[:, :0]  # rounding noise only
+            if cfg["loss"] == "train":
+                Z = res.coords(layer.U.T @ ctx["R"], ctx["QtR"])
+                lam, loss = ridge_train_loss(res.sigma, Z, ctx["tc2"], self.n,
+                                             alpha=cfg["ridge_alpha"])
+                sol = (res, lam)
+            else:
+                sol = self.ridge(res.left(), res.sigma, ctx["R"])
+                lam, loss = sol.alpha, sol.loss
+            table["loss"][l], table["ridge_alpha"][l] = loss * ctx["scale"], lam
+            if "cent_Q" in ctx:
+                tri = self._triangle(l, res, ctx["cent_Q"], retained)
         red = max(self.redundancy(l, j) for j in order) if k else 0.0
-        tri = 0.0
-        if M is not None and self.triplets is not None and cfg["eta"] != 0:
-            rescale = cfg["scaling"] == "unit_variance"
-            if not (rescale and retained < EXHAUSTED):
-                tri = _triangle(M, self.codes, self.n_present, self.triplets, rescale)
         table["isotropy"][l] = layer.iso
         table["redundancy"][l] = red
         table["triangle"][l] = tri
         table["retained"][l] = retained
-        table["score"][l] = (table["loss"][l] + self.cfg["alpha"] * (1 - layer.iso)
+        table["score"][l] = (table["loss"][l] + cfg["alpha"] * (1 - layer.iso)
                              + cfg["gamma"] * red - cfg["eta"] * tri)
         return sol
 
-    def _update(self, best, k, sol):
+    def _triangle(self, l, res, cent_Q, retained):
+        """Mean centroid-triangle area of X̃ (§2.4, §2.5)."""
+        rescale = self.cfg["scaling"] == "unit_variance"
+        if rescale and retained < EXHAUSTED:
+            return 0.0  # exhausted candidate
+        layer = self.layers[l]
+        if not hasattr(layer, "cent_U"):
+            layer.cent_U = class_centroids(layer.U, self.codes, self.n_present)
+        areas = triangle_areas(res.centroids(layer.cent_U, cent_Q), self.triplets)
+        tri = float(areas.mean()) if areas.size else 0.0
+        return tri / (res.energy / self.n) if rescale else tri
+
+    def _update(self, best, k, sol, ctx):
         """Stagewise or refit update of ``Ŷ`` (§2.6); returns the contribution."""
         if self.cfg["update"] == "refit" and k:
             layer = self.layers[best]
             fit = self.ridge(layer.U, layer.s, self.Y).fitted
+        elif isinstance(sol, tuple):  # spectral-only scoring: build the fit now
+            res, lam = sol
+            U = res.left() if res.sigma.size else np.zeros((self.n, 0))
+            fit = ridge_svd(U, res.sigma, ctx["R"], alpha=lam if lam > 0 else 1.0,
+                            loss="train").fitted
         else:
             fit = sol.fitted
         self.Y_hat = self.Y_hat + fit
         return fit
 
 
-def _loes_path(stack, y, n_select, cfg, random_state, name):
-    """Fit one LOES path; returns the fitted attributes as a dict."""
+def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False):
+    """Fit one LOES path; returns the fitted attributes as a dict.
+
+    With ``clip``, a budget above the number of candidates is lowered to it
+    (LOESSelectorCV's ``max_layers_to_select``) instead of raising.
+    """
     rng = check_random_state(random_state)
     path = _Path(stack, y, cfg, rng, name)
-    if n_select > len(path.candidates):
+    if clip:
+        n_select = min(n_select, len(path.candidates))
+    if n_select > len(path.candidates) or n_select < 1:
         raise ValueError(
             f"{name}: `n_layers_to_select` must be at most the number of candidate "
             f"layers; got {n_select} for {len(path.candidates)} candidate layer(s) "
@@ -633,9 +697,11 @@ class _BaseLOES(TransformerMixin, BaseEstimator):
     """Transform, support and score-table methods shared by both selectors."""
 
     def _path_config(self, X, y):
-        stack, y_checked = validate_layers(self, X, y if y is not None else None,
-                                           layer_dim=self.layer_dim,
-                                           dtype=FLOAT_DTYPES)
+        kw = dict(layer_dim=self.layer_dim, dtype=FLOAT_DTYPES)
+        if y is None:  # validate_layers(flat, y=None) would return X alone
+            stack, y_checked = validate_layers(self, X, **kw), None
+        else:
+            stack, y_checked = validate_layers(self, X, y, **kw)
         name = type(self).__name__
         task, classes, y_arr = _resolve_task(name, y_checked, self.task)
         return stack, y_arr, _resolve_config(self, task)
@@ -860,11 +926,18 @@ def _default_estimator(task):
     return RidgeProbeClassifier() if task == "classification" else RidgeProbeRegressor()
 
 
+def _fold_path(selector, stack, y):
+    """The selection order of ``selector`` on one fold (budget clipped)."""
+    stack, y_arr, cfg = selector._path_config(stack, y)
+    attrs = _loes_path(stack, y_arr, selector.n_layers_to_select, cfg,
+                       selector.random_state, type(selector).__name__, clip=True)
+    return attrs["selection_order_"]
+
+
 def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer):
     """One fold of LOESSelectorCV: one path, then every budget 1..k_max."""
     sub = stack[:, train]
-    selector.fit(sub, None if y is None else y[train])
-    order = selector.selection_order_
+    order = _fold_path(selector, sub, y[train])
     mean = scale = None
     if selector.fusion_scaling == "layer":
         mean = np.stack([sub[l].mean(axis=0, dtype=np.float64) for l in range(
@@ -1061,5 +1134,5 @@ class LOESSelectorCV(_BaseLOES):
             self.cv_results_[f"split{i}_selection_order"] = padded
         best = np.where(np.isnan(mean), -np.inf, mean)
         self.n_layers_to_select_ = int(np.argmax(best)) + 1  # first max: smallest K
-        attrs = _loes_path(stack, y_arr, k_max, cfg, seed, name)
+        attrs = _loes_path(stack, y_arr, k_max, cfg, seed, name, clip=True)
         return self._set_path(attrs, self.n_layers_to_select_, cfg)

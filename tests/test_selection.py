@@ -148,6 +148,36 @@ def test_reference_reproduces_hand_computed_scores():
     assert sel.triplets_.shape == (12, 3)
 
 
+def test_robust_step_one_scores_equal_explicit_residual_computation():
+    from skloes._ridge import ridge_fit
+    from skloes._geometry import class_centroids, triangle_areas
+
+    stack, y = _planted(n=90, n_layers=4, dim=10, seed=40, informative=(1, 3))
+    sel = LOESSelector(n_layers_to_select=2, max_samples=None, random_state=0)
+    sel.fit(stack, y)
+    n = stack.shape[1]
+    prep = [(X - X.mean(0)) / np.sqrt(np.sum((X - X.mean(0)) ** 2) / n) for X in stack]
+    first = sel.selection_order_[0]
+    U, s = thin_svd(prep[first])
+    cfg = {"orthogonalization": "basis", "orth_energy": 0.99, "orth_max_rank": 0.5}
+    Q, _ = _span_basis([SimpleNamespace(U=U, s=s, dim=10)], n, cfg)
+    Y = np.eye(4)[y]
+    R = Y - Y.mean(0) - sel.step_fits_[0]
+    denom = np.sum((Y - Y.mean(0)) ** 2)
+    for l in range(4):
+        if l == first:
+            continue
+        Xt = prep[l] - Q @ (Q.T @ prep[l])
+        loo = ridge_fit(Xt, R, alpha="gcv", loss="loo", loo_denominator=denom)
+        assert sel.scores_["loss"][1, l] == pytest.approx(loo.loss, rel=1e-8)
+        assert sel.scores_["ridge_alpha"][1, l] == pytest.approx(loo.alpha, rel=1e-8)
+        energy = np.sum(Xt**2) / n
+        cent = class_centroids(Xt, y, 4)
+        tri = triangle_areas(cent, sel.triplets_).mean() / energy
+        assert sel.scores_["triangle"][1, l] == pytest.approx(tri, rel=1e-8)
+        assert sel.scores_["retained"][1, l] == pytest.approx(energy, rel=1e-8)
+
+
 # --------------------------------------------------------------------------
 # Orthogonalisation and the degeneracy fix (properties 2, 3)
 # --------------------------------------------------------------------------
@@ -350,6 +380,8 @@ def test_label_free_ignores_y_and_scores_only_isotropy_and_redundancy():
     np.testing.assert_allclose(
         s["score"][ok], (0.1 * (1 - s["isotropy"]) + 0.5 * s["redundancy"])[ok])
     assert a.step_fits_ is None
+    flat = LOESSelector(layer_dim=12, random_state=0).fit(_flat(stack))
+    assert flat.selection_order_.tolist() == a.selection_order_.tolist()
 
 
 def test_equal_random_state_gives_identical_results():
@@ -701,3 +733,14 @@ def test_minilm_rotten_tomatoes_grid_search_end_to_end(
     assert np.all(cv.cv_results_["mean_test_score"] > 0.55)
     scores = cv.scores_frame()
     assert np.isfinite(scores.loc[scores.eligible, "score"]).all()
+
+
+def test_cv_budget_is_clipped_to_the_candidates():
+    stack, y = _planted(n=150, seed=38)
+    stack[5] = 2.0  # degenerate: excluded, so 5 candidates remain
+    with pytest.warns(UserWarning, match="degenerate"):
+        cv = LOESSelectorCV(max_layers_to_select=10, cv=3, random_state=0).fit(
+            stack, y)
+    assert cv.cv_results_["n_layers"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert np.isnan(cv.cv_results_["mean_test_score"][5])
+    assert cv.n_layers_to_select_ <= 5 and 5 not in cv.selection_order_

