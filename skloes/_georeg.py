@@ -692,7 +692,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         return out.double().cpu().numpy(), z.double().cpu().numpy()
 
     def decision_function(self, X):
-        """Logits (binary: the logit difference of class 1 over class 0).
+        """Return the logits (binary: class 1's logit minus class 0's).
 
         Parameters
         ----------
@@ -702,6 +702,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Unnormalised class scores.
         """
         logits, _ = self._outputs(X)
         if logits.shape[1] == 2:
@@ -719,6 +720,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
+            Probabilities in the order of ``classes_``.
         """
         logits, _ = self._outputs(X)
         logits -= logits.max(axis=1, keepdims=True)
@@ -736,6 +738,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
+            Labels from ``classes_``.
         """
         logits, _ = self._outputs(X)
         return self.classes_[logits.argmax(axis=1)]
@@ -751,6 +754,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         Z : ndarray of shape (n_samples, embed_dim)
+            Float64; ``embed_dim = len(layers_) * proj_dim`` for concat fusion.
         """
         _, z = self._outputs(X)
         return z

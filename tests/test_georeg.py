@@ -583,3 +583,28 @@ def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
     assert len(pickle.dumps(tuned)) > len(blob) + 10_000  # the weights travel
     np.testing.assert_array_equal(pickle.loads(blob).predict_proba(X),
                                   clf.predict_proba(X))
+
+
+def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_path):
+    from skloes._hidden_states import HiddenStatesTransformer
+
+    selection = pytest.importorskip("skloes._selection")
+    rng = np.random.RandomState(0)
+    pos, neg = ["good", "great", "fun", "lovely"], ["bad", "awful", "dull", "boring"]
+    y = np.arange(60) % 2
+    X = [" ".join(rng.choice(pos if label else neg, 3).tolist() + ["movie"])
+         for label in y]
+    pipe = Pipeline([
+        ("hidden", HiddenStatesTransformer(tiny_model_path, device="cpu",
+                                           cache=str(tmp_path), progress=False)),
+        ("select", selection.LOESSelector(random_state=0)),
+        ("clf", _fast(layer_dim=8, max_epochs=10)),
+    ])
+    grid = GridSearchCV(
+        pipe, {"clf__geo_weight": [0.0, 0.1], "select__n_layers_to_select": [1, 2]},
+        cv=2,
+    ).fit(X, y)
+    assert grid.best_estimator_.named_steps["clf"].layers_.size == (
+        grid.best_params_["select__n_layers_to_select"]
+    )
+    assert grid.score(X, y) > 0.9
