@@ -30,7 +30,7 @@ from sklearn.utils.validation import (
 )
 
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
-from skloes.utils._validation import validate_layers
+from skloes.utils._validation import input_ndim, validate_layers
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
@@ -79,8 +79,9 @@ class _BaseScalarMix(TransformerMixin, BaseEstimator):
     def _stack(self, X, y=None, reset=True):
         """The layer stack; with ``y``, check it is given and matches X."""
         layer_dim = self.layer_dim
-        if layer_dim is None and np.ndim(X) == 2:  # a plain table is one layer
-            layer_dim = np.shape(X)[1] if reset else self.dim_in_
+        if layer_dim is None and input_ndim(X) == 2:  # a plain table is one layer
+            shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
+            layer_dim = shape[1] if reset else self.dim_in_
         stack = validate_layers(self, X, layer_dim=layer_dim, reset=reset,
                                 dtype=(np.float64, np.float32))
         if reset:
@@ -90,7 +91,7 @@ class _BaseScalarMix(TransformerMixin, BaseEstimator):
                     f"{name}: `y` must be given; {name} requires y to be passed, "
                     "but the target y is None."
                 )
-            n_y = len(y) if hasattr(y, "__len__") else np.shape(y)[0]
+            n_y = len(y) if hasattr(y, "__len__") else np.asarray(y).shape[0]
             if n_y != stack.shape[1]:
                 raise ValueError(
                     f"{name}: `y` has {n_y} entries but `X` has {stack.shape[1]} "

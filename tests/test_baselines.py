@@ -89,24 +89,7 @@ def _make(cls, **params):
 # --------------------------------------------------------------------------
 # scikit-learn estimator checks on flat tables
 # --------------------------------------------------------------------------
-_LAYOUT = {
-    "check_transformer_data_not_an_array": (
-        "validate_layers reads the layout with np.ndim before conversion, which "
-        "sklearn's _NotAnArray test double refuses"
-    ),
-    "check_classifier_data_not_an_array": (
-        "validate_layers reads the layout with np.ndim before conversion, which "
-        "sklearn's _NotAnArray test double refuses"
-    ),
-    "check_regressor_data_not_an_array": (
-        "validate_layers reads the layout with np.ndim before conversion, which "
-        "sklearn's _NotAnArray test double refuses"
-    ),
-    "check_fit2d_predict1d": (
-        "the shared layer-contract error for 1-D X says 'Reshape a single "
-        "sample' rather than sklearn's exact 'Reshape your data'"
-    ),
-}
+_LAYOUT = {}
 
 
 def _expected_failed_checks(est):

@@ -62,9 +62,7 @@ def validate_layers(
         Only returned when ``y`` is not "no_validation".
     """
     name = _name(estimator)
-    ndim = getattr(X, "ndim", None)
-    if ndim is None:
-        ndim = np.ndim(X) if not hasattr(X, "iloc") else 2
+    ndim = input_ndim(X)
     if ndim == 3:
         out = _validate_stack(estimator, X, y, reset=reset, dtype=dtype, **check_params)
     elif ndim == 2:
@@ -75,10 +73,19 @@ def validate_layers(
         raise ValueError(
             f"{name}: `X` must be a layer stack of shape (n_layers, n_samples, dim) "
             f"or a flat table of shape (n_samples, n_layers * dim); got an array "
-            f"with {ndim} dimension(s). Reshape a single sample with X.reshape(1, -1) "
-            "or a single feature with X.reshape(-1, 1)."
+            f"with {ndim} dimension(s). Reshape your data either using "
+            "array.reshape(-1, 1) if your data has a single feature or "
+            "array.reshape(1, -1) if it contains a single sample."
         )
     return out
+
+
+def input_ndim(X) -> int:
+    """Number of dimensions of an array-like, without ``np.ndim`` dispatch."""
+    ndim = getattr(X, "ndim", None)
+    if ndim is None:  # lists, and array-likes that only implement __array__
+        ndim = np.asarray(X).ndim
+    return ndim
 
 
 def _validate_stack(estimator, X, y, *, reset, dtype, **check_params):

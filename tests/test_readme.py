@@ -1,0 +1,34 @@
+"""The README's code runs as written, and its commands are the ones CI uses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _blocks(lang):
+    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+
+
+def test_readme_two_commands_are_the_scripts_ci_runs():
+    commands = [line.split("#")[0].strip() for line in _blocks("bash")[0].splitlines()]
+    assert commands == ["bash scripts/main.sh", "bash scripts/test.sh"]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "bash scripts/test.sh" in ci
+    for script in ("main.sh", "test.sh"):
+        assert "scripts/setup.sh" in (ROOT / "scripts" / script).read_text()
+
+
+@pytest.mark.integration
+def test_readme_python_example_runs(tmp_path, monkeypatch, capsys, minilm_path):
+    monkeypatch.chdir(tmp_path)
+    (code,) = _blocks("python")
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    out = capsys.readouterr().out
+    assert "loesselector__n_layers_to_select" in out
+    assert (tmp_path / "skloes_cache").is_dir()
