@@ -136,7 +136,8 @@ def test_gram_route_equals_feature_route():
         Kc = center_cross_gram(B @ A.T, A @ A.T)
         gc = ridge_fit_gram(center_gram(A @ A.T), T, alpha=alpha, centered=True)
         np.testing.assert_allclose(
-            gc.predict_cross_gram(Kc, centered=True), p.predict(B), rtol=1e-8, atol=1e-10
+            gc.predict_cross_gram(Kc, centered=True), p.predict(B), rtol=1e-8,
+            atol=1e-10,
         )
 
 
