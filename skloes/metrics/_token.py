@@ -13,6 +13,7 @@ holding the data set's tokens.
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from skloes._geometry import matrix_entropy
 from skloes.metrics._base import (
@@ -77,10 +78,15 @@ def _mean_over_prompts(owner, values, minimum):
     return values[valid].mean(axis=0)
 
 
-def _pick(prompts, max_prompts, random_state, owner):
+def _pick(owner, tokens, max_prompts, random_state):
+    """Subsample the prompts first, then validate only those kept."""
     check_positive_int(owner, "max_prompts", max_prompts, allow_none=True)
-    index = subsample_index(len(prompts), max_prompts, random_state)
-    return [prompts[i] for i in index]
+    if isinstance(tokens, np.ndarray) and tokens.ndim in (3, 4):
+        tokens = list(tokens)
+    if hasattr(tokens, "__len__") and not isinstance(tokens, str) and len(tokens):
+        index = subsample_index(len(tokens), max_prompts, random_state)
+        tokens = [tokens[i] for i in index]
+    return as_prompts(owner, tokens)
 
 
 # --------------------------------------------------------------------------
@@ -173,15 +179,17 @@ def prompt_entropy(
     owner = "prompt_entropy"
     alpha = check_alpha(owner, alpha)
     check_option(owner, "normalization", normalization, NORMALIZATIONS)
-    prompts, single = as_prompts(owner, tokens)
-    prompts = _pick(prompts, max_prompts, random_state, owner)
-    values = [
-        [
-            _prompt_entropy_one(Z, alpha, normalization, preprocess, bool(clamp_gram))
-            for Z in layers
+    prompts, single = _pick(owner, tokens, max_prompts, random_state)
+    with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices
+        values = [
+            [
+                _prompt_entropy_one(
+                    Z, alpha, normalization, preprocess, bool(clamp_gram)
+                )
+                for Z in layers
+            ]
+            for layers in prompts
         ]
-        for layers in prompts
-    ]
     return per_layer(_mean_over_prompts(owner, values, 2), single)
 
 
@@ -237,8 +245,7 @@ def curvature(
     """
     owner = "curvature"
     check_option(owner, "normalization", normalization, ("raw", "logD"))
-    prompts, single = as_prompts(owner, tokens)
-    prompts = _pick(prompts, max_prompts, random_state, owner)
+    prompts, single = _pick(owner, tokens, max_prompts, random_state)
     values = [
         [_curvature_one(Z, preprocess, bool(absolute)) for Z in layers]
         for layers in prompts
@@ -341,11 +348,13 @@ class TokenMetricPooling:
         states = hidden.detach().to("cpu", torch.float64).numpy()
         keep = mask.detach().to("cpu", torch.bool).numpy()
         extra = np.zeros((states.shape[0], 2 * len(self.metrics)))
-        for b in range(states.shape[0]):
-            vals = np.asarray(self.values(states[b][keep[b]]))
-            ok = ~np.isnan(vals)
-            extra[b, 0::2] = np.where(ok, vals, 0.0)
-            extra[b, 1::2] = ok
+        # Per-prompt matrices are tiny: BLAS threads only add contention.
+        with threadpool_limits(limits=1, user_api="blas"):
+            for b in range(states.shape[0]):
+                vals = np.asarray(self.values(states[b][keep[b]]))
+                ok = ~np.isnan(vals)
+                extra[b, 0::2] = np.where(ok, vals, 0.0)
+                extra[b, 1::2] = ok
         extra = torch.as_tensor(extra, dtype=pooled.dtype, device=pooled.device)
         return torch.cat([pooled, extra], dim=1)
 
