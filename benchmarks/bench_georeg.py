@@ -196,7 +196,7 @@ def _report(results, e2e, e2e_layers, elapsed):
     base = e2e[1][1]
     for label, sec, pred, acc, epochs in e2e:
         pred_s = "-" if np.isnan(pred) else f"{pred:.1f}"
-        lines.append(f"| {label} | {sec:.2f} ({sec / base:.2f}x frozen) | {pred_s} | "
+        lines.append(f"| {label} | {sec:.2f} ({sec / base:.3g}x frozen) | {pred_s} | "
                      f"{acc:.4f} | {epochs} |")
     return "\n".join(lines) + "\n"
 
