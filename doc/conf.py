@@ -114,6 +114,7 @@ sphinx_gallery_conf = {
     "backreferences_dir": "gen_modules",
     "show_memory": False,
     "min_reported_time": 1,
+    "write_computation_times": False,  # no generated sg_execution_times.rst
 }
 
 # -- HTML --------------------------------------------------------------------

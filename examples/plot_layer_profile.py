@@ -62,6 +62,11 @@ for row in report.summary_:
 # The layer profile
 # -----------------
 # Probe accuracy per layer (top), the metrics (bottom), the LOES layers marked,
-# the last layer's accuracy as a reference line.
-fig = report.plot()
+# the last layer's accuracy as a reference line. ``report.plot()`` alone returns
+# a standalone figure (``report.save`` writes it as ``profile.png``); here we
+# hand it pyplot axes so that the figure shows in the notebook or gallery.
+fig, axes = plt.subplots(2, 1, figsize=(10, 6), sharex=True,
+                         gridspec_kw={"height_ratios": [3, 2]})
+report.plot(ax=axes)
+fig.subplots_adjust(left=0.08, right=0.72, top=0.93, bottom=0.09, hspace=0.08)
 plt.show()
