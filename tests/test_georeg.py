@@ -608,3 +608,16 @@ def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_
         grid.best_params_["select__n_layers_to_select"]
     )
     assert grid.score(X, y) > 0.9
+
+
+def test_finetune_layer_index_out_of_range(tiny_model_path):
+    clf = GeoRegFineTuner(mode="finetune", model=tiny_model_path, layers=[1, 5],
+                          device="cpu")
+    with pytest.raises(ValueError, match="out of range"):
+        clf.fit(["good movie", "bad plot", "fun film"] * 2, [0, 1, 2] * 2)
+
+
+def test_verbose_shows_a_progress_bar(capsys):
+    H, y = _planted_stack(n=60)
+    _fast(max_epochs=2, verbose=1).fit(H, y)
+    assert "GeoRegFineTuner" in capsys.readouterr().err
