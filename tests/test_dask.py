@@ -190,3 +190,25 @@ def test_layer_moments_merged_on_dask_equal_the_full_statistics(client, recipes)
                                rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(serial.scatter, merged.scatter, rtol=1e-10,
                                atol=1e-8)
+
+
+def test_memory_mapped_stack_is_read_only_at_the_calibration_rows(tmp_path):
+    import tracemalloc
+
+    H, y = _toy_stack(n=20000, n_layers=5, dim=32)
+    path = tmp_path / "stack.npy"
+    np.save(path, H.astype(np.float32))
+    mapped = np.load(path, mmap_mode="r")
+    kw = {"n_layers_to_select": 2, "max_samples": 400, "random_state": 0}
+
+    tracemalloc.start()
+    try:
+        on_disk = LOESSelector(**kw).fit(mapped, y)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.25 * mapped.nbytes  # the stack itself never came into memory
+    in_memory = LOESSelector(**kw).fit(np.asarray(mapped), y)
+    np.testing.assert_array_equal(on_disk.selection_order_, in_memory.selection_order_)
+    np.testing.assert_array_equal(on_disk.calibration_indices_,
+                                  in_memory.calibration_indices_)
