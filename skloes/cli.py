@@ -78,7 +78,11 @@ def build_parser():
     >>> args.k, args.data, args.pooling
     (3, 'rotten_tomatoes', 'mean')
     """
-    parser = _Parser(prog="skloes", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="skloes",
+        description="skloes: scikit-learn tools for the intermediate layers of "
+        "foundation models.",
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     probe = sub.add_parser(
         "probe", help="probe every layer of a model on a labelled data set",
@@ -149,9 +153,7 @@ def _read_table(path, text_column, label_column):
     except ImportError as exc:
         raise UserError(f"cannot read {str(path)!r}: {exc}") from None
     except Exception as exc:  # a malformed file: pandas' own message
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        raise UserError(f"cannot read {str(path)!r}: {first}") from None
+        raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
     for column, option in ((text_column, "--text-column"),
                            (label_column, "--label-column")):
         if column not in frame.columns:
@@ -241,6 +243,11 @@ def _check_labels(labels):
 # --------------------------------------------------------------------------
 # The job
 # --------------------------------------------------------------------------
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _log(message):
     print(message, flush=True)
 
@@ -260,10 +267,18 @@ def _extract(args, texts):
         max_length=args.max_length, device=args.device, progress=True,
     )
     try:
-        hst.fit(texts)
+        hst.fit(texts)  # resolves the model folder, its config and the device
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        message = _first_line(exc)
+        if not message.startswith(type(hst).__name__):  # e.g. a raw JSON error
+            message = f"cannot load model {args.model or 'default'}: {message}"
+        raise UserError(message) from None
+    try:
         _ = hst.model_  # load now, so that a broken model is a user error
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise UserError(f"cannot load model {args.model or 'default'}: {exc}") from None
+        raise UserError(
+            f"cannot load model {args.model or hst.model_path_!r}: {_first_line(exc)}"
+        ) from None
     if hst.modality_ != "text":
         raise UserError(f"model {hst.model_path_!r} takes {hst.modality_}, not text")
     stack = hst.transform(list(texts))

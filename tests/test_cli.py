@@ -110,7 +110,14 @@ def test_unloadable_model_is_a_user_error(tmp_path, capsys):
     empty.mkdir()
     status = main(["probe", "--data", str(path), "--text-column", "review",
                    "--label-column", "stars", "--model", str(empty)])
-    _one_line_error(capsys, status, "cannot load model")
+    _one_line_error(capsys, status, "has no config.json")
+    status = main(["probe", "--data", str(path), "--text-column", "review",
+                   "--label-column", "stars", "--model", str(tmp_path / "nowhere")])
+    _one_line_error(capsys, status, "does not exist")
+    (empty / "config.json").write_text("{not json")
+    status = main(["probe", "--data", str(path), "--text-column", "review",
+                   "--label-column", "stars", "--model", str(empty)])
+    _one_line_error(capsys, status, "not_a_model")
 
 
 def test_python_dash_m_reports_errors_without_traceback(tmp_path):
