@@ -248,9 +248,9 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         the embedding output; for a flat table, the block index). None uses
         every block. A selector is fitted on the training data (head mode) or
         on the frozen model's features (finetune mode) unless it is already
-        fitted, and contributes its ``selected_layers_``. (``clone``, hence a
+        fitted, and contributes its ``selected_layers_``. ``clone``, hence a
         grid search, unfits a selector: it is then refitted on each training
-        fold.)
+        fold.
     layer_dim : int or None, default=None
         Block width of a flat table; None reads a 2-D ``X`` as one block.
     fusion : {"concat", "mean", "sum", "scalar_mix"}, default="concat"
