@@ -236,7 +236,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         )
         self.n_layers_ = len(self.layers_)
         self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
-        self.device_ = str(resolve_device(self.device))
+        self.device_ = str(resolve_device(self.device, owner=name))
         self._drop_loaded()
         return self
 
@@ -289,10 +289,15 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             else:
                 out[:, i] = entry
         if missing:
-            values = self._extract([items[i] for i in missing.values()])
-            for j, (key, i) in enumerate(missing.items()):
-                store.write(key, values[:, j])
-                out[:, i] = values[:, j]
+            todo = list(missing.items())
+
+            def sink(index, pooled):  # store each batch as soon as it is pooled
+                for j, local in enumerate(index):
+                    key, i = todo[local]
+                    store.write(key, pooled[:, j])
+                    out[:, i] = pooled[:, j]
+
+            self._extract([items[i] for _, i in todo], sink=sink)
         if len(first) < n:
             for i, key in enumerate(keys):
                 if first[key] != i:
@@ -323,8 +328,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         )
 
     # ------------------------------------------------------------ extraction
-    def _extract(self, items):
-        """Pooled states ``(n_layers, len(items), dim)`` of distinct inputs."""
+    def _extract(self, items, sink=None):
+        """Pooled states ``(n_layers, len(items), dim)`` of distinct inputs.
+
+        With ``sink``, each batch goes to ``sink(index, pooled)`` instead of
+        an array (``index``: positions in ``items``; ``pooled``: its columns).
+        """
         torch = import_optional("torch")
         model, processor, blocks = self.model_, self.processor_, self._blocks
         order = self._batch_order(items, processor)
@@ -344,15 +353,21 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 pooled = pool_layers(states, self.layers_, mask, self.pooling,
                                      owner=type(self).__name__)
                 pooled = pooled.to(getattr(torch, self.dtype)).cpu().numpy()
+                self._check_finite(pooled)
+                if sink is not None:
+                    sink(index, pooled)
+                    continue
                 out = self._allocate(out, pooled, len(items))
                 out[:, index] = pooled
-        if not np.isfinite(out).all():
+        return out
+
+    def _check_finite(self, pooled):
+        if not np.isfinite(pooled).all():
             raise ValueError(
                 f"{type(self).__name__}: the model produced NaN or inf hidden states"
                 + (" (float16 overflow: use `dtype='float32'`)."
                    if self.dtype == "float16" else ".")
             )
-        return out
 
     def _allocate(self, out, pooled, n):
         if out is not None:

@@ -276,7 +276,7 @@ def quiet_transformers():
             logging.enable_progress_bar()
 
 
-def resolve_device(device="auto"):
+def resolve_device(device="auto", *, owner: str = "skloes"):
     """``"auto"`` picks CUDA, then MPS, then CPU; anything else goes to torch."""
     torch = import_optional("torch")
     if device == "auto":
@@ -286,7 +286,13 @@ def resolve_device(device="auto"):
         if mps is not None and mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    return torch.device(device)
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(
+            f"{owner}: `device` must be 'auto' or a torch device such as 'cpu' or "
+            f"'cuda:0'; got {device!r}."
+        ) from None
 
 
 # --------------------------------------------------------------------------

@@ -231,6 +231,7 @@ def test_progress_bar_stays_quiet_for_small_or_piped_runs(tiny_model_path, capsy
         ({"layers": ["x"]}, TEXTS, TypeError, "layers"),
         ({"batch_size": 0}, TEXTS, ValueError, "batch_size"),
         ({"max_length": 0}, TEXTS, ValueError, "max_length"),
+        ({"device": "gpu-please"}, TEXTS, ValueError, "`device` must be"),
     ],
 )
 def test_bad_input_is_a_clear_error(tiny_model_path, params, X, exc, match):
