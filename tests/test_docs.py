@@ -73,6 +73,31 @@ def test_markdown_tables_convert_to_list_tables():
     assert "\n- item" in rst
 
 
+def test_markdown_plain_text_is_inert_in_rest():
+    docutils_core = pytest.importorskip("docutils.core")
+    sys.path.insert(0, str(DOC / "sphinxext"))
+    try:
+        from md_include import markdown_to_rst
+    finally:
+        sys.path.pop(0)
+    md = (
+        "## Timing: n*d*k, a | b, selected_layers_ and support_\n\n"
+        "Cost is **0.4 s** per *layer*, x * y, `a_|b_`, 2**k.\n\n"
+        "| method | layers_ | ratio |\n|---|---|---:|\n"
+        "| LOES* | [0, 4] | 0.5 * 2 |\n"
+        "- item with total_ and a | pipe\n  continued on the next line\n"
+    )
+    rst = "\n".join(markdown_to_rst(md))
+    assert r"n\*d\*k, a \| b, selected_layers\_" in rst
+    assert "**0.4 s**" in rst and "*layer*" in rst and "``a_|b_``" in rst
+    # Parsed by docutils with warnings as errors: nothing is misread as markup.
+    doc = docutils_core.publish_doctree(
+        rst, settings_overrides={"halt_level": 2, "report_level": 2})
+    text = doc.astext()
+    assert "n*d*k, a | b, selected_layers_ and support_" in text
+    assert "x * y" in text and "2**k" in text and "0.5 * 2" in text
+
+
 def test_sphinx_site_builds_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("sphinx_gallery")

@@ -27,17 +27,38 @@ _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 
 
+_TOKEN = re.compile(
+    r"(`+[^`]+`+)"  # code span
+    r"|(\*\*[^*\s](?:[^*]*[^*\s])?\*\*)"  # **strong**
+    r"|((?<![\w*])\*[^*\s](?:[^*]*[^*\s])?\*(?![\w*]))"  # *emphasis*
+    r"|(\[[^\]]+\]\([^)\s]+\))"  # [text](url)
+)
+
+
+def _escape(text):
+    """Make plain markdown text inert in reST (``*``, ``|``, ``name_``, backslash)."""
+    text = text.replace("\\|", "|").replace("\\", "\\\\")
+    text = re.sub(r"([*|`])", r"\\\1", text)
+    return re.sub(r"(\w)_(?!\w)", r"\1\\_", text)
+
+
 def _inline(text):
-    """Markdown inline markup to reST (code spans, links; bold/italic match)."""
-    parts = re.split(r"(`+[^`]+`+)", text)
-    out = []
-    for part in parts:
-        if part.startswith("`") and part.endswith("`"):
-            out.append("``" + part.strip("`").replace("\\|", "|") + "``")
+    """Markdown inline markup to reST; everything else is escaped."""
+    out, pos = [], 0
+    for m in _TOKEN.finditer(text):
+        out.append(_escape(text[pos:m.start()]))
+        code, strong, em, link = m.groups()
+        if code:
+            out.append("``" + code.strip("`").replace("\\|", "|") + "``")
+        elif strong:
+            out.append("**" + _escape(strong[2:-2]) + "**")
+        elif em:
+            out.append("*" + _escape(em[1:-1]) + "*")
         else:
-            part = _LINK.sub(r"`\1 <\2>`__", part)
-            part = part.replace("\\|", "|")
-            out.append(part)
+            label, url = _LINK.match(link).groups()
+            out.append(f"`{_escape(label)} <{url}>`__")
+        pos = m.end()
+    out.append(_escape(text[pos:]))
     return "".join(out)
 
 
