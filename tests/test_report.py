@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skloes.metrics import LayerReport, layer_report
 
@@ -155,3 +156,11 @@ def test_bad_input_raises(planted, kwargs, fit_kwargs, y, match):
     H, y0 = planted
     with pytest.raises(ValueError, match=match):
         LayerReport(**kwargs).fit(H, y0 if y is None else y, **fit_kwargs)
+
+
+@parametrize_with_checks(
+    [LayerReport(metrics=("isotropy",), cv=2, baselines=("last_layer",),
+                 n_layers_to_select=1)]
+)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

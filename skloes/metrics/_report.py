@@ -331,8 +331,8 @@ class LayerReport(BaseEstimator):
         if kind == "continuous":
             return "regression"
         raise ValueError(
-            f"{name}: `y` must be class labels or a 1-D continuous target; got "
-            f"type_of_target(y)={kind!r}."
+            f"{name}: `y` must be class labels or a 1-D continuous target; Unknown "
+            f"label type: type_of_target(y)={kind!r}."
         )
 
     def _folds(self, name, y):
@@ -341,7 +341,9 @@ class LayerReport(BaseEstimator):
             return KFold(self.n_splits_, shuffle=True, random_state=self.random_state)
         classes, counts = np.unique(y, return_counts=True)
         if len(classes) < 2:
-            raise ValueError(f"{name}: `y` must contain at least 2 classes.")
+            raise ValueError(
+                f"{name}: `y` must contain at least 2 classes; got 1 class."
+            )
         if counts.min() < 2:
             raise ValueError(
                 f"{name}: every class needs at least 2 samples for cross-validation; "
