@@ -70,6 +70,7 @@ def build_parser():
     Returns
     -------
     parser : argparse.ArgumentParser
+        With the ``probe`` sub-command.
 
     Examples
     --------

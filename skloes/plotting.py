@@ -44,6 +44,7 @@ def plot_layer_profile(report, metrics=None, *, ax=None, figsize=(10.0, 6.0)):
     Returns
     -------
     fig : matplotlib.figure.Figure
+        The figure holding both panels.
 
     Examples
     --------

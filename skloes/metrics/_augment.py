@@ -101,6 +101,7 @@ def augment_text(text, rng, *, p_split=0.1, p_word=0.3, p_char=0.3, p_typo=0.3):
     Returns
     -------
     augmented : str
+        The augmented text, words joined by single spaces.
 
     Examples
     --------

@@ -179,6 +179,7 @@ def isotropy(X, *, kind="erank"):
     Returns
     -------
     iso : float or ndarray of shape (n_layers,)
+        One value per layer (a float for one matrix).
 
     Examples
     --------
@@ -262,6 +263,7 @@ def simplex_volume(X, y, *, max_triplets=200, random_state=None):
     Returns
     -------
     volume : float or ndarray of shape (n_layers,)
+        Mean triangle area, per layer.
 
     Examples
     --------
@@ -322,6 +324,7 @@ def intrinsic_dim(X, *, normalization="raw", max_prompts=1000, random_state=None
     Returns
     -------
     dim : float or ndarray of shape (n_layers,)
+        ``d̂`` (or ``d̂/log M``), per layer.
 
     Examples
     --------

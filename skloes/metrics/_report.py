@@ -495,6 +495,7 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         table : str
+            A header line, then one line per layer.
         """
         cols = self._columns()
         names = [c for c in cols if c != "layer"]
@@ -511,6 +512,7 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         summary : str
+            A header line, then one line per method.
         """
         check_is_fitted(self, "summary_")
         lines = [f"{'method':<18}{'layers':<22}{self.scoring_ + ' (CV)':>14}"]
@@ -536,6 +538,7 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         fig : matplotlib.figure.Figure
+            The figure holding both panels.
         """
         from skloes.plotting import plot_layer_profile
 
@@ -553,6 +556,7 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         folder : pathlib.Path
+            The folder written.
         """
         check_is_fitted(self, "summary_")
         folder = Path(folder)

@@ -110,6 +110,7 @@ def prompt_vectors(tokens, *, preprocess=True):
     Returns
     -------
     P : ndarray of shape (n_prompts, dim) or (n_layers, n_prompts, dim)
+        One prompt vector per prompt (and layer).
 
     Examples
     --------
@@ -167,6 +168,7 @@ def prompt_entropy(
     Returns
     -------
     entropy : float or ndarray of shape (n_layers,)
+        A float for one-layer prompts, one value per layer otherwise.
 
     Examples
     --------
@@ -231,6 +233,7 @@ def curvature(
     Returns
     -------
     curvature : float or ndarray of shape (n_layers,)
+        Mean angle in radians (or divided by ``log D``), per layer.
 
     Examples
     --------
@@ -325,7 +328,18 @@ class TokenMetricPooling:
         self.absolute = absolute
 
     def values(self, Z):
-        """Per-metric values of one prompt's tokens ``Z`` (N, D); NaN if too short."""
+        """Per-metric values of one prompt's tokens.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n_tokens, dim)
+            The prompt's non-padding token states, in order.
+
+        Returns
+        -------
+        values : list of float
+            One value per metric, NaN when the prompt is too short for it.
+        """
         out = []
         for name in self.metrics:
             if name == "prompt_entropy":
@@ -373,7 +387,9 @@ class TokenMetricPooling:
         Returns
         -------
         pooled : ndarray of shape (n_layers, n_samples, dim)
+            The ordinary pooled stack.
         metrics : dict of str to ndarray of shape (n_layers,)
+            Each metric averaged over the prompts long enough for it.
         """
         stack = np.asarray(stack)
         k = 2 * len(self.metrics)

@@ -66,6 +66,7 @@ def infonce(
     Returns
     -------
     score : float or ndarray of shape (n_layers,)
+        ``1 - L/log M`` (or ``L``), per layer.
 
     Examples
     --------
@@ -157,6 +158,7 @@ def lidar(views, *, normalization="maxEntropy", max_prompts=1000, random_state=N
     Returns
     -------
     lidar : float or ndarray of shape (n_layers,)
+        The normalised entropy, per layer.
 
     See Also
     --------
@@ -194,6 +196,7 @@ def smooth_rank(views, *, max_prompts=1000, random_state=None):
     Returns
     -------
     rank : float or ndarray of shape (n_layers,)
+        Between 1 and ``min(M - 1, D)``, per layer.
 
     Examples
     --------
@@ -238,6 +241,7 @@ def dime(
     Returns
     -------
     dime : float or ndarray of shape (n_layers,)
+        The normalised entropy gap, per layer.
 
     Examples
     --------
