@@ -160,6 +160,25 @@ def _escape_fitted_names_in_types(app, what, name, obj, options, lines):
             lines[i] = head + sep + _TRAILING_UNDERSCORE.sub(r"\1\\_", tail)
 
 
+def _write_cli_help():
+    """``skloes probe --help`` as text, included by the API page."""
+    import contextlib
+    import io
+
+    from skloes.cli import build_parser
+
+    os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal width
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
+        build_parser().parse_args(["probe", "--help"])
+    os.makedirs(os.path.join(HERE, "gen_modules"), exist_ok=True)
+    with open(os.path.join(HERE, "gen_modules", "cli_probe_help.txt"), "w") as fh:
+        fh.write(buffer.getvalue())
+
+
+_write_cli_help()
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_metadata_request_methods)
     app.connect("autodoc-process-docstring", _escape_fitted_names_in_types, 600)

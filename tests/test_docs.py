@@ -19,21 +19,26 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "doc"
 
 
+# Public submodules: those exported by ``skloes`` plus ``skloes.plotting``.
+PUBLIC_MODULES = ("baselines", "datasets", "metrics", "plotting")
+
+
 def _public_objects():
     """(qualified name, object) of every public class and function."""
     import skloes
 
     out = []
     for name in skloes.__all__:
-        if name in {"baselines", "datasets", "metrics"}:
-            module = importlib.import_module(f"skloes.{name}")
-            for sub in getattr(module, "__all__", []):
-                out.append((f"skloes.{name}.{sub}", getattr(module, sub)))
+        if name in PUBLIC_MODULES:
             continue
         try:
             out.append((f"skloes.{name}", getattr(skloes, name)))
         except ImportError:  # its module has not landed; test_init covers the map
             continue
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(f"skloes.{module_name}")
+        for sub in getattr(module, "__all__", []):
+            out.append((f"skloes.{module_name}.{sub}", getattr(module, sub)))
     return out
 
 
