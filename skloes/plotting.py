@@ -86,7 +86,8 @@ def _mark_selected(ax, selected, label=None):
 def _score_panel(ax, report, layers, selected):
     mean, std = report.probe_scores_, report.probe_scores_std_
     _mark_selected(ax, selected, "LOES layers: " + ", ".join(map(str, selected)))
-    ax.fill_between(layers, mean - std, mean + std, color="tab:blue", alpha=0.15, lw=0)
+    ax.fill_between(layers, mean - std, mean + std, color="tab:blue", alpha=0.15, lw=0,
+                    label="± 1 sd over folds")
     ax.plot(layers, mean, "o-", color="tab:blue", label=f"probe {report.scoring_} (CV)")
     ax.axhline(mean[-1], ls="--", color="0.4", lw=1,
                label=f"last layer ({mean[-1]:.3f})")
