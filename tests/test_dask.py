@@ -82,6 +82,13 @@ def _chunks(H, sizes):
 
 
 # -------------------------------------------------------- real model on Dask
+def _transform_from_cache(texts, cache, params):
+    from skloes import HiddenStatesTransformer
+
+    hst = HiddenStatesTransformer(cache=cache, progress=False, **params)
+    return hst.fit(texts).transform(texts)
+
+
 @pytest.mark.integration
 def test_search_on_dask_shares_cache_and_equals_single_process(
     client, recipes, minilm_path, rotten_tomatoes_small, texts_through_model,
@@ -125,9 +132,16 @@ def test_search_on_dask_shares_cache_and_equals_single_process(
     with distributed.get_task_stream(client) as tasks:
         with joblib.parallel_config(backend="dask"):
             on_dask = search(n_jobs=2).fit(texts, y)
-    workers = {task["worker"] for task in tasks.data}
-    assert len(workers) == 2, "both workers ran fits"
+    assert tasks.data, "the fits ran as Dask tasks"
     assert texts_through_model[0] == n_distinct  # one pass per text, in total
+
+    # Every worker reads the whole corpus from the shared folder, running no
+    # forward pass (joblib may batch all fits onto one worker, so ask each).
+    per_worker = client.run(_transform_from_cache, texts, cache, params)
+    assert len(per_worker) == 2
+    for array in per_worker.values():
+        np.testing.assert_array_equal(array, stack)
+    assert texts_through_model[0] == n_distinct
 
     # 3. Same results as the single-process search.
     single = search(n_jobs=None).fit(texts, y)
