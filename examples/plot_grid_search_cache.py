@@ -19,6 +19,7 @@ the search costs one extraction plus cheap fits.
 # Every forward pass of a BERT-style model starts with its embedding module;
 # a global PyTorch forward hook on it counts the texts in each batch, wherever
 # the model was loaded (the search clones the pipeline many times).
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -108,3 +109,8 @@ ax.set_title("GridSearchCV, 6 candidates x 3 folds")
 ax.legend()
 fig.tight_layout()
 plt.show()
+
+# %%
+# This example's cache was a fresh temporary folder (to count from zero);
+# remove it.
+shutil.rmtree(cache)
