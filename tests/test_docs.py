@@ -160,17 +160,6 @@ SKIPPED_METHODS = {"extra_repr", "forward"}
 KNOWN_OFFENDERS = {
     "skloes.datasets.load_chatterbot_langid": "PR01: min_per_language",
     "skloes.datasets.load_dataset": "SS06: two-line summary",
-    "skloes.metrics.TokenMetricPooling.values": "PR01/RT01",
-    **{
-        f"skloes.metrics.{name}": "RT03: Returns entry without a description"
-        for name in (
-            "LayerReport.format_table", "LayerReport.format_summary",
-            "LayerReport.plot", "LayerReport.save", "TokenMetricPooling.split",
-            "augment_text", "curvature", "dime", "infonce", "intrinsic_dim",
-            "isotropy", "lidar", "prompt_entropy", "prompt_vectors",
-            "simplex_volume", "smooth_rank",
-        )
-    },
 }
 
 
