@@ -399,3 +399,22 @@ def test_token_metric_pooling_matches_plain_arrays(tiny_model_path):
     np.testing.assert_allclose(metrics["curvature"], curvature(prompts), rtol=1e-4)
     means = np.stack([p.mean(axis=1) for p in prompts], axis=1)
     np.testing.assert_allclose(pooled, means, atol=1e-5)
+
+
+def test_token_metric_values_ignore_padding_side():
+    rng = np.random.RandomState(0)
+    lengths = [5, 2, 7, 1]
+    prompts = [rng.normal(size=(t, 6)) for t in lengths]
+    right = np.zeros((4, 7, 6))
+    left = rng.normal(size=(4, 7, 6))  # garbage in the padding must not matter
+    mask_r, mask_l = np.zeros((4, 7)), np.zeros((4, 7))
+    for b, Z in enumerate(prompts):
+        right[b, : len(Z)], mask_r[b, : len(Z)] = Z, 1
+        left[b, 7 - len(Z):], mask_l[b, 7 - len(Z):] = Z, 1
+    token = TokenMetricPooling()
+    v_r, v_l = token.values(right, mask_r), token.values(left, mask_l)
+    np.testing.assert_allclose(v_r, v_l, rtol=1e-12)
+    assert np.isnan(v_r[3]).all() and np.isnan(v_r[1, 1]) and not np.isnan(v_r[1, 0])
+    for b in (0, 2):
+        assert v_r[b, 0] == pytest.approx(prompt_entropy([prompts[b]]))
+        assert v_r[b, 1] == pytest.approx(curvature([prompts[b]]))

@@ -27,7 +27,6 @@ from skloes.metrics._base import (
     prep,
     subsample_index,
 )
-from skloes.metrics._dataset import _spectrum
 
 __all__ = ["TokenMetricPooling", "curvature", "prompt_entropy", "prompt_vectors"]
 
@@ -35,36 +34,80 @@ TOKEN_METRICS = ("prompt_entropy", "curvature")
 
 
 # --------------------------------------------------------------------------
-# One prompt (numpy): NaN means "prompt too short for this metric"
+# A batch of prompts (numpy), the one implementation of both metrics.
+# Z is (B, T, D) float64 with prompt b's n[b] tokens first, in order, and
+# zeros after them. NaN means "prompt too short for this metric".
 # --------------------------------------------------------------------------
-def _prompt_entropy_one(Z, alpha, normalization, preprocess, clamp_gram):
-    n, d = Z.shape
-    if n < 2:
-        return np.nan
-    Z = prep(Z) if preprocess else Z
-    h = matrix_entropy(_spectrum(Z, clamp_gram), alpha)
-    return h / normalizer("prompt_entropy", normalization, n, d)
+def _prep_batch(Z, n):
+    """``prep`` of every prompt of a padded batch (padding rows stay 0)."""
+    valid = (np.arange(Z.shape[1])[None, :] < n[:, None])[..., None]
+    mean = Z.sum(axis=1) / np.maximum(n, 1)[:, None]
+    Zc = (Z - mean[:, None, :]) * valid
+    norms = np.linalg.norm(Zc, axis=2, keepdims=True)
+    return np.divide(Zc, norms, out=np.zeros_like(Zc), where=norms >= 1e-12)
 
 
-def _curvature_one(Z, preprocess, absolute):
-    if Z.shape[0] < 3:
-        return np.nan
-    Z = prep(Z) if preprocess else Z
-    v = np.diff(Z, axis=0)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
+def _prompt_entropy_batch(Z, n, alpha, normalization, preprocess, clamp_gram):
+    # The T×T Gram of each prompt: padding rows add exact-zero directions, and
+    # its nonzero spectrum is that of ZZᵀ (N <= D) or ZᵀZ (N > D) alike.
+    Z = _prep_batch(Z, n) if preprocess else Z
+    G = Z @ Z.transpose(0, 2, 1)
+    if clamp_gram:
+        G = np.maximum(G, 0.0)
+    spectra = np.linalg.eigvalsh(G)
+    out = np.full(Z.shape[0], np.nan)
+    d = Z.shape[2]
+    for b in np.flatnonzero(n >= 2):
+        lam = spectra[b]
+        lam[lam <= lam.max() * max(n[b], d) * np.finfo(np.float64).eps] = 0.0
+        h = matrix_entropy(lam, alpha)
+        out[b] = h / normalizer("prompt_entropy", normalization, int(n[b]), d)
+    return out
+
+
+def _curvature_batch(Z, n, preprocess, absolute):
+    Z = _prep_batch(Z, n) if preprocess else Z
+    v = np.diff(Z, axis=1)
+    norms = np.linalg.norm(v, axis=2)
     # A step of round-off size (two equal tokens) counts as zero length.
-    norms[norms <= 1e-12 * np.linalg.norm(Z, axis=1).max()] = 0.0
-    u = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
-    a, b = u[1:], u[:-1]
+    zero = norms <= 1e-12 * np.linalg.norm(Z, axis=2).max(axis=1, keepdims=True)
+    u = np.divide(v, norms[..., None], out=np.zeros_like(v),
+                  where=~zero[..., None])
+    a, b = u[:, 1:], u[:, :-1]
     # arccos(a·b) by Kahan's formula: exact for parallel steps, where arccos of
     # a rounded 1 - 1e-16 would give 1e-8.
-    theta = 2.0 * np.arctan2(
-        np.linalg.norm(a - b, axis=1), np.linalg.norm(a + b, axis=1)
-    )
-    theta[(norms[1:, 0] == 0) | (norms[:-1, 0] == 0)] = 0.0
+    theta = 2.0 * np.arctan2(np.linalg.norm(a - b, axis=2),
+                             np.linalg.norm(a + b, axis=2))
+    theta[zero[:, 1:] | zero[:, :-1]] = 0.0
     if absolute:  # arccos(|c|)
         theta = np.minimum(theta, np.pi - theta)
-    return float(theta.mean())
+    counted = np.arange(theta.shape[1])[None, :] < (n - 2)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (theta * counted).sum(axis=1) / counted.sum(axis=1)
+    out[n < 3] = np.nan
+    return out
+
+
+def _pad(prompts):
+    """Stack prompts of shape (N_i, D) into a zero-padded (B, T, D) batch."""
+    n = np.array([Z.shape[0] for Z in prompts])
+    out = np.zeros((len(prompts), max(n.max(), 1), prompts[0].shape[1]))
+    for b, Z in enumerate(prompts):
+        out[b, : n[b]] = Z
+    return out, n
+
+
+def _layer_values(metric, prompts, params, chunk=64):
+    """Per-prompt values of ``metric`` for one layer's list of (N_i, D) arrays."""
+    out = []
+    with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices
+        for start in range(0, len(prompts), chunk):
+            Z, n = _pad(prompts[start : start + chunk])
+            if metric == "prompt_entropy":
+                out.append(_prompt_entropy_batch(Z, n, *params))
+            else:
+                out.append(_curvature_batch(Z, n, *params))
+    return np.concatenate(out)
 
 
 def _mean_over_prompts(owner, values, minimum):
@@ -182,16 +225,14 @@ def prompt_entropy(
     alpha = check_alpha(owner, alpha)
     check_option(owner, "normalization", normalization, NORMALIZATIONS)
     prompts, single = _pick(owner, tokens, max_prompts, random_state)
-    with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices
-        values = [
-            [
-                _prompt_entropy_one(
-                    Z, alpha, normalization, preprocess, bool(clamp_gram)
-                )
-                for Z in layers
-            ]
-            for layers in prompts
-        ]
+    params = (alpha, normalization, preprocess, bool(clamp_gram))
+    values = np.stack(
+        [
+            _layer_values("prompt_entropy", [p[layer] for p in prompts], params)
+            for layer in range(prompts[0].shape[0])
+        ],
+        axis=1,
+    )
     return per_layer(_mean_over_prompts(owner, values, 2), single)
 
 
@@ -249,10 +290,14 @@ def curvature(
     owner = "curvature"
     check_option(owner, "normalization", normalization, ("raw", "logD"))
     prompts, single = _pick(owner, tokens, max_prompts, random_state)
-    values = [
-        [_curvature_one(Z, preprocess, bool(absolute)) for Z in layers]
-        for layers in prompts
-    ]
+    values = np.stack(
+        [
+            _layer_values("curvature", [p[layer] for p in prompts],
+                          (preprocess, bool(absolute)))
+            for layer in range(prompts[0].shape[0])
+        ],
+        axis=1,
+    )
     mean = _mean_over_prompts(owner, values, 3)
     if normalization == "logD":
         mean = mean / normalizer(owner, "logD", 2, prompts[0].shape[2])
@@ -327,30 +372,40 @@ class TokenMetricPooling:
         self.clamp_gram = clamp_gram
         self.absolute = absolute
 
-    def values(self, Z):
-        """Per-metric values of one prompt's tokens.
+    def values(self, hidden, mask):
+        """Per-prompt metric values of a batch of token states.
 
         Parameters
         ----------
-        Z : ndarray of shape (n_tokens, dim)
-            The prompt's non-padding token states, in order.
+        hidden : ndarray of shape (n_prompts, n_tokens, dim)
+            Token states of a padded batch.
+        mask : ndarray of shape (n_prompts, n_tokens)
+            1 for real tokens, 0 for padding (left or right).
 
         Returns
         -------
-        values : list of float
-            One value per metric, NaN when the prompt is too short for it.
+        values : ndarray of shape (n_prompts, n_metrics)
+            One column per metric, NaN where a prompt is too short for it.
         """
-        out = []
-        for name in self.metrics:
-            if name == "prompt_entropy":
-                out.append(
-                    _prompt_entropy_one(
-                        Z, self.alpha, self.normalization, self.preprocess,
+        hidden = np.asarray(hidden, dtype=np.float64)
+        keep = np.asarray(mask).astype(bool)
+        # real tokens first, in order; padding zeroed
+        order = np.argsort(~keep, axis=1, kind="stable")
+        Z = np.take_along_axis(hidden, order[..., None], axis=1)
+        n = keep.sum(axis=1)
+        Z *= (np.arange(Z.shape[1])[None, :] < n[:, None])[..., None]
+        out = np.empty((Z.shape[0], len(self.metrics)))
+        with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices
+            for j, name in enumerate(self.metrics):
+                if name == "prompt_entropy":
+                    out[:, j] = _prompt_entropy_batch(
+                        Z, n, self.alpha, self.normalization, self.preprocess,
                         bool(self.clamp_gram),
                     )
-                )
-            else:
-                out.append(_curvature_one(Z, self.preprocess, bool(self.absolute)))
+                else:
+                    out[:, j] = _curvature_batch(
+                        Z, n, self.preprocess, bool(self.absolute)
+                    )
         return out
 
     def __call__(self, hidden, mask):
@@ -359,16 +414,12 @@ class TokenMetricPooling:
         from skloes._pooling import pool
 
         pooled = pool(hidden, mask, self.pooling)
-        states = hidden.detach().to("cpu", torch.float64).numpy()
-        keep = mask.detach().to("cpu", torch.bool).numpy()
-        extra = np.zeros((states.shape[0], 2 * len(self.metrics)))
-        # Per-prompt matrices are tiny: BLAS threads only add contention.
-        with threadpool_limits(limits=1, user_api="blas"):
-            for b in range(states.shape[0]):
-                vals = np.asarray(self.values(states[b][keep[b]]))
-                ok = ~np.isnan(vals)
-                extra[b, 0::2] = np.where(ok, vals, 0.0)
-                extra[b, 1::2] = ok
+        vals = self.values(hidden.detach().to("cpu", torch.float64).numpy(),
+                           mask.detach().to("cpu").numpy())
+        ok = ~np.isnan(vals)
+        extra = np.zeros((vals.shape[0], 2 * vals.shape[1]))
+        extra[:, 0::2] = np.where(ok, vals, 0.0)
+        extra[:, 1::2] = ok
         extra = torch.as_tensor(extra, dtype=pooled.dtype, device=pooled.device)
         return torch.cat([pooled, extra], dim=1)
 
