@@ -335,6 +335,9 @@ class TokenMetricPooling:
         Quirk flag of ``prompt_entropy``.
     absolute : bool, default=False
         Quirk flag of ``curvature``.
+    chunk_size : int, default=8
+        Prompts processed together inside a batch (bounds the float64 copies
+        of token states).
 
     Examples
     --------
@@ -356,6 +359,7 @@ class TokenMetricPooling:
         preprocess=True,
         clamp_gram=False,
         absolute=False,
+        chunk_size=8,
     ):
         owner = type(self).__name__
         metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
@@ -371,6 +375,7 @@ class TokenMetricPooling:
         self.preprocess = preprocess
         self.clamp_gram = clamp_gram
         self.absolute = absolute
+        self.chunk_size = check_positive_int(owner, "chunk_size", chunk_size)
 
     def values(self, hidden, mask):
         """Per-prompt metric values of a batch of token states.
@@ -387,25 +392,32 @@ class TokenMetricPooling:
         values : ndarray of shape (n_prompts, n_metrics)
             One column per metric, NaN where a prompt is too short for it.
         """
-        hidden = np.asarray(hidden, dtype=np.float64)
         keep = np.asarray(mask).astype(bool)
+        out = np.empty((keep.shape[0], len(self.metrics)))
+        with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices
+            # a few prompts at a time: float64 copies stay small
+            for start in range(0, keep.shape[0], self.chunk_size):
+                rows = slice(start, start + self.chunk_size)
+                out[rows] = self._chunk_values(hidden[rows], keep[rows])
+        return out
+
+    def _chunk_values(self, hidden, keep):
         # real tokens first, in order; padding zeroed
         order = np.argsort(~keep, axis=1, kind="stable")
-        Z = np.take_along_axis(hidden, order[..., None], axis=1)
+        Z = np.take_along_axis(
+            np.asarray(hidden, dtype=np.float64), order[..., None], axis=1
+        )
         n = keep.sum(axis=1)
         Z *= (np.arange(Z.shape[1])[None, :] < n[:, None])[..., None]
         out = np.empty((Z.shape[0], len(self.metrics)))
-        with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices
-            for j, name in enumerate(self.metrics):
-                if name == "prompt_entropy":
-                    out[:, j] = _prompt_entropy_batch(
-                        Z, n, self.alpha, self.normalization, self.preprocess,
-                        bool(self.clamp_gram),
-                    )
-                else:
-                    out[:, j] = _curvature_batch(
-                        Z, n, self.preprocess, bool(self.absolute)
-                    )
+        for j, name in enumerate(self.metrics):
+            if name == "prompt_entropy":
+                out[:, j] = _prompt_entropy_batch(
+                    Z, n, self.alpha, self.normalization, self.preprocess,
+                    bool(self.clamp_gram),
+                )
+            else:
+                out[:, j] = _curvature_batch(Z, n, self.preprocess, bool(self.absolute))
         return out
 
     def __call__(self, hidden, mask):
@@ -414,7 +426,7 @@ class TokenMetricPooling:
         from skloes._pooling import pool
 
         pooled = pool(hidden, mask, self.pooling)
-        vals = self.values(hidden.detach().to("cpu", torch.float64).numpy(),
+        vals = self.values(hidden.detach().to("cpu", torch.float32).numpy(),
                            mask.detach().to("cpu").numpy())
         ok = ~np.isnan(vals)
         extra = np.zeros((vals.shape[0], 2 * vals.shape[1]))
