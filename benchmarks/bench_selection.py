@@ -136,10 +136,11 @@ def _torch_threads():
 # --------------------------------------------------------------------------
 def _probe():
     from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
     from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=300))
+    return make_pipeline(StandardScaler(),
+                         LogisticRegression(C=0.1, max_iter=100, tol=1e-3))
 
 
 def methods(max_samples, seed=0):
@@ -187,6 +188,7 @@ def evaluate(stack, y, max_samples, n_folds=5, only=None):
         if only and name not in only:
             continue
         accs, picks, secs = [], [], []
+        row_start = time.perf_counter()
         for train, test in folds:
             if proto == "scalar_mix":
                 try:
@@ -212,8 +214,8 @@ def evaluate(stack, y, max_samples, n_folds=5, only=None):
                 indices=True)).tolist())
         rows[name] = {"acc": np.array(accs), "picks": picks, "fit_s": np.array(secs)}
         print(f"  {name:40s} {np.mean(accs) if accs else float('nan'):.4f}"
-              f"  picks {picks[:2]}  fit {np.mean(secs) if secs else 0:.2f}s",
-              flush=True)
+              f"  picks {picks[:2]}  fit {np.mean(secs) if secs else 0:.2f}s"
+              f"  row {time.perf_counter() - row_start:.0f}s", flush=True)
     return rows
 
 
@@ -303,7 +305,8 @@ def _machine():
     import torch
 
     return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU "
-            f"cores visible (shared with other jobs), Python {platform.python_version()}, "
+            "cores visible (shared with other jobs), Python "
+            f"{platform.python_version()}, "
             f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, torch "
             f"{torch.__version__} (CPU, {torch.get_num_threads()} threads); BLAS "
             "limited to 1 thread for the selection code")
@@ -316,8 +319,9 @@ def report(all_rows, timings, args):
              f"pooling, max_length={args.max_length}; 5-fold stratified CV; every "
              "selector is fitted inside each training fold on at most "
              f"{args.max_samples} calibration rows; probe = StandardScaler + "
-             "LogisticRegression(C=0.1) on the fused layers (ScalarMix uses its own "
-             "trained probe). Accuracy is mean ± sd over folds, in %.", ""]
+             "LogisticRegression(C=0.1, max_iter=100, tol=1e-3) on the fused "
+             "layers (ScalarMix uses its own trained probe). Accuracy is mean ± sd "
+             "over folds, in %.", ""]
     for model, rows_by_data in all_rows.items():
         datasets = list(rows_by_data)
         lines += [f"## {model}: accuracy (%)", "",
@@ -345,6 +349,11 @@ def report(all_rows, timings, args):
     lines += ["## Timing ratios (measured in this run)", "",
               "| ratio | data | measured | target |", "|---|---|---|---|"]
     lines += timings
+    lines += ["", "Extraction seconds are those measured when the features were first "
+              "extracted (HiddenStatesTransformer, no cache, same machine; stored "
+              "next to the cached stack in `benchmarks/.cache/*.json`), not re-run in "
+              "this process. The 13-layer row uses a real 13-layer model only with "
+              "`--mpnet`."]
     return "\n".join(lines) + "\n"
 
 
@@ -419,7 +428,8 @@ def main(argv=None):
         timings.append(f"| LOESSelectorCV / GridSearchCV time, budgets 1..7, 5 folds "
                        f"({t['cv']:.1f} s / {t['grid']:.1f} s; chosen K {t['k_cv']} vs "
                        f"{t['k_grid']}; max score diff {t['max_abs_score_diff']:.1e}) "
-                       f"| minilm {args.datasets[0]}, {sub.size} rows | {t['cv'] / t['grid']:.3f} | "
+                       f"| minilm {args.datasets[0]}, {sub.size} rows | "
+                       f"{t['cv'] / t['grid']:.3f} | "
                        "≤ 0.3 |")
     text = report(all_rows, timings, args)
     print(text)
