@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import skloes._selection as selection
 from skloes import LOESSelector, LOESSelectorCV
 from skloes._geometry import thin_svd
-from skloes._selection import VARIANTS, _residual_factors, _span_basis
+from skloes._loes_path import VARIANTS, _residual_factors, _span_basis
 
 VARIANT_NAMES = sorted(VARIANTS)
 
