@@ -83,3 +83,9 @@ def test_feature_names_and_fusion_agree():
     assert fused.shape == (2, 8)
     assert names[4] == "layer2_0"
     np.testing.assert_array_equal(fused[:, 4], stack[2][:, 0])
+
+
+def test_y_none_is_returned_as_none_for_both_layouts():
+    for X in (np.ones((4, 6)), np.ones((2, 4, 3))):
+        stack, y = validate_layers(_Dummy(), X, None, layer_dim=3)
+        assert y is None and stack.shape == (2, 4, 3)

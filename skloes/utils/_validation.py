@@ -126,7 +126,7 @@ def _validate_stack(estimator, X, y, *, reset, dtype, **check_params):
 def _validate_flat(estimator, X, y, *, layer_dim, reset, dtype, **check_params):
     name = _name(estimator)
     no_y = isinstance(y, str) and y == "no_validation"
-    if no_y:
+    if no_y or y is None:
         X = validate_data(estimator, X, reset=reset, dtype=dtype, **check_params)
     else:
         X, y = validate_data(estimator, X, y, reset=reset, dtype=dtype, **check_params)
@@ -141,7 +141,7 @@ def _validate_flat(estimator, X, y, *, layer_dim, reset, dtype, **check_params):
         _check_layout(estimator, n_features // estimator.dim_in_, estimator.dim_in_)
     stack = X.reshape(n_samples, n_features // estimator.dim_in_, estimator.dim_in_)
     stack = stack.transpose(1, 0, 2)
-    return stack if no_y else (stack, y)
+    return stack if no_y else (stack, None if y is None else y)
 
 
 def _check_layer_dim(name, layer_dim, n_features):
