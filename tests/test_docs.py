@@ -156,11 +156,8 @@ IGNORED_CODES = {"GL01", "GL02", "ES01", "SA01", "RT02"}
 IGNORED_FOR_METHODS = {"EX01"}
 # torch.nn.Module hooks documented by torch itself.
 SKIPPED_METHODS = {"extra_repr", "forward"}
-# Reported to the owners; each entry fails (xfail) until its docstring is fixed.
-KNOWN_OFFENDERS = {
-    "skloes.datasets.load_chatterbot_langid": "PR01: min_per_language",
-    "skloes.datasets.load_dataset": "SS06: two-line summary",
-}
+# Reported to the owners; each entry is an xfail until its docstring is fixed.
+KNOWN_OFFENDERS: dict = {}  # e.g. {"skloes.x.f": "RT03"}: xfail until fixed
 
 
 def _docstring_targets():
