@@ -18,8 +18,6 @@ from numbers import Integral
 import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_array
 
 from skloes._geometry import (
     EPS64,
@@ -57,49 +55,8 @@ DUPLICATE_CKA = 1 - 1e-10  # the duplicate guard's threshold
 EXHAUSTED = 1e-10          # ‖X̃‖²/‖X‖² below which a candidate is exhausted
 
 # --------------------------------------------------------------------------
-# Targets and calibration rows (§2.1)
+# Calibration rows (§2.1)
 # --------------------------------------------------------------------------
-def _resolve_task(name, y, task):
-    """Return ``(task, classes, y_array)``; ``y`` is None for label_free."""
-    if task == "label_free":
-        return "label_free", None, None
-    if y is None:
-        if task == "auto":
-            return "label_free", None, None
-        raise ValueError(f"{name}: `y` is required for task={task!r}; got None.")
-    y = check_array(y, ensure_2d=False, dtype=None, input_name="y",
-                    ensure_all_finite=False)
-    if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
-        raise ValueError(f"{name}: `y` must be finite; got NaN or infinity in y.")
-    if task == "auto":
-        kind = type_of_target(y, input_name="y")
-        if kind in ("binary", "multiclass"):
-            task = "classification"
-        elif kind in ("continuous", "continuous-multioutput"):
-            task = "regression"
-        else:
-            raise ValueError(
-                f"{name}: `y` must hold class labels or continuous targets; got "
-                f"type_of_target(y)={kind!r} (Unknown label type)."
-            )
-    if task == "regression":
-        try:
-            return task, None, np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: `y` must be numeric for task='regression'; "
-                             f"got dtype {y.dtype}.") from None
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(f"{name}: `y` must be one column of class labels for "
-                         f"task='classification'; got shape {y.shape}.")
-    classes = np.unique(y)
-    if classes.size < 2:
-        raise ValueError(f"{name}: `y` must contain at least two classes; got 1 "
-                         f"class ({classes[0]!r}).")
-    return task, classes, y
-
-
 def _calibration_rows(max_samples, n, codes, rng):
     """Sorted calibration indices: stratified for classification (§2.1)."""
     if max_samples is None:

@@ -30,12 +30,13 @@ from sklearn.utils.validation import (
 )
 
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
+from skloes.utils._selector import LayerSupportMixin
 from skloes.utils._validation import input_ndim, validate_layers
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
 
-class _BaseScalarMix(TransformerMixin, BaseEstimator):
+class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
     """Shared fit for the ScalarMix heads (the training loop of ``_heads``)."""
 
     _task = "classification"
@@ -202,22 +203,6 @@ class _BaseScalarMix(TransformerMixin, BaseEstimator):
             The fused embedding.
         """
         return self._outputs(X)[1]
-
-    def get_support(self, indices=False):
-        """Mask (or indices) of the mixed layers (every candidate).
-
-        Parameters
-        ----------
-        indices : bool, default=False
-            Return layer indices instead of a boolean mask over layers.
-
-        Returns
-        -------
-        support : ndarray
-            Boolean mask of shape (n_layers_in_,), or the indices.
-        """
-        check_is_fitted(self)
-        return self.selected_layers_.copy() if indices else self.support_.copy()
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -27,7 +27,6 @@ from skloes._loes_path import (
     VARIANTS,
     _loes_path,
     _resolve_config,
-    _resolve_task,
 )
 from skloes.utils._param_validation import (
     Interval,
@@ -35,9 +34,10 @@ from skloes.utils._param_validation import (
     StrOptions,
     _fit_context,
 )
+from skloes.utils._selector import LayerFeatureNamesMixin
 from skloes.utils._validation import (
     FLOAT_DTYPES,
-    layer_feature_names,
+    resolve_task,
     validate_layers,
 )
 
@@ -246,7 +246,7 @@ def _doc(cls):
     return cls
 
 
-class _BaseLOES(TransformerMixin, BaseEstimator):
+class _BaseLOES(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):
     """Transform, support and score-table methods shared by both selectors."""
 
     def _path_config(self, X, y):
@@ -256,7 +256,7 @@ class _BaseLOES(TransformerMixin, BaseEstimator):
         else:
             stack, y_checked = validate_layers(self, X, y, **kw)
         name = type(self).__name__
-        task, classes, y_arr = _resolve_task(name, y_checked, self.task)
+        task, classes, y_arr = resolve_task(y_checked, self.task, name)
         return stack, y_arr, _resolve_config(self, task)
 
     def _set_path(self, attrs, n_select, cfg):
@@ -299,38 +299,6 @@ class _BaseLOES(TransformerMixin, BaseEstimator):
             return _fuse(stack, self.selected_layers_, self.layer_mean_,
                          self.layer_scale_, dtype=stack.dtype)
         return _fuse(stack, self.selected_layers_)
-
-    def get_support(self, indices=False):
-        """Mask or indices of the selected layers.
-
-        Parameters
-        ----------
-        indices : bool, default=False
-            Return layer indices instead of a boolean mask over layers.
-
-        Returns
-        -------
-        support : ndarray
-            Boolean mask of shape (n_layers_in_,) or the selected indices.
-        """
-        check_is_fitted(self)
-        return np.flatnonzero(self.support_) if indices else self.support_.copy()
-
-    def get_feature_names_out(self, input_features=None):
-        """Names ``layer{l}_{j}`` of the fused columns.
-
-        Parameters
-        ----------
-        input_features : array-like of str or None, default=None
-            Ignored; the names derive from the layer indices.
-
-        Returns
-        -------
-        feature_names_out : ndarray of str objects
-            One name per output column.
-        """
-        check_is_fitted(self)
-        return layer_feature_names(self.selected_layers_, self.dim_in_)
 
     def scores_frame(self):
         """The per-step score table as a long pandas DataFrame.

@@ -18,8 +18,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import check_cv, train_test_split
-from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_array, check_is_fitted, check_random_state
+from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from skloes import _geometry
 from skloes._ridge_probe import (
@@ -35,10 +34,11 @@ from skloes.utils._param_validation import (
     StrOptions,
     _fit_context,
 )
+from skloes.utils._selector import LayerFeatureNamesMixin
 from skloes.utils._validation import (
     FLOAT_DTYPES,
     fuse_layers,
-    layer_feature_names,
+    resolve_task,
     validate_layers,
 )
 
@@ -74,55 +74,6 @@ _TASK_CONSTRAINT = {"task": [StrOptions({"auto", "classification", "regression"}
 # --------------------------------------------------------------------------
 # Targets, calibration rows and candidates (shared by every selector)
 # --------------------------------------------------------------------------
-def _check_targets(name, y, n_samples, task="auto"):
-    """Resolve the task (§2.1) and return ``(task, classes, codes_or_Y)``.
-
-    Classification gives the sorted ``classes`` and integer codes; regression
-    gives a float (n, p) target matrix and ``classes=None``.
-    """
-    y = check_array(y, ensure_2d=False, dtype=None, input_name="y",
-                    ensure_all_finite=False)
-    if y.shape[0] != n_samples:
-        raise ValueError(
-            f"{name}: `y` has {y.shape[0]} entries but `X` has {n_samples} samples."
-        )
-    if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
-        raise ValueError(f"{name}: `y` must be finite; got NaN or infinity in y.")
-    if task == "auto":
-        kind = type_of_target(y, input_name="y", raise_unknown=True)
-        if kind in ("binary", "multiclass"):
-            task = "classification"
-        elif kind in ("continuous", "continuous-multioutput"):
-            task = "regression"
-        else:
-            raise ValueError(
-                f"{name}: `y` must hold class labels or continuous targets; got "
-                f"type_of_target(y)={kind!r}."
-            )
-    if task == "regression":
-        try:
-            Y = np.asarray(y, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"{name}: `y` must be numeric for task='regression'; got dtype "
-                f"{y.dtype}."
-            ) from None
-        return task, None, Y.reshape(n_samples, -1)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(
-            f"{name}: `y` must be one column of class labels; got shape {y.shape}."
-        )
-    classes, codes = np.unique(y, return_inverse=True)
-    if classes.size < 2:
-        raise ValueError(
-            f"{name}: `y` must contain at least two classes; got 1 class "
-            f"({classes[0]!r})."
-        )
-    return task, classes, codes
-
-
 def _check_length(estimator, y, shape):
     n_y = len(y) if hasattr(y, "__len__") else np.asarray(y).shape[0]
     if n_y != shape[1]:
@@ -170,7 +121,7 @@ def _degenerate_layers(stack):
 # --------------------------------------------------------------------------
 # Base selector
 # --------------------------------------------------------------------------
-class _BaseLayerSelector(TransformerMixin, BaseEstimator):
+class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):
     """Shared fit/transform logic: validation, calibration rows, candidates.
 
     Subclasses implement ``_select(stack, target, candidates, rng)`` returning
@@ -182,6 +133,7 @@ class _BaseLayerSelector(TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = dict(_COMMON_CONSTRAINTS)
     _needs_y = False  # labels required
+    _check_input_features = True  # get_feature_names_out checks input_features
     _data_driven = False  # looks at the calibration rows
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -213,9 +165,12 @@ class _BaseLayerSelector(TransformerMixin, BaseEstimator):
         if y is not None:
             _check_length(self, y, stack.shape)
             try:
-                target = _check_targets(
-                    name, y, n_samples, getattr(self, "task", "auto")
+                task, classes, y_arr = resolve_task(
+                    y, getattr(self, "task", "auto"), name
                 )
+                # integer class codes (classes is sorted), or the (n, p) targets
+                target = (task, classes, y_arr if classes is None
+                          else np.searchsorted(classes, y_arr))
             except ValueError:
                 if self._needs_y:
                     raise
@@ -297,48 +252,6 @@ class _BaseLayerSelector(TransformerMixin, BaseEstimator):
             self, X, layer_dim=self.layer_dim, reset=False, dtype=FLOAT_DTYPES
         )
         return fuse_layers(stack, self.selected_layers_)
-
-    def get_support(self, indices=False):
-        """Mask (or indices) of the selected layers.
-
-        Parameters
-        ----------
-        indices : bool, default=False
-            Return layer indices instead of a boolean mask over layers.
-
-        Returns
-        -------
-        support : ndarray
-            Boolean mask of shape (n_layers_in_,), or the sorted indices.
-        """
-        check_is_fitted(self)
-        return self.selected_layers_.copy() if indices else self.support_.copy()
-
-    def get_feature_names_out(self, input_features=None):
-        """Return the names ``layer{l}_{j}`` of the fused columns.
-
-        Parameters
-        ----------
-        input_features : array-like of str or None, default=None
-            Checked against the input columns when given; not used otherwise.
-
-        Returns
-        -------
-        feature_names_out : ndarray of str objects
-            One name per output column.
-        """
-        check_is_fitted(self)
-        if input_features is not None:
-            names_in = getattr(self, "feature_names_in_", None)
-            n_in = getattr(self, "n_features_in_", None)
-            if (n_in is not None and len(input_features) != n_in) or (
-                names_in is not None and not np.array_equal(input_features, names_in)
-            ):
-                raise ValueError(
-                    f"{type(self).__name__}: `input_features` must match the "
-                    "columns seen in fit."
-                )
-        return layer_feature_names(self.selected_layers_, self.dim_in_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

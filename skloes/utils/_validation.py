@@ -13,6 +13,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array, validate_data
 
 FLOAT_DTYPES = (np.float64, np.float32, np.float16)
@@ -78,6 +79,68 @@ def validate_layers(
             "array.reshape(1, -1) if it contains a single sample."
         )
     return out
+
+
+def resolve_task(y, task, name):
+    """Resolve the task of a layer selector from its targets (spec §2.1).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs) or None
+        Class labels or continuous targets; ``None`` means no labels.
+    task : {"auto", "classification", "regression", "label_free"}
+        The requested task; ``"auto"`` reads it from ``type_of_target(y)``
+        (``"label_free"`` when ``y`` is None).
+    name : str
+        The estimator name that prefixes the error messages.
+
+    Returns
+    -------
+    task : str
+        ``"classification"``, ``"regression"`` or ``"label_free"``.
+    classes : ndarray or None
+        The sorted class labels for classification, None otherwise.
+    y : ndarray or None
+        The 1-D labels for classification, a float64 ``(n_samples, n_outputs)``
+        matrix for regression, None for label_free.
+    """
+    if task == "label_free":
+        return "label_free", None, None
+    if y is None:
+        if task == "auto":
+            return "label_free", None, None
+        raise ValueError(f"{name}: `y` is required for task={task!r}; got None.")
+    y = check_array(y, ensure_2d=False, dtype=None, input_name="y",
+                    ensure_all_finite=False)
+    if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
+        raise ValueError(f"{name}: `y` must be finite; got NaN or infinity in y.")
+    if task == "auto":
+        kind = type_of_target(y, input_name="y")
+        if kind in ("binary", "multiclass"):
+            task = "classification"
+        elif kind in ("continuous", "continuous-multioutput"):
+            task = "regression"
+        else:
+            raise ValueError(
+                f"{name}: `y` must hold class labels or continuous targets; got "
+                f"type_of_target(y)={kind!r} (Unknown label type)."
+            )
+    if task == "regression":
+        try:
+            return task, None, np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: `y` must be numeric for task='regression'; "
+                             f"got dtype {y.dtype}.") from None
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"{name}: `y` must be one column of class labels for "
+                         f"task='classification'; got shape {y.shape}.")
+    classes = np.unique(y)
+    if classes.size < 2:
+        raise ValueError(f"{name}: `y` must contain at least two classes; got 1 "
+                         f"class ({classes[0]!r}).")
+    return task, classes, y
 
 
 def input_ndim(X) -> int:
