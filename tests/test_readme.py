@@ -32,3 +32,11 @@ def test_readme_python_example_runs(tmp_path, monkeypatch, capsys, minilm_path):
     out = capsys.readouterr().out
     assert "loesselector__n_layers_to_select" in out
     assert (tmp_path / "skloes_cache").is_dir()
+
+
+def test_readme_links_point_at_files_that_exist():
+    links = re.findall(r"\]\(([^)#]+)\)", README)
+    local = [link for link in links if "://" not in link]
+    assert local, "the README links into the docs"
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing
