@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from skloes._ridge import ridge_fit
-from skloes._ridge_probe import _probe_score, _SubsetScorer
 from skloes.baselines import ExhaustiveSubsetSelector, GreedyForwardSelector
+from skloes.selection._ridge_probe import _probe_score, _SubsetScorer
 
 
 class _NaiveScorer(_SubsetScorer):

@@ -28,7 +28,7 @@ import transformers
 
 from skloes import HiddenStatesTransformer
 from skloes.datasets import load_rotten_tomatoes
-from skloes.metrics import layer_report
+from skloes.report import layer_report
 
 transformers.logging.set_verbosity_error()
 pd.set_option("display.width", 120)

@@ -13,19 +13,19 @@ __version__ = "0.1.0"
 # ``import skloes`` never imports torch or transformers.
 _LAZY = {
     "HiddenStatesTransformer": "skloes._hidden_states",
-    "LOESSelector": "skloes._selection",
-    "LOESSelectorCV": "skloes._selection",
+    "LOESSelector": "skloes.selection._loes",
+    "LOESSelectorCV": "skloes.selection._loes",
     "GeoRegLoss": "skloes._georeg",
     "GeoRegFineTuner": "skloes._georeg",
 }
 
-__all__ = sorted([*_LAZY, "baselines", "datasets", "metrics"])
+__all__ = sorted([*_LAZY, "baselines", "datasets", "metrics", "report"])
 
 
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in {"baselines", "datasets", "metrics"}:
+    if name in {"baselines", "datasets", "metrics", "report"}:
         return importlib.import_module(f"skloes.{name}")
     raise AttributeError(f"module 'skloes' has no attribute {name!r}")
 

@@ -291,7 +291,7 @@ def _extract(args, texts):
 
 def run_probe(args):
     """Run the probe job for parsed arguments; returns the fitted report."""
-    from skloes.metrics import LayerReport
+    from skloes.report import LayerReport
 
     start = time.perf_counter()
     texts, labels, names = load_data(args.data, args.text_column, args.label_column,

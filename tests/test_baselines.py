@@ -299,7 +299,7 @@ def test_exhaustive_refuses_too_many_subsets():
 
 
 def test_gram_route_equals_feature_route():
-    from skloes.baselines import _SubsetScorer
+    from skloes.selection._ridge_probe import _SubsetScorer
 
     H, y = _planted(n=40, dim=30)
     target = ("classification", np.arange(3), y)

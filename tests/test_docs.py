@@ -20,7 +20,7 @@ DOC = ROOT / "doc"
 
 
 # Public submodules: those exported by ``skloes`` plus ``skloes.plotting``.
-PUBLIC_MODULES = ("baselines", "datasets", "metrics", "plotting")
+PUBLIC_MODULES = ("baselines", "datasets", "metrics", "plotting", "report")
 
 
 def _public_objects():
@@ -136,7 +136,7 @@ def _quick_start_code():
 @pytest.mark.integration
 def test_quick_start_pipeline_runs_as_printed(tmp_path, minilm_path,
                                               rotten_tomatoes_small):
-    pytest.importorskip("skloes._selection")
+    pytest.importorskip("skloes.selection._loes")
     code = _quick_start_code()
     assert len(code.strip().splitlines()) <= 14
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -441,7 +441,7 @@ def test_finetune_mode_rejects_numeric_features():
 
 
 def test_unfitted_and_fitted_loes_selector_choose_the_layers():
-    selection = pytest.importorskip("skloes._selection")
+    selection = pytest.importorskip("skloes.selection._loes")
     H, y = _planted_stack(n=150, n_layers=5)
     selector = selection.LOESSelector(n_layers_to_select=2, random_state=0)
     clf = _fast(max_epochs=3, layers=selector)
@@ -461,7 +461,7 @@ def test_unfitted_and_fitted_loes_selector_choose_the_layers():
 
 
 def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
-    selection = pytest.importorskip("skloes._selection")
+    selection = pytest.importorskip("skloes.selection._loes")
     H, y = _planted_stack(n=150, n_layers=4, dim=8)
     flat = H.transpose(1, 0, 2).reshape(H.shape[1], -1)
     pipe = Pipeline([
@@ -588,7 +588,7 @@ def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
 def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_path):
     from skloes._hidden_states import HiddenStatesTransformer
 
-    selection = pytest.importorskip("skloes._selection")
+    selection = pytest.importorskip("skloes.selection._loes")
     rng = np.random.RandomState(0)
     pos, neg = ["good", "great", "fun", "lovely"], ["bad", "awful", "dull", "boring"]
     y = np.arange(60) % 2

@@ -10,7 +10,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skloes.metrics import LayerReport, layer_report
+from skloes.report import LayerReport, layer_report
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import skloes._selection as selection
+import skloes.selection._loes as selection
 from skloes import LOESSelector, LOESSelectorCV
 from skloes._geometry import thin_svd
-from skloes._loes_path import VARIANTS, _residual_factors, _span_basis
+from skloes.selection._loes_path import VARIANTS, _residual_factors, _span_basis
 
 VARIANT_NAMES = sorted(VARIANTS)
 

@@ -1,4 +1,4 @@
-"""Layer-by-Layer metrics (Skean et al., 2025) and the per-layer report.
+"""Layer-by-Layer metrics (Skean et al., 2025).
 
 Every metric takes one matrix (and returns a float) or a layer stack of shape
 ``(n_layers, n_samples, dim)`` (and returns one value per layer). Only numpy,
@@ -21,7 +21,6 @@ from skloes.metrics._dataset import (
     layer_similarity,
     simplex_volume,
 )
-from skloes.metrics._report import LayerReport, layer_report
 from skloes.metrics._token import (
     TokenMetricPooling,
     curvature,
@@ -31,7 +30,6 @@ from skloes.metrics._token import (
 from skloes.metrics._views import dime, infonce, lidar, smooth_rank
 
 __all__ = [
-    "LayerReport",
     "TokenMetricPooling",
     "augment_text",
     "augmented_views",
@@ -42,7 +40,6 @@ __all__ = [
     "infonce",
     "intrinsic_dim",
     "isotropy",
-    "layer_report",
     "layer_similarity",
     "lidar",
     "prompt_entropy",

@@ -29,8 +29,8 @@ from sklearn.utils.validation import (
     check_random_state,
 )
 
+from skloes.selection._base import LayerSupportMixin
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
-from skloes.utils._selector import LayerSupportMixin
 from skloes.utils._validation import input_ndim, validate_layers
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]

@@ -1,6 +1,6 @@
 """LOES layer selection: ``LOESSelector`` and ``LOESSelectorCV`` (spec §2).
 
-The greedy path (:mod:`skloes._loes_path`) scores every candidate layer by a
+The greedy path (:mod:`skloes.selection._loes_path`) scores every candidate layer by a
 ridge fit of the current residual on the layer orthogonalised against the
 selected ones, plus an isotropy prior, a redundancy penalty and a class-triangle
 bonus. This module holds the estimators: parameters, validation, transform,
@@ -21,7 +21,8 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted
 
-from skloes._loes_path import (
+from skloes.selection._base import LayerFeatureNamesMixin
+from skloes.selection._loes_path import (
     COMPONENTS,
     SCORE_KEYS,
     VARIANTS,
@@ -34,7 +35,6 @@ from skloes.utils._param_validation import (
     StrOptions,
     _fit_context,
 )
-from skloes.utils._selector import LayerFeatureNamesMixin
 from skloes.utils._validation import (
     FLOAT_DTYPES,
     resolve_task,

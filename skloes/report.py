@@ -68,7 +68,7 @@ def _method_estimator(method, k, layer_dim, random_state, selector):
             est = clone(selector)
             est.set_params(layer_dim=layer_dim)
             return est
-        from skloes import _selection
+        from skloes.selection import _loes as _selection
 
         if k == "auto":
             return _selection.LOESSelectorCV(
@@ -208,7 +208,7 @@ class LayerReport(BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.metrics import LayerReport
+    >>> from skloes.report import LayerReport
     >>> rng = np.random.RandomState(0)
     >>> y = np.repeat([0, 1], 30)
     >>> H = rng.normal(size=(3, 60, 5)) + y[None, :, None] * [[[0.]], [[1.]], [[2.]]]
@@ -606,7 +606,7 @@ def layer_report(X, y, *, extra_metrics=None, layer_dim=None, **params):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.metrics import layer_report
+    >>> from skloes.report import layer_report
     >>> rng = np.random.RandomState(0)
     >>> y = np.repeat([0, 1], 30)
     >>> H = rng.normal(size=(3, 60, 5)) + y[None, :, None]

@@ -3,7 +3,7 @@
 Pure numpy on the calibration rows. Each candidate layer is decomposed once
 (``thin_svd``); a step decomposes the selected span in its smaller Gram form and
 scores every candidate in the layer's ``m``-dimensional space (§2.8). The
-estimators of :mod:`skloes._selection` call :func:`_loes_path`.
+estimators of :mod:`skloes.selection._loes` call :func:`_loes_path`.
 """
 
 # Authors: The skloes developers

@@ -1,0 +1,878 @@
+"""Baseline layer selectors and probes that LOES is measured against (spec §3).
+
+Every selector shares ``LOESSelector``'s interface and calibration rows. The
+ridge probes live in :mod:`skloes.selection._ridge_probe` and the ScalarMix heads in
+:mod:`skloes.selection._scalar_mix`; all are public from here.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import warnings
+from itertools import combinations
+from math import comb, floor
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.model_selection import check_cv, train_test_split
+from sklearn.utils.validation import check_is_fitted, check_random_state
+
+from skloes import _geometry
+from skloes.selection._base import LayerFeatureNamesMixin
+from skloes.selection._ridge_probe import (
+    RidgeProbeClassifier,
+    RidgeProbeRegressor,
+    _held_out_split,
+    _SubsetScorer,
+)
+from skloes.selection._scalar_mix import ScalarMixClassifier, ScalarMixRegressor
+from skloes.utils._param_validation import (
+    Interval,
+    RealNotInt,
+    StrOptions,
+    _fit_context,
+)
+from skloes.utils._validation import (
+    FLOAT_DTYPES,
+    fuse_layers,
+    resolve_task,
+    validate_layers,
+)
+
+__all__ = [
+    "AllLayersSelector",
+    "BestSingleLayerSelector",
+    "ExhaustiveSubsetSelector",
+    "GreedyForwardSelector",
+    "LastKSelector",
+    "LastLayerSelector",
+    "MetricTopKSelector",
+    "RandomKSelector",
+    "RidgeProbeClassifier",
+    "RidgeProbeRegressor",
+    "ScalarMixClassifier",
+    "ScalarMixRegressor",
+]
+
+_COMMON_CONSTRAINTS = {
+    "include_embedding": ["boolean"],
+    "max_samples": [
+        Interval(Integral, 1, None, closed="left"),
+        Interval(RealNotInt, 0, 1, closed="right"),
+        None,
+    ],
+    "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
+    "random_state": ["random_state"],
+}
+_K_CONSTRAINT = {"k": [Interval(Integral, 1, None, closed="left")]}
+_TASK_CONSTRAINT = {"task": [StrOptions({"auto", "classification", "regression"})]}
+
+
+# --------------------------------------------------------------------------
+# Targets, calibration rows and candidates (shared by every selector)
+# --------------------------------------------------------------------------
+def _check_length(estimator, y, shape):
+    n_y = len(y) if hasattr(y, "__len__") else np.asarray(y).shape[0]
+    if n_y != shape[1]:
+        if estimator.input_format_ == "stack":
+            layout = f"read as (n_layers, n_samples, dim) = {tuple(shape)}"
+        else:
+            layout = f"of shape {(shape[1], shape[0] * shape[2])}"
+        raise ValueError(
+            f"{type(estimator).__name__}: `X` {layout} has {shape[1]} samples, "
+            f"but `y` has {n_y} entries."
+        )
+
+
+def _n_calibration(max_samples, n):
+    if max_samples is None:
+        return n
+    if isinstance(max_samples, Integral):
+        return min(int(max_samples), n)
+    return min(n, floor(max_samples * n))
+
+
+def _calibration_indices(max_samples, n, codes, rng):
+    """Sorted calibration rows (§2.1): stratified for classification."""
+    count = _n_calibration(max_samples, n)
+    if count >= n:
+        return np.arange(n)
+    if codes is not None:
+        try:
+            rows, _ = train_test_split(
+                np.arange(n), train_size=count, stratify=codes, random_state=rng
+            )
+            return np.sort(rows)
+        except ValueError:
+            pass
+    return np.sort(rng.choice(n, size=count, replace=False))
+
+
+def _degenerate_layers(stack):
+    """Layers whose total variance is ≤ 1e-12 of the largest (§1)."""
+    v = np.array([((layer - layer.mean(axis=0)) ** 2).sum() / layer.shape[0]
+                  for layer in stack])
+    return np.flatnonzero(v <= 1e-12 * v.max()) if v.size else np.array([], int)
+
+
+# --------------------------------------------------------------------------
+# Base selector
+# --------------------------------------------------------------------------
+class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):
+    """Shared fit/transform logic: validation, calibration rows, candidates.
+
+    Subclasses implement ``_select(stack, target, candidates, rng)`` returning
+    the chosen layers in selection order. ``stack`` holds only the
+    calibration rows (float64), or is None for selectors that never read the
+    data (``_data_driven = False``); ``target`` is ``None`` or the tuple
+    ``(task, classes, codes_or_Y)``.
+    """
+
+    _parameter_constraints: dict = dict(_COMMON_CONSTRAINTS)
+    _needs_y = False  # labels required
+    _check_input_features = True  # get_feature_names_out checks input_features
+    _data_driven = False  # looks at the calibration rows
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Select layers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+            A layer stack, or a flat table of ``layer_dim``-wide layer blocks.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets), default=None
+            Targets (class labels or continuous); required by the baselines
+            that score layers with a probe.
+
+        Returns
+        -------
+        self : object
+            The fitted selector.
+        """
+        name = type(self).__name__
+        stack = validate_layers(self, X, layer_dim=self.layer_dim, dtype=FLOAT_DTYPES)
+        n_samples = stack.shape[1]
+        if y is None and self._needs_y:
+            raise ValueError(
+                f"{name}: `y` must be given; this baseline scores layers with a "
+                "probe, so it requires y to be passed, but the target y is None."
+            )
+        target = None
+        if y is not None:
+            _check_length(self, y, stack.shape)
+            try:
+                task, classes, y_arr = resolve_task(
+                    y, getattr(self, "task", "auto"), name
+                )
+                # integer class codes (classes is sorted), or the (n, p) targets
+                target = (task, classes, y_arr if classes is None
+                          else np.searchsorted(classes, y_arr))
+            except ValueError:
+                if self._needs_y:
+                    raise
+                target = None  # y only stratifies the calibration rows here
+        rng = check_random_state(self.random_state)
+        codes = target[2] if target is not None and target[1] is not None else None
+        cal = _calibration_indices(self.max_samples, n_samples, codes, rng)
+        self.calibration_indices_ = cal
+        # float64 copy of the calibration rows, only for selectors that read them
+        cal_stack = (np.asarray(stack[:, cal], dtype=np.float64)
+                     if self._data_driven else None)
+        if target is not None:
+            target = (target[0], target[1], target[2][cal])
+            if target[1] is not None and self._needs_y:
+                self.classes_ = target[1]
+        candidates = self._candidates(stack.shape[0], cal_stack)
+        self._check_budget(len(candidates))
+        order = np.asarray(self._select(cal_stack, target, candidates, rng), np.intp)
+        self.selection_order_ = order
+        self.selected_layers_ = np.sort(order)
+        self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
+        self.support_[order] = True
+        self.n_selected_ = order.size
+        return self
+
+    def _candidates(self, n_layers, stack):
+        layers = np.arange(n_layers)
+        if not self.include_embedding:
+            layers = layers[1:]
+        if not self._data_driven:
+            return layers
+        name = type(self).__name__
+        if stack.shape[1] < 3:
+            raise ValueError(
+                f"{name}: needs at least 3 calibration samples; got n_samples = "
+                f"{stack.shape[1]}."
+            )
+        degenerate = _degenerate_layers(stack)
+        self.degenerate_layers_ = degenerate
+        if degenerate.size:
+            warnings.warn(
+                f"{name}: layers {degenerate.tolist()} have (near) zero variance on "
+                "the calibration rows and are not candidates.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return np.setdiff1d(layers, degenerate)
+
+    def _check_budget(self, n_candidates):
+        name = type(self).__name__
+        if n_candidates == 0:
+            raise ValueError(
+                f"{name}: no candidate layers (n_layers={self.n_layers_in_}, "
+                f"`include_embedding`={self.include_embedding}, constant layers "
+                "excluded)."
+            )
+        k = getattr(self, "k", None)
+        if k is not None and k > n_candidates:
+            raise ValueError(
+                f"{name}: `k` must be at most the number of candidate layers "
+                f"({n_candidates}); got {k}."
+            )
+
+    def transform(self, X):
+        """Concatenate the selected layers in layer-index order.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+            Data in the layout seen in :meth:`fit`.
+
+        Returns
+        -------
+        X_fused : ndarray of shape (n_samples, n_selected_ * dim)
+            The fused embedding.
+        """
+        check_is_fitted(self)
+        stack = validate_layers(
+            self, X, layer_dim=self.layer_dim, reset=False, dtype=FLOAT_DTYPES
+        )
+        return fuse_layers(stack, self.selected_layers_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = self._needs_y
+        return tags
+
+
+class _LabelBlind:
+    """Marker: the selector never reads y (only for stratified calibration)."""
+
+
+# --------------------------------------------------------------------------
+# Fixed-rule selectors
+# --------------------------------------------------------------------------
+_COMMON_DOC = """
+    include_embedding : bool, default=True
+        Whether layer 0 (the embedding output) is a candidate.
+
+    max_samples : int, float or None, default=2000
+        Size of the calibration subsample (an int, a fraction in (0, 1], or
+        None for all rows), drawn exactly as :class:`~skloes.LOESSelector`
+        draws it.
+
+    layer_dim : int or None, default=None
+        Block width of a flat table ``(n_samples, n_layers * layer_dim)``;
+        ``None`` makes every column its own layer. Ignored for a stack.
+
+    random_state : int, RandomState instance or None, default=None
+        Seeds the calibration subsample and any other draw."""
+
+_ATTR_DOC = """
+    selected_layers_ : ndarray of shape (n_selected_,)
+        Selected layers, sorted ascending (Hugging Face ``hidden_states``
+        indices: 0 is the embedding output).
+
+    selection_order_ : ndarray of shape (n_selected_,)
+        The same layers in the order they were chosen.
+
+    support_ : ndarray of shape (n_layers_in_,)
+        Boolean mask over layers.
+
+    calibration_indices_ : ndarray
+        Sorted rows the selector looked at.
+
+    n_layers_in_ : int
+        Number of layers seen in fit.
+
+    dim_in_ : int
+        Width of each layer."""
+
+
+def _doc(cls):
+    cls.__doc__ = cls.__doc__.replace("    %(common)s", _COMMON_DOC.strip("\n"))
+    cls.__doc__ = cls.__doc__.replace("    %(attrs)s", _ATTR_DOC.strip("\n"))
+    return cls
+
+
+@_doc
+class LastLayerSelector(_LabelBlind, _BaseLayerSelector):
+    """Select the last layer (``n_layers - 1``).
+
+    Parameters
+    ----------
+    %(common)s
+
+    Attributes
+    ----------
+    %(attrs)s
+
+    See Also
+    --------
+    LastKSelector : The k deepest layers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import LastLayerSelector
+    >>> H = np.random.RandomState(0).normal(size=(4, 10, 3))
+    >>> LastLayerSelector().fit(H).selected_layers_
+    array([3])
+    """
+
+    def __init__(self, *, include_embedding=True, max_samples=2000, layer_dim=None,
+                 random_state=None):
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    def _select(self, stack, target, candidates, rng):
+        return [candidates[-1]]
+
+
+@_doc
+class LastKSelector(_LabelBlind, _BaseLayerSelector):
+    """Select the ``k`` deepest candidate layers.
+
+    Parameters
+    ----------
+    k : int, default=4
+        Number of layers.
+
+    %(common)s
+
+    Attributes
+    ----------
+    %(attrs)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import LastKSelector
+    >>> H = np.random.RandomState(0).normal(size=(5, 10, 3))
+    >>> LastKSelector(k=2).fit(H).transform(H).shape
+    (10, 6)
+    """
+
+    _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
+
+    def __init__(self, *, k=4, include_embedding=True, max_samples=2000,
+                 layer_dim=None, random_state=None):
+        self.k = k
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    def _select(self, stack, target, candidates, rng):
+        return candidates[::-1][: self.k]
+
+
+@_doc
+class AllLayersSelector(_LabelBlind, _BaseLayerSelector):
+    """Select every candidate layer (the concatenation of all layers).
+
+    Parameters
+    ----------
+    %(common)s
+
+    Attributes
+    ----------
+    %(attrs)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import AllLayersSelector
+    >>> H = np.random.RandomState(0).normal(size=(3, 10, 2))
+    >>> AllLayersSelector(include_embedding=False).fit(H).get_support()
+    array([False,  True,  True])
+    """
+
+    def __init__(self, *, include_embedding=True, max_samples=2000, layer_dim=None,
+                 random_state=None):
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    def _select(self, stack, target, candidates, rng):
+        return candidates
+
+
+@_doc
+class RandomKSelector(_LabelBlind, _BaseLayerSelector):
+    """Select ``k`` distinct candidate layers uniformly at random (sanity check).
+
+    Parameters
+    ----------
+    k : int, default=4
+        Number of layers.
+
+    %(common)s
+
+    Attributes
+    ----------
+    %(attrs)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import RandomKSelector
+    >>> H = np.random.RandomState(0).normal(size=(6, 10, 2))
+    >>> RandomKSelector(k=3, random_state=0).fit(H).n_selected_
+    3
+    """
+
+    _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
+
+    def __init__(self, *, k=4, include_embedding=True, max_samples=2000,
+                 layer_dim=None, random_state=None):
+        self.k = k
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    def _select(self, stack, target, candidates, rng):
+        return rng.choice(candidates, size=self.k, replace=False)
+
+
+# --------------------------------------------------------------------------
+# Probe-scored selectors
+# --------------------------------------------------------------------------
+_TASK_DOC = """
+    task : {"auto", "classification", "regression"}, default="auto"
+        How ``y`` is read; "auto" uses ``type_of_target``."""
+
+
+def _probe_doc(cls):
+    cls.__doc__ = cls.__doc__.replace("    %(task)s", _TASK_DOC.strip("\n"))
+    return _doc(cls)
+
+
+class _ProbeSelector(_BaseLayerSelector):
+    _needs_y = True
+    _data_driven = True
+
+
+@_probe_doc
+class BestSingleLayerSelector(_ProbeSelector):
+    """Select the layer with the best cross-validated ridge-probe score.
+
+    Each candidate layer is scored by the mean ``cv``-fold score (accuracy or
+    R²) of the ridge probe (unit-variance layer, GCV penalty) on the
+    calibration rows; the best layer wins (ties: the smaller index).
+
+    Parameters
+    ----------
+    cv : int, cross-validation generator or iterable, default=5
+        Folds over the calibration rows (stratified for classification).
+
+    %(task)s
+
+    %(common)s
+
+    Attributes
+    ----------
+    cv_scores_ : ndarray of shape (n_layers_in_,)
+        Mean CV score of each layer; NaN for layers that are not candidates.
+
+    classes_ : ndarray
+        Class labels (classification).
+
+    degenerate_layers_ : ndarray
+        Constant layers, excluded with a warning.
+
+    %(attrs)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import BestSingleLayerSelector
+    >>> rng = np.random.RandomState(0)
+    >>> y = rng.randint(0, 2, size=60)
+    >>> H = rng.normal(size=(4, 60, 5))
+    >>> H[2, :, 0] += 3 * y
+    >>> BestSingleLayerSelector().fit(H, y).selected_layers_
+    array([2])
+    """
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, "cv": ["cv_object"],
+    }
+
+    def __init__(self, *, cv=5, task="auto", include_embedding=True,
+                 max_samples=2000, layer_dim=None, random_state=None):
+        self.cv = cv
+        self.task = task
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    def _select(self, stack, target, candidates, rng):
+        classification = target[0] == "classification"
+        cv = check_cv(self.cv, target[2] if classification else None,
+                      classifier=classification)
+        try:
+            splits = list(cv.split(stack[0], target[2] if classification else None))
+        except ValueError as exc:
+            raise ValueError(
+                f"{type(self).__name__}: `cv`={self.cv!r} cannot split the "
+                f"{stack.shape[1]} calibration rows: {exc}"
+            ) from None
+        scores = np.zeros(candidates.size)
+        for fit, test in splits:
+            scorer = _SubsetScorer(stack, target, fit, test)
+            scores += [scorer([l]) for l in candidates]
+        self.cv_scores_ = np.full(self.n_layers_in_, np.nan)
+        self.cv_scores_[candidates] = scores / len(splits)
+        return [candidates[int(np.argmax(scores))]]
+
+
+@_probe_doc
+class ExhaustiveSubsetSelector(_ProbeSelector):
+    """Score every ``k``-subset of candidate layers; keep the best.
+
+    Each subset is scored by the ridge probe fitted on a stratified fit part
+    of the calibration rows and scored on the held-out part
+    (``validation_fraction``). Per-layer Grams are computed once, so a subset
+    costs one ``n_fit × n_fit`` eigendecomposition (or a smaller one when
+    the concatenation is narrower than ``n_fit``).
+
+    Parameters
+    ----------
+    k : int, default=4
+        Subset size.
+
+    max_subsets : int, default=20000
+        Refuse (``ValueError``) when ``C(n_candidates, k)`` is larger.
+
+    validation_fraction : float, default=0.2
+        Held-out fraction of the calibration rows.
+
+    %(task)s
+
+    %(common)s
+
+    Attributes
+    ----------
+    held_out_indices_ : ndarray
+        Sorted rows (of ``X``) that scored the subsets; the probe was fitted
+        on the other calibration rows.
+
+    subsets_ : ndarray of shape (n_subsets, k)
+        Every subset, in lexicographic order.
+
+    subset_scores_ : ndarray of shape (n_subsets,)
+        Held-out probe score of each subset (accuracy or R²).
+
+    classes_ : ndarray
+        Class labels (classification).
+
+    degenerate_layers_ : ndarray
+        Constant layers, excluded with a warning.
+
+    %(attrs)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import ExhaustiveSubsetSelector
+    >>> rng = np.random.RandomState(0)
+    >>> y = rng.randint(0, 2, size=80)
+    >>> H = rng.normal(size=(5, 80, 4))
+    >>> H[1, :, 0] += 3 * y
+    >>> sel = ExhaustiveSubsetSelector(k=2, random_state=0).fit(H, y)
+    >>> sel.subsets_.shape, bool(1 in sel.selected_layers_)
+    ((10, 2), True)
+    """
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, **_K_CONSTRAINT,
+        "max_subsets": [Interval(Integral, 1, None, closed="left")],
+        "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
+    }
+
+    def __init__(self, *, k=4, max_subsets=20000, validation_fraction=0.2,
+                 task="auto", include_embedding=True, max_samples=2000,
+                 layer_dim=None, random_state=None):
+        self.k = k
+        self.max_subsets = max_subsets
+        self.validation_fraction = validation_fraction
+        self.task = task
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    def _check_budget(self, n_candidates):
+        super()._check_budget(n_candidates)
+        total = comb(n_candidates, self.k)
+        if total > self.max_subsets:
+            raise ValueError(
+                f"{type(self).__name__}: scoring every subset means C({n_candidates},"
+                f" {self.k}) = {total} probe fits, more than `max_subsets`="
+                f"{self.max_subsets}. Raise `max_subsets`, lower `k`, or use "
+                "GreedyForwardSelector."
+            )
+
+    def _select(self, stack, target, candidates, rng):
+        fit, held = _held_out_split(stack.shape[1], target,
+                                    self.validation_fraction, rng)
+        self.held_out_indices_ = self.calibration_indices_[held]
+        scorer = _SubsetScorer(stack, target, fit, held)
+        subsets = np.array(list(combinations(candidates, self.k)), dtype=np.intp)
+        self.subsets_ = subsets
+        self.subset_scores_ = np.array([scorer(s) for s in subsets])
+        best = subsets[int(np.argmax(self.subset_scores_))]
+        return best
+
+
+@_probe_doc
+class GreedyForwardSelector(_ProbeSelector):
+    """Forward selection: ``k`` times, add the layer that most helps the probe.
+
+    From ``S = ∅``, each step adds ``argmax_l probe(S ∪ {l})`` scored on the
+    held-out part of the calibration rows (ties: the smaller index); this is
+    LOES without orthogonalisation or geometry terms.
+
+    Parameters
+    ----------
+    k : int, default=4
+        Number of layers.
+
+    validation_fraction : float, default=0.2
+        Held-out fraction of the calibration rows.
+
+    %(task)s
+
+    %(common)s
+
+    Attributes
+    ----------
+    held_out_indices_ : ndarray
+        Sorted rows (of ``X``) that scored the subsets; the probe was fitted
+        on the other calibration rows.
+
+    path_scores_ : ndarray of shape (n_selected_,)
+        Held-out score of ``S`` after each step.
+
+    step_scores_ : ndarray of shape (n_selected_, n_layers_in_)
+        Score of ``S ∪ {l}`` for every candidate at every step; NaN where a
+        layer was not evaluated (already selected or not a candidate).
+
+    classes_ : ndarray
+        Class labels (classification).
+
+    degenerate_layers_ : ndarray
+        Constant layers, excluded with a warning.
+
+    %(attrs)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import GreedyForwardSelector
+    >>> rng = np.random.RandomState(0)
+    >>> y = rng.randint(0, 2, size=80)
+    >>> H = rng.normal(size=(5, 80, 4))
+    >>> H[3, :, 0] += 3 * y
+    >>> GreedyForwardSelector(k=2, random_state=0).fit(H, y).selection_order_[0]
+    np.int64(3)
+    """
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, **_K_CONSTRAINT,
+        "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
+    }
+
+    def __init__(self, *, k=4, validation_fraction=0.2, task="auto",
+                 include_embedding=True, max_samples=2000, layer_dim=None,
+                 random_state=None):
+        self.k = k
+        self.validation_fraction = validation_fraction
+        self.task = task
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    def _select(self, stack, target, candidates, rng):
+        fit, held = _held_out_split(stack.shape[1], target,
+                                    self.validation_fraction, rng)
+        self.held_out_indices_ = self.calibration_indices_[held]
+        scorer = _SubsetScorer(stack, target, fit, held)
+        order, path = [], []
+        table = np.full((self.k, self.n_layers_in_), np.nan)
+        for step in range(self.k):
+            rest = [l for l in candidates if l not in order]
+            for l in rest:
+                table[step, l] = scorer(sorted([*order, l]))
+            best = rest[int(np.argmax(table[step, rest]))]
+            order.append(best)
+            path.append(table[step, best])
+        self.path_scores_ = np.array(path)
+        self.step_scores_ = table
+        return order
+
+
+# --------------------------------------------------------------------------
+# Label-free metric top-k
+# --------------------------------------------------------------------------
+_METRICS = ("isotropy", "dataset_entropy", "effective_rank", "intrinsic_dim",
+            "layer_scores")
+
+
+def _named_metric(name, layer, params):
+    """One named metric of one calibration matrix (definitions live elsewhere)."""
+    if name == "isotropy":
+        return _geometry.isotropy_erank(_geometry.thin_svd(layer)[1], *layer.shape)
+    from skloes import metrics  # lazy: metrics imports this module lazily too
+
+    fn = getattr(metrics, name)
+    if name in ("dataset_entropy", "effective_rank", "intrinsic_dim"):
+        params = {"max_prompts": None, **params}
+    return fn(layer, **params)
+
+
+@_doc
+class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
+    """Select the ``k`` layers with the highest label-free metric.
+
+    Each candidate layer's calibration matrix (the pooled rows, as given) is
+    scored by ``metric``; ``y`` is ignored except to stratify the calibration
+    rows. Ties go to the smaller layer index.
+
+    Parameters
+    ----------
+    metric : {"isotropy", "dataset_entropy", "effective_rank", "intrinsic_dim", \
+"layer_scores"} or callable, default="isotropy"
+        ``"isotropy"``: LOES' bounded isotropy of the centred layer
+        (:func:`skloes._geometry.isotropy_erank`); ``"dataset_entropy"``,
+        ``"effective_rank"``, ``"intrinsic_dim"`` (TwoNN): the functions of
+        :mod:`skloes.metrics` of the same name on the calibration matrix;
+        ``"layer_scores"``: the user array ``layer_scores``; a callable maps
+        an ``(n, d)`` array to a float. Named metrics are higher-is-better.
+
+    k : int, default=4
+        Number of layers.
+
+    layer_scores : array-like of shape (n_layers,) or None, default=None
+        One score per layer (all layers, index 0 = embedding output), used
+        when ``metric="layer_scores"``; e.g. a token-level or augmentation
+        metric computed beforehand.
+
+    greater_is_better : bool, default=True
+        Direction of ``layer_scores`` or of a callable metric (ignored for
+        named metrics).
+
+    metric_params : dict or None, default=None
+        Keyword arguments of the named metric's function, e.g.
+        ``{"clamp_gram": True}`` for the authors' ``dataset_entropy``.
+
+    %(common)s
+
+    Attributes
+    ----------
+    metric_scores_ : ndarray of shape (n_layers_in_,)
+        The metric of every layer; NaN for layers that are not candidates.
+
+    degenerate_layers_ : ndarray
+        Constant layers, excluded with a warning.
+
+    %(attrs)s
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.baselines import MetricTopKSelector
+    >>> H = np.random.RandomState(0).normal(size=(4, 50, 6))
+    >>> H[1, :, 0] *= 10.0  # layer 1 is far from isotropic
+    >>> sel = MetricTopKSelector(metric="isotropy", k=3).fit(H)
+    >>> sel.selected_layers_
+    array([0, 2, 3])
+    """
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS, **_K_CONSTRAINT,
+        "metric": [StrOptions(set(_METRICS)), callable],
+        "layer_scores": ["array-like", None],
+        "greater_is_better": ["boolean"],
+        "metric_params": [dict, None],
+    }
+
+    def __init__(self, *, metric="isotropy", k=4, layer_scores=None,
+                 greater_is_better=True, metric_params=None,
+                 include_embedding=True, max_samples=2000, layer_dim=None,
+                 random_state=None):
+        self.metric = metric
+        self.k = k
+        self.layer_scores = layer_scores
+        self.greater_is_better = greater_is_better
+        self.metric_params = metric_params
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
+    @property
+    def _data_driven(self):
+        return self.metric != "layer_scores"
+
+    def _user_scores(self):
+        name = type(self).__name__
+        if self.layer_scores is None:
+            raise ValueError(
+                f"{name}: `layer_scores` must be an array of one score per layer "
+                "when metric='layer_scores'; got None."
+            )
+        scores = np.asarray(self.layer_scores, dtype=np.float64).ravel()
+        if scores.size != self.n_layers_in_ or not np.all(np.isfinite(scores)):
+            raise ValueError(
+                f"{name}: `layer_scores` must hold {self.n_layers_in_} finite "
+                f"values (one per layer); got {self.layer_scores!r}."
+            )
+        return scores
+
+    def _select(self, stack, target, candidates, rng):
+        name = type(self).__name__
+        params = dict(self.metric_params or {})
+        scores = np.full(self.n_layers_in_, np.nan)
+        if self.metric == "layer_scores":
+            scores[candidates] = self._user_scores()[candidates]
+        for l in candidates if self.metric != "layer_scores" else []:
+            if callable(self.metric):
+                value = self.metric(stack[l], **params)
+            else:
+                value = _named_metric(self.metric, stack[l], params)
+            try:
+                scores[l] = float(value)
+            except (TypeError, ValueError):
+                scores[l] = np.nan
+            if not np.isfinite(scores[l]):
+                raise ValueError(
+                    f"{name}: `metric` must give a finite float for every layer; "
+                    f"got {value!r} for layer {l}."
+                )
+        self.metric_scores_ = scores
+        sign = -1.0 if (self.greater_is_better or isinstance(self.metric, str)
+                        and self.metric != "layer_scores") else 1.0
+        order = np.argsort(sign * scores[candidates], kind="stable")
+        return candidates[order[: self.k]]
