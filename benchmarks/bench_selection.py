@@ -152,11 +152,12 @@ def methods(max_samples, seed=0):
     out = {
         "last layer": B.LastLayerSelector(),
         "best single layer": B.BestSingleLayerSelector(**common),
-        "last-4": B.LastKSelector(k=4),
+        "last-4": B.LastKSelector(n_layers_to_select=4),
         "all layers (concat)": B.AllLayersSelector(),
         "ScalarMix (own probe)": "scalar_mix",
-        "greedy (k=4)": B.GreedyForwardSelector(k=4, **common),
-        "exhaustive (k=3)": B.ExhaustiveSubsetSelector(k=3, **common),
+        "greedy (k=4)": B.GreedyForwardSelector(n_layers_to_select=4, **common),
+        "exhaustive (k=3)": B.ExhaustiveSubsetSelector(n_layers_to_select=3,
+                                                           **common),
         "LOES reference (k=4)": LOESSelector(variant="reference", **common),
         "LOES robust (k=4)": LOESSelector(**common),
         "LOES robust (k=3)": LOESSelector(n_layers_to_select=3, **common),
@@ -259,7 +260,8 @@ def time_loes_vs_exhaustive(stack13, y, max_samples):
     for name, est in [("loes", LOESSelector(n_layers_to_select=3,
                                             max_samples=max_samples, random_state=0)),
                       ("exhaustive", ExhaustiveSubsetSelector(
-                          k=3, max_samples=max_samples, random_state=0))]:
+                          n_layers_to_select=3, max_samples=max_samples,
+                          random_state=0))]:
         start = time.perf_counter()
         est.fit(stack13, y)
         out[name] = time.perf_counter() - start

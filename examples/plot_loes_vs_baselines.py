@@ -73,7 +73,8 @@ models = {
     "ScalarMix": ScalarMixClassifier(layer_dim=d, max_epochs=30, lr=1e-3,
                                      batch_size=32, random_state=0),
     "exhaustive, k=3": make_pipeline(
-        ExhaustiveSubsetSelector(k=3, layer_dim=d, random_state=0), *probe()),
+        ExhaustiveSubsetSelector(n_layers_to_select=3, layer_dim=d,
+                                 random_state=0), *probe()),
     "LOES, k=3": make_pipeline(
         LOESSelector(n_layers_to_select=3, layer_dim=d, random_state=0), *probe()),
 }

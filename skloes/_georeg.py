@@ -252,7 +252,9 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         grid search, unfits a selector: it is then refitted on each training
         fold.
     layer_dim : int or None, default=None
-        Block width of a flat table; None reads a 2-D ``X`` as one block.
+        Block width of a flat table. None reads the width the table declares
+        (the output of ``HiddenStatesTransformer``), and a plain table as one
+        block; see :ref:`data_contract`.
     fusion : {"concat", "mean", "sum", "scalar_mix"}, default="concat"
         How the adapter outputs are combined.
     geo_weight : float, default=0.1
@@ -489,12 +491,9 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
                 "Reshape your data either using X.reshape(-1, 1) if your data has a "
                 "single feature or X.reshape(1, -1) if it contains a single sample."
             )
-        layer_dim = self.layer_dim
-        if layer_dim is None and reset and X.ndim == 2:
-            layer_dim = max(X.shape[1], 1)  # a plain 2-D table is one block
         return validate_layers(
-            self, X, y, layer_dim=layer_dim, reset=reset,
-            dtype=(np.float32, np.float64),
+            self, X, y, layer_dim=self.layer_dim, reset=reset,
+            dtype=(np.float32, np.float64), plain="one_layer",
         )
 
     def _encode_targets(self, y, warm):

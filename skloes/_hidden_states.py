@@ -38,7 +38,11 @@ from skloes._models import (
 from skloes._pooling import pool_layers
 from skloes.utils._optional import import_optional
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
-from skloes.utils._validation import layer_feature_names, resolve_layer_indices
+from skloes.utils._validation import (
+    layer_feature_names,
+    mark_layers,
+    resolve_layer_indices,
+)
 
 __all__ = ["HiddenStatesTransformer", "default_model"]
 
@@ -82,7 +86,10 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     output : {"stack", "flat"}, default="stack"
         ``"stack"`` returns ``(n_layers, n_samples, dim)``; ``"flat"`` returns
         ``(n_samples, n_layers * dim)`` with columns ``layer{l}_{j}``, the
-        scikit-learn-native form (cross-validation, ``set_output``).
+        scikit-learn-native form (cross-validation, ``set_output``). The flat
+        array is a :class:`~skloes.utils._validation.LayerTable` that carries
+        its ``layer_dim``, so later steps read its layers without being told
+        (see :ref:`data_contract`).
 
     batch_size : int, default=32
         Inputs per forward pass. Batches are formed from length-sorted inputs
@@ -309,8 +316,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     def _format(self, stack):
         if self.output == "stack":
             return stack
-        n_layers, n, dim = stack.shape
-        return np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, n_layers * dim)
+        return _flat_table(stack, self.layers_)
 
     def _store(self):
         if self.cache is None or callable(self.pooling):
@@ -476,6 +482,18 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         tags.target_tags.required = False
         tags.transformer_tags.preserves_dtype = []
         return tags
+
+
+def _flat_table(stack, layers):
+    """The flat output: blocks of ``dim`` columns, marked with their layout.
+
+    The :class:`~skloes.utils._validation.LayerTable` marker lets the next
+    step of a numpy ``Pipeline`` read the layers without ``layer_dim``
+    (see ``doc/user_guide/data_contract.rst``).
+    """
+    n_layers, n, dim = stack.shape
+    flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, n_layers * dim)
+    return mark_layers(flat, dim, layers)
 
 
 def _inverse(keys, first, unique):

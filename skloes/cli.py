@@ -36,17 +36,19 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
-def _k_value(text):
+def _n_layers_value(text):
     if text == "auto":
         return "auto"
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"--k must be a positive int or 'auto'; got {text!r}"
+            f"--n-layers-to-select must be a positive int or 'auto'; got {text!r}"
         ) from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"--k must be >= 1; got {value}")
+        raise argparse.ArgumentTypeError(
+            f"--n-layers-to-select must be >= 1; got {value}"
+        )
     return value
 
 
@@ -75,8 +77,8 @@ def build_parser():
     Examples
     --------
     >>> from skloes.cli import build_parser
-    >>> args = build_parser().parse_args(["probe", "--k", "3"])
-    >>> args.k, args.data, args.pooling
+    >>> args = build_parser().parse_args(["probe", "--n-layers-to-select", "3"])
+    >>> args.n_layers_to_select, args.data, args.pooling
     (3, 'rotten_tomatoes', 'mean')
     """
     parser = _Parser(
@@ -105,7 +107,8 @@ def build_parser():
     probe.add_argument("--pooling", default="mean",
                        choices=["mean", "cls", "first", "last", "max"],
                        help="token pooling (default: mean)")
-    probe.add_argument("--k", type=_k_value, default=4, metavar="K|auto",
+    probe.add_argument("--n-layers-to-select", type=_n_layers_value, default=4,
+                       metavar="K|auto",
                        help="number of layers LOES selects, or 'auto' for "
                        "cross-validated (default: 4)")
     probe.add_argument("--max-samples", type=_max_samples, default=DEFAULT_MAX_SAMPLES,
@@ -304,8 +307,8 @@ def run_probe(args):
     _log(f"model: {hst.model_path_} ({stack.shape[0]} hidden states of width "
          f"{stack.shape[2]}, pooling {args.pooling}); extracted in {t_extract:.1f} s")
     report = LayerReport(
-        n_layers_to_select=args.k, nested=args.nested, random_state=args.seed,
-        progress=True,
+        n_layers_to_select=args.n_layers_to_select, nested=args.nested,
+        random_state=args.seed, verbose=1,
     )
     report.fit(stack, labels, extra_metrics=token_metrics)
     folder = report.save(args.out)

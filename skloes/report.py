@@ -28,7 +28,7 @@ from skloes.metrics._dataset import (
     simplex_volume,
 )
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
-from skloes.utils._validation import validate_layers
+from skloes.utils._validation import fuse_layers, mark_layers, validate_layers
 
 __all__ = ["LayerReport", "layer_report"]
 
@@ -61,34 +61,31 @@ def _compute_metric(name, stack, y, params):
     return simplex_volume(stack, y, random_state=params["random_state"])
 
 
-def _method_estimator(method, k, layer_dim, random_state, selector):
-    """The selector of a summary method (imported lazily; None if unavailable)."""
+def _method_estimator(method, k, random_state, selector):
+    """The selector of a summary method (imported lazily).
+
+    Every selector reads the layout from the marked flat table it is fitted on
+    (see :ref:`data_contract`), so none needs ``layer_dim``.
+    """
     if method == "loes":
         if selector is not None:
-            est = clone(selector)
-            est.set_params(layer_dim=layer_dim)
-            return est
-        from skloes.selection import _loes as _selection
+            return clone(selector)
+        from skloes.selection import _loes
 
         if k == "auto":
-            return _selection.LOESSelectorCV(
-                layer_dim=layer_dim, random_state=random_state
-            )
-        return _selection.LOESSelector(
-            n_layers_to_select=k, layer_dim=layer_dim, random_state=random_state
-        )
+            return _loes.LOESSelectorCV(random_state=random_state)
+        return _loes.LOESSelector(n_layers_to_select=k, random_state=random_state)
     from skloes import baselines
 
-    kk = 4 if k == "auto" else k
     make = {
-        "last_layer": lambda: baselines.LastLayerSelector(layer_dim=layer_dim),
+        "last_layer": lambda: baselines.LastLayerSelector(),
         "best_single_layer": lambda: baselines.BestSingleLayerSelector(
-            layer_dim=layer_dim, random_state=random_state
+            random_state=random_state
         ),
-        "last_k": lambda: baselines.LastKSelector(k=kk, layer_dim=layer_dim),
-        "all_layers": lambda: baselines.AllLayersSelector(layer_dim=layer_dim),
+        "last_k": lambda: baselines.LastKSelector(n_layers_to_select=k),
+        "all_layers": lambda: baselines.AllLayersSelector(),
         "entropy_top_k": lambda: baselines.MetricTopKSelector(
-            metric="dataset_entropy", k=kk, layer_dim=layer_dim
+            metric="dataset_entropy", n_layers_to_select=k
         ),
     }
     return make[method]()
@@ -139,8 +136,9 @@ class LayerReport(BaseEstimator):
         LOES budget K, clipped to the number of layers; ``"auto"`` chooses it
         with ``LOESSelectorCV``. Also the k of the last-k baseline.
     selector : estimator or None, default=None
-        A layer selector used instead of the default ``LOESSelector``; it must
-        accept ``layer_dim``.
+        A layer selector used instead of the default ``LOESSelector``; it is
+        fitted on the flat table of the layers, which declares its layout
+        (see :ref:`data_contract`).
     baselines : tuple of str, default=("last_layer", "best_single_layer", \
             "last_k", "all_layers")
         Baselines of the summary, among those and ``"entropy_top_k"``.
@@ -170,8 +168,13 @@ class LayerReport(BaseEstimator):
         Seeds the folds, the metric subsamples and the selectors.
     n_jobs : int or None, default=None
         Parallel jobs of the cross-validation.
-    progress : bool, default=False
-        Show progress bars (needs tqdm).
+    layer_dim : int or None, default=None
+        Block width of a flat table ``X``. None reads the width the table
+        declares (the output of :class:`~skloes.HiddenStatesTransformer`) and
+        a plain table as one column per layer; see :ref:`data_contract`.
+        Ignored for a stack.
+    verbose : int, default=0
+        Progress bars (needs tqdm) when >= 1.
 
     Attributes
     ----------
@@ -232,7 +235,8 @@ class LayerReport(BaseEstimator):
         "max_prompts": [Interval(Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
-        "progress": ["boolean"],
+        "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -250,7 +254,8 @@ class LayerReport(BaseEstimator):
         max_prompts=1000,
         random_state=0,
         n_jobs=None,
-        progress=False,
+        layer_dim=None,
+        verbose=0,
     ):
         self.metrics = metrics
         self.n_layers_to_select = n_layers_to_select
@@ -264,24 +269,24 @@ class LayerReport(BaseEstimator):
         self.max_prompts = max_prompts
         self.random_state = random_state
         self.n_jobs = n_jobs
-        self.progress = progress
+        self.layer_dim = layer_dim
+        self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, extra_metrics=None, layer_dim=None):
+    def fit(self, X, y, *, extra_metrics=None):
         """Score every layer and the selection.
 
         Parameters
         ----------
         X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
-            A layer stack, or a flat table of ``layer_dim``-wide blocks.
+            A layer stack, or a flat table of layer blocks (see the
+            ``layer_dim`` parameter).
         y : array-like of shape (n_samples,)
             Class labels or a continuous target.
         extra_metrics : dict of str to array-like of shape (n_layers,), default=None
             Precomputed per-layer values to report alongside (for example the
             token-level metrics from :class:`TokenMetricPooling`).
-        layer_dim : int or None, default=None
-            Block width when ``X`` is a flat table.
 
         Returns
         -------
@@ -289,7 +294,7 @@ class LayerReport(BaseEstimator):
             The fitted report.
         """
         name = type(self).__name__
-        stack, y = validate_layers(self, X, y, layer_dim=layer_dim)
+        stack, y = validate_layers(self, X, y, layer_dim=self.layer_dim)
         self._check_names(name)
         extra = self._check_extra(name, extra_metrics, stack.shape[0])
         self.task_ = self._task(name, y)
@@ -374,7 +379,7 @@ class LayerReport(BaseEstimator):
         means, stds = [], []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)
-            for layer in _progress(self.layers_, self.progress, "probing layers"):
+            for layer in _progress(self.layers_, self.verbose, "probing layers"):
                 m, s = self._cv(probe, stack[layer], y, folds)
                 means.append(m)
                 stds.append(s)
@@ -390,9 +395,27 @@ class LayerReport(BaseEstimator):
         for metric in self.metrics:
             if metric == "simplex_volume" and self.task_ != "classification":
                 continue
-            values = _compute_metric(metric, stack, y, params)
-            self.metrics_[metric] = np.asarray(values)
+            try:
+                values = np.asarray(_compute_metric(metric, stack, y, params))
+            except ValueError:  # undefined on some layer: NaN there, named
+                values = self._metric_per_layer(metric, stack, y, params)
+            self.metrics_[metric] = values
         self.metrics_.update(extra_metrics)
+
+    def _metric_per_layer(self, metric, stack, y, params):
+        values, failed, reason = np.full(stack.shape[0], np.nan), [], ""
+        for l in range(stack.shape[0]):
+            try:
+                values[l] = _compute_metric(metric, stack[l:l + 1], y, params)[0]
+            except ValueError as exc:
+                failed.append(l)
+                reason = str(exc)
+        warnings.warn(
+            f"{type(self).__name__}: {metric} is undefined on layers {failed} "
+            f"(constant, one column wide or tied; e.g. {reason!r}); reported as NaN.",
+            UserWarning, stacklevel=4,
+        )
+        return values
 
     def _summarise(self, stack, y, probe, folds):
         L, n, d = stack.shape
@@ -400,9 +423,10 @@ class LayerReport(BaseEstimator):
         k = min(k, L) if k != "auto" else k
         methods = ["loes", *self.baselines]
         flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, L * d)
+        flat = mark_layers(flat, d)
         self.summary_, cache = [], {}
-        for method in _progress(methods, self.progress, "scoring selections"):
-            est = _method_estimator(method, k, d, self.random_state, self.selector)
+        for method in _progress(methods, self.verbose, "scoring selections"):
+            est = _method_estimator(method, k, self.random_state, self.selector)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
                 if method == "best_single_layer" and not self.nested:
@@ -431,7 +455,7 @@ class LayerReport(BaseEstimator):
                 cache[key] = (self.probe_scores_[layers[0]],
                               self.probe_scores_std_[layers[0]])
             else:
-                X = np.concatenate([stack[l] for l in layers], axis=1)
+                X = fuse_layers(stack, layers)
                 cache[key] = self._cv(probe, X, y, folds)
         return tuple(float(v) for v in cache[key])
 
@@ -582,7 +606,7 @@ def _csv_value(value):
     return repr(float(value))
 
 
-def layer_report(X, y, *, extra_metrics=None, layer_dim=None, **params):
+def layer_report(X, y, *, extra_metrics=None, **params):
     """Fit a :class:`LayerReport` on a layer stack in one call.
 
     Parameters
@@ -593,8 +617,6 @@ def layer_report(X, y, *, extra_metrics=None, layer_dim=None, **params):
         Class labels or a continuous target.
     extra_metrics : dict of str to array-like, default=None
         Precomputed per-layer values (see :meth:`LayerReport.fit`).
-    layer_dim : int or None, default=None
-        Block width of a flat table.
     **params : dict
         :class:`LayerReport` parameters.
 
@@ -614,6 +636,4 @@ def layer_report(X, y, *, extra_metrics=None, layer_dim=None, **params):
     >>> report.save("skloes_report")  # doctest: +SKIP
     PosixPath('skloes_report')
     """
-    return LayerReport(**params).fit(
-        X, y, extra_metrics=extra_metrics, layer_dim=layer_dim
-    )
+    return LayerReport(**params).fit(X, y, extra_metrics=extra_metrics)

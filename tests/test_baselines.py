@@ -82,7 +82,7 @@ def _flat(H):
 
 def _make(cls, **params):
     if cls in K_SELECTORS:
-        params.setdefault("k", 2)
+        params.setdefault("n_layers_to_select", 2)
     return cls(**params)
 
 
@@ -105,8 +105,7 @@ def _expected_failed_checks(est):
 
 
 def _check_instances():
-    ests = [_make(cls, **({"k": 1} if cls in K_SELECTORS else {}))
-            for cls in SELECTORS]
+    ests = [cls() for cls in SELECTORS]  # default instances: the budget is "auto"
     ests += [RidgeProbeClassifier(), RidgeProbeRegressor()]
     ests += [ScalarMixClassifier(max_epochs=1, batch_size=64),
              ScalarMixRegressor(max_epochs=1, batch_size=64)]
@@ -147,7 +146,7 @@ def test_include_embedding_false_never_selects_layer_zero(cls):
     H, y = _planted(informative=(0,))
     sel = _make(cls, include_embedding=False, random_state=0)
     if cls is MetricTopKSelector:
-        sel.set_params(k=5)
+        sel.set_params(n_layers_to_select=5)
     sel.fit(H, y)
     assert 0 not in sel.selected_layers_
 
@@ -175,17 +174,21 @@ def test_calibration_subsample_sizes_and_stratification():
 def test_fixed_rule_selectors():
     H = np.random.RandomState(0).normal(size=(7, 10, 2))
     assert LastLayerSelector().fit(H).selected_layers_.tolist() == [6]
-    assert LastKSelector(k=3).fit(H).selected_layers_.tolist() == [4, 5, 6]
+    last3 = LastKSelector(n_layers_to_select=3).fit(H)
+    assert last3.selected_layers_.tolist() == [4, 5, 6]
     assert AllLayersSelector().fit(H).selected_layers_.tolist() == list(range(7))
     assert AllLayersSelector(include_embedding=False).fit(H).n_selected_ == 6
-    assert LastKSelector(k=7).fit(H).n_selected_ == 7
+    assert LastKSelector(n_layers_to_select=7).fit(H).n_selected_ == 7
 
 
 def test_random_k_is_deterministic_distinct_and_seed_dependent():
     H = np.random.RandomState(0).normal(size=(12, 10, 2))
-    picks = [tuple(RandomKSelector(k=4, random_state=s).fit(H).selection_order_)
-             for s in range(6)]
-    again = tuple(RandomKSelector(k=4, random_state=2).fit(H).selection_order_)
+    def pick(seed):
+        sel = RandomKSelector(n_layers_to_select=4, random_state=seed).fit(H)
+        return tuple(sel.selection_order_)
+
+    picks = [pick(s) for s in range(6)]
+    again = pick(2)
     assert again == picks[2]
     assert all(len(set(p)) == 4 for p in picks)
     assert len(set(picks)) > 1
@@ -212,7 +215,7 @@ def test_greedy_adds_the_complementary_layer_second():
     H = rng.normal(size=(6, n, 4))
     H[1, :, 0] += 4.0 * (y == 0)
     H[4, :, 0] += 4.0 * (y == 1)
-    sel = GreedyForwardSelector(k=2, random_state=0).fit(H, y)
+    sel = GreedyForwardSelector(n_layers_to_select=2, random_state=0).fit(H, y)
     assert set(sel.selection_order_) == {1, 4}
     assert sel.path_scores_[1] > sel.path_scores_[0] + 0.2
     assert np.isnan(sel.step_scores_[1, sel.selection_order_[0]])
@@ -249,7 +252,8 @@ def _brute_force_probe_accuracy(H, y, subset, fit, held):
 @pytest.mark.parametrize("dim", [3, 20])  # concatenation narrower / wider than n_fit
 def test_exhaustive_equals_brute_force_over_sklearn_ridge(dim):
     H, y = _planted(n=45, n_layers=5, dim=dim, informative=(1, 3))
-    sel = ExhaustiveSubsetSelector(k=2, max_samples=None, random_state=0).fit(H, y)
+    sel = ExhaustiveSubsetSelector(n_layers_to_select=2, max_samples=None,
+                                   random_state=0).fit(H, y)
     held = sel.held_out_indices_
     fit = np.setdiff1d(np.arange(45), held)
     assert held.size == 9
@@ -262,7 +266,8 @@ def test_exhaustive_equals_brute_force_over_sklearn_ridge(dim):
 
 def test_exhaustive_scores_equal_the_public_probe_on_the_concatenation():
     H, y = _planted(n=100, dim=4, informative=(2, 5))
-    sel = ExhaustiveSubsetSelector(k=3, max_samples=80, random_state=1).fit(H, y)
+    sel = ExhaustiveSubsetSelector(n_layers_to_select=3, max_samples=80,
+                                   random_state=1).fit(H, y)
     held = sel.held_out_indices_
     fit = np.setdiff1d(sel.calibration_indices_, held)
     for subset, score in list(zip(sel.subsets_, sel.subset_scores_, strict=True))[::5]:
@@ -286,7 +291,7 @@ def test_probe_selectors_handle_regression():
     H = rng.normal(size=(5, 80, 6))
     y = 3 * H[2, :, 1] + 0.1 * rng.normal(size=80)
     assert BestSingleLayerSelector().fit(H, y).selected_layers_.tolist() == [2]
-    greedy = GreedyForwardSelector(k=2, random_state=0).fit(H, y)
+    greedy = GreedyForwardSelector(n_layers_to_select=2, random_state=0).fit(H, y)
     assert greedy.selection_order_[0] == 2 and greedy.path_scores_[0] > 0.9
     assert not hasattr(greedy, "classes_")
 
@@ -294,8 +299,8 @@ def test_probe_selectors_handle_regression():
 def test_exhaustive_refuses_too_many_subsets():
     H, y = _planted(n_layers=10)
     with pytest.raises(ValueError, match=r"C\(10, 3\) = 120 .*`max_subsets`=100"):
-        ExhaustiveSubsetSelector(k=3, max_subsets=100).fit(H, y)
-    ExhaustiveSubsetSelector(k=3, max_subsets=120).fit(H, y)
+        ExhaustiveSubsetSelector(n_layers_to_select=3, max_subsets=100).fit(H, y)
+    ExhaustiveSubsetSelector(n_layers_to_select=3, max_subsets=120).fit(H, y)
 
 
 def test_gram_route_equals_feature_route():
@@ -329,7 +334,8 @@ def test_fewer_samples_than_dimensions_work():
     for cls in [*PROBE_SELECTORS, MetricTopKSelector]:
         sel = _make(cls, random_state=0).fit(H, y)
         assert np.all(np.isfinite(sel.transform(H)))
-    assert GreedyForwardSelector(k=1, random_state=0).fit(H, y).selected_layers_[0] == 1
+    greedy = GreedyForwardSelector(n_layers_to_select=1, random_state=0).fit(H, y)
+    assert greedy.selected_layers_[0] == 1
 
 
 # --------------------------------------------------------------------------
@@ -339,7 +345,7 @@ def test_metric_top_k_picks_the_most_isotropic_layers():
     rng = np.random.RandomState(0)
     H = rng.normal(size=(5, 200, 8))
     H *= np.array([1.0, 8.0, 1.0, 3.0, 1.5])[:, None, None] ** np.linspace(0, 1, 8)
-    sel = MetricTopKSelector(metric="isotropy", k=2).fit(H)
+    sel = MetricTopKSelector(metric="isotropy", n_layers_to_select=2).fit(H)
     iso = [_geometry.isotropy_erank(_geometry.thin_svd(X)[1], 200, 8) for X in H]
     np.testing.assert_allclose(sel.metric_scores_, iso)
     assert sel.selection_order_.tolist() == list(np.argsort(iso)[::-1][:2])
@@ -353,7 +359,8 @@ def test_metric_top_k_uses_the_metrics_package(metric):
     rng = np.random.RandomState(0)
     H = rng.normal(size=(4, 120, 6)) @ np.diag([1, 1, 1, 0.3, 0.1, 0.01])
     H[2, :, 3:] *= 50
-    sel = MetricTopKSelector(metric=metric, k=3, max_samples=None).fit(H)
+    sel = MetricTopKSelector(metric=metric, n_layers_to_select=3,
+                             max_samples=None).fit(H)
     expected = getattr(metrics, metric)(H, max_prompts=None)
     np.testing.assert_allclose(sel.metric_scores_, expected)
     np.testing.assert_array_equal(sel.selection_order_, np.argsort(-expected)[:3])
@@ -363,7 +370,7 @@ def test_metric_params_are_forwarded():
     from skloes import metrics
 
     H = np.abs(np.random.RandomState(0).normal(size=(3, 40, 5))) - 0.5
-    sel = MetricTopKSelector(metric="dataset_entropy", k=1,
+    sel = MetricTopKSelector(metric="dataset_entropy", n_layers_to_select=1,
                              metric_params={"clamp_gram": True}).fit(H)
     expected = metrics.dataset_entropy(H, clamp_gram=True, max_prompts=None)
     np.testing.assert_allclose(sel.metric_scores_, expected)
@@ -372,24 +379,27 @@ def test_metric_params_are_forwarded():
 def test_metric_top_k_layer_scores_and_callable():
     H = np.random.RandomState(0).normal(size=(5, 20, 3))
     scores = [0.1, 0.9, 0.5, 0.9, 0.0]
-    sel = MetricTopKSelector(metric="layer_scores", layer_scores=scores, k=3).fit(H)
+    sel = MetricTopKSelector(metric="layer_scores", layer_scores=scores,
+                             n_layers_to_select=3).fit(H)
     assert sel.selection_order_.tolist() == [1, 3, 2]  # tie 1/3: smaller first
-    low = MetricTopKSelector(metric="layer_scores", layer_scores=scores, k=2,
-                             greater_is_better=False).fit(H)
+    low = MetricTopKSelector(metric="layer_scores", layer_scores=scores,
+                             n_layers_to_select=2, greater_is_better=False).fit(H)
     assert low.selection_order_.tolist() == [4, 0]
     H[3] *= 10
-    big = MetricTopKSelector(metric=lambda X: float(np.abs(X).mean()), k=1).fit(H)
+    big = MetricTopKSelector(metric=lambda X: float(np.abs(X).mean()),
+                             n_layers_to_select=1).fit(H)
     assert big.selected_layers_.tolist() == [3]
     with pytest.raises(ValueError, match="layer_scores"):
-        MetricTopKSelector(metric="layer_scores", layer_scores=[1, 2], k=1).fit(H)
+        MetricTopKSelector(metric="layer_scores", layer_scores=[1, 2],
+                           n_layers_to_select=1).fit(H)
     with pytest.raises(ValueError, match="metric"):
-        MetricTopKSelector(metric=lambda X: np.nan, k=1).fit(H)
+        MetricTopKSelector(metric=lambda X: np.nan, n_layers_to_select=1).fit(H)
 
 
 def test_metric_top_k_ignores_y():
     H, y = _planted()
-    a = MetricTopKSelector(k=3, max_samples=None).fit(H, y)
-    b = MetricTopKSelector(k=3, max_samples=None).fit(H)
+    a = MetricTopKSelector(n_layers_to_select=3, max_samples=None).fit(H, y)
+    b = MetricTopKSelector(n_layers_to_select=3, max_samples=None).fit(H)
     np.testing.assert_array_equal(a.selection_order_, b.selection_order_)
 
 
@@ -462,18 +472,18 @@ def test_ridge_probe_regressor_multioutput_and_string_labels():
 # --------------------------------------------------------------------------
 # sklearn citizenship
 # --------------------------------------------------------------------------
-def test_pipeline_and_grid_search_over_k():
+def test_pipeline_and_grid_search_over_the_budget():
     H, y = _planted(n=150, informative=(1, 4))
     X = _flat(H)
     pipe = Pipeline([("sel", GreedyForwardSelector(layer_dim=5, random_state=0)),
                      ("clf", LogisticRegression(max_iter=500))])
-    grid = GridSearchCV(pipe, {"sel__k": [1, 2, 3]}, cv=3).fit(X, y)
-    assert grid.best_params_["sel__k"] in (1, 2, 3)
+    grid = GridSearchCV(pipe, {"sel__n_layers_to_select": [1, 2, 3]}, cv=3).fit(X, y)
+    assert grid.best_params_["sel__n_layers_to_select"] in (1, 2, 3)
     assert grid.best_estimator_.named_steps["sel"].n_selected_ == grid.best_params_[
-        "sel__k"]
+        "sel__n_layers_to_select"]
     probe = GridSearchCV(Pipeline([("sel", LastKSelector(layer_dim=5)),
                                    ("probe", RidgeProbeClassifier(layer_dim=5))]),
-                         {"sel__k": [1, 6]}, cv=3).fit(X, y)
+                         {"sel__n_layers_to_select": [1, 6]}, cv=3).fit(X, y)
     assert probe.best_score_ > 0.5
 
 
@@ -501,12 +511,22 @@ def test_non_finite_input_is_rejected(cls):
 
 
 @pytest.mark.parametrize("cls", K_SELECTORS)
-def test_k_out_of_range(cls):
+def test_budget_out_of_range(cls):
     H, y = _planted(n_layers=4)
-    with pytest.raises(ValueError, match="`k` must be at most"):
-        cls(k=5).fit(H, y)
-    with pytest.raises(ValueError, match="'k' parameter"):
-        cls(k=0).fit(H, y)
+    with pytest.raises(ValueError, match="`n_layers_to_select` must be at most"):
+        cls(n_layers_to_select=5).fit(H, y)
+    with pytest.raises(ValueError, match="'n_layers_to_select' parameter"):
+        cls(n_layers_to_select=0).fit(H, y)
+
+
+@pytest.mark.parametrize("cls", K_SELECTORS)
+def test_auto_budget_is_four_clipped_to_the_candidates(cls):
+    H, y = _planted(n_layers=6)
+    assert cls(random_state=0).fit(H, y).n_selected_ == 4
+    H3 = H[:3]
+    assert cls(random_state=0).fit(H3, y).n_selected_ == 3
+    sel = cls(include_embedding=False, random_state=0).fit(H3, y)
+    assert sel.n_selected_ == 2 and 0 not in sel.selected_layers_
 
 
 @pytest.mark.parametrize("cls", PROBE_SELECTORS)
@@ -541,7 +561,8 @@ def test_bad_dimensions_and_layer_dim():
 def test_pandas_output_uses_layer_feature_names():
     pytest.importorskip("pandas")
     H, y = _planted()
-    sel = LastKSelector(k=2, layer_dim=5).set_output(transform="pandas")
+    sel = LastKSelector(n_layers_to_select=2, layer_dim=5)
+    sel.set_output(transform="pandas")
     out = sel.fit(_flat(H), y).transform(_flat(H))
     assert list(out.columns[:2]) == ["layer4_0", "layer4_1"]
     assert out.columns[-1] == "layer5_4"

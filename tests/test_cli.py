@@ -30,10 +30,11 @@ def _write_csv(path, texts, labels, text_col="review", label_col="stars"):
 
 def test_parser_defaults():
     args = build_parser().parse_args(["probe"])
-    assert (args.model, args.data, args.pooling, args.k, args.out) == (
+    assert (args.model, args.data, args.pooling, args.n_layers_to_select, args.out) == (
         None, "rotten_tomatoes", "mean", 4, "skloes_report"
     )
-    assert build_parser().parse_args(["probe", "--k", "auto"]).k == "auto"
+    args = build_parser().parse_args(["probe", "--n-layers-to-select", "auto"])
+    assert args.n_layers_to_select == "auto"
     args = build_parser().parse_args(["probe", "--max-samples", "all"])
     assert args.max_samples is None
 
@@ -67,7 +68,8 @@ def test_data_file_custom_columns_and_token_metrics(tmp_path, capsys,
     path = _write_csv(tmp_path / "reviews.csv", texts, labels)
     out = tmp_path / "out"
     status = main(["probe", "--model", tiny_model_path, "--data", str(path),
-                   "--text-column", "review", "--label-column", "stars", "--k", "2",
+                   "--text-column", "review", "--label-column", "stars",
+                   "--n-layers-to-select", "2",
                    "--token-metrics", "--out", str(out), "--device", "cpu"])
     assert status == 0, capsys.readouterr().err
     header = (out / "layers.csv").read_text().splitlines()[0].split(",")
@@ -80,7 +82,7 @@ def test_data_file_custom_columns_and_token_metrics(tmp_path, capsys,
     [
         (["probe", "--data", "imdb"], "unknown data set 'imdb'"),
         (["probe", "--data", "missing.csv"], "does not exist"),
-        (["probe", "--k", "zero"], "--k"),
+        (["probe", "--n-layers-to-select", "zero"], "--n-layers-to-select"),
         (["probe", "--pooling", "median"], "--pooling"),
         (["probe", "--max-samples", "3"], "--max-samples"),
         (["probe", "--frobnicate"], "unrecognized arguments"),

@@ -125,7 +125,7 @@ def test_nested_and_flat_inputs(planted):
     H, y = planted
     flat = np.ascontiguousarray(H.transpose(1, 0, 2)).reshape(90, -1)
     nested = LayerReport(n_layers_to_select=2, metrics=("isotropy",), nested=True,
-                         cv=3, baselines=("last_layer",)).fit(flat, y, layer_dim=6)
+                         cv=3, baselines=("last_layer",), layer_dim=6).fit(flat, y)
     assert nested.probe_scores_.shape == (4,)
     assert [m["method"] for m in nested.summary_] == ["loes", "last_layer"]
 
@@ -164,3 +164,14 @@ def test_bad_input_raises(planted, kwargs, fit_kwargs, y, match):
 )
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_a_metric_undefined_on_a_layer_is_nan_and_named(planted):
+    H, y = planted
+    H = H.copy()
+    H[1] = 1.0  # a constant layer: TwoNN has no distinct neighbours there
+    with pytest.warns(UserWarning, match=r"intrinsic_dim is undefined on layers \[1\]"):
+        report = LayerReport(metrics=("intrinsic_dim",), cv=2, n_layers_to_select=1,
+                             baselines=("last_layer",)).fit(H, y)
+    values = report.metrics_["intrinsic_dim"]
+    assert np.isnan(values[1]) and np.all(np.isfinite(np.delete(values, 1)))

@@ -10,6 +10,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
+from skloes.utils._validation import stack_view
+
 NORMALIZATIONS = ("maxEntropy", "logN", "logD", "logNlogD", "raw")
 
 
@@ -54,9 +56,14 @@ def _check_finite(owner, param, A):
 def as_layers(owner, X, *, param="X", min_samples=2, min_dim=1):
     """Validate a matrix (n, d) or a stack (n_layers, n, d) of float data.
 
+    The layer data contract (``doc/user_guide/data_contract.rst``): a flat
+    table that declares its layers (the output of ``HiddenStatesTransformer``)
+    is read as its stack; a plain 2-D table is one matrix.
+
     Returns ``(stack, single)``: a float64 stack and whether the input was
     one matrix (the metric then returns a float, not an array).
     """
+    X = stack_view(X)  # a flat table that declares its layers is a stack
     try:
         A = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError):

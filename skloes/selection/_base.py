@@ -1,8 +1,12 @@
-"""Fitted-layer methods shared by the layer selectors and the ScalarMix heads.
+"""What every layer selector shares: budget, calibration rows, candidates, masks.
 
-``LayerSupportMixin`` reads the fitted ``support_`` mask over layers;
-``LayerFeatureNamesMixin`` adds the ``layer{l}_{j}`` names of the fused columns
-from ``selected_layers_`` and ``dim_in_``. Mixins go left of ``BaseEstimator``.
+``resolve_n_layers`` turns a budget (an int or ``"auto"``) into a number of
+layers; ``calibration_rows`` draws the rows a selector looks at (stratified
+for classification); ``degenerate_layers`` finds the constant layers that are
+never candidates. ``LayerSupportMixin`` reads the fitted ``support_`` mask over
+layers; ``LayerFeatureNamesMixin`` adds the ``layer{l}_{j}`` names of the fused
+columns from ``selected_layers_`` and ``dim_in_``. Mixins go left of
+``BaseEstimator``.
 """
 
 # Authors: The skloes developers
@@ -10,10 +14,123 @@ from ``selected_layers_`` and ``dim_in_``. Mixins go left of ``BaseEstimator``.
 
 from __future__ import annotations
 
+from math import floor
+from numbers import Integral
+
 import numpy as np
+from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
+from skloes.utils._param_validation import Interval, StrOptions
 from skloes.utils._validation import layer_feature_names
+
+#: Budget that ``n_layers_to_select="auto"`` asks for (clipped to the candidates).
+AUTO_N_LAYERS = 4
+
+#: ``_parameter_constraints`` entry of a budget: a positive int or "auto".
+N_LAYERS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"),
+                       StrOptions({"auto"})]
+
+#: A layer is degenerate when its total variance is at most this fraction of
+#: the largest layer's (it carries no signal on the calibration rows).
+DEGENERATE_VARIANCE = 1e-12
+
+
+def resolve_n_layers(n_layers_to_select, n_candidates, name):
+    """The number of layers a selector picks, from its budget parameter.
+
+    Parameters
+    ----------
+    n_layers_to_select : int or "auto"
+        The budget; ``"auto"`` is ``min(4, n_candidates)``, valid on any input
+        (as ``RFE``'s default), an int must not exceed ``n_candidates``.
+    n_candidates : int
+        Number of candidate layers (at least 1).
+    name : str
+        The estimator name that prefixes the error message.
+
+    Returns
+    -------
+    n_select : int
+
+    Examples
+    --------
+    >>> from skloes.selection._base import resolve_n_layers
+    >>> resolve_n_layers("auto", 3, "X"), resolve_n_layers(2, 3, "X")
+    (3, 2)
+    """
+    if isinstance(n_layers_to_select, str) and n_layers_to_select == "auto":
+        return min(AUTO_N_LAYERS, n_candidates)
+    if n_layers_to_select > n_candidates:
+        raise ValueError(
+            f"{name}: `n_layers_to_select` must be at most the number of "
+            f"candidate layers ({n_candidates}); got {n_layers_to_select}."
+        )
+    return int(n_layers_to_select)
+
+
+def calibration_rows(max_samples, n, codes, rng):
+    """Sorted indices of the calibration rows, stratified for classification.
+
+    Parameters
+    ----------
+    max_samples : int, float in (0, 1] or None
+        A count, a fraction of ``n`` (floored), or None for all rows.
+    n : int
+        Number of rows.
+    codes : ndarray of shape (n,) or None
+        Integer class codes to stratify by; plain uniform draw when None or
+        when a class is too small to stratify.
+    rng : numpy.random.RandomState
+        The estimator's random state.
+
+    Returns
+    -------
+    rows : ndarray of int
+        Sorted row indices.
+    """
+    if max_samples is None:
+        count = n
+    elif isinstance(max_samples, Integral):
+        count = min(int(max_samples), n)
+    else:
+        count = min(n, floor(max_samples * n))
+    if count >= n:
+        return np.arange(n)
+    if codes is not None:
+        try:
+            rows, _ = train_test_split(np.arange(n), train_size=count,
+                                       stratify=codes, random_state=rng)
+            return np.sort(rows)
+        except ValueError:
+            pass
+    return np.sort(rng.choice(n, size=count, replace=False))
+
+
+def degenerate_layers(variances):
+    """Indices of the layers whose total variance is negligible.
+
+    Parameters
+    ----------
+    variances : ndarray of shape (n_layers,)
+        Total variance (sum over features) of each layer on the calibration
+        rows.
+
+    Returns
+    -------
+    layers : ndarray of int
+        Layers with variance ``<= DEGENERATE_VARIANCE`` times the largest.
+    """
+    variances = np.asarray(variances, dtype=np.float64)
+    if not variances.size:
+        return np.array([], dtype=int)
+    return np.flatnonzero(variances <= DEGENERATE_VARIANCE * variances.max())
+
+
+def total_variances(stack):
+    """Total variance of each layer of a float64 stack (one value per layer)."""
+    return np.array([((layer - layer.mean(axis=0)) ** 2).sum() / layer.shape[0]
+                     for layer in stack])
 
 
 class LayerSupportMixin:

@@ -1,8 +1,10 @@
-"""Baseline layer selectors and probes that LOES is measured against (spec §3).
+"""Baseline layer selectors that LOES is measured against.
 
-Every selector shares ``LOESSelector``'s interface and calibration rows. The
-ridge probes live in :mod:`skloes.selection._ridge_probe` and the ScalarMix heads in
-:mod:`skloes.selection._scalar_mix`; all are public from here.
+Every selector shares ``LOESSelector``'s interface, budget and calibration
+rows (:mod:`skloes.selection._base`). The ridge probes live in
+:mod:`skloes.selection._ridge_probe` and the ScalarMix heads in
+:mod:`skloes.selection._scalar_mix`; all are public from
+:mod:`skloes.baselines`.
 """
 
 # Authors: The skloes developers
@@ -12,23 +14,26 @@ from __future__ import annotations
 
 import warnings
 from itertools import combinations
-from math import comb, floor
+from math import comb
 from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.model_selection import check_cv, train_test_split
+from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from skloes import _geometry
-from skloes.selection._base import LayerFeatureNamesMixin
-from skloes.selection._ridge_probe import (
-    RidgeProbeClassifier,
-    RidgeProbeRegressor,
-    _held_out_split,
-    _SubsetScorer,
+from skloes.metrics import _dataset
+from skloes.selection._base import (
+    N_LAYERS_CONSTRAINT,
+    LayerFeatureNamesMixin,
+    calibration_rows,
+    degenerate_layers,
+    resolve_n_layers,
+    total_variances,
 )
-from skloes.selection._scalar_mix import ScalarMixClassifier, ScalarMixRegressor
+from skloes.selection._ridge_probe import _held_out_split, _SubsetScorer
+from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
@@ -51,10 +56,6 @@ __all__ = [
     "LastLayerSelector",
     "MetricTopKSelector",
     "RandomKSelector",
-    "RidgeProbeClassifier",
-    "RidgeProbeRegressor",
-    "ScalarMixClassifier",
-    "ScalarMixRegressor",
 ]
 
 _COMMON_CONSTRAINTS = {
@@ -67,7 +68,7 @@ _COMMON_CONSTRAINTS = {
     "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
     "random_state": ["random_state"],
 }
-_K_CONSTRAINT = {"k": [Interval(Integral, 1, None, closed="left")]}
+_K_CONSTRAINT = {"n_layers_to_select": N_LAYERS_CONSTRAINT}
 _TASK_CONSTRAINT = {"task": [StrOptions({"auto", "classification", "regression"})]}
 
 
@@ -86,36 +87,6 @@ def _check_length(estimator, y, shape):
             f"but `y` has {n_y} entries."
         )
 
-
-def _n_calibration(max_samples, n):
-    if max_samples is None:
-        return n
-    if isinstance(max_samples, Integral):
-        return min(int(max_samples), n)
-    return min(n, floor(max_samples * n))
-
-
-def _calibration_indices(max_samples, n, codes, rng):
-    """Sorted calibration rows (§2.1): stratified for classification."""
-    count = _n_calibration(max_samples, n)
-    if count >= n:
-        return np.arange(n)
-    if codes is not None:
-        try:
-            rows, _ = train_test_split(
-                np.arange(n), train_size=count, stratify=codes, random_state=rng
-            )
-            return np.sort(rows)
-        except ValueError:
-            pass
-    return np.sort(rng.choice(n, size=count, replace=False))
-
-
-def _degenerate_layers(stack):
-    """Layers whose total variance is ≤ 1e-12 of the largest (§1)."""
-    v = np.array([((layer - layer.mean(axis=0)) ** 2).sum() / layer.shape[0]
-                  for layer in stack])
-    return np.flatnonzero(v <= 1e-12 * v.max()) if v.size else np.array([], int)
 
 
 # --------------------------------------------------------------------------
@@ -177,7 +148,7 @@ class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator
                 target = None  # y only stratifies the calibration rows here
         rng = check_random_state(self.random_state)
         codes = target[2] if target is not None and target[1] is not None else None
-        cal = _calibration_indices(self.max_samples, n_samples, codes, rng)
+        cal = calibration_rows(self.max_samples, n_samples, codes, rng)
         self.calibration_indices_ = cal
         # float64 copy of the calibration rows, only for selectors that read them
         cal_stack = (np.asarray(stack[:, cal], dtype=np.float64)
@@ -187,8 +158,9 @@ class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator
             if target[1] is not None and self._needs_y:
                 self.classes_ = target[1]
         candidates = self._candidates(stack.shape[0], cal_stack)
-        self._check_budget(len(candidates))
-        order = np.asarray(self._select(cal_stack, target, candidates, rng), np.intp)
+        n_select = self._check_budget(len(candidates))
+        order = np.asarray(self._select(cal_stack, target, candidates, rng, n_select),
+                           np.intp)
         self.selection_order_ = order
         self.selected_layers_ = np.sort(order)
         self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
@@ -208,7 +180,7 @@ class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator
                 f"{name}: needs at least 3 calibration samples; got n_samples = "
                 f"{stack.shape[1]}."
             )
-        degenerate = _degenerate_layers(stack)
+        degenerate = degenerate_layers(total_variances(stack))
         self.degenerate_layers_ = degenerate
         if degenerate.size:
             warnings.warn(
@@ -220,6 +192,7 @@ class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator
         return np.setdiff1d(layers, degenerate)
 
     def _check_budget(self, n_candidates):
+        """The number of layers to pick (``n_layers_to_select`` resolved)."""
         name = type(self).__name__
         if n_candidates == 0:
             raise ValueError(
@@ -227,12 +200,10 @@ class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator
                 f"`include_embedding`={self.include_embedding}, constant layers "
                 "excluded)."
             )
-        k = getattr(self, "k", None)
-        if k is not None and k > n_candidates:
-            raise ValueError(
-                f"{name}: `k` must be at most the number of candidate layers "
-                f"({n_candidates}); got {k}."
-            )
+        budget = getattr(self, "n_layers_to_select", None)
+        if budget is None:
+            return None
+        return resolve_n_layers(budget, n_candidates, name)
 
     def transform(self, X):
         """Concatenate the selected layers in layer-index order.
@@ -257,10 +228,6 @@ class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.target_tags.required = self._needs_y
         return tags
-
-
-class _LabelBlind:
-    """Marker: the selector never reads y (only for stratified calibration)."""
 
 
 # --------------------------------------------------------------------------
@@ -303,27 +270,24 @@ _ATTR_DOC = """
         Width of each layer."""
 
 
-def _doc(cls):
-    cls.__doc__ = cls.__doc__.replace("    %(common)s", _COMMON_DOC.strip("\n"))
-    cls.__doc__ = cls.__doc__.replace("    %(attrs)s", _ATTR_DOC.strip("\n"))
-    return cls
+_doc = fill_doc(COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC)
 
 
 @_doc
-class LastLayerSelector(_LabelBlind, _BaseLayerSelector):
+class LastLayerSelector(_BaseLayerSelector):
     """Select the last layer (``n_layers - 1``).
 
     Parameters
     ----------
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
-    %(attrs)s
+    {ATTRS}
 
     See Also
     --------
-    LastKSelector : The k deepest layers.
+    LastKSelector : The deepest ``n_layers_to_select`` layers.
 
     Examples
     --------
@@ -341,59 +305,60 @@ class LastLayerSelector(_LabelBlind, _BaseLayerSelector):
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    def _select(self, stack, target, candidates, rng):
+    def _select(self, stack, target, candidates, rng, n_select):
         return [candidates[-1]]
 
 
 @_doc
-class LastKSelector(_LabelBlind, _BaseLayerSelector):
-    """Select the ``k`` deepest candidate layers.
+class LastKSelector(_BaseLayerSelector):
+    """Select the ``n_layers_to_select`` deepest candidate layers.
 
     Parameters
     ----------
-    k : int, default=4
-        Number of layers.
+    n_layers_to_select : int or "auto", default="auto"
+        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
+        any input.
 
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
-    %(attrs)s
+    {ATTRS}
 
     Examples
     --------
     >>> import numpy as np
     >>> from skloes.baselines import LastKSelector
     >>> H = np.random.RandomState(0).normal(size=(5, 10, 3))
-    >>> LastKSelector(k=2).fit(H).transform(H).shape
+    >>> LastKSelector(n_layers_to_select=2).fit(H).transform(H).shape
     (10, 6)
     """
 
     _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
 
-    def __init__(self, *, k=4, include_embedding=True, max_samples=2000,
-                 layer_dim=None, random_state=None):
-        self.k = k
+    def __init__(self, *, n_layers_to_select="auto", include_embedding=True,
+                 max_samples=2000, layer_dim=None, random_state=None):
+        self.n_layers_to_select = n_layers_to_select
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    def _select(self, stack, target, candidates, rng):
-        return candidates[::-1][: self.k]
+    def _select(self, stack, target, candidates, rng, n_select):
+        return candidates[::-1][:n_select]
 
 
 @_doc
-class AllLayersSelector(_LabelBlind, _BaseLayerSelector):
+class AllLayersSelector(_BaseLayerSelector):
     """Select every candidate layer (the concatenation of all layers).
 
     Parameters
     ----------
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
-    %(attrs)s
+    {ATTRS}
 
     Examples
     --------
@@ -411,46 +376,47 @@ class AllLayersSelector(_LabelBlind, _BaseLayerSelector):
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    def _select(self, stack, target, candidates, rng):
+    def _select(self, stack, target, candidates, rng, n_select):
         return candidates
 
 
 @_doc
-class RandomKSelector(_LabelBlind, _BaseLayerSelector):
-    """Select ``k`` distinct candidate layers uniformly at random (sanity check).
+class RandomKSelector(_BaseLayerSelector):
+    """Select ``n_layers_to_select`` candidate layers at random (a sanity check).
 
     Parameters
     ----------
-    k : int, default=4
-        Number of layers.
+    n_layers_to_select : int or "auto", default="auto"
+        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
+        any input.
 
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
-    %(attrs)s
+    {ATTRS}
 
     Examples
     --------
     >>> import numpy as np
     >>> from skloes.baselines import RandomKSelector
     >>> H = np.random.RandomState(0).normal(size=(6, 10, 2))
-    >>> RandomKSelector(k=3, random_state=0).fit(H).n_selected_
+    >>> RandomKSelector(n_layers_to_select=3, random_state=0).fit(H).n_selected_
     3
     """
 
     _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
 
-    def __init__(self, *, k=4, include_embedding=True, max_samples=2000,
-                 layer_dim=None, random_state=None):
-        self.k = k
+    def __init__(self, *, n_layers_to_select="auto", include_embedding=True,
+                 max_samples=2000, layer_dim=None, random_state=None):
+        self.n_layers_to_select = n_layers_to_select
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    def _select(self, stack, target, candidates, rng):
-        return rng.choice(candidates, size=self.k, replace=False)
+    def _select(self, stack, target, candidates, rng, n_select):
+        return rng.choice(candidates, size=n_select, replace=False)
 
 
 # --------------------------------------------------------------------------
@@ -461,9 +427,7 @@ _TASK_DOC = """
         How ``y`` is read; "auto" uses ``type_of_target``."""
 
 
-def _probe_doc(cls):
-    cls.__doc__ = cls.__doc__.replace("    %(task)s", _TASK_DOC.strip("\n"))
-    return _doc(cls)
+_probe_doc = fill_doc(COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC, TASK=_TASK_DOC)
 
 
 class _ProbeSelector(_BaseLayerSelector):
@@ -484,9 +448,9 @@ class BestSingleLayerSelector(_ProbeSelector):
     cv : int, cross-validation generator or iterable, default=5
         Folds over the calibration rows (stratified for classification).
 
-    %(task)s
+    {TASK}
 
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
@@ -499,7 +463,7 @@ class BestSingleLayerSelector(_ProbeSelector):
     degenerate_layers_ : ndarray
         Constant layers, excluded with a warning.
 
-    %(attrs)s
+    {ATTRS}
 
     Examples
     --------
@@ -526,7 +490,7 @@ class BestSingleLayerSelector(_ProbeSelector):
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    def _select(self, stack, target, candidates, rng):
+    def _select(self, stack, target, candidates, rng, n_select):
         classification = target[0] == "classification"
         cv = check_cv(self.cv, target[2] if classification else None,
                       classifier=classification)
@@ -548,7 +512,7 @@ class BestSingleLayerSelector(_ProbeSelector):
 
 @_probe_doc
 class ExhaustiveSubsetSelector(_ProbeSelector):
-    """Score every ``k``-subset of candidate layers; keep the best.
+    """Score every subset of ``n_layers_to_select`` layers; keep the best.
 
     Each subset is scored by the ridge probe fitted on a stratified fit part
     of the calibration rows and scored on the held-out part
@@ -558,8 +522,8 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
 
     Parameters
     ----------
-    k : int, default=4
-        Subset size.
+    n_layers_to_select : int or "auto", default="auto"
+        Subset size; ``"auto"`` is ``min(4, n_candidates)``.
 
     max_subsets : int, default=20000
         Refuse (``ValueError``) when ``C(n_candidates, k)`` is larger.
@@ -567,9 +531,9 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
     validation_fraction : float, default=0.2
         Held-out fraction of the calibration rows.
 
-    %(task)s
+    {TASK}
 
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
@@ -577,7 +541,7 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
         Sorted rows (of ``X``) that scored the subsets; the probe was fitted
         on the other calibration rows.
 
-    subsets_ : ndarray of shape (n_subsets, k)
+    subsets_ : ndarray of shape (n_subsets, n_selected_)
         Every subset, in lexicographic order.
 
     subset_scores_ : ndarray of shape (n_subsets,)
@@ -589,7 +553,7 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
     degenerate_layers_ : ndarray
         Constant layers, excluded with a warning.
 
-    %(attrs)s
+    {ATTRS}
 
     Examples
     --------
@@ -599,7 +563,8 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
     >>> y = rng.randint(0, 2, size=80)
     >>> H = rng.normal(size=(5, 80, 4))
     >>> H[1, :, 0] += 3 * y
-    >>> sel = ExhaustiveSubsetSelector(k=2, random_state=0).fit(H, y)
+    >>> sel = ExhaustiveSubsetSelector(n_layers_to_select=2,
+    ...                                random_state=0).fit(H, y)
     >>> sel.subsets_.shape, bool(1 in sel.selected_layers_)
     ((10, 2), True)
     """
@@ -610,10 +575,10 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
         "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
     }
 
-    def __init__(self, *, k=4, max_subsets=20000, validation_fraction=0.2,
-                 task="auto", include_embedding=True, max_samples=2000,
-                 layer_dim=None, random_state=None):
-        self.k = k
+    def __init__(self, *, n_layers_to_select="auto", max_subsets=20000,
+                 validation_fraction=0.2, task="auto", include_embedding=True,
+                 max_samples=2000, layer_dim=None, random_state=None):
+        self.n_layers_to_select = n_layers_to_select
         self.max_subsets = max_subsets
         self.validation_fraction = validation_fraction
         self.task = task
@@ -623,22 +588,23 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
         self.random_state = random_state
 
     def _check_budget(self, n_candidates):
-        super()._check_budget(n_candidates)
-        total = comb(n_candidates, self.k)
+        n_select = super()._check_budget(n_candidates)
+        total = comb(n_candidates, n_select)
         if total > self.max_subsets:
             raise ValueError(
                 f"{type(self).__name__}: scoring every subset means C({n_candidates},"
-                f" {self.k}) = {total} probe fits, more than `max_subsets`="
-                f"{self.max_subsets}. Raise `max_subsets`, lower `k`, or use "
-                "GreedyForwardSelector."
+                f" {n_select}) = {total} probe fits, more than `max_subsets`="
+                f"{self.max_subsets}. Raise `max_subsets`, lower "
+                "`n_layers_to_select`, or use GreedyForwardSelector."
             )
+        return n_select
 
-    def _select(self, stack, target, candidates, rng):
+    def _select(self, stack, target, candidates, rng, n_select):
         fit, held = _held_out_split(stack.shape[1], target,
                                     self.validation_fraction, rng)
         self.held_out_indices_ = self.calibration_indices_[held]
         scorer = _SubsetScorer(stack, target, fit, held)
-        subsets = np.array(list(combinations(candidates, self.k)), dtype=np.intp)
+        subsets = np.array(list(combinations(candidates, n_select)), dtype=np.intp)
         self.subsets_ = subsets
         self.subset_scores_ = np.array([scorer(s) for s in subsets])
         best = subsets[int(np.argmax(self.subset_scores_))]
@@ -647,7 +613,7 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
 
 @_probe_doc
 class GreedyForwardSelector(_ProbeSelector):
-    """Forward selection: ``k`` times, add the layer that most helps the probe.
+    """Forward selection: add, one at a time, the layer that most helps the probe.
 
     From ``S = ∅``, each step adds ``argmax_l probe(S ∪ {l})`` scored on the
     held-out part of the calibration rows (ties: the smaller index); this is
@@ -655,15 +621,16 @@ class GreedyForwardSelector(_ProbeSelector):
 
     Parameters
     ----------
-    k : int, default=4
-        Number of layers.
+    n_layers_to_select : int or "auto", default="auto"
+        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
+        any input.
 
     validation_fraction : float, default=0.2
         Held-out fraction of the calibration rows.
 
-    %(task)s
+    {TASK}
 
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
@@ -684,7 +651,7 @@ class GreedyForwardSelector(_ProbeSelector):
     degenerate_layers_ : ndarray
         Constant layers, excluded with a warning.
 
-    %(attrs)s
+    {ATTRS}
 
     Examples
     --------
@@ -694,7 +661,8 @@ class GreedyForwardSelector(_ProbeSelector):
     >>> y = rng.randint(0, 2, size=80)
     >>> H = rng.normal(size=(5, 80, 4))
     >>> H[3, :, 0] += 3 * y
-    >>> GreedyForwardSelector(k=2, random_state=0).fit(H, y).selection_order_[0]
+    >>> GreedyForwardSelector(n_layers_to_select=2, random_state=0).fit(
+    ...     H, y).selection_order_[0]
     np.int64(3)
     """
 
@@ -703,10 +671,10 @@ class GreedyForwardSelector(_ProbeSelector):
         "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
     }
 
-    def __init__(self, *, k=4, validation_fraction=0.2, task="auto",
-                 include_embedding=True, max_samples=2000, layer_dim=None,
+    def __init__(self, *, n_layers_to_select="auto", validation_fraction=0.2,
+                 task="auto", include_embedding=True, max_samples=2000, layer_dim=None,
                  random_state=None):
-        self.k = k
+        self.n_layers_to_select = n_layers_to_select
         self.validation_fraction = validation_fraction
         self.task = task
         self.include_embedding = include_embedding
@@ -714,14 +682,14 @@ class GreedyForwardSelector(_ProbeSelector):
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    def _select(self, stack, target, candidates, rng):
+    def _select(self, stack, target, candidates, rng, n_select):
         fit, held = _held_out_split(stack.shape[1], target,
                                     self.validation_fraction, rng)
         self.held_out_indices_ = self.calibration_indices_[held]
         scorer = _SubsetScorer(stack, target, fit, held)
         order, path = [], []
-        table = np.full((self.k, self.n_layers_in_), np.nan)
-        for step in range(self.k):
+        table = np.full((n_select, self.n_layers_in_), np.nan)
+        for step in range(n_select):
             rest = [l for l in candidates if l not in order]
             for l in rest:
                 table[step, l] = scorer(sorted([*order, l]))
@@ -744,17 +712,15 @@ def _named_metric(name, layer, params):
     """One named metric of one calibration matrix (definitions live elsewhere)."""
     if name == "isotropy":
         return _geometry.isotropy_erank(_geometry.thin_svd(layer)[1], *layer.shape)
-    from skloes import metrics  # lazy: metrics imports this module lazily too
-
-    fn = getattr(metrics, name)
+    fn = getattr(_dataset, name)
     if name in ("dataset_entropy", "effective_rank", "intrinsic_dim"):
         params = {"max_prompts": None, **params}
     return fn(layer, **params)
 
 
 @_doc
-class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
-    """Select the ``k`` layers with the highest label-free metric.
+class MetricTopKSelector(_BaseLayerSelector):
+    """Select the ``n_layers_to_select`` layers with the highest label-free metric.
 
     Each candidate layer's calibration matrix (the pooled rows, as given) is
     scored by ``metric``; ``y`` is ignored except to stratify the calibration
@@ -771,8 +737,9 @@ class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
         ``"layer_scores"``: the user array ``layer_scores``; a callable maps
         an ``(n, d)`` array to a float. Named metrics are higher-is-better.
 
-    k : int, default=4
-        Number of layers.
+    n_layers_to_select : int or "auto", default="auto"
+        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
+        any input.
 
     layer_scores : array-like of shape (n_layers,) or None, default=None
         One score per layer (all layers, index 0 = embedding output), used
@@ -787,7 +754,7 @@ class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
         Keyword arguments of the named metric's function, e.g.
         ``{"clamp_gram": True}`` for the authors' ``dataset_entropy``.
 
-    %(common)s
+    {COMMON}
 
     Attributes
     ----------
@@ -797,7 +764,7 @@ class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
     degenerate_layers_ : ndarray
         Constant layers, excluded with a warning.
 
-    %(attrs)s
+    {ATTRS}
 
     Examples
     --------
@@ -805,7 +772,7 @@ class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
     >>> from skloes.baselines import MetricTopKSelector
     >>> H = np.random.RandomState(0).normal(size=(4, 50, 6))
     >>> H[1, :, 0] *= 10.0  # layer 1 is far from isotropic
-    >>> sel = MetricTopKSelector(metric="isotropy", k=3).fit(H)
+    >>> sel = MetricTopKSelector(metric="isotropy", n_layers_to_select=3).fit(H)
     >>> sel.selected_layers_
     array([0, 2, 3])
     """
@@ -818,12 +785,13 @@ class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
         "metric_params": [dict, None],
     }
 
-    def __init__(self, *, metric="isotropy", k=4, layer_scores=None,
+    def __init__(self, *, metric="isotropy", n_layers_to_select="auto",
+                 layer_scores=None,
                  greater_is_better=True, metric_params=None,
                  include_embedding=True, max_samples=2000, layer_dim=None,
                  random_state=None):
         self.metric = metric
-        self.k = k
+        self.n_layers_to_select = n_layers_to_select
         self.layer_scores = layer_scores
         self.greater_is_better = greater_is_better
         self.metric_params = metric_params
@@ -851,7 +819,7 @@ class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
             )
         return scores
 
-    def _select(self, stack, target, candidates, rng):
+    def _select(self, stack, target, candidates, rng, n_select):
         name = type(self).__name__
         params = dict(self.metric_params or {})
         scores = np.full(self.n_layers_in_, np.nan)
@@ -875,4 +843,4 @@ class MetricTopKSelector(_LabelBlind, _BaseLayerSelector):
         sign = -1.0 if (self.greater_is_better or isinstance(self.metric, str)
                         and self.metric != "layer_scores") else 1.0
         order = np.argsort(sign * scores[candidates], kind="stable")
-        return candidates[order[: self.k]]
+        return candidates[order[:n_select]]

@@ -16,7 +16,6 @@ from math import floor
 from numbers import Integral
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 
 from skloes._geometry import (
@@ -32,6 +31,8 @@ from skloes._geometry import (
     triangle_areas,
 )
 from skloes._ridge import ridge_svd, ridge_train_loss
+from skloes.selection._base import calibration_rows as _calibration_rows
+from skloes.selection._base import degenerate_layers
 
 #: Component values of each variant (spec §2.2); ``alpha`` is the score weight.
 VARIANTS = {
@@ -53,29 +54,6 @@ SCORE_KEYS = ("score", "loss", "isotropy", "redundancy", "triangle", "ridge_alph
 ORTH_RIDGE_EPS = 1e-6      # ε_o of the reference projection
 DUPLICATE_CKA = 1 - 1e-10  # the duplicate guard's threshold
 EXHAUSTED = 1e-10          # ‖X̃‖²/‖X‖² below which a candidate is exhausted
-
-# --------------------------------------------------------------------------
-# Calibration rows (§2.1)
-# --------------------------------------------------------------------------
-def _calibration_rows(max_samples, n, codes, rng):
-    """Sorted calibration indices: stratified for classification (§2.1)."""
-    if max_samples is None:
-        count = n
-    elif isinstance(max_samples, Integral):
-        count = min(int(max_samples), n)
-    else:
-        count = min(n, floor(max_samples * n))
-    if count >= n:
-        return np.arange(n)
-    if codes is not None:
-        try:
-            rows, _ = train_test_split(np.arange(n), train_size=count,
-                                       stratify=codes, random_state=rng)
-            return np.sort(rows)
-        except ValueError:
-            pass
-    return np.sort(rng.choice(n, size=count, replace=False))
-
 
 def _draw_triplets(rule, n_classes, rng):
     """The triangle triplets, drawn once per fit (§2.2, §2.4, §2.5)."""
@@ -229,7 +207,7 @@ class _Path:
             raws.append(X)
         self.layer_mean = np.vstack(means)
         self.layer_scale = np.sqrt(var)
-        self.degenerate = np.flatnonzero(var <= 1e-12 * var.max())
+        self.degenerate = degenerate_layers(var)
         first = 0 if self.cfg["include_embedding"] else 1
         self.candidates = [l for l in range(first, n_layers)
                            if l not in set(self.degenerate.tolist())]

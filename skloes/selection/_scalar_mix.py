@@ -31,7 +31,7 @@ from sklearn.utils.validation import (
 
 from skloes.selection._base import LayerSupportMixin
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
-from skloes.utils._validation import input_ndim, validate_layers
+from skloes.utils._validation import validate_layers
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
@@ -79,12 +79,8 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
 
     def _stack(self, X, y=None, reset=True):
         """The layer stack; with ``y``, check it is given and matches X."""
-        layer_dim = self.layer_dim
-        if layer_dim is None and input_ndim(X) == 2:  # a plain table is one layer
-            shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
-            layer_dim = shape[1] if reset else self.dim_in_
-        stack = validate_layers(self, X, layer_dim=layer_dim, reset=reset,
-                                dtype=(np.float64, np.float32))
+        stack = validate_layers(self, X, layer_dim=self.layer_dim, reset=reset,
+                                dtype=(np.float64, np.float32), plain="one_layer")
         if reset:
             name = type(self).__name__
             if y is None:
@@ -276,9 +272,10 @@ _MIX_DOC = """
         Whether layer 0 (the embedding output) is mixed.
 
     layer_dim : int or None, default=None
-        Block width of a flat table; ``None`` reads a 2-D ``X`` as one layer
-        (as :class:`~skloes.GeoRegFineTuner` does: a mix of width-1 layers
-        would be a scalar). Ignored for a stack.
+        Block width of a flat table. None reads the width the table declares
+        (the output of :class:`~skloes.HiddenStatesTransformer`), and a plain
+        table as one layer (a mix of width-1 layers would be a scalar); see
+        :ref:`data_contract`. Ignored for a stack.
 
     device : str, default="cpu"
         Torch device.

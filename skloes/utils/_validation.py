@@ -1,8 +1,11 @@
-"""Validation of the layer data contract: a stack or a flat table of layer blocks.
+"""The layer data contract (see ``doc/user_guide/data_contract.rst``).
 
-A 3-D array is a stack ``(n_layers, n_samples, dim)``; a 2-D array is a flat
-table ``(n_samples, n_layers * dim)`` whose block width is ``layer_dim``
-(``None``: every column is its own block). The layout is never guessed.
+A 3-D array is a stack ``(n_layers, n_samples, dim)``. A 2-D array is a flat
+table ``(n_samples, n_layers * dim)`` whose block width comes, in this order,
+from the ``layer_dim`` parameter, from a :class:`LayerTable` marker (the flat
+numpy output of ``HiddenStatesTransformer``), or from ``layer{l}_{j}``
+column names (its pandas output). A table with none of these is a plain
+feature table. The layout is never guessed from the numbers.
 """
 
 # Authors: The skloes developers
@@ -10,6 +13,7 @@ table ``(n_samples, n_layers * dim)`` whose block width is ``layer_dim``
 
 from __future__ import annotations
 
+import re
 from numbers import Integral
 
 import numpy as np
@@ -19,8 +23,140 @@ from sklearn.utils.validation import check_array, validate_data
 FLOAT_DTYPES = (np.float64, np.float32, np.float16)
 
 
+_LAYER_NAME = re.compile(r"layer(\d+)_(\d+)")
+
+
 def _name(estimator) -> str:
     return type(estimator).__name__
+
+
+class LayerTable(np.ndarray):
+    """A flat table that knows its layer blocks: ``np.ndarray`` plus ``layer_dim``.
+
+    ``HiddenStatesTransformer(output="flat")`` returns one, so that the next
+    step of a ``Pipeline`` of numpy arrays reads its ``n_layers`` blocks of
+    ``layer_dim`` columns without being told. Row selections (``X[rows]``,
+    ``X.take(rows, axis=0)``, as done by scikit-learn's splitters), ufuncs and
+    copies keep the marker; anything that changes the number of columns or the
+    number of dimensions (column slices, reshapes, reductions) drops it, and
+    ``np.asarray`` (hence ``check_array``) returns the plain array. Pickling
+    keeps it.
+
+    Parameters
+    ----------
+    input_array : array-like of shape (n_samples, n_layers * layer_dim)
+        The flat table.
+    layer_dim : int
+        Width of each layer block.
+    layers : array-like of int or None, default=None
+        The Hugging Face ``hidden_states`` index of each block, if known.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.utils._validation import LayerTable
+    >>> X = LayerTable(np.zeros((4, 6)), layer_dim=3, layers=[2, 5])
+    >>> X[:2].layer_dim, X[:, :3].layer_dim
+    (3, None)
+    """
+
+    def __new__(cls, input_array, layer_dim, layers=None):
+        obj = np.asarray(input_array).view(cls)
+        obj._n_columns = obj.shape[1] if obj.ndim == 2 else None
+        obj.layer_dim = int(layer_dim)
+        obj.layers = None if layers is None else np.asarray(layers, dtype=np.intp)
+        return obj
+
+    def __array_finalize__(self, obj):
+        width = getattr(obj, "layer_dim", None)
+        n_columns = getattr(obj, "_n_columns", None)
+        keep = (width is not None and self.ndim == 2
+                and self.shape[1] == n_columns)
+        self._n_columns = n_columns if keep else None
+        self.layer_dim = width if keep else None
+        self.layers = getattr(obj, "layers", None) if keep else None
+
+    def transpose(self, *axes):
+        """Transpose; the result is a plain array (its columns are the rows)."""
+        return np.asarray(self).transpose(*axes)
+
+    @property
+    def T(self):  # noqa: N802 - numpy's name
+        """The transpose, as a plain array."""
+        return self.transpose()
+
+    def __reduce__(self):
+        reconstruct, args, state = super().__reduce__()
+        return reconstruct, args, (state, self.layer_dim, self.layers)
+
+    def __setstate__(self, state):
+        base, width, layers = state
+        super().__setstate__(base)
+        self.layer_dim, self.layers = width, layers
+        self._n_columns = self.shape[1] if width is not None else None
+
+
+def flat_layer_dim(X):
+    """The block width that a 2-D ``X`` declares itself, or None.
+
+    Read from a :class:`LayerTable` marker, else from column names
+    ``layer{l}_{j}`` laid out block by block (``j`` running ``0..dim-1`` in
+    every block, blocks of one width). Call it before any conversion:
+    ``np.asarray`` drops the marker and the names.
+
+    Parameters
+    ----------
+    X : array-like
+        Any input.
+
+    Returns
+    -------
+    layer_dim : int or None
+        None for a plain table (or a 3-D stack).
+    """
+    if isinstance(X, LayerTable):
+        width = X.layer_dim
+        if width is not None and X.ndim == 2 and X.shape[1] == X._n_columns:
+            return int(width)
+        return None
+    columns = getattr(X, "columns", None)
+    if columns is None or len(columns) == 0:
+        return None
+    units = []
+    for name in columns:
+        match = _LAYER_NAME.fullmatch(name) if isinstance(name, str) else None
+        if match is None:
+            return None
+        units.append((int(match.group(1)), int(match.group(2))))
+    width = 1 + max(j for _, j in units)
+    if len(units) % width:
+        return None
+    for start in range(0, len(units), width):
+        block = units[start:start + width]
+        units_ok = [j for _, j in block] == list(range(width))
+        if not units_ok or len({l for l, _ in block}) != 1:
+            return None
+    return width
+
+
+def mark_layers(flat, layer_dim, layers=None):
+    """Return ``flat`` as a :class:`LayerTable` (no copy).
+
+    Parameters
+    ----------
+    flat : ndarray of shape (n_samples, n_layers * layer_dim)
+        A flat table laid out block by block.
+    layer_dim : int
+        Width of each block.
+    layers : array-like of int or None, default=None
+        The ``hidden_states`` index of each block.
+
+    Returns
+    -------
+    table : LayerTable
+        A view of ``flat`` carrying ``layer_dim`` and ``layers``.
+    """
+    return LayerTable(flat, layer_dim, layers)
 
 
 def validate_layers(
@@ -31,9 +167,15 @@ def validate_layers(
     layer_dim=None,
     reset=True,
     dtype=np.float64,
+    plain="columns",
     **check_params,
 ):
-    """Validate a stack or flat table and return it as a stack view.
+    """Validate layer data (the one contract) and return it as a stack view.
+
+    A 3-D ``X`` is a stack. A 2-D ``X`` is a flat table whose block width is
+    ``layer_dim``, else the width ``X`` declares (:func:`flat_layer_dim`: the
+    :class:`LayerTable` marker or ``layer{l}_{j}`` column names); a table
+    with neither is a plain feature table, read as ``plain`` says.
 
     Parameters
     ----------
@@ -46,11 +188,16 @@ def validate_layers(
     y : array-like of shape (n_samples,), None or "no_validation"
         Targets, checked for length against the samples axis.
     layer_dim : int or None
-        Block width of a flat table; ignored for a stack.
+        Block width of a flat table (the estimator's parameter); ignored for a
+        stack. It must agree with a width the table declares.
     reset : bool
         Whether this is ``fit`` (record the layout) or a later call (check it).
     dtype : dtype or tuple of dtypes
         Passed to :func:`~sklearn.utils.check_array`.
+    plain : {"columns", "one_layer"}, default="columns"
+        How a plain feature table is read: every column its own block (the
+        selectors: a plain table makes them feature selectors), or the whole
+        table as one layer (the heads, whose per-layer adapters need width).
     **check_params : dict
         Passed to :func:`~sklearn.utils.validation.validate_data` (2-D input) or
         :func:`~sklearn.utils.check_array` (3-D input).
@@ -67,8 +214,11 @@ def validate_layers(
     if ndim == 3:
         out = _validate_stack(estimator, X, y, reset=reset, dtype=dtype, **check_params)
     elif ndim == 2:
+        if reset:
+            layer_dim = _flat_width(name, X, layer_dim, plain)
         out = _validate_flat(
-            estimator, X, y, layer_dim=layer_dim, reset=reset, dtype=dtype, **check_params
+            estimator, X, y, layer_dim=layer_dim, reset=reset, dtype=dtype,
+            **check_params,
         )
     else:
         raise ValueError(
@@ -207,12 +357,45 @@ def _validate_flat(estimator, X, y, *, layer_dim, reset, dtype, **check_params):
     return stack if no_y else (stack, None if y is None else y)
 
 
+def _flat_width(name, X, layer_dim, plain):
+    """The block width of a 2-D ``X`` by the contract's order (None: columns)."""
+    declared = flat_layer_dim(X)
+    if layer_dim is not None and declared is not None and layer_dim != declared:
+        raise ValueError(
+            f"{name}: `layer_dim`={layer_dim} contradicts the flat table `X`, "
+            f"whose layout declares blocks of {declared} columns (the output of "
+            "HiddenStatesTransformer); leave layer_dim=None."
+        )
+    width = layer_dim if layer_dim is not None else declared
+    if width is None and plain == "one_layer":
+        shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
+        width = max(int(shape[1]), 1)
+    return width
+
+
+def stack_view(X):
+    """A 2-D table that declares its layout as a stack view; anything else as is.
+
+    The metrics' entry point of the contract: a :class:`LayerTable` or a
+    DataFrame with ``layer{l}_{j}`` columns becomes its
+    ``(n_layers, n_samples, layer_dim)`` stack; a plain table stays one matrix.
+    """
+    width = flat_layer_dim(X)
+    if width is None or input_ndim(X) != 2:
+        return X
+    flat = np.asarray(X)
+    n_samples, n_features = flat.shape
+    return flat.reshape(n_samples, n_features // width, width).transpose(1, 0, 2)
+
+
 def _check_layer_dim(name, layer_dim, n_features):
     if layer_dim is None:
         return 1
-    if not isinstance(layer_dim, Integral) or isinstance(layer_dim, bool) or layer_dim < 1:
+    if (not isinstance(layer_dim, Integral) or isinstance(layer_dim, bool)
+            or layer_dim < 1):
         raise ValueError(
-            f"{name}: `layer_dim` must be a positive integer or None; got {layer_dim!r}."
+            f"{name}: `layer_dim` must be a positive integer or None; got "
+            f"{layer_dim!r}."
         )
     if n_features % layer_dim:
         raise ValueError(
@@ -270,6 +453,31 @@ def layer_feature_names(layers, dim):
     )
 
 
-def fuse_layers(stack, layers):
-    """Concatenate ``stack[l]`` over ``layers`` along the feature axis."""
-    return np.concatenate([stack[l] for l in layers], axis=1)
+def fuse_layers(stack, layers, mean=None, scale=None, dtype=None):
+    """Concatenate ``stack[l]`` over ``layers`` (in the given order) by columns.
+
+    Parameters
+    ----------
+    stack : ndarray of shape (n_layers, n_samples, dim)
+        The layer stack.
+    layers : array-like of int
+        The layers to concatenate.
+    mean, scale : ndarray of shape (n_layers, dim) and (n_layers,) or None
+        When given, each block ``l`` is centred by ``mean[l]`` and divided by
+        ``scale[l]`` (in float64) before concatenation.
+    dtype : dtype or None, default=None
+        Dtype of the result (None: numpy's promotion of the blocks).
+
+    Returns
+    -------
+    fused : ndarray of shape (n_samples, len(layers) * dim)
+        The fused embedding.
+    """
+    blocks = []
+    for l in layers:
+        block = stack[l]
+        if mean is not None:
+            block = (np.asarray(block, dtype=np.float64) - mean[l]) / scale[l]
+        blocks.append(block)
+    out = np.concatenate(blocks, axis=1)
+    return out if dtype is None else out.astype(dtype, copy=False)
