@@ -27,7 +27,7 @@ def thin_svd(X, *, center=True, return_v=False):
     """Thin SVD ``X_c = U diag(s) Vᵀ`` from ``eigh`` of the smaller Gram.
 
     Components with ``s_j² <= s_1²·max(n, d)·eps`` are dropped (the rank rule
-    of the spec), so ``U`` has orthonormal columns spanning the numerical
+    ``RANK_RTOL``), so ``U`` has orthonormal columns spanning the numerical
     column space of the (centred) data.
 
     Parameters

@@ -406,7 +406,9 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
         Cross-entropy + accuracy, or MSE + R².
     generator : torch.Generator or None, default=None
         Source of shuffles, triplets and (through ``forward``) dropout.
-    max_epochs, batch_size, weight_decay, warmup, clip_norm : see the spec §4.5
+    max_epochs, batch_size, weight_decay, warmup, clip_norm : int or float
+        Epoch cap, mini-batch size, AdamW weight decay, warmup fraction of the
+        steps (linear, then cosine decay) and gradient-norm clip.
     n_iter_no_change : int, default=3
         Patience in epochs.
     tol : float, default=1e-4

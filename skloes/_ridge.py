@@ -1,7 +1,7 @@
 """Ridge regression with an unpenalised intercept on thin-SVD or Gram factors.
 
-This is the ridge primitive of the spec (§2.3), shared by ``LOESSelector`` and
-the ridge probe of ``skloes.baselines``. A fit is described by the centred
+This is the ridge primitive (see :ref:`loes_score`), shared by ``LOESSelector``
+and the ridge probe of ``skloes.baselines``. A fit is described by the centred
 thin SVD ``A_c = U diag(s) Vᵀ`` of the features (or the eigendecomposition of
 the centred Gram ``A_c A_cᵀ = U diag(s²) Uᵀ``) and a target ``T``:
 
@@ -220,8 +220,8 @@ def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     loss : {"loo", "train"}, default="loo"
         Which loss ``RidgeSolution.loss`` reports.
     loo_denominator : float or None, default=None
-        Denominator of the LOO loss; None uses ``‖T_c‖_F²`` (the spec fixes it
-        to ``‖Y - 1ȳᵀ‖_F²`` of the original targets for a whole selection).
+        Denominator of the LOO loss; None uses ``‖T_c‖_F²`` (a LOES path fixes
+        it to ``‖Y - 1ȳᵀ‖_F²`` of the original targets for a whole selection).
 
     Returns
     -------

@@ -439,7 +439,7 @@ def test_ridge_probe_classifier_equals_direct_solve(n):
     X[:, :3] += np.eye(3)[y] * 2
     clf = RidgeProbeClassifier(layer_dim=4).fit(X, y)
     lam, predict = _direct_probe(X, np.eye(3)[y], 4)
-    assert clf.alpha_ == pytest.approx(lam, rel=1e-12)
+    assert clf.ridge_alpha_ == pytest.approx(lam, rel=1e-12)
     Xt = rng.normal(size=(7, 16))
     np.testing.assert_allclose(clf.decision_function(Xt), predict(Xt), atol=1e-8)
     np.testing.assert_array_equal(clf.predict(Xt), predict(Xt).argmax(1))
@@ -452,7 +452,7 @@ def test_ridge_probe_global_scale_without_layer_dim():
     reg = RidgeProbeRegressor().fit(X, y)
     Ys = (y - y.mean()) / y.std()
     lam, predict = _direct_probe(X, Ys[:, None], 6)
-    assert reg.alpha_ == pytest.approx(lam, rel=1e-12)
+    assert reg.ridge_alpha_ == pytest.approx(lam, rel=1e-12)
     np.testing.assert_allclose(reg.predict(X), predict(X)[:, 0] * y.std() + y.mean(),
                                atol=1e-8)
     assert np.unique(reg.layer_scale_).size == 1

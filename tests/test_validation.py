@@ -193,7 +193,11 @@ def test_stack_view_is_the_metrics_entry_point():
 
 
 def test_every_consumer_reads_a_marked_table_as_its_layers():
-    from skloes.baselines import LastLayerSelector, ScalarMixClassifier
+    from skloes.baselines import (
+        LastLayerSelector,
+        RidgeProbeClassifier,
+        ScalarMixClassifier,
+    )
     from skloes.report import LayerReport
 
     stack, X = _marked(n=60, n_layers=3, dim=4)
@@ -204,6 +208,10 @@ def test_every_consumer_reads_a_marked_table_as_its_layers():
     report = LayerReport(metrics=("isotropy",), cv=2, baselines=("last_layer",),
                          n_layers_to_select=1).fit(X, y)
     assert report.probe_scores_.shape == (3,)
+    probe = RidgeProbeClassifier().fit(X, y)  # one scale per declared block
+    told = RidgeProbeClassifier(layer_dim=4).fit(np.asarray(X), y)
+    np.testing.assert_array_equal(probe.layer_scale_, told.layer_scale_)
+    assert np.unique(probe.layer_scale_).size == 3
     pytest.importorskip("torch")
     mix = ScalarMixClassifier(max_epochs=1, random_state=0).fit(X, y)
     assert mix.layer_weights_.shape == (3,)

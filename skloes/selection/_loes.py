@@ -1,4 +1,4 @@
-"""LOES layer selection: ``LOESSelector`` and ``LOESSelectorCV`` (spec §2).
+"""LOES layer selection: ``LOESSelector`` and ``LOESSelectorCV``.
 
 The greedy path (:mod:`skloes.selection._loes_path`) scores every candidate layer by a
 ridge fit of the current residual on the layer orthogonalised against the
@@ -90,8 +90,8 @@ def _fuse(stack, layers, mean=None, scale=None, dtype=None):
 _PARAMS_DOC = """
     variant : {"robust", "reference"}, default="robust"
         ``"reference"`` reproduces the authors' implementation; ``"robust"``
-        fixes its documented degeneracies (spec §2.5). Every component below
-        defaults to None, meaning the variant's value.
+        fixes its documented degeneracies (:ref:`loes_variants`). Every
+        component below defaults to None, meaning the variant's value.
 
     alpha : float or None, default=None
         Weight of the isotropy term (reference: 1.0, robust: 0.1).
@@ -135,7 +135,7 @@ _PARAMS_DOC = """
 
     loss_normalization : {"none", "relative"}, default="none"
         ``"relative"`` divides the loss at steps k >= 1 by the loss of the
-        current residual (an open question of the spec, §2.10).
+        current residual (an open question, see :ref:`loes_variants`).
 
     include_embedding : bool, default=True
         Whether layer 0 (the embedding output) is a candidate.
@@ -340,7 +340,8 @@ class LOESSelector(_BaseLOES):
 
         score = loss + alpha·(1 - isotropy) + gamma·redundancy - eta·triangle
 
-    where the loss is a ridge fit of the current target residual (spec §2).
+    where the loss is a ridge fit of the current target residual (see
+    :ref:`loes_score`).
     ``transform`` concatenates the selected layers in index order.
 
     Parameters
@@ -363,7 +364,7 @@ class LOESSelector(_BaseLOES):
     -----
     Computation is float64 whatever the input dtype. Each candidate is
     decomposed once; each step decomposes the selected span in its smaller
-    Gram form and updates every candidate in ``O(n·m²)`` (§2.8).
+    Gram form and updates every candidate in ``O(n·m²)``.
 
     Examples
     --------
@@ -441,7 +442,7 @@ default=None
 
 
 def _default_estimator(task):
-    """The §3 ridge probe of ``skloes.baselines`` for the task."""
+    """The ridge probe of ``skloes.baselines`` for the task."""
     from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
 
     return RidgeProbeClassifier() if task == "classification" else RidgeProbeRegressor()
@@ -477,7 +478,7 @@ def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer):
 
 @_doc
 class LOESSelectorCV(_BaseLOES):
-    """LOES with the budget chosen by cross-validation (spec §2.9).
+    """LOES with the budget chosen by cross-validation (see :ref:`loes_cv`).
 
     Because LOES paths are nested, one selection path per fold scores every
     budget ``1..max_layers_to_select`` (as ``RFECV`` does): a fold fits one

@@ -1,8 +1,8 @@
-"""The LOES selection path (spec §2): preparation, scoring and updates.
+"""The LOES selection path: preparation, scoring and updates.
 
 Pure numpy on the calibration rows. Each candidate layer is decomposed once
 (``thin_svd``); a step decomposes the selected span in its smaller Gram form and
-scores every candidate in the layer's ``m``-dimensional space (§2.8). The
+scores every candidate in the layer's ``m``-dimensional space. The
 estimators of :mod:`skloes.selection._loes` call :func:`_loes_path`.
 """
 
@@ -34,7 +34,8 @@ from skloes._ridge import ridge_svd, ridge_train_loss
 from skloes.selection._base import calibration_rows as _calibration_rows
 from skloes.selection._base import degenerate_layers
 
-#: Component values of each variant (spec §2.2); ``alpha`` is the score weight.
+#: Component values of each variant (see the user guide, :ref:`loes_variants`);
+#: ``alpha`` is the isotropy weight.
 VARIANTS = {
     "reference": {
         "scaling": "none", "ridge_alpha": 1e-3, "loss": "train",
@@ -56,7 +57,7 @@ DUPLICATE_CKA = 1 - 1e-10  # the duplicate guard's threshold
 EXHAUSTED = 1e-10          # ‖X̃‖²/‖X‖² below which a candidate is exhausted
 
 def _draw_triplets(rule, n_classes, rng):
-    """The triangle triplets, drawn once per fit (§2.2, §2.4, §2.5)."""
+    """The triangle triplets, drawn once per fit (``triplets`` parameter)."""
     kind, count = rule
     if kind == "sampled":  # uniform over {0..C-1}³, repeats allowed
         count = min(200, 3 * n_classes) if count is None else count
@@ -86,7 +87,7 @@ class _Layer:
 
 
 def _span_basis(layers, n, cfg):
-    """Orthogonaliser of the selected span: ``(Q, shrink)`` (§2.4, §2.5).
+    """Orthogonaliser of the selected span: ``(Q, shrink)``.
 
     ``shrink`` is None for the rank-limited basis (X̃ = (I - QQᵀ)X) and
     ``σ²/(σ²+ε_o)`` for the reference ridge projection. The decomposition is
@@ -243,7 +244,7 @@ class _Path:
                          loo_denominator=self.denom)
 
     def run(self, n_select):
-        """Greedy selection of up to ``n_select`` layers (§2.6)."""
+        """Greedy selection of up to ``n_select`` layers."""
         cfg, n, L = self.cfg, self.n, len(self.layer_scale)
         label_free = cfg["task"] == "label_free"
         if not label_free:
@@ -329,7 +330,7 @@ class _Path:
         return sol
 
     def _triangle(self, l, res, cent_Q, retained):
-        """Mean centroid-triangle area of X̃ (§2.4, §2.5)."""
+        """Mean centroid-triangle area of X̃."""
         rescale = self.cfg["scaling"] == "unit_variance"
         if rescale and retained < EXHAUSTED:
             return 0.0  # exhausted candidate
@@ -341,7 +342,7 @@ class _Path:
         return tri / (res.energy / self.n) if rescale else tri
 
     def _update(self, best, k, sol, ctx):
-        """Stagewise or refit update of ``Ŷ`` (§2.6); returns the contribution."""
+        """Stagewise or refit update of ``Ŷ``; returns the contribution."""
         if self.cfg["update"] == "refit" and k:
             layer = self.layers[best]
             fit = self.ridge(layer.U, layer.s, self.Y).fitted

@@ -1,4 +1,4 @@
-"""The ridge probe of the baselines (spec §3): public estimators and subset scoring.
+"""The ridge probe of the baselines: public estimators and subset scoring.
 
 Each layer block is centred and scaled to unit total variance with fit-part
 statistics; ridge with an unpenalised intercept and a GCV penalty (the
@@ -27,7 +27,7 @@ from skloes.utils._param_validation import (
     StrOptions,
     _fit_context,
 )
-from skloes.utils._validation import _check_layer_dim
+from skloes.utils._validation import _check_layer_dim, flat_width
 
 __all__ = ["RidgeProbeClassifier", "RidgeProbeRegressor"]
 
@@ -60,7 +60,7 @@ class _SubsetScorer:
 
     Each layer is centred and scaled to unit total variance with fit-row
     statistics (lazily, once). A subset is solved in whichever form is
-    smaller (§2.8): the concatenated features when their width is below
+    smaller: the concatenated features when their width is below
     ``n_fit``, else the fit Gram ``Σ_l G_l`` (and cross-Gram ``Σ_l K_l``) of
     cached per-layer Grams, so each subset costs one eigendecomposition.
     """
@@ -129,25 +129,28 @@ class _RidgeProbe(BaseEstimator):
 
     _parameter_constraints = {
         "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
-        "alpha": [Interval(RealNotInt, 0, None, closed="neither"),
-                  StrOptions({"gcv"})],
+        "ridge_alpha": [Interval(RealNotInt, 0, None, closed="neither"),
+                        StrOptions({"gcv"})],
     }
 
-    def __init__(self, *, layer_dim=None, alpha="gcv"):
+    def __init__(self, *, layer_dim=None, ridge_alpha="gcv"):
         self.layer_dim = layer_dim
-        self.alpha = alpha
+        self.ridge_alpha = ridge_alpha
 
-    def _fit_scaled(self, X, T):
+    def _block_width(self, X):
+        """Block width by the layer data contract; a plain table is one block."""
+        return flat_width(type(self).__name__, X, self.layer_dim, plain="one_layer")
+
+    def _fit_scaled(self, X, T, width):
         """Centre/scale X, ridge on T, store coefficients in input units."""
         n, p = X.shape
-        width = p if self.layer_dim is None else _check_layer_dim(
-            type(self).__name__, self.layer_dim, p)
+        width = _check_layer_dim(type(self).__name__, width, p)
         mean = X.mean(axis=0)
         Xc = X - mean
         v = (Xc**2).reshape(n, p // width, width).sum(axis=(0, 2)) / n
         scale = np.repeat(np.where(v > 0, np.sqrt(v), 1.0), width)
-        sol = ridge_fit(Xc / scale, T, alpha=self.alpha)
-        self.alpha_ = sol.alpha
+        sol = ridge_fit(Xc / scale, T, alpha=self.ridge_alpha)
+        self.ridge_alpha_ = sol.alpha
         self.layer_mean_, self.layer_scale_ = mean, scale
         coef = sol.coef / scale[:, None]  # (p, q) in input units
         return coef, sol.intercept - mean @ coef
@@ -164,18 +167,23 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     Each ``layer_dim``-wide block of the flat table is centred and scaled to
     unit total variance with training statistics (``layer_dim=None``: one
     global scale). The one-hot targets are fitted by ridge with an
-    unpenalised intercept, λ chosen by GCV on the 19-point grid of the spec
-    (§2.3); the prediction is the argmax. This is the probe that
-    :class:`BestSingleLayerSelector`, :class:`ExhaustiveSubsetSelector` and
+    unpenalised intercept, λ chosen by GCV on the 19-point log grid of
+    :func:`skloes._ridge.gcv_alpha_grid`; the prediction is the argmax. This
+    is the probe that :class:`BestSingleLayerSelector`,
+    :class:`ExhaustiveSubsetSelector` and
     :class:`GreedyForwardSelector` use.
 
     Parameters
     ----------
     layer_dim : int or None, default=None
-        Block width of the flat table; each block gets its own scale.
+        Block width of the flat table; each block gets its own scale. None
+        reads the width the table declares (the output of
+        :class:`~skloes.HiddenStatesTransformer`), and a plain table as one
+        block; see :ref:`data_contract`.
 
-    alpha : float or "gcv", default="gcv"
-        Ridge penalty on the scaled features, or "gcv".
+    ridge_alpha : float or "gcv", default="gcv"
+        Ridge penalty on the scaled features, or "gcv" (generalised
+        cross-validation over a log grid, :mod:`skloes._ridge`).
 
     Attributes
     ----------
@@ -188,7 +196,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     intercept_ : ndarray of shape (n_classes,)
         Intercepts.
 
-    alpha_ : float
+    ridge_alpha_ : float
         The penalty used (on the scaled features).
 
     layer_mean_, layer_scale_ : ndarray of shape (n_features,)
@@ -229,6 +237,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
         self : object
             The fitted probe.
         """
+        width = self._block_width(X)
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
@@ -237,7 +246,8 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
                 f"{type(self).__name__}: `y` must contain at least two classes; "
                 f"got 1 class ({self.classes_[0]!r})."
             )
-        coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes])
+        coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes],
+                                           width)
         self._coef, self._intercept = coef, intercept
         self.coef_, self.intercept_ = coef.T.copy(), intercept.copy()
         return self
@@ -285,11 +295,14 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     Parameters
     ----------
     layer_dim : int or None, default=None
-        Block width of the flat table; each block gets its own scale.
+        Block width of the flat table; each block gets its own scale. None
+        reads the width the table declares (the output of
+        :class:`~skloes.HiddenStatesTransformer`), and a plain table as one
+        block; see :ref:`data_contract`.
 
-    alpha : float or "gcv", default="gcv"
+    ridge_alpha : float or "gcv", default="gcv"
         Ridge penalty on the scaled features and standardised targets, or
-        "gcv".
+        "gcv" (generalised cross-validation over a log grid).
 
     Attributes
     ----------
@@ -299,7 +312,7 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     intercept_ : float or ndarray of shape (n_targets,)
         Intercepts.
 
-    alpha_ : float
+    ridge_alpha_ : float
         The penalty used.
 
     layer_mean_, layer_scale_ : ndarray of shape (n_features,)
@@ -339,12 +352,13 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
         self : object
             The fitted probe.
         """
+        width = self._block_width(X)
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
                              y_numeric=True)
         Y = y.reshape(y.shape[0], -1)
         mean, std = Y.mean(axis=0), Y.std(axis=0)
         std = np.where(std > 0, std, 1.0)
-        coef, intercept = self._fit_scaled(X, (Y - mean) / std)
+        coef, intercept = self._fit_scaled(X, (Y - mean) / std, width)
         self._coef, self._intercept = coef * std, intercept * std + mean
         self._single = y.ndim == 1
         self.coef_ = self._coef[:, 0].copy() if self._single else self._coef.T.copy()

@@ -1,4 +1,4 @@
-"""ScalarMix baselines: a learnable softmax-weighted sum of layers (spec §3).
+"""ScalarMix baselines: a learnable softmax-weighted sum of layers.
 
 The head and the training loop are the shared ones of :mod:`skloes._heads`
 (``fusion="scalar_mix"``), imported inside ``fit`` so that importing this
@@ -246,8 +246,8 @@ _MIX_DOC = """
         Mini-batch size (the last partial batch is kept).
 
     lr : float, default=1e-3
-        AdamW learning rate of the probe, the adapters and ``g``. The spec's
-        §4.5 rate (1e-4) leaves this baseline underfitted: in 15 epochs the
+        AdamW learning rate of the probe, the adapters and ``g``. GeoReg's
+        head rate (1e-4) leaves this baseline underfitted: in 15 epochs the
         mix weights stay near uniform and the probe barely moves (one fold of
         MiniLM on Rotten Tomatoes: 0.60 accuracy at 1e-4, 0.71 at 1e-3, 0.68
         for a logistic probe on the last layer), so a fair baseline defaults
@@ -327,8 +327,8 @@ class ScalarMixClassifier(ClassifierMixin, _BaseScalarMix):
     """Learnable softmax-weighted sum of all layers, with a linear probe.
 
     ``e = g·Σ_l softmax(w)_l·h_l`` over every candidate layer (``w = 0``,
-    ``g = 1`` at start), then the spec's probe ``LayerNorm → Dropout(0.2) →
-    Linear``, trained jointly with cross-entropy under the spec's protocol
+    ``g = 1`` at start), then GeoReg's probe ``LayerNorm → Dropout(0.2) →
+    Linear``, trained jointly with cross-entropy under GeoReg's protocol
     (AdamW, warmup + cosine, clipping at 1.0, best-epoch restore), GeoReg
     off. Uses the shared head and loop of :mod:`skloes._heads`.
 

@@ -215,7 +215,7 @@ def validate_layers(
         out = _validate_stack(estimator, X, y, reset=reset, dtype=dtype, **check_params)
     elif ndim == 2:
         if reset:
-            layer_dim = _flat_width(name, X, layer_dim, plain)
+            layer_dim = flat_width(name, X, layer_dim, plain)
         out = _validate_flat(
             estimator, X, y, layer_dim=layer_dim, reset=reset, dtype=dtype,
             **check_params,
@@ -232,7 +232,7 @@ def validate_layers(
 
 
 def resolve_task(y, task, name):
-    """Resolve the task of a layer selector from its targets (spec §2.1).
+    """Resolve the task of a layer selector from its targets.
 
     Parameters
     ----------
@@ -357,8 +357,14 @@ def _validate_flat(estimator, X, y, *, layer_dim, reset, dtype, **check_params):
     return stack if no_y else (stack, None if y is None else y)
 
 
-def _flat_width(name, X, layer_dim, plain):
-    """The block width of a 2-D ``X`` by the contract's order (None: columns)."""
+def flat_width(name, X, layer_dim, plain):
+    """The block width of a 2-D ``X`` by the contract's order.
+
+    ``layer_dim`` if given (it must agree with a width ``X`` declares), else
+    the declared width (:func:`flat_layer_dim`), else, for a plain table,
+    None (``plain="columns"``: every column its own block) or the number of
+    columns (``plain="one_layer"``).
+    """
     declared = flat_layer_dim(X)
     if layer_dim is not None and declared is not None and layer_dim != declared:
         raise ValueError(
@@ -369,7 +375,7 @@ def _flat_width(name, X, layer_dim, plain):
     width = layer_dim if layer_dim is not None else declared
     if width is None and plain == "one_layer":
         shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
-        width = max(int(shape[1]), 1)
+        width = max(int(shape[1]), 1) if len(shape) == 2 else None
     return width
 
 
