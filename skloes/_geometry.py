@@ -20,6 +20,33 @@ import numpy as np
 EPS64 = np.finfo(np.float64).eps
 
 
+def rank_tol(top, size):
+    """The rank rule's cut-off: a spectral value at most ``top·size·eps`` is zero.
+
+    One rule for every numerical rank in skloes (thin SVDs, Gram spectra, ridge
+    factors, the LOES span basis): ``top`` is the largest squared singular
+    value (or eigenvalue) and ``size`` the larger dimension of the matrix.
+
+    Parameters
+    ----------
+    top : float
+        Largest value of the spectrum.
+    size : int
+        ``max(n_rows, n_columns)`` of the decomposed matrix.
+
+    Returns
+    -------
+    tol : float
+
+    Examples
+    --------
+    >>> from skloes._geometry import EPS64, rank_tol
+    >>> bool(rank_tol(4.0, 10) == 40 * EPS64)
+    True
+    """
+    return top * size * EPS64
+
+
 # --------------------------------------------------------------------------
 # Thin decomposition
 # --------------------------------------------------------------------------
@@ -27,7 +54,7 @@ def thin_svd(X, *, center=True, return_v=False):
     """Thin SVD ``X_c = U diag(s) Vᵀ`` from ``eigh`` of the smaller Gram.
 
     Components with ``s_j² <= s_1²·max(n, d)·eps`` are dropped (the rank rule
-    ``RANK_RTOL``), so ``U`` has orthonormal columns spanning the numerical
+    :func:`rank_tol`), so ``U`` has orthonormal columns spanning the numerical
     column space of the (centred) data.
 
     Parameters
@@ -65,7 +92,7 @@ def thin_svd(X, *, center=True, return_v=False):
     else:
         w, V = np.linalg.eigh(X.T @ X)
     w, order = w[::-1], slice(None, None, -1)
-    keep = w > max(w[0], 0.0) * max(n, d) * EPS64 if w.size else w > 0
+    keep = w > rank_tol(max(w[0], 0.0), max(n, d)) if w.size else w > 0
     keep &= w > 0
     s = np.sqrt(w[keep])
     if n <= d:

@@ -33,7 +33,7 @@ from numbers import Real
 
 import numpy as np
 
-from skloes._geometry import EPS64, thin_svd
+from skloes._geometry import rank_tol, thin_svd
 
 #: Exponents ``e`` of the GCV grid ``Λ = {s̄²·10^e}``: -6, -5.5, ..., 3 (19 points).
 GCV_EXPONENTS = np.linspace(-6.0, 3.0, 19)
@@ -456,7 +456,7 @@ def gram_factors(G, *, centered=False, n_features=None):
     w, U = np.linalg.eigh((Gc + Gc.T) / 2.0)
     w, U = w[::-1], U[:, ::-1]
     width = n if n_features is None else max(n, int(n_features))
-    keep = (w > max(w[0], 0.0) * width * EPS64) & (w > 0) if w.size else w > 0
+    keep = (w > rank_tol(max(w[0], 0.0), width)) & (w > 0) if w.size else w > 0
     return U[:, keep], np.sqrt(w[keep])
 
 

@@ -36,34 +36,29 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
-def _n_layers_value(text):
-    if text == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--n-layers-to-select must be a positive int or 'auto'; got {text!r}"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"--n-layers-to-select must be >= 1; got {value}"
-        )
-    return value
+def _int_or_word(flag, minimum, word, word_value):
+    """An argparse type: an int ``>= minimum``, or ``word`` (read as ``word_value``)."""
+
+    def parse(text):
+        if text == word:
+            return word_value
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be an int >= {minimum} or {word!r}; got {text!r}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be >= {minimum}; got {value}"
+            )
+        return value
+
+    return parse
 
 
-def _max_samples(text):
-    if text == "all":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--max-samples must be an int >= 10 or 'all'; got {text!r}"
-        ) from None
-    if value < 10:
-        raise argparse.ArgumentTypeError(f"--max-samples must be >= 10; got {value}")
-    return value
+_n_layers_value = _int_or_word("--n-layers-to-select", 1, "auto", "auto")
+_max_samples = _int_or_word("--max-samples", 10, "all", None)
 
 
 def build_parser():

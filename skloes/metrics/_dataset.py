@@ -17,6 +17,7 @@ from skloes._geometry import (
     isotropy_inv_cv,
     matrix_entropy,
     overlap_redundancy,
+    rank_tol,
     sample_distinct_triplets,
     thin_svd,
     triangle_areas,
@@ -52,7 +53,7 @@ def _spectrum(P, clamp_gram=False):
     """
     lam = gram_spectrum(P, clamp_gram=clamp_gram)
     top = lam.max(initial=0.0)
-    lam[lam <= top * max(P.shape) * np.finfo(np.float64).eps] = 0.0
+    lam[lam <= rank_tol(top, max(P.shape))] = 0.0
     return lam
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from skloes._geometry import matrix_entropy
+from skloes._geometry import matrix_entropy, rank_tol
 from skloes.metrics._base import (
     NORMALIZATIONS,
     as_prompts,
@@ -59,7 +59,7 @@ def _prompt_entropy_batch(Z, n, alpha, normalization, preprocess, clamp_gram):
     d = Z.shape[2]
     for b in np.flatnonzero(n >= 2):
         lam = spectra[b]
-        lam[lam <= lam.max() * max(n[b], d) * np.finfo(np.float64).eps] = 0.0
+        lam[lam <= rank_tol(lam.max(), max(n[b], d))] = 0.0
         h = matrix_entropy(lam, alpha)
         out[b] = h / normalizer("prompt_entropy", normalization, int(n[b]), d)
     return out

@@ -18,11 +18,17 @@ from math import floor
 from numbers import Integral
 
 import numpy as np
+from sklearn.base import TransformerMixin
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
 from skloes.utils._param_validation import Interval, StrOptions
-from skloes.utils._validation import layer_feature_names
+from skloes.utils._validation import (
+    FLOAT_DTYPES,
+    fuse_layers,
+    layer_feature_names,
+    validate_layers,
+)
 
 #: Budget that ``n_layers_to_select="auto"`` asks for (clipped to the candidates).
 AUTO_N_LAYERS = 4
@@ -188,3 +194,37 @@ class LayerFeatureNamesMixin(LayerSupportMixin):
                     "columns seen in fit."
                 )
         return layer_feature_names(self.selected_layers_, self.dim_in_)
+
+
+class LayerSelectorMixin(LayerFeatureNamesMixin, TransformerMixin):
+    """``transform`` of a fitted layer selector: its layers, concatenated.
+
+    A ``TransformerMixin`` itself, so that ``set_output`` wraps this
+    ``transform`` (scikit-learn wraps only methods a class defines).
+
+    Reads ``selected_layers_`` and, when the selector has
+    ``fusion_scaling="layer"``, the calibration statistics ``layer_mean_``
+    and ``layer_scale_``.
+    """
+
+    def transform(self, X):
+        """Concatenate the selected layers in layer-index order.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or \
+(n_samples, n_layers * dim)
+            A layer stack or a flat table with the layout seen in fit.
+
+        Returns
+        -------
+        X_fused : ndarray of shape (n_samples, n_selected_ * dim)
+            The fused embedding (columns ``layer{l}_{j}``).
+        """
+        check_is_fitted(self)
+        stack = validate_layers(self, X, layer_dim=self.layer_dim, reset=False,
+                                dtype=FLOAT_DTYPES)
+        if getattr(self, "fusion_scaling", None) == "layer":
+            return fuse_layers(stack, self.selected_layers_, self.layer_mean_,
+                               self.layer_scale_, dtype=stack.dtype)
+        return fuse_layers(stack, self.selected_layers_)

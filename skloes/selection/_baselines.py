@@ -20,13 +20,13 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import check_cv
-from sklearn.utils.validation import check_is_fitted, check_random_state
+from sklearn.utils.validation import check_random_state
 
 from skloes import _geometry
 from skloes.metrics import _dataset
 from skloes.selection._base import (
     N_LAYERS_CONSTRAINT,
-    LayerFeatureNamesMixin,
+    LayerSelectorMixin,
     calibration_rows,
     degenerate_layers,
     resolve_n_layers,
@@ -42,7 +42,6 @@ from skloes.utils._param_validation import (
 )
 from skloes.utils._validation import (
     FLOAT_DTYPES,
-    fuse_layers,
     resolve_task,
     validate_layers,
 )
@@ -92,7 +91,7 @@ def _check_length(estimator, y, shape):
 # --------------------------------------------------------------------------
 # Base selector
 # --------------------------------------------------------------------------
-class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):
+class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
     """Shared fit/transform logic: validation, calibration rows, candidates.
 
     Subclasses implement ``_select(stack, target, candidates, rng)`` returning
@@ -204,25 +203,6 @@ class _BaseLayerSelector(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator
         if budget is None:
             return None
         return resolve_n_layers(budget, n_candidates, name)
-
-    def transform(self, X):
-        """Concatenate the selected layers in layer-index order.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
-            Data in the layout seen in :meth:`fit`.
-
-        Returns
-        -------
-        X_fused : ndarray of shape (n_samples, n_selected_ * dim)
-            The fused embedding.
-        """
-        check_is_fitted(self)
-        stack = validate_layers(
-            self, X, layer_dim=self.layer_dim, reset=False, dtype=FLOAT_DTYPES
-        )
-        return fuse_layers(stack, self.selected_layers_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -24,11 +24,10 @@ from sklearn.utils.validation import check_is_fitted
 from skloes.selection._base import LayerFeatureNamesMixin
 from skloes.selection._loes_path import (
     COMPONENTS,
-    SCORE_KEYS,
-    VARIANTS,
     _loes_path,
     _resolve_config,
 )
+from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
@@ -40,8 +39,9 @@ from skloes.utils._validation import (
     resolve_task,
     validate_layers,
 )
+from skloes.utils._validation import fuse_layers as _fuse
 
-__all__ = ["LOESSelector", "LOESSelectorCV", "VARIANTS", "SCORE_KEYS"]
+__all__ = ["LOESSelector", "LOESSelectorCV"]
 
 _LOES_CONSTRAINTS = {
     "variant": [StrOptions({"reference", "robust"})],
@@ -70,18 +70,6 @@ _LOES_CONSTRAINTS = {
     "task": [StrOptions({"auto", "classification", "regression", "label_free"})],
     "random_state": ["random_state"],
 }
-
-
-def _fuse(stack, layers, mean=None, scale=None, dtype=None):
-    """Concatenate layers in index order, optionally scaled per layer."""
-    blocks = []
-    for l in layers:
-        block = stack[l]
-        if mean is not None:
-            block = (np.asarray(block, dtype=np.float64) - mean[l]) / scale[l]
-        blocks.append(block)
-    out = np.concatenate(blocks, axis=1)
-    return out if dtype is None else out.astype(dtype, copy=False)
 
 
 # --------------------------------------------------------------------------
@@ -240,10 +228,7 @@ _ATTRS_DOC = """
         Column names, when a flat DataFrame with string names is given."""
 
 
-def _doc(cls):
-    cls.__doc__ = cls.__doc__.replace("{PARAMS}", _PARAMS_DOC.strip("\n")).replace(
-        "{ATTRS}", _ATTRS_DOC.strip("\n"))
-    return cls
+_doc = fill_doc(PARAMS=_PARAMS_DOC, ATTRS=_ATTRS_DOC)
 
 
 class _BaseLOES(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):

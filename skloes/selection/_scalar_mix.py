@@ -30,6 +30,7 @@ from sklearn.utils.validation import (
 )
 
 from skloes.selection._base import LayerSupportMixin
+from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
 from skloes.utils._validation import validate_layers
 
@@ -316,10 +317,7 @@ _MIX_ATTR_DOC = """
         Input layout."""
 
 
-def _mix_doc(cls):
-    cls.__doc__ = cls.__doc__.replace("    %(mix)s", _MIX_DOC.strip("\n"))
-    cls.__doc__ = cls.__doc__.replace("    %(mix_attrs)s", _MIX_ATTR_DOC.strip("\n"))
-    return cls
+_mix_doc = fill_doc(MIX=_MIX_DOC, MIX_ATTRS=_MIX_ATTR_DOC)
 
 
 @_mix_doc
@@ -334,14 +332,14 @@ class ScalarMixClassifier(ClassifierMixin, _BaseScalarMix):
 
     Parameters
     ----------
-    %(mix)s
+    {MIX}
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
         Class labels.
 
-    %(mix_attrs)s
+    {MIX_ATTRS}
 
     See Also
     --------
@@ -457,11 +455,11 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
 
     Parameters
     ----------
-    %(mix)s
+    {MIX}
 
     Attributes
     ----------
-    %(mix_attrs)s
+    {MIX_ATTRS}
 
     Notes
     -----
