@@ -46,17 +46,6 @@ from skloes.utils._validation import (
     validate_layers,
 )
 
-__all__ = [
-    "AllLayersSelector",
-    "BestSingleLayerSelector",
-    "ExhaustiveSubsetSelector",
-    "GreedyForwardSelector",
-    "LastKSelector",
-    "LastLayerSelector",
-    "MetricTopKSelector",
-    "RandomKSelector",
-]
-
 _COMMON_CONSTRAINTS = {
     "include_embedding": ["boolean"],
     "max_samples": [
