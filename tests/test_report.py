@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skloes.report import LayerReport, layer_report
 
@@ -158,12 +157,7 @@ def test_bad_input_raises(planted, kwargs, fit_kwargs, y, match):
         LayerReport(**kwargs).fit(H, y0 if y is None else y, **fit_kwargs)
 
 
-@parametrize_with_checks(
-    [LayerReport(metrics=("isotropy",), cv=2, baselines=("last_layer",),
-                 n_layers_to_select=1)]
-)
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
+# The estimator checks of the default LayerReport() run in tests/test_common.py.
 
 
 def test_a_metric_undefined_on_a_layer_is_nan_and_named(planted):
