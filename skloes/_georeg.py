@@ -43,6 +43,14 @@ from skloes.utils._validation import resolve_layer_indices, validate_layers
 _VARIANTS = ("robust", "reference")
 
 
+def _check_finite_batch(z):
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError(
+            "GeoRegLoss: `z` has NaN or inf values (a diverged or unscaled "
+            "embedding); the spectral term needs finite inputs."
+        )
+
+
 def _numpy_rng(generator):
     """A numpy Generator seeded by one draw from a torch generator."""
     seed = torch.randint(0, 2**62, (1,), generator=generator).item()
@@ -212,6 +220,7 @@ class GeoRegLoss(nn.Module):
         loss : torch.Tensor
             Scalar.
         """
+        _check_finite_batch(z)
         spectral, triangle = self.terms(z, y, generator)
         return self.weight * (spectral + triangle)
 

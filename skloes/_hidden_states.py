@@ -18,6 +18,7 @@ from skloes._cache import (
     model_fingerprint,
     open_output,
     publish_output,
+    read_output,
 )
 from skloes._models import (
     check_inputs,
@@ -247,6 +248,27 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self._drop_loaded()
         return self
 
+    def fit_transform(self, X, y=None):
+        """Fit, then return the pooled hidden states of ``X``.
+
+        ``X`` is read once, so a generator or any other one-pass iterable of
+        inputs works here as it does in ``fit`` and ``transform``.
+
+        Parameters
+        ----------
+        X : iterable of str, list of arrays or ndarray of shape (n_samples, ...)
+            Raw inputs of the model's modality.
+        y : array-like of shape (n_samples,) or None, default=None
+            Ignored; its length must match ``X``.
+
+        Returns
+        -------
+        H : ndarray of shape (n_layers, n_samples, dim) or (n_samples, n_layers * dim)
+            As :meth:`transform`.
+        """
+        X = _materialise(X)
+        return self.fit(X, y).transform(X)
+
     # ------------------------------------------------------------ transform
     def transform(self, X):
         """Return the pooled hidden states of the requested layers.
@@ -283,8 +305,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         target = None
         if nbytes >= MEMMAP_MIN_BYTES:
             target = store.output_path(keys)
-            if target.exists():
-                return self._format(np.load(target, mmap_mode="r", allow_pickle=False))
+            cached = read_output(target, shape)
+            if cached is not None:
+                return self._format(cached)
             tmp, out = open_output(target, shape, self.dtype)
         else:
             out = np.empty(shape, dtype=self.dtype)
@@ -494,6 +517,14 @@ def _flat_table(stack, layers):
     n_layers, n, dim = stack.shape
     flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, n_layers * dim)
     return mark_layers(flat, dim, layers)
+
+
+def _materialise(X):
+    """A one-pass iterable (generator, iterator) as a list; anything else as is."""
+    if hasattr(X, "__next__") or (hasattr(X, "__iter__") and not hasattr(X, "__len__")
+                                  and not isinstance(X, (str, bytes))):
+        return list(X)
+    return X
 
 
 def _inverse(keys, first, unique):

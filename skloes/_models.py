@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import re
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -135,13 +136,9 @@ def read_config(path: str, *, trust_remote_code: bool = False, owner: str = "skl
     -------
     config : transformers.PretrainedConfig
     """
-    with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
-        raw = json.load(handle)
-    if raw.get("auto_map") and not trust_remote_code:
-        raise ValueError(
-            f"{owner}: the model in {path!r} needs its own Python code (config "
-            "`auto_map`); pass `trust_remote_code=True` only if you trust it."
-        )
+    raw = _read_config_json(path, owner)
+    if raw.get("auto_map"):
+        _check_remote_code(path, trust_remote_code, owner)
     transformers = import_optional("transformers")
     try:
         return transformers.AutoConfig.from_pretrained(
@@ -151,6 +148,41 @@ def read_config(path: str, *, trust_remote_code: bool = False, owner: str = "skl
         raise ValueError(
             f"{owner}: `model` {path!r} has a config transformers cannot read: {exc}"
         ) from None
+
+
+def _read_config_json(path: str, owner: str) -> dict:
+    """The parsed ``config.json`` of ``path``, or one clear ValueError."""
+    file = os.path.join(path, "config.json")
+    try:
+        with open(file, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{owner}: `model` {path!r} has an invalid config.json (not JSON: "
+            f"{str(exc).splitlines()[0]}); the file may be truncated."
+        ) from None
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"{owner}: `model` {path!r} has an invalid config.json: expected a JSON "
+            f"object, got {type(raw).__name__}."
+        )
+    return raw
+
+
+def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
+    """Refuse a model's own Python code unless trusted; warn when it will run."""
+    files = sorted(name for name in os.listdir(path) if name.endswith(".py"))
+    if not trust_remote_code:
+        raise ValueError(
+            f"{owner}: the model in {path!r} needs its own Python code (config "
+            f"`auto_map`, files {files}); pass `trust_remote_code=True` only if you "
+            "trust it."
+        )
+    warnings.warn(
+        f"{owner}: `trust_remote_code=True` runs Python code shipped with the model "
+        f"in {path!r} ({', '.join(files) or 'from its auto_map'}).",
+        UserWarning, stacklevel=3,
+    )
 
 
 def n_hidden_states(config) -> int:
@@ -178,7 +210,7 @@ def detect_modality(model_or_config) -> str:
         try:
             name = MODEL_MAPPING[type(model_or_config)].main_input_name
         except (KeyError, AttributeError):
-            name = None
+            name = _remote_main_input(model_or_config)
     if name not in _INPUT_MODALITY:
         raise ValueError(
             f"skloes: cannot tell whether model type "
@@ -186,6 +218,18 @@ def detect_modality(model_or_config) -> str:
             f"audio (main input {name!r}); supported inputs: {sorted(_INPUT_MODALITY)}."
         )
     return _INPUT_MODALITY[name]
+
+
+def _remote_main_input(config):
+    """Main input of a trusted model whose class lives in its own code."""
+    reference = (getattr(config, "auto_map", None) or {}).get("AutoModel")
+    folder = getattr(config, "_name_or_path", None)
+    if not reference or not folder or not os.path.isdir(folder):
+        return None
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    return getattr(get_class_from_dynamic_module(reference, folder),
+                   "main_input_name", None)
 
 
 def load_processor(path: str, modality: str, *, trust_remote_code: bool = False,
@@ -253,12 +297,49 @@ def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",
             f"{owner}: `model` {path!r} has no .safetensors weights; skloes only "
             "loads safetensors (pickled .bin weights can run arbitrary code)."
         )
+    check_safetensors(path, owner=owner)
     kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
     if torch_dtype is not None:
         kwargs["dtype"] = torch_dtype
     with quiet_transformers():
         model = transformers.AutoModel.from_pretrained(path, **kwargs)
     return model.to(device).eval()
+
+
+def check_safetensors(path: str, *, owner: str = "skloes") -> None:
+    """Raise one clear ValueError when a ``.safetensors`` file is truncated.
+
+    Reads only each file's header (8-byte length, then JSON) and checks that
+    the file is as long as the header's largest data offset says.
+    """
+    for name in sorted(os.listdir(path)):
+        if name.endswith(".safetensors"):
+            problem = _safetensors_problem(os.path.join(path, name))
+            if problem:
+                raise ValueError(
+                    f"{owner}: `model` {path!r} has a broken weights file {name} "
+                    f"({problem}); it is truncated or not safetensors."
+                )
+
+
+def _safetensors_problem(file: str):
+    size = os.path.getsize(file)
+    with open(file, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"{size} bytes"
+        n = int.from_bytes(head, "little")
+        if n > size - 8:
+            return f"header of {n} bytes in a file of {size}"
+        try:
+            header = json.loads(handle.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items()
+                       if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "unreadable header"
+    if 8 + n + end > size:
+        return f"{size} bytes where the header needs {8 + n + end}"
+    return None
 
 
 @contextlib.contextmanager
@@ -287,12 +368,32 @@ def resolve_device(device="auto", *, owner: str = "skloes"):
             return torch.device("mps")
         return torch.device("cpu")
     try:
-        return torch.device(device)
+        resolved = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
         raise ValueError(
             f"{owner}: `device` must be 'auto' or a torch device such as 'cpu' or "
             f"'cuda:0'; got {device!r}."
         ) from None
+    _check_device_available(torch, resolved, device, owner)
+    return resolved
+
+
+def _check_device_available(torch, resolved, device, owner):
+    """Fail now, naming ``device``, when torch cannot use the device here."""
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (resolved.index or 0) >= count:
+            raise ValueError(
+                f"{owner}: `device`={str(device)!r} is not available: this machine "
+                f"has {count} CUDA device(s) usable by torch; use 'auto' or 'cpu'."
+            )
+    elif resolved.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(
+                f"{owner}: `device`={str(device)!r} is not available on this machine; "
+                "use 'auto' or 'cpu'."
+            )
 
 
 # --------------------------------------------------------------------------
@@ -318,8 +419,7 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
             f"{owner}: `X` must be a list or array of {modality} inputs; got "
             f"{type(X).__name__}."
         )
-    if hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2 and X.shape[1] == 1:
-        X = X.iloc[:, 0]
+    X = _one_column(X, modality, owner)
     if modality == "image" and isinstance(X, np.ndarray) and X.ndim == 4:
         items = list(X)
     else:
@@ -336,16 +436,51 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
     return checker[modality](items, owner)
 
 
+def _one_column(X, modality, owner):
+    """The single column of a 2-D table of inputs; an error for wider tables.
+
+    A DataFrame, and for text a 2-D array of strings, holds one input per row
+    only when it has one column: iterating it otherwise yields column names
+    or rows.
+    """
+    frame = hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2
+    table = frame or (modality == "text" and getattr(X, "ndim", None) == 2
+                      and getattr(X, "dtype", np.float64).kind in "OUS")
+    if not table:
+        return X
+    if X.shape[1] == 1:
+        return X.iloc[:, 0] if frame else X[:, 0]
+    names = f" ({', '.join(map(repr, list(X.columns)[:5]))})" if frame else ""
+    raise ValueError(
+        f"{owner}: `X` is a 2-D table with {X.shape[1]} columns{names}; a "
+        f"{modality} model takes one input per row: pass a single column "
+        "(for example X['text'])."
+    )
+
+
 def _check_text(items, owner):
     for i, item in enumerate(items):
         if isinstance(item, np.str_):
-            items[i] = str(item)
+            items[i] = item = str(item)
         elif not isinstance(item, str):
             raise TypeError(
                 f"{owner}: `X` must hold strings for a text model; item {i} is "
                 f"{item!r} ({type(item).__name__})."
             )
+        if not item.isascii():
+            _check_encodable(item, i, owner)
     return items
+
+
+def _check_encodable(text, i, owner):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{owner}: `X` item {i} holds a lone surrogate {text[exc.start]!r} at "
+            f"position {exc.start}, which is not valid Unicode text (decode your "
+            "bytes with errors='replace')."
+        ) from None
 
 
 def _check_image(items, owner):

@@ -36,6 +36,7 @@ from skloes.utils._param_validation import (
 )
 from skloes.utils._validation import (
     FLOAT_DTYPES,
+    check_stratified_folds,
     resolve_task,
     validate_layers,
 )
@@ -619,6 +620,7 @@ class LOESSelectorCV(_BaseLOES):
                      else self.estimator)
         scorer = check_scoring(estimator, scoring=self.scoring)
         cv = check_cv(self.cv, y_fit, classifier=classification)
+        check_stratified_folds(cv, y_fit, name)
         seed = self.random_state  # one seed for every fold and the final path
         if isinstance(seed, np.random.RandomState):
             seed = int(seed.randint(np.iinfo(np.int32).max))

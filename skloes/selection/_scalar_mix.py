@@ -29,6 +29,7 @@ from sklearn.utils.validation import (
     check_random_state,
 )
 
+from skloes._models import resolve_device
 from skloes.selection._base import LayerSupportMixin
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
@@ -104,7 +105,7 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
 
     def _fit(self, stack, targets, n_outputs, strat):
         """Train the head on ``targets`` (a torch tensor, one row per sample)."""
-        torch = _torch()
+        _torch()  # the install hint when torch is missing
         from skloes._heads import (
             LayerFusionHead,
             make_generator,
@@ -125,7 +126,7 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         generator = make_generator(rng)
         train_idx, val_idx = self._split(stack.shape[1], strat, rng)
-        self.device_ = torch.device(self.device)
+        self.device_ = resolve_device(self.device, owner=type(self).__name__)
         feats = self._blocks(stack)
         head = LayerFusionHead(
             len(self.selected_layers_), feats.shape[2], n_outputs,

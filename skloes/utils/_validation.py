@@ -487,3 +487,25 @@ def fuse_layers(stack, layers, mean=None, scale=None, dtype=None):
         blocks.append(block)
     out = np.concatenate(blocks, axis=1)
     return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def check_stratified_folds(cv, y, name, param="cv"):
+    """Fail, naming ``param``, when a class has fewer samples than the folds.
+
+    ``cv`` is the splitter returned by :func:`sklearn.model_selection.check_cv`;
+    only stratified k-fold splitters are checked (other splitters are the
+    user's own choice).
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    if not isinstance(cv, StratifiedKFold):
+        return
+    classes, counts = np.unique(y, return_counts=True)
+    if counts.min() < cv.n_splits:
+        raise ValueError(
+            f"{name}: `{param}`={cv.n_splits} stratified folds need at least "
+            f"{cv.n_splits} samples of every class; class "
+            f"{classes[counts.argmin()].tolist()!r} "
+            f"has {counts.min()}. Lower `{param}` or add samples of that class."
+        )
+
