@@ -17,6 +17,8 @@ _LAZY = {
     "LOESSelectorCV": "skloes.selection._loes",
     "GeoRegLoss": "skloes._georeg",
     "GeoRegFineTuner": "skloes._georeg",
+    "cache_info": "skloes._cache",
+    "prune_cache": "skloes._cache",
 }
 
 __all__ = sorted([*_LAZY, "baselines", "datasets", "metrics", "report"])

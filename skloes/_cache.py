@@ -12,11 +12,15 @@ written to a temporary name and renamed, so a half-written entry is never read.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
+import re
 import tempfile
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +80,14 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
         raise
 
 
+def _load_foreign(data: bytes):
+    """A ``.npy`` from bytes (no pickle), or None when it is not one."""
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+
+
 class HiddenStatesCache:
     """Per-sample store of ``(n_layers, dim)`` arrays under one settings digest.
 
@@ -95,7 +107,9 @@ class HiddenStatesCache:
     def __init__(self, folder, settings: dict, shape, dtype):
         blob = json.dumps({"format": _FORMAT, **settings}, sort_keys=True)
         self.digest = hashlib.sha256(blob.encode()).hexdigest()[:32]
-        self.root = Path(folder) / self.digest
+        self.folder = Path(folder)
+        self.root = self.folder / self.digest
+        self.write_error = None
         self.settings = blob
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
@@ -109,7 +123,13 @@ class HiddenStatesCache:
         return self.root / key[:2] / f"{key}.npy"
 
     def read(self, key: str):
-        """The entry of ``key``, or None when absent or unreadable."""
+        """The entry of ``key``, or None when absent, unreadable or invalid.
+
+        An entry is valid when it is a ``.npy`` of this cache's shape whose
+        values are all finite (the transformer never stores NaN or inf); a
+        0-byte, truncated, foreign or non-finite file is a miss, recomputed and
+        overwritten by the caller.
+        """
         try:
             with open(self.path(key), "rb") as handle:
                 data = handle.read()
@@ -117,23 +137,43 @@ class HiddenStatesCache:
             return None
         head = len(self._header)
         if len(data) == head + self._nbytes and data[:head] == self._header:
-            return np.frombuffer(data, self.dtype, offset=head).reshape(self.shape)
-        try:  # a valid .npy written differently (other numpy version)
-            array = np.load(self.path(key), allow_pickle=False)
-        except (OSError, ValueError):
+            array = np.frombuffer(data, self.dtype, offset=head).reshape(self.shape)
+        else:
+            array = _load_foreign(data)  # a valid .npy written differently
+        if array is None or array.shape != self.shape or not np.isfinite(array).all():
             return None
-        return array if array.shape == self.shape else None
+        return array
 
     def write(self, key: str, array: np.ndarray) -> None:
-        """Store one entry atomically (temporary file, then rename)."""
+        """Store one entry atomically (temporary file, then rename).
+
+        A failure to write (read-only or full disk, folder removed by another
+        process) never raises: the first one warns, and later writes through
+        this object are skipped. The cache is an optimisation; the caller's
+        result stands.
+        """
+        if self.write_error is not None:
+            return
+        try:
+            self._write(key, array)
+        except OSError as exc:
+            self.write_error = exc
+            warnings.warn(
+                f"skloes: cannot write to the hidden-states cache {str(self.folder)!r} "
+                f"({exc}); results are computed but not cached for the rest of "
+                "this transform.",
+                UserWarning, stacklevel=3,
+            )
+
+    def _write(self, key, array):
         if not self.root.exists():
             self.root.mkdir(parents=True, exist_ok=True)
-            settings = self.root / "settings.json"
-            if not settings.exists():
-                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(self.settings)
-                os.replace(tmp, settings)
+        settings = self.root / "settings.json"
+        if not settings.exists():
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".part")
+            with os.fdopen(fd, "w") as handle:
+                handle.write(self.settings)
+            os.replace(tmp, settings)
         _atomic_save(self.path(key), np.ascontiguousarray(array, dtype=self.dtype))
 
     def output_path(self, keys) -> Path:
@@ -142,17 +182,272 @@ class HiddenStatesCache:
         return self.root / "outputs" / f"{digest}.npy"
 
 
+def read_output(path: Path, shape):
+    """A published memory-mapped output of ``shape``, or None when absent or bad."""
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    return array if array.shape == tuple(shape) else None
+
+
 def open_output(path: Path, shape, dtype):
-    """A writable memory-mapped ``.npy`` at a temporary name next to ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-    os.close(fd)
-    return tmp, np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+    """A writable memory-mapped ``.npy`` at a temporary name next to ``path``.
+
+    Returns ``(tmp, array)``; when the folder cannot be written, warns and
+    returns ``(None, array in memory)``.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+        os.close(fd)
+        return tmp, np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+    except OSError as exc:
+        _warn_output(path, exc)
+        return None, np.empty(shape, dtype=dtype)
 
 
-def publish_output(tmp: str, array, path: Path):
-    """Flush a memory-mapped output, rename it into place and reopen read-only."""
-    array.flush()
-    del array
-    os.replace(tmp, path)
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+def publish_output(tmp, array, path: Path):
+    """Flush a memory-mapped output, rename it into place and reopen read-only.
+
+    With ``tmp=None`` (no memory map) the array is returned as is; a failure to
+    flush or rename warns and returns the values in memory.
+    """
+    if tmp is None:
+        return array
+    try:
+        array.flush()
+        os.replace(tmp, path)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except OSError as exc:
+        _warn_output(path, exc)
+        values = np.array(array)
+        del array
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return values
+
+
+def _warn_output(path, exc):
+    warnings.warn(
+        f"skloes: cannot write the memory-mapped output {str(path)!r} ({exc}); "
+        "the result is returned in memory.",
+        UserWarning, stacklevel=4,
+    )
+
+
+# --------------------------------------------------------------------------
+# Size and pruning
+# --------------------------------------------------------------------------
+_DIGEST = re.compile(r"^[0-9a-f]{32}$")
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.npy$")
+_STALE_PART_SECONDS = 3600  # a temporary file this old belongs to a dead run
+
+
+def _cache_files(folder: Path):
+    """``(settings folder, file, kind)`` for every file of the cache layout.
+
+    Only files the cache itself writes are listed (entries, memory-mapped
+    outputs, ``settings.json`` and temporary ``.part`` files), so pruning a
+    folder that holds anything else never touches it.
+    """
+    if not folder.is_dir():
+        return
+    for root in sorted(folder.iterdir()):
+        if not (root.is_dir() and _DIGEST.match(root.name)):
+            continue
+        for path in root.rglob("*"):
+            if not path.is_file() or path.is_symlink():
+                continue
+            if path.name.startswith(".tmp-"):
+                yield root, path, "part"
+            elif path.parent.name == "outputs" and path.suffix == ".npy":
+                yield root, path, "output"
+            elif _ENTRY.match(path.name) and path.parent.name == path.name[:2]:
+                yield root, path, "entry"
+            elif path.name == "settings.json" and path.parent == root:
+                yield root, path, "settings"
+
+
+def _check_cache_folder(path, owner):
+    folder = Path(os.fspath(path)).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(
+            f"{owner}: `path` {os.fspath(path)!r} is a file, not a skloes cache folder."
+        )
+    return folder
+
+
+def _read_settings(root: Path):
+    try:
+        return json.loads((root / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def cache_info(path):
+    """Size of a hidden-states cache folder, per settings.
+
+    Every change of model, pooling, ``max_length``, layers or dtype stores a
+    full copy of the pooled states under its own settings folder; this says
+    how much each one holds, so that :func:`prune_cache` can reclaim space.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The folder passed as ``cache`` to
+        :class:`~skloes.HiddenStatesTransformer`. A folder that does not exist
+        is an empty cache.
+
+    Returns
+    -------
+    info : dict
+        ``path``; ``n_entries`` (cached inputs, all settings); ``n_bytes``
+        (every file of the cache: entries, memory-mapped outputs, settings and
+        leftover temporary files); ``settings``, a list with one dict per
+        settings folder: ``digest``, ``settings`` (the model fingerprint,
+        pooling, ``max_length``, layers, dtype; None if unreadable),
+        ``n_entries``, ``n_bytes``, ``newest`` and ``oldest`` (POSIX
+        modification times, None when empty).
+
+    See Also
+    --------
+    prune_cache : Remove old entries or bound the cache's size.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skloes import cache_info
+    >>> cache_info(tempfile.mkdtemp())["n_entries"]
+    0
+    """
+    folder = _check_cache_folder(path, "cache_info")
+    groups = {}
+    for root, file, kind in _cache_files(folder):
+        try:
+            stat = file.stat()
+        except OSError:  # removed meanwhile by another process
+            continue
+        group = groups.setdefault(root, {"digest": root.name, "n_entries": 0,
+                                         "n_bytes": 0, "times": []})
+        group["n_bytes"] += stat.st_size
+        if kind == "entry":
+            group["n_entries"] += 1
+            group["times"].append(stat.st_mtime)
+    settings = []
+    for root, group in groups.items():
+        times = group.pop("times")
+        settings.append({**group, "settings": _read_settings(root),
+                         "newest": max(times, default=None),
+                         "oldest": min(times, default=None)})
+    return {
+        "path": os.fspath(folder),
+        "n_entries": sum(s["n_entries"] for s in settings),
+        "n_bytes": sum(s["n_bytes"] for s in settings),
+        "settings": settings,
+    }
+
+
+def prune_cache(path, *, max_bytes=None, older_than=None):
+    """Remove cache entries: those older than ``older_than``, then the oldest.
+
+    Entries are removed oldest first (by the time they were written) until the
+    cache holds at most ``max_bytes``. Temporary files that an interrupted run
+    left behind are removed once an hour old, and empty folders go too. Only
+    files of the cache's own layout are touched; a concurrent transform that
+    finds an entry gone recomputes it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The cache folder.
+    max_bytes : int or None, default=None
+        Upper bound on the cache's size after pruning; None for no bound.
+    older_than : float, datetime.timedelta or None, default=None
+        Remove entries written more than this many seconds ago; None keeps
+        entries of any age.
+
+    Returns
+    -------
+    removed : dict
+        ``n_entries`` and ``n_bytes`` removed (``n_bytes`` counts every file:
+        entries, outputs and temporary files).
+
+    See Also
+    --------
+    cache_info : How much the cache holds, per settings.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skloes import prune_cache
+    >>> prune_cache(tempfile.mkdtemp(), max_bytes=10**9)
+    {'n_entries': 0, 'n_bytes': 0}
+    """
+    folder = _check_cache_folder(path, "prune_cache")
+    max_bytes = _check_bound(max_bytes, "max_bytes")
+    if hasattr(older_than, "total_seconds"):
+        older_than = older_than.total_seconds()
+    older_than = _check_bound(older_than, "older_than")
+    now = time.time()
+    files, removed = [], {"n_entries": 0, "n_bytes": 0}
+    for _, file, kind in _cache_files(folder):
+        try:
+            stat = file.stat()
+        except OSError:
+            continue
+        stale_part = kind == "part" and now - stat.st_mtime > _STALE_PART_SECONDS
+        too_old = older_than is not None and now - stat.st_mtime > older_than
+        if stale_part or (too_old and kind in ("entry", "output")):
+            _remove(file, kind, stat.st_size, removed)
+        elif kind != "settings":
+            files.append((stat.st_mtime, file, kind, stat.st_size))
+    if max_bytes is not None:
+        total = cache_info(folder)["n_bytes"]
+        for _, file, kind, size in sorted(files, key=lambda f: f[0]):
+            if total <= max_bytes:
+                break
+            if kind != "part":
+                total -= _remove(file, kind, size, removed)
+    _remove_empty(folder)
+    return removed
+
+
+def _check_bound(value, name):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or \
+            not np.isfinite(value) or value < 0:
+        raise ValueError(
+            f"prune_cache: `{name}` must be a non-negative number or None; got "
+            f"{value!r}."
+        )
+    return value
+
+
+def _remove(file, kind, size, removed):
+    try:
+        file.unlink()
+    except FileNotFoundError:  # another process pruned it first
+        return 0
+    removed["n_bytes"] += size
+    removed["n_entries"] += kind == "entry"
+    return size
+
+
+def _remove_empty(folder):
+    """Drop empty shard folders, then settings folders left with no entries."""
+    if not folder.is_dir():
+        return
+    for root in folder.iterdir():
+        if not (root.is_dir() and _DIGEST.match(root.name)):
+            continue
+        for sub in sorted(root.iterdir(), reverse=True):
+            if sub.is_dir():
+                with contextlib.suppress(OSError):
+                    sub.rmdir()  # only when empty
+        left = [p for p in root.iterdir() if p.name != "settings.json"]
+        if not left:
+            with contextlib.suppress(OSError):
+                (root / "settings.json").unlink(missing_ok=True)
+                root.rmdir()

@@ -142,3 +142,198 @@ def test_large_output_is_memory_mapped(tiny_model_path, tmp_path, monkeypatch):
 def test_callable_pooling_bypasses_the_cache(tiny_model_path, tmp_path):
     _hst(tiny_model_path, tmp_path, pooling=lambda h, m: h[:, 0]).fit_transform(TEXTS)
     assert not os.listdir(tmp_path)
+
+
+# ------------------------------------------- entries validated on read
+def _entries(folder):
+    return sorted(p for p in folder.rglob("*.npy") if "outputs" not in p.parts)
+
+
+@pytest.mark.parametrize("damage", ["empty", "nan", "inf", "wrong_shape", "header_only",
+                                    "pickle"])
+def test_damaged_entry_is_recomputed_and_overwritten(tiny_model_path, tmp_path, damage):
+    cold = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
+    entry = _entries(tmp_path)[0]
+    good = entry.read_bytes()
+    if damage == "empty":
+        entry.write_bytes(b"")
+    elif damage == "header_only":
+        entry.write_bytes(good[:128])
+    elif damage in ("nan", "inf"):
+        value = np.load(entry)
+        value[0, 0] = np.nan if damage == "nan" else np.inf
+        np.save(entry, value)
+        assert len(entry.read_bytes()) == len(good)  # the header is valid
+    elif damage == "wrong_shape":
+        np.save(entry, np.zeros((1, 3), np.float32))
+    else:
+        np.save(entry, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    for _ in range(2):  # the second run reads the rewritten entry
+        np.testing.assert_array_equal(
+            _hst(tiny_model_path, tmp_path).fit_transform(TEXTS), cold
+        )
+    assert entry.read_bytes() == good
+
+
+# ---------------------------------------- write failures never lose work
+def test_write_failure_warns_once_and_returns_the_result(tiny_model_path, tmp_path,
+                                                         monkeypatch):
+    from skloes import _cache
+
+    plain = _hst(tiny_model_path, None).fit_transform(TEXTS)
+    calls = []
+
+    def full(path, array):
+        calls.append(path)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_cache, "_atomic_save", full)
+    hst = _hst(tiny_model_path, tmp_path, batch_size=1)
+    with pytest.warns(UserWarning, match="cache.*No space left") as record:
+        out = hst.fit_transform(TEXTS)
+    assert len([w for w in record if "cache" in str(w.message)]) == 1
+    assert len(calls) == 1  # the cache is off for the rest of this transform
+    np.testing.assert_array_equal(out, plain)
+    with pytest.warns(UserWarning, match="cache"):  # and one warning per transform
+        hst.transform(TEXTS)
+
+
+def test_read_only_warm_cache_serves_its_hits(tiny_model_path, tmp_path, monkeypatch):
+    from skloes import _cache
+
+    warm = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(_cache.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(_cache.Path, "mkdir", refuse)
+    hst = _hst(tiny_model_path, tmp_path).fit(TEXTS)
+    hst._load = None  # all hits: the model is never needed
+    np.testing.assert_array_equal(hst.transform(TEXTS), warm)
+    with pytest.warns(UserWarning, match="Permission denied"):  # a miss: computed
+        out = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS + ["not fun"])
+    np.testing.assert_array_equal(out[:, : len(TEXTS)], warm)
+
+
+def test_cache_folder_deleted_mid_run(tiny_model_path, tmp_path, monkeypatch):
+    from skloes import _cache
+
+    plain = _hst(tiny_model_path, None).fit_transform(TEXTS)
+    real = _cache.HiddenStatesCache.write
+
+    def write_then_delete(self, key, array):
+        real(self, key, array)
+        shutil.rmtree(tmp_path / "c")
+
+    monkeypatch.setattr(_cache.HiddenStatesCache, "write", write_then_delete)
+    out = _hst(tiny_model_path, tmp_path / "c", batch_size=1).fit_transform(TEXTS)
+    np.testing.assert_array_equal(out, plain)
+
+
+def test_memmap_output_failure_falls_back_to_memory(tiny_model_path, tmp_path,
+                                                    monkeypatch):
+    from skloes import _cache, _hidden_states
+
+    monkeypatch.setattr(_hidden_states, "MEMMAP_MIN_BYTES", 1)
+    plain = _hst(tiny_model_path, None).fit_transform(TEXTS)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_cache.tempfile, "mkstemp", full)
+    with pytest.warns(UserWarning, match="No space left"):
+        out = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
+    np.testing.assert_array_equal(out, plain)
+
+
+# -------------------------------------- two processes fill one cache at once
+_FILL = """
+import sys
+import numpy as np
+from skloes import HiddenStatesTransformer
+texts = [f"the movie {i} was good" for i in range(16)]
+hst = HiddenStatesTransformer(sys.argv[1], device="cpu", progress=False,
+                              cache=sys.argv[2], batch_size=2)
+np.save(sys.argv[3], hst.fit_transform(texts))
+"""
+
+
+def test_two_processes_fill_one_cache(tiny_model_path, tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([sys.executable, "-c", _FILL, tiny_model_path,
+                               str(tmp_path / "cache"), str(tmp_path / f"{i}.npy")],
+                              env=env) for i in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    a, b = np.load(tmp_path / "0.npy"), np.load(tmp_path / "1.npy")
+    np.testing.assert_array_equal(a, b)
+    entries = _entries(tmp_path / "cache")
+    assert len(entries) == 16
+    store_files = [np.load(p, allow_pickle=False) for p in entries]
+    assert all(e.shape == (3, 8) and np.isfinite(e).all() for e in store_files)
+    assert not any(p.name.endswith(".part") for p in (tmp_path / "cache").rglob("*"))
+    texts = [f"the movie {i} was good" for i in range(16)]
+    np.testing.assert_array_equal(_hst(tiny_model_path, None).fit_transform(texts), a)
+
+
+# ------------------------------------------------- size and pruning
+def _fill(path, cache, texts, **params):
+    return _hst(path, cache, **params).fit_transform(texts)
+
+
+def test_cache_info_counts_settings_entries_and_bytes(tiny_model_path, tmp_path):
+    from skloes import cache_info
+
+    empty = cache_info(tmp_path / "none")
+    assert (empty["n_entries"], empty["n_bytes"], empty["settings"]) == (0, 0, [])
+    _fill(tiny_model_path, tmp_path, TEXTS)
+    _fill(tiny_model_path, tmp_path, TEXTS, max_length=8)
+    info = cache_info(tmp_path)
+    assert info["n_entries"] == 2 * len(set(TEXTS))
+    assert info["n_bytes"] == sum(p.stat().st_size for p in tmp_path.rglob("*")
+                                  if p.is_file())
+    assert len(info["settings"]) == 2
+    lengths = sorted(s["settings"]["max_length"] for s in info["settings"])
+    assert lengths == [8, 512]
+    assert all(s["n_entries"] == len(set(TEXTS)) for s in info["settings"])
+
+
+def test_prune_older_than_and_max_bytes(tiny_model_path, tmp_path):
+    from skloes import cache_info, prune_cache
+
+    _fill(tiny_model_path, tmp_path, TEXTS)
+    old = _entries(tmp_path)
+    for p in old:
+        os.utime(p, (1e9, 1e9))  # written in 2001
+    _fill(tiny_model_path, tmp_path, ["brand new text"])
+    stale = tmp_path / old[0].parent / ".tmp-interrupted.part"
+    stale.write_bytes(b"half")
+    os.utime(stale, (1e9, 1e9))
+    removed = prune_cache(tmp_path, older_than=86400)
+    assert removed["n_entries"] == len(old) and removed["n_bytes"] > 0
+    assert not stale.exists() and len(_entries(tmp_path)) == 1
+    # Size bound: oldest first, down to at most max_bytes.
+    _fill(tiny_model_path, tmp_path, TEXTS, max_length=8)
+    before = cache_info(tmp_path)["n_bytes"]
+    prune_cache(tmp_path, max_bytes=before // 2)
+    assert cache_info(tmp_path)["n_bytes"] <= before // 2
+    prune_cache(tmp_path, max_bytes=0)
+    assert cache_info(tmp_path)["n_entries"] == 0
+    # A pruned cache still works (recomputes).
+    np.testing.assert_array_equal(_fill(tiny_model_path, tmp_path, TEXTS),
+                                  _hst(tiny_model_path, None).fit_transform(TEXTS))
+
+
+def test_prune_validates_its_arguments(tmp_path):
+    from skloes import prune_cache
+
+    with pytest.raises(ValueError, match="`max_bytes`"):
+        prune_cache(tmp_path, max_bytes=-1)
+    with pytest.raises(ValueError, match="`older_than`"):
+        prune_cache(tmp_path, older_than=-5)
+    with pytest.raises(ValueError, match="`path`.*not a skloes cache"):
+        (tmp_path / "file.txt").write_text("x")
+        prune_cache(tmp_path / "file.txt", max_bytes=0)
