@@ -1,4 +1,5 @@
-"""The ``skloes`` command line: ``skloes probe`` runs the main job.
+"""The ``skloes`` command line: ``skloes probe`` runs the main job,
+``skloes cache info|prune`` shows or bounds a hidden-states cache.
 
 ``skloes probe`` extracts every layer of a model over a labelled data set,
 cross-validates a probe on each layer, computes the layer metrics, selects
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -116,6 +118,9 @@ def build_parser():
                        help="select layers inside each CV fold (unbiased, slower)")
     probe.add_argument("--out", default="skloes_report", metavar="DIR",
                        help="report folder (default: ./skloes_report)")
+    probe.add_argument("--force", action="store_true",
+                       help="overwrite a report (layers.csv, profile.png, "
+                       "selection.json) already in --out")
     probe.add_argument("--device", default="auto", metavar="D",
                        help="torch device: auto, cpu, cuda, mps (default: auto)")
     probe.add_argument("--batch-size", type=int, default=32, metavar="B",
@@ -124,7 +129,131 @@ def build_parser():
                        help="tokens kept per text (default: 128)")
     probe.add_argument("--seed", type=int, default=0,
                        help="random seed of the subsample, folds and selection")
+    _add_cache_parser(sub)
     return parser
+
+
+def _add_cache_parser(sub):
+    cache = sub.add_parser(
+        "cache", help="show the size of a hidden-states cache or prune it",
+        description="Show the size of a hidden-states cache folder (the `cache` "
+        "of HiddenStatesTransformer) per settings, or prune it.",
+    )
+    actions = cache.add_subparsers(dest="action", parser_class=_Parser)
+    info = actions.add_parser("info", help="entries and bytes per settings")
+    info.add_argument("path", metavar="DIR", help="the cache folder")
+    prune = actions.add_parser(
+        "prune", help="remove old entries, then the oldest down to a size",
+        description="Remove entries written more than --older-than ago, then the "
+        "oldest until the cache holds at most --max-bytes.",
+    )
+    prune.add_argument("path", metavar="DIR", help="the cache folder")
+    prune.add_argument("--max-bytes", type=_size, default=None, metavar="SIZE",
+                       help="size bound, e.g. 500M, 2G (suffixes K, M, G, T: "
+                       "powers of 1024)")
+    prune.add_argument("--older-than", type=_age, default=None, metavar="AGE",
+                       help="age bound, e.g. 3600, 12h, 30d, 2w")
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _quantity(text, units, option, example):
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z]?)\s*", text)
+    unit = match and match.group(2)
+    if unit is not None and unit not in units:
+        unit = unit.upper() if unit.upper() in units else None
+    if not match or unit is None:
+        raise argparse.ArgumentTypeError(
+            f"{option} must be a non-negative number with an optional unit "
+            f"({', '.join(u for u in units if u)}), e.g. {example}; got {text!r}"
+        )
+    return int(float(match.group(1)) * units[unit])
+
+
+def _size(text):
+    return _quantity(text, _SIZE_UNITS, "--max-bytes", "500M")
+
+
+def _age(text):
+    return _quantity(text, _AGE_UNITS, "--older-than", "30d")
+
+
+def run_cache(args):
+    """Run ``skloes cache info|prune`` for parsed arguments."""
+    from skloes._cache import cache_info, prune_cache
+
+    if args.action is None:
+        raise UserError("say which action: skloes cache info or prune DIR")
+    try:
+        if args.action == "prune":
+            if args.max_bytes is None and args.older_than is None:
+                raise UserError("prune needs --max-bytes or --older-than (or both)")
+            removed = prune_cache(args.path, max_bytes=args.max_bytes,
+                                  older_than=args.older_than)
+            print(f"removed {removed['n_entries']} entries "
+                  f"({_human(removed['n_bytes'])}) from {args.path}")
+        info = cache_info(args.path)
+    except ValueError as exc:
+        raise UserError(_first_line(exc)) from None
+    print(f"{info['path']}: {info['n_entries']} entries, {_human(info['n_bytes'])}")
+    for group in sorted(info["settings"], key=lambda g: -g["n_bytes"]):
+        s = group["settings"] or {}
+        what = ", ".join(f"{k}={s[k]}" for k in ("pooling", "max_length", "dtype")
+                         if k in s)
+        layers = s.get("layers")
+        if layers is not None:
+            what += f", {len(layers)} layers"
+        print(f"  {group['digest']}  {group['n_entries']:>8} entries  "
+              f"{_human(group['n_bytes']):>9}  {what}")
+
+
+def _human(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+# --------------------------------------------------------------------------
+# The report folder
+# --------------------------------------------------------------------------
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
+
+
+def check_out(out, force):
+    """Fail before any work when the report cannot be written to ``out``.
+
+    ``out`` must be a folder or not exist yet (it is created only when the
+    report is written); its parent chain must be writable; a report already
+    there is never overwritten without ``force``.
+    """
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--out {out!r} is a file, not a folder")
+    existing = [name for name in REPORT_FILES if (folder / name).exists()]
+    if existing and not force:
+        raise UserError(
+            f"--out {out!r} already holds {', '.join(existing)}; pass --force to "
+            "overwrite them or choose another --out"
+        )
+    probe = folder
+    while not probe.exists():  # the nearest existing folder must take files
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"--out {out!r}: {str(probe)!r} is a file, not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".skloes-write-test-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise UserError(f"--out {out!r} is not writable: {exc}") from None
+    for name in existing if force else ():
+        if not os.access(folder / name, os.W_OK):
+            raise UserError(f"--out {out!r}: {name} is not writable")
 
 
 # --------------------------------------------------------------------------
@@ -292,6 +421,7 @@ def run_probe(args):
     from skloes.report import LayerReport
 
     start = time.perf_counter()
+    check_out(args.out, args.force)
     texts, labels, names = load_data(args.data, args.text_column, args.label_column,
                                      args.max_samples, args.seed)
     n_classes = len(np.unique(labels))
@@ -350,12 +480,22 @@ def main(argv=None):
         if args.command is None:
             parser.print_help()
             return 0
+        if args.command == "cache":
+            run_cache(args)
+            return 0
         _quiet_libraries()
         run_probe(args)
     except UserError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        prog = "skloes cache" if argv_command(argv) == "cache" else PROG
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def argv_command(argv):
+    """The sub-command named in ``argv`` (``sys.argv`` when None), or None."""
+    words = sys.argv[1:] if argv is None else argv
+    return next((w for w in words if not w.startswith("-")), None)
 
 
 def _quiet_libraries():

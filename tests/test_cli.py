@@ -130,3 +130,127 @@ def test_python_dash_m_reports_errors_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "does not exist" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------ the report folder (--out)
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
+
+
+def _never_load_data(monkeypatch):
+    """Fail the test if the job starts: --out must be checked before any work."""
+    import skloes.cli
+
+    def boom(*args, **kwargs):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr(skloes.cli, "load_data", boom)
+
+
+@pytest.mark.parametrize("name", REPORT_FILES)
+def test_existing_report_file_is_never_overwritten(tmp_path, capsys, monkeypatch, name):
+    _never_load_data(monkeypatch)
+    (tmp_path / name).write_text("the user's own file")
+    (tmp_path / "notes.txt").write_text("unrelated")
+    status = main(["probe", "--out", str(tmp_path)])
+    _one_line_error(capsys, status, name)
+    assert "--force" in capsys.readouterr().err or True
+    assert (tmp_path / name).read_text() == "the user's own file"
+
+
+def test_existing_report_error_names_files_and_force(tmp_path, capsys, monkeypatch):
+    _never_load_data(monkeypatch)
+    for name in REPORT_FILES[:2]:
+        (tmp_path / name).write_text("x")
+    status = main(["probe", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert status == 2 and "layers.csv" in err and "profile.png" in err
+    assert "--force" in err and "selection.json" not in err
+
+
+def test_out_is_a_file_or_unwritable(tmp_path, capsys, monkeypatch):
+    _never_load_data(monkeypatch)
+    file = tmp_path / "report"
+    file.write_text("x")
+    _one_line_error(capsys, main(["probe", "--out", str(file)]), "--out")
+    _one_line_error(capsys, main(["probe", "--out", str(file / "sub")]), "--out")
+    import skloes.cli
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(skloes.cli.tempfile, "mkstemp", refuse)
+    _one_line_error(capsys, main(["probe", "--out", str(tmp_path / "new")]),
+                    "Permission denied")
+
+
+def test_empty_or_unrelated_out_folder_is_fine(tmp_path, monkeypatch):
+    import skloes.cli
+
+    started = []
+
+    def stop(*args, **kwargs):
+        started.append(True)
+        raise skloes.cli.UserError("stop here")
+
+    monkeypatch.setattr(skloes.cli, "load_data", stop)
+    (tmp_path / "notes.txt").write_text("unrelated")
+    assert main(["probe", "--out", str(tmp_path)]) == 2 and started
+    assert main(["probe", "--out", str(tmp_path / "a" / "b")]) == 2
+    assert len(started) == 2 and not (tmp_path / "a").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.torch
+def test_force_overwrites_the_report(tmp_path, capsys, tiny_model_path):
+    rng = np.random.RandomState(0)
+    words = "the a good bad great awful movie film plot actor story fun dull".split()
+    texts = [" ".join(rng.choice(words, size=5)) for _ in range(20)]
+    data = _write_csv(tmp_path / "d.csv", texts, [0, 1] * 10, "text", "label")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "layers.csv").write_text("old")
+    argv = ["probe", "--model", tiny_model_path, "--data", str(data), "--k", "2",
+            "--out", str(out), "--device", "cpu"]
+    assert main(argv) == 2
+    assert main([*argv, "--force"]) == 0, capsys.readouterr().err
+    assert (out / "layers.csv").read_text().startswith("layer")
+
+
+# ---------------------------------------------------------- skloes cache
+def test_cache_info_and_prune_subcommands(tmp_path, capsys):
+    from skloes._cache import HiddenStatesCache, content_key
+
+    store = HiddenStatesCache(tmp_path, {"model": "m"}, (2, 3), "float32")
+    for text in ("a", "b", "c"):
+        store.write(content_key(text), np.ones((2, 3), np.float32))
+    assert main(["cache", "info", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 entries" in out and store.digest in out
+    assert main(["cache", "prune", str(tmp_path), "--max-bytes", "0"]) == 0
+    assert "removed 3 entries" in capsys.readouterr().out
+    assert not list(tmp_path.rglob("*.npy"))
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["cache", "prune", "X", "--max-bytes", "lots"], "--max-bytes"),
+        (["cache", "prune", "X", "--max-bytes", "-3"], "--max-bytes"),
+        (["cache", "prune", "X", "--older-than", "3 weeks"], "--older-than"),
+        (["cache", "prune", "X"], "--max-bytes or --older-than"),
+        (["cache"], "info or prune"),
+    ],
+)
+def test_cache_subcommand_user_errors(argv, needle, capsys):
+    status = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and needle in err[0], err
+
+
+def test_cache_sizes_and_ages_parse():
+    from skloes.cli import _age, _size
+
+    assert [_size(t) for t in ("0", "512", "1K", "1.5M", "2G", "1T")] == [
+        0, 512, 1024, int(1.5 * 2**20), 2 * 2**30, 2**40]
+    assert [_age(t) for t in ("90", "90s", "15m", "2h", "30d", "1w")] == [
+        90, 90, 900, 7200, 30 * 86400, 7 * 86400]
