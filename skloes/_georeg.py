@@ -38,16 +38,39 @@ from skloes._heads import (
     warn_not_converged,
 )
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
-from skloes.utils._validation import resolve_layer_indices, validate_layers
+from skloes.utils._validation import (
+    check_label_vector,
+    resolve_layer_indices,
+    validate_layers,
+)
 
 _VARIANTS = ("robust", "reference")
 
 
-def _check_finite_batch(z):
+def _check_batch(z, y):
+    """One clear error naming ``z`` or ``y`` before the loss's linear algebra."""
+    if z.ndim != 2 or z.shape[0] == 0:
+        raise ValueError(
+            "GeoRegLoss: `z` must be a non-empty (batch_size, dim) tensor; got "
+            f"shape {tuple(z.shape)}."
+        )
+    if y is not None and tuple(y.shape) != (z.shape[0],):
+        raise ValueError(
+            f"GeoRegLoss: `y` must hold one label per row of `z` ({z.shape[0]}); "
+            f"got shape {tuple(y.shape)}."
+        )
     if not bool(torch.isfinite(z).all()):
         raise ValueError(
             "GeoRegLoss: `z` has NaN or inf values (a diverged or unscaled "
             "embedding); the spectral term needs finite inputs."
+        )
+
+
+def _check_finite_loss(loss, z):
+    if not bool(torch.isfinite(loss)):
+        raise ValueError(
+            f"GeoRegLoss: the loss overflows {z.dtype} for this `z` (largest "
+            f"|z| = {float(z.abs().max()):.3g}); rescale the embedding."
         )
 
 
@@ -220,9 +243,11 @@ class GeoRegLoss(nn.Module):
         loss : torch.Tensor
             Scalar.
         """
-        _check_finite_batch(z)
+        _check_batch(z, y)
         spectral, triangle = self.terms(z, y, generator)
-        return self.weight * (spectral + triangle)
+        loss = self.weight * (spectral + triangle)
+        _check_finite_loss(loss, z)
+        return loss
 
 
 # --------------------------------------------------------------------------
@@ -507,6 +532,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def _encode_targets(self, y, warm):
         name = type(self).__name__
+        y = check_label_vector(y, name)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if warm:

@@ -260,12 +260,29 @@ def load_processor(path: str, modality: str, *, trust_remote_code: bool = False,
     }[modality]
     try:
         with quiet_transformers():
-            return auto.from_pretrained(path, trust_remote_code=trust_remote_code)
+            processor = auto.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(
             f"{owner}: `model` {path!r} has no usable {auto.__name__[4:]} for its "
             f"{modality} input: {exc}"
         ) from None
+    if modality == "text":
+        _check_vocabulary(processor, path, owner)
+    return processor
+
+
+def _check_vocabulary(tokenizer, path, owner):
+    """A tokenizer built without its vocabulary files maps every word to UNK."""
+    special = set(getattr(tokenizer, "all_special_tokens", ()))
+    try:
+        size = len(tokenizer)
+    except TypeError:
+        return
+    if size <= len(special):
+        raise ValueError(
+            f"{owner}: `model` {path!r} has no tokenizer vocabulary (its tokenizer "
+            f"knows only the {size} special tokens); the tokenizer files are missing."
+        )
 
 
 def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",

@@ -63,6 +63,20 @@ _n_layers_value = _int_or_word("--n-layers-to-select", 1, "auto", "auto")
 _max_samples = _int_or_word("--max-samples", 10, "all", None)
 
 
+def _positive_int(option):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a positive int; got {text!r}"
+            )
+        return value
+    return parse
+
+
 def build_parser():
     """The argument parser of the ``skloes`` command.
 
@@ -123,9 +137,11 @@ def build_parser():
                        "selection.json) already in --out")
     probe.add_argument("--device", default="auto", metavar="D",
                        help="torch device: auto, cpu, cuda, mps (default: auto)")
-    probe.add_argument("--batch-size", type=int, default=32, metavar="B",
+    probe.add_argument("--batch-size", type=_positive_int("--batch-size"), default=32,
+                       metavar="B",
                        help="texts per forward pass (default: 32)")
-    probe.add_argument("--max-length", type=int, default=128, metavar="T",
+    probe.add_argument("--max-length", type=_positive_int("--max-length"), default=128,
+                       metavar="T",
                        help="tokens kept per text (default: 128)")
     probe.add_argument("--seed", type=int, default=0,
                        help="random seed of the subsample, folds and selection")

@@ -326,11 +326,16 @@ class LayerReport(BaseEstimator):
                     f"{name}: `extra_metrics[{key!r}]` must hold one value per layer "
                     f"({n_layers}); got shape {values.shape}."
                 )
+            if str(key) in self.metrics:  # would silently replace a computed one
+                raise ValueError(
+                    f"{name}: `extra_metrics` key {key!r} is also a computed metric "
+                    f"of `metrics`; rename it."
+                )
             out[str(key)] = values
         return out
 
     def _task(self, name, y):
-        kind = type_of_target(y)
+        kind = type_of_target(y, input_name="y")
         if kind in ("binary", "multiclass"):
             return "classification"
         if kind == "continuous":

@@ -102,6 +102,8 @@ def infonce(
 def _lidar_spectra(owner, views, max_prompts, random_state):
     V = np.asarray(views, dtype=np.float64) if not isinstance(views, list) else None
     if V is None:
+        if not views:
+            raise ValueError(f"{owner}: `views` is empty; pass at least 2 views.")
         V = np.stack([np.asarray(v, dtype=np.float64) for v in views])
     if V.ndim not in (3, 4):
         raise ValueError(

@@ -33,7 +33,7 @@ from skloes._models import resolve_device
 from skloes.selection._base import LayerSupportMixin
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
-from skloes.utils._validation import validate_layers
+from skloes.utils._validation import check_label_vector, validate_layers
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
@@ -387,6 +387,7 @@ class ScalarMixClassifier(ClassifierMixin, _BaseScalarMix):
             warnings.warn("A column-vector y was passed when a 1d array was "
                           "expected.", DataConversionWarning, stacklevel=3)
             y = y.ravel()
+        y = check_label_vector(y, type(self).__name__)
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:

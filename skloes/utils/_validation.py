@@ -304,9 +304,10 @@ def input_ndim(X) -> int:
 def _validate_stack(estimator, X, y, *, reset, dtype, **check_params):
     name = _name(estimator)
     check_params.pop("ensure_min_features", None)
+    check_params.pop("ensure_min_samples", None)  # axis 0 holds layers, not samples
     X = check_array(
         X, allow_nd=True, dtype=dtype, input_name="X", estimator=estimator,
-        ensure_2d=False, **check_params,
+        ensure_2d=False, ensure_min_samples=0, **check_params,
     )
     n_layers, n_samples, dim = X.shape
     if n_samples == 0 or n_layers == 0 or dim == 0:
@@ -487,6 +488,18 @@ def fuse_layers(stack, layers, mean=None, scale=None, dtype=None):
         blocks.append(block)
     out = np.concatenate(blocks, axis=1)
     return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def check_label_vector(y, name):
+    """Class labels as a 1-D array; a 2-D ``y`` is an error naming ``y``."""
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        return y.ravel()
+    if y.ndim != 1:
+        raise ValueError(
+            f"{name}: `y` must be a 1-D array of class labels; got shape {y.shape}."
+        )
+    return y
 
 
 def check_stratified_folds(cv, y, name, param="cv"):

