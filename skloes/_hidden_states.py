@@ -101,7 +101,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         tokenizer's own limit applies too. Ignored for images and audio.
 
     device : str, default="auto"
-        Torch device; ``"auto"`` picks CUDA, then MPS, then CPU.
+        Torch device; ``"auto"`` picks CUDA, then MPS, then CPU. A device this
+        machine does not have (``"cuda"`` without a GPU) fails at ``fit``.
 
     dtype : {"float32", "float16"}, default="float32"
         Dtype of the returned array; the model computes in float32.
@@ -119,7 +120,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         stays quiet when stderr is not a terminal.
 
     trust_remote_code : bool, default=False
-        Allow models whose config asks for their own Python code.
+        Allow models whose config asks for their own Python code (an
+        ``auto_map``). Without it such a model is refused before any of its
+        code runs; with it, a warning names the files about to run.
 
     Attributes
     ----------
@@ -215,8 +218,10 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of str, list of arrays or ndarray of shape (n_samples, ...)
-            Raw inputs of the model's modality, checked here.
+        X : iterable of str, list of arrays or ndarray of shape (n_samples, ...)
+            Raw inputs of the model's modality, checked here. A table (a
+            DataFrame, or a 2-D array of strings) must have exactly one
+            column, the texts; a wider one is an error naming ``X``.
         y : array-like of shape (n_samples,) or None, default=None
             Ignored; its length must match ``X``.
 
