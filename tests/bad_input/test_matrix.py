@@ -241,6 +241,25 @@ def test_scales_and_sizes_give_a_result(est_name, case, X, y):
         finite(est.probe_scores_)
 
 
+# A constant layer: every selector warns, naming it, and never selects it.
+CONSTANT_LAYER = with_value(2.0, where=(1,))
+WARNS_ON_CONSTANT = ["LOESSelector", "LOESSelectorCV", "BestSingleLayerSelector",
+                     "GreedyForwardSelector", "ExhaustiveSubsetSelector",
+                     "MetricTopKSelector"]
+
+
+def never_selects(layer):
+    def check(est):
+        assert layer not in est.get_support(indices=True)
+    return check
+
+
+@pytest.mark.parametrize("est_name", WARNS_ON_CONSTANT)
+def test_constant_layer_warns(est_name):
+    warns(r"layers \[1\]", never_selects(1)).check(
+        lambda: LAYER_ESTIMATORS[est_name]().fit(CONSTANT_LAYER, Y))
+
+
 # --------------------------------------------------------------------------
 # Parameters of the layer-data estimators: (id, make, X, y, outcome)
 # --------------------------------------------------------------------------
