@@ -209,8 +209,8 @@ def test_force_overwrites_the_report(tmp_path, capsys, tiny_model_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "layers.csv").write_text("old")
-    argv = ["probe", "--model", tiny_model_path, "--data", str(data), "--k", "2",
-            "--out", str(out), "--device", "cpu"]
+    argv = ["probe", "--model", tiny_model_path, "--data", str(data),
+            "--n-layers-to-select", "2", "--out", str(out), "--device", "cpu"]
     assert main(argv) == 2
     assert main([*argv, "--force"]) == 0, capsys.readouterr().err
     assert (out / "layers.csv").read_text().startswith("layer")
