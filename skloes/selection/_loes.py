@@ -36,7 +36,7 @@ from skloes.utils._param_validation import (
 )
 from skloes.utils._validation import (
     FLOAT_DTYPES,
-    check_stratified_folds,
+    cv_splits,
     resolve_task,
     validate_layers,
 )
@@ -620,12 +620,11 @@ class LOESSelectorCV(_BaseLOES):
                      else self.estimator)
         scorer = check_scoring(estimator, scoring=self.scoring)
         cv = check_cv(self.cv, y_fit, classifier=classification)
-        check_stratified_folds(cv, y_fit, name)
         seed = self.random_state  # one seed for every fold and the final path
         if isinstance(seed, np.random.RandomState):
             seed = int(seed.randint(np.iinfo(np.int32).max))
         selector = self._selector(k_max, cfg["task"]).set_params(random_state=seed)
-        splits = list(cv.split(np.zeros((stack.shape[1], 1)), y_fit))
+        splits = cv_splits(cv, y_fit, name)
         out = Parallel(n_jobs=self.n_jobs)(
             delayed(_score_fold)(clone(selector), stack, y_fit, tr, te, k_max,
                                  estimator, scorer) for tr, te in splits)

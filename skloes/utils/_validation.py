@@ -502,23 +502,41 @@ def check_label_vector(y, name):
     return y
 
 
-def check_stratified_folds(cv, y, name, param="cv"):
-    """Fail, naming ``param``, when a class has fewer samples than the folds.
+def cv_splits(cv, y, name, param="cv"):
+    """The ``(train, test)`` splits of ``cv`` over ``y``, checked against ``y``.
 
-    ``cv`` is the splitter returned by :func:`sklearn.model_selection.check_cv`;
-    only stratified k-fold splitters are checked (other splitters are the
-    user's own choice).
+    ``cv`` is the splitter returned by :func:`sklearn.model_selection.check_cv`.
+    More folds than samples is an error naming ``param``; for stratified
+    k-fold, a class smaller than the number of folds gives one warning naming
+    ``param`` (in place of the splitter's own).
     """
+    import warnings
+
     from sklearn.model_selection import StratifiedKFold
 
-    if not isinstance(cv, StratifiedKFold):
-        return
-    classes, counts = np.unique(y, return_counts=True)
-    if counts.min() < cv.n_splits:
+    n_splits, n = getattr(cv, "n_splits", None), len(y)
+    if isinstance(n_splits, Integral) and n_splits > n:
         raise ValueError(
-            f"{name}: `{param}`={cv.n_splits} stratified folds need at least "
-            f"{cv.n_splits} samples of every class; class "
-            f"{classes[counts.argmin()].tolist()!r} "
-            f"has {counts.min()}. Lower `{param}` or add samples of that class."
+            f"{name}: `{param}`={n_splits} folds need at least {n_splits} samples; "
+            f"got {n}."
         )
+    with warnings.catch_warnings():
+        if isinstance(cv, StratifiedKFold):
+            _warn_small_classes(cv.n_splits, y, name, param)
+            warnings.filterwarnings("ignore", "The least populated class",
+                                    UserWarning)
+        return list(cv.split(np.zeros((n, 1)), y))
 
+
+def _warn_small_classes(n_splits, y, name, param):
+    import warnings
+
+    classes, counts = np.unique(y, return_counts=True)
+    if counts.min() < n_splits:
+        warnings.warn(
+            f"{name}: class {classes[counts.argmin()].tolist()!r} has "
+            f"{counts.min()} samples, fewer than the `{param}`={n_splits} "
+            "stratified folds, so some test folds lack it; lower `cv` for "
+            "scores on every class.",
+            UserWarning, stacklevel=4,
+        )

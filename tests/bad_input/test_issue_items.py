@@ -7,6 +7,7 @@ The cache items live in ``test_cache.py`` and the command-line items in
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 
@@ -161,9 +162,19 @@ def test_loes_cv_names_cv_when_a_class_is_smaller():
     rng = np.random.RandomState(0)
     stack = rng.randn(4, 30, 5)
     y = np.array([0] * 27 + [1] * 3)
-    with pytest.raises(ValueError, match=r"LOESSelectorCV.*`cv`=5.*class 1 has 3"):
-        LOESSelectorCV(cv=5).fit(stack, y)
-    LOESSelectorCV(cv=3, max_layers_to_select=2, random_state=0).fit(stack, y)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        LOESSelectorCV(cv=5, max_layers_to_select=2, random_state=0).fit(stack, y)
+    messages = [str(w.message) for w in record]
+    ours = [m for m in messages if "`cv`=5" in m]
+    assert len(ours) == 1
+    assert re.search(r"LOESSelectorCV: class 1 has 3 samples", ours[0])
+    assert not any("least populated class" in m for m in messages)  # the splitter's
+    with pytest.raises(ValueError, match=r"LOESSelectorCV: `cv`=31 folds.*got 30"):
+        LOESSelectorCV(cv=31).fit(stack, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        LOESSelectorCV(cv=3, max_layers_to_select=2, random_state=0).fit(stack, y)
 
 
 # --------------------------------- 10. layer_report and one constant layer
