@@ -5,4 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
-exec "${PYTHON:-python3}" -m skloes probe "$@"
+# The job's own default folder (./skloes_report) is rewritten on every run; a
+# folder given with --out is never overwritten unless --force is given too.
+args=("$@")
+case " $* " in
+  *" --out "* | *" --out="*) ;;
+  *) args+=(--force) ;;
+esac
+exec "${PYTHON:-python3}" -m skloes probe ${args[@]+"${args[@]}"}

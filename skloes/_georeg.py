@@ -545,7 +545,7 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         elif len(classes) < 2:
             raise ValueError(
                 f"{name}: `y` must hold at least 2 classes; got one class "
-                f"({classes[0]!r})."
+                f"({classes[0].tolist()!r})."
             )
         self.classes_ = classes
         return codes
@@ -592,7 +592,8 @@ class GeoRegFineTuner(ClassifierMixin, TransformerMixin, BaseEstimator):
         ):
             raise ValueError(
                 f"{type(self).__name__}: `validation_fraction`={fraction} is too "
-                f"large for the smallest class ({self.classes_[smallest]!r} has "
+                "large for the smallest class "
+                f"({self.classes_[smallest].tolist()!r} has "
                 f"{counts.min()} samples; {n} samples in {len(counts)} classes): "
                 "the stratified split needs every class on both sides. Lower it, "
                 "or set validation_fraction=0 to train without early stopping."

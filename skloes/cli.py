@@ -375,6 +375,7 @@ def _check_labels(labels):
             f"labels must be classes or one continuous target; got {kind} labels"
         )
     classes, counts = np.unique(labels, return_counts=True)
+    classes = classes.tolist()  # 'a' and 1, not np.str_('a') and np.int64(1)
     if len(classes) < 2:
         raise UserError(f"the labels hold a single class ({classes[0]!r}); need 2+")
     if counts.min() < 2:

@@ -357,7 +357,7 @@ class LayerReport(BaseEstimator):
         if counts.min() < 2:
             raise ValueError(
                 f"{name}: every class needs at least 2 samples for cross-validation; "
-                f"class {classes[counts.argmin()]!r} has {counts.min()}."
+                f"class {classes[counts.argmin()].tolist()!r} has {counts.min()}."
             )
         self.n_splits_ = int(min(self.cv, counts.min()))
         return StratifiedKFold(

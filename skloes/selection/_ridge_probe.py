@@ -244,7 +244,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
         if self.classes_.size < 2:
             raise ValueError(
                 f"{type(self).__name__}: `y` must contain at least two classes; "
-                f"got 1 class ({self.classes_[0]!r})."
+                f"got 1 class ({self.classes_[0].tolist()!r})."
             )
         coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes],
                                            width)

@@ -393,7 +393,7 @@ class ScalarMixClassifier(ClassifierMixin, _BaseScalarMix):
         if self.classes_.size < 2:
             raise ValueError(
                 f"{name}: `y` must contain at least two classes; got 1 class "
-                f"({self.classes_[0]!r})."
+                f"({self.classes_[0].tolist()!r})."
             )
         torch = _torch()
         return self._fit(stack, torch.as_tensor(codes), self.classes_.size, codes)

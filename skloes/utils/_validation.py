@@ -289,7 +289,7 @@ def resolve_task(y, task, name):
     classes = np.unique(y)
     if classes.size < 2:
         raise ValueError(f"{name}: `y` must contain at least two classes; got 1 "
-                         f"class ({classes[0]!r}).")
+                         f"class ({classes[0].tolist()!r}).")
     return task, classes, y
 
 
