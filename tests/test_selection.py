@@ -303,7 +303,7 @@ def test_duplicate_layer_is_never_selected_twice(variant, gamma, c):
     first = LOESSelector(variant=variant, n_layers_to_select=1, random_state=0).fit(
         stack, y).selection_order_[0]
     dup = np.concatenate([stack, c * stack[first][None]], axis=0)
-    sel = LOESSelector(variant=variant, gamma=gamma, n_layers_to_select=6,
+    sel = LOESSelector(variant=variant, redundancy_weight=gamma, n_layers_to_select=6,
                        random_state=0).fit(dup, y)
     chosen = set(sel.selection_order_.tolist())
     assert not {first, dup.shape[0] - 1} <= chosen
@@ -312,7 +312,8 @@ def test_duplicate_layer_is_never_selected_twice(variant, gamma, c):
 
 def test_duplicate_without_guard_gets_maximal_redundancy():
     stack, y = _planted(seed=12)
-    kw = dict(alpha=0.0, gamma=0.0, eta=0.0, random_state=0)
+    kw = dict(isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0,
+              random_state=0)
     first = LOESSelector(n_layers_to_select=1, **kw).fit(stack, y).selection_order_[0]
     dup = np.concatenate([stack, 3.0 * stack[first][None]], axis=0)
     sel = LOESSelector(exclude_duplicates=False, n_layers_to_select=2, **kw).fit(dup, y)
@@ -337,7 +338,8 @@ def test_paths_are_nested(variant, update):
 
 def test_planted_layers_are_picked_first():
     stack, y = _planted(n=400, n_layers=7, informative=(5, 2), seed=14)
-    sel = LOESSelector(alpha=0.0, gamma=0.0, eta=0.0, random_state=0).fit(stack, y)
+    sel = LOESSelector(isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0,
+                       random_state=0).fit(stack, y)
     assert set(sel.selection_order_[:2].tolist()) == {2, 5}
 
 
@@ -349,7 +351,7 @@ def test_planted_informative_layer_is_selected_first_with_defaults():
     for variant in VARIANT_NAMES:
         sel = LOESSelector(variant=variant, n_layers_to_select=2, random_state=0)
         if variant == "reference":  # isotropy dominates: α=1 is not label-driven
-            sel.set_params(alpha=0.0)
+            sel.set_params(isotropy_weight=0.0)
         assert sel.fit(stack, y).selection_order_[0] == 6
 
 
@@ -411,7 +413,8 @@ def test_calibration_subsample_is_stratified_and_sized():
 
 def test_relative_loss_normalisation_divides_by_the_residual_loss():
     stack, y = _planted(seed=20)
-    kw = dict(alpha=0.0, gamma=0.0, eta=0.0, random_state=0)
+    kw = dict(isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0,
+              random_state=0)
     a = LOESSelector(**kw).fit(stack, y)
     b = LOESSelector(loss_normalization="relative", **kw).fit(stack, y)
     # same picks (a common positive factor per step), loss rescaled at k >= 1
@@ -490,11 +493,12 @@ def test_string_and_integer_labels_give_the_same_selection():
 def test_regression_and_multioutput_targets():
     stack, _ = _planted(seed=26)
     t = stack[3, :, 0] * 2 + 0.1 * np.random.RandomState(0).normal(size=240)
-    sel = LOESSelector(alpha=0.0, gamma=0.0, n_layers_to_select=2).fit(stack, t)
+    kw = dict(isotropy_weight=0.0, redundancy_weight=0.0, n_layers_to_select=2)
+    sel = LOESSelector(**kw).fit(stack, t)
     assert sel.task_ == "regression" and sel.selection_order_[0] == 3
     assert np.nansum(np.abs(sel.scores_["triangle"])) == 0
     multi = np.c_[t, stack[1, :, 2]]
-    sel = LOESSelector(alpha=0.0, gamma=0.0, n_layers_to_select=2).fit(stack, multi)
+    sel = LOESSelector(**kw).fit(stack, multi)
     assert set(sel.selection_order_.tolist()) == {1, 3}
 
 
@@ -734,3 +738,132 @@ def test_cv_budget_is_clipped_to_the_candidates():
     assert cv.cv_results_["n_layers"].tolist() == [1, 2, 3, 4, 5, 6]
     assert np.isnan(cv.cv_results_["mean_test_score"][5])
     assert cv.n_layers_to_select_ <= 5 and 5 not in cv.selection_order_
+
+
+# --------------------------------------------------------------------------
+# The optimised path against a frozen copy of the original (tests/_loes_oracle.py)
+# --------------------------------------------------------------------------
+def _oracle():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "_loes_oracle" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "_loes_oracle", Path(__file__).with_name("_loes_oracle.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_loes_oracle"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["_loes_oracle"]
+
+
+def _residual_stream(n=200, n_layers=6, dim=30, n_classes=3, seed=0):
+    """Correlated, anisotropic layers as a residual stream makes them."""
+    rng = np.random.RandomState(seed)
+    y = rng.randint(0, n_classes, n)
+    X = rng.normal(size=(n, dim)) * np.logspace(0, -2, dim)
+    layers = [X]
+    for l in range(1, n_layers):
+        mix = rng.normal(size=(dim, dim)) / np.sqrt(dim) * np.logspace(0, -1.5, dim)
+        X = X + 0.4 * rng.normal(size=(n, dim)) @ mix
+        X[:, 0] += 0.5 * (y == l % n_classes)
+        layers.append(X.copy())
+    return np.stack(layers), y
+
+
+_ORACLE_CASES = [
+    *[("cls", dict(variant=v, update=u, loss_normalization=norm), 5)
+      for v in VARIANT_NAMES for u in ("stagewise", "refit")
+      for norm in ("none", "relative")],
+    *[(kind, dict(variant=v), 4) for v in VARIANT_NAMES
+      for kind in ("wide", "regression", "label_free", "binary")],
+]
+
+
+@pytest.mark.parametrize("kind, params, K", _ORACLE_CASES)
+def test_path_equals_the_frozen_original(kind, params, K):
+    from skloes.selection._loes_path import _loes_path, _resolve_config
+
+    stack, y = _residual_stream(seed=len(kind))
+    task = "classification"
+    if kind == "wide":  # fewer rows than dimensions: the n×n Gram route
+        stack, y = _residual_stream(n=60, n_layers=5, dim=80, n_classes=4, seed=1)
+    elif kind == "regression":
+        task = "regression"
+        y = stack[3, :, :2] + np.random.RandomState(2).normal(size=(200, 2))
+    elif kind == "label_free":
+        task, y = "label_free", None
+    elif kind == "binary":
+        y = y % 2
+    cfg = _resolve_config(LOESSelector(**params), task)
+    old = dict(cfg)
+    for new_key, old_key in (("isotropy_weight", "alpha"),
+                             ("redundancy_weight", "gamma"),
+                             ("volume_weight", "eta")):
+        old[old_key] = old.pop(new_key)
+    got = _loes_path(stack, y, K, cfg, 0, "t")
+    want = _oracle()._loes_path(stack, y, K, old, 0, "t")
+    assert got.selection_order.tolist() == want["selection_order_"].tolist()
+    for key, value in want["scores_"].items():
+        np.testing.assert_allclose(got.scores[key], value, rtol=0, atol=1e-8,
+                                   err_msg=key)
+    for mine, theirs in ((got.step_fits, want["step_fits_"]),
+                         (got.residual, want["residual_"])):
+        if theirs is None:
+            assert mine is None
+        else:
+            np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-8)
+
+
+# --------------------------------------------------------------------------
+# One path for every budget: ``memory``
+# --------------------------------------------------------------------------
+def test_memory_reuses_and_extends_the_cached_path(tmp_path):
+    from skloes.selection import _loes_path
+
+    stack, y = _planted(n=150, seed=41)
+    plain = {k: LOESSelector(n_layers_to_select=k, random_state=0).fit(stack, y)
+             for k in (1, 3, 5)}
+    counts = _loes_path.COUNTS
+    before = dict(counts)
+    for k in (3, 1, 5, 5, 2):  # a hit, a slice, an extension, a hit, a slice
+        sel = LOESSelector(n_layers_to_select=k, random_state=0,
+                           memory=str(tmp_path)).fit(stack, y)
+        ref = plain.get(k) or plain[5]
+        assert sel.selection_order_.tolist() == ref.selection_order_[:k].tolist()
+        for key, value in sel.scores_.items():
+            np.testing.assert_array_equal(value, ref.scores_[key][:k])
+        if k in plain:  # a slice restores the residual by adding fits back
+            np.testing.assert_allclose(sel.residual_, plain[k].residual_,
+                                       rtol=0, atol=1e-12)
+    assert counts["prepare"] - before["prepare"] == 1  # the extension loads it
+    assert counts["steps"] - before["steps"] == 5  # each step computed once
+
+
+def test_memory_grid_search_equals_no_memory(tmp_path):
+    from joblib import Memory
+
+    from skloes.selection import _loes_path
+
+    stack, y = _planted(n=150, seed=42)
+    flat = _flat(stack)
+    grid = {"loes__n_layers_to_select": [1, 2, 3]}
+    results = []
+    for memory in (None, Memory(tmp_path, verbose=0)):
+        pipe = Pipeline([("loes", LOESSelector(layer_dim=12, random_state=0,
+                                               memory=memory)),
+                         ("clf", LogisticRegression(max_iter=300))])
+        before = _loes_path.COUNTS["prepare"]
+        search = GridSearchCV(pipe, grid, cv=3).fit(flat, y)
+        results.append((search.cv_results_["mean_test_score"],
+                        _loes_path.COUNTS["prepare"] - before))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    assert results[0][1] == 3 * 3 + 1 and results[1][1] == 3 + 1
+
+
+def test_auto_budget_is_four_or_every_candidate():
+    stack, y = _planted(n=120, n_layers=6, seed=43)
+    assert LOESSelector(random_state=0).fit(stack, y).n_selected_ == 4
+    assert LOESSelector(random_state=0).fit(stack[:3], y).n_selected_ == 3
+    flat = _flat(stack[:2])
+    assert LOESSelector(layer_dim=12).fit(flat, y).n_selected_ == 2

@@ -19,7 +19,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, check_memory
 
 from skloes.selection._base import LayerFeatureNamesMixin
 from skloes.selection._loes_path import (
@@ -29,6 +29,7 @@ from skloes.selection._loes_path import (
 )
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
+    HasMethods,
     Interval,
     RealNotInt,
     StrOptions,
@@ -46,9 +47,9 @@ __all__ = ["LOESSelector", "LOESSelectorCV"]
 
 _LOES_CONSTRAINTS = {
     "variant": [StrOptions({"reference", "robust"})],
-    "alpha": [Interval(Real, 0, None, closed="left"), None],
-    "gamma": [Interval(Real, 0, None, closed="left")],
-    "eta": [Interval(Real, 0, None, closed="left")],
+    "isotropy_weight": [Interval(Real, 0, None, closed="left"), None],
+    "redundancy_weight": [Interval(Real, 0, None, closed="left")],
+    "volume_weight": [Interval(Real, 0, None, closed="left")],
     "ridge_alpha": [Interval(Real, 0, None, closed="neither"), StrOptions({"gcv"}),
                     None],
     "scaling": [StrOptions({"none", "unit_variance"}), None],
@@ -82,14 +83,15 @@ _PARAMS_DOC = """
         fixes its documented degeneracies (:ref:`loes_variants`). Every
         component below defaults to None, meaning the variant's value.
 
-    alpha : float or None, default=None
-        Weight of the isotropy term (reference: 1.0, robust: 0.1).
+    isotropy_weight : float or None, default=None
+        Weight of the isotropy term (reference: 1.0, robust: 0.1); the
+        authors' α.
 
-    gamma : float, default=0.5
-        Weight of the redundancy term.
+    redundancy_weight : float, default=0.5
+        Weight of the redundancy term; the authors' γ.
 
-    eta : float, default=0.1
-        Weight of the class-triangle term.
+    volume_weight : float, default=0.1
+        Weight of the class-triangle (simplex volume) term; the authors' η.
 
     ridge_alpha : float or "gcv", default=None
         Ridge penalty: absolute (reference: 1e-3) or chosen by GCV (robust).
@@ -177,6 +179,10 @@ _ATTRS_DOC = """
     isotropy_ : ndarray of shape (n_layers_in_,)
         Isotropy of each candidate layer (NaN for non-candidates).
 
+    candidates_ : ndarray of shape (n_candidates,)
+        Layers offered to the greedy search: every layer except the
+        degenerate ones and, with ``include_embedding=False``, layer 0.
+
     n_selected_ : int
         Number of layers selected (fewer than asked only after a warning).
 
@@ -245,23 +251,30 @@ class _BaseLOES(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):
         task, classes, y_arr = resolve_task(y_checked, self.task, name)
         return stack, y_arr, _resolve_config(self, task)
 
-    def _set_path(self, attrs, n_select, cfg):
-        for key, value in attrs.items():
-            setattr(self, key, value)
-        order = attrs["selection_order_"][:n_select]
+    def _set_path(self, path, n_select, cfg):
+        """Name the fitted attributes from a :class:`LOESPath` (first ``n_select``
+        steps)."""
+        path = path.truncate(n_select)
+        order = path.selection_order
         self.selection_order_ = order
-        self.scores_ = {k: v[: order.size] for k, v in attrs["scores_"].items()}
-        if attrs["step_fits_"] is not None:
-            fits = attrs["step_fits_"][: order.size]
-            self.step_fits_ = fits
-            self.residual_ = attrs["residual_"] + attrs["step_fits_"][
-                order.size:].sum(axis=0)
+        self.scores_ = path.scores
+        self.isotropy_ = path.isotropy
+        self.calibration_indices_ = path.calibration_indices
+        self.classes_ = path.classes
+        self.degenerate_layers_ = path.degenerate_layers
+        self.layer_mean_ = path.layer_mean
+        self.layer_scale_ = path.layer_scale
+        self.candidates_ = path.candidates
+        self.triplets_ = path.triplets
+        self.step_fits_ = path.step_fits
+        self.residual_ = path.residual
         self.n_selected_ = int(order.size)
         self.selected_layers_ = np.sort(order)
         self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
         self.support_[order] = True
         self.task_, self.variant_ = cfg["task"], self.variant
-        self.components_ = {k: cfg[k] for k in (*COMPONENTS, "gamma", "eta")}
+        self.components_ = {k: cfg[k] for k in (*COMPONENTS, "redundancy_weight",
+                                                 "volume_weight")}
         return self
 
     def transform(self, X):
@@ -324,7 +337,8 @@ class LOESSelector(_BaseLOES):
     stack: at each step every remaining layer is orthogonalised against the
     span of the selected ones and scored by
 
-        score = loss + alpha·(1 - isotropy) + gamma·redundancy - eta·triangle
+        score = loss + isotropy_weight·(1 - isotropy)
+                + redundancy_weight·redundancy - volume_weight·triangle
 
     where the loss is a ridge fit of the current target residual (see
     :ref:`loes_score`).
@@ -332,9 +346,20 @@ class LOESSelector(_BaseLOES):
 
     Parameters
     ----------
-    n_layers_to_select : int, default=4
-        Budget K. Paths are nested: every K-selection is a prefix of a longer
-        one.
+    n_layers_to_select : int or "auto", default="auto"
+        Budget K. ``"auto"`` is ``min(4, number of candidate layers)``, valid
+        on any input. Paths are nested: every K-selection is a prefix of a
+        longer one.
+
+    memory : str, joblib.Memory or None, default=None
+        Caches the selection path on disk (a folder, or a
+        :class:`joblib.Memory`), as :class:`~sklearn.pipeline.Pipeline` does.
+        A fit with the same data, targets and parameters but another budget
+        then reuses the cached path: a smaller budget is a slice of it, a
+        larger one extends it from its last step. Works across joblib
+        workers, so ``GridSearchCV`` over ``n_layers_to_select`` computes one
+        path per fold (see :ref:`scaling`). Results are identical to
+        ``memory=None``.
 
 {PARAMS}
 
@@ -368,22 +393,25 @@ class LOESSelector(_BaseLOES):
     """
 
     _parameter_constraints = {
-        "n_layers_to_select": [Interval(Integral, 1, None, closed="left")],
+        "n_layers_to_select": [Interval(Integral, 1, None, closed="left"),
+                               StrOptions({"auto"})],
+        "memory": [None, str, HasMethods(["cache"])],
         **_LOES_CONSTRAINTS,
     }
 
-    def __init__(self, *, n_layers_to_select=4, variant="robust", alpha=None,
-                 gamma=0.5, eta=0.1, ridge_alpha=None, scaling=None, loss=None,
+    def __init__(self, *, n_layers_to_select="auto", variant="robust",
+                 isotropy_weight=None, redundancy_weight=0.5, volume_weight=0.1,
+                 ridge_alpha=None, scaling=None, loss=None,
                  orthogonalization=None, isotropy=None, redundancy=None,
                  triplets=None, update="stagewise", loss_normalization="none",
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None):
+                 layer_dim=None, task="auto", random_state=None, memory=None):
         self.n_layers_to_select = n_layers_to_select
         self.variant = variant
-        self.alpha = alpha
-        self.gamma = gamma
-        self.eta = eta
+        self.isotropy_weight = isotropy_weight
+        self.redundancy_weight = redundancy_weight
+        self.volume_weight = volume_weight
         self.ridge_alpha = ridge_alpha
         self.scaling = scaling
         self.loss = loss
@@ -402,6 +430,7 @@ class LOESSelector(_BaseLOES):
         self.layer_dim = layer_dim
         self.task = task
         self.random_state = random_state
+        self.memory = memory
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -422,9 +451,10 @@ default=None
             The fitted selector.
         """
         stack, y_arr, cfg = self._path_config(X, y)
-        attrs = _loes_path(stack, y_arr, self.n_layers_to_select, cfg,
-                           self.random_state, type(self).__name__)
-        return self._set_path(attrs, self.n_layers_to_select, cfg)
+        path = _loes_path(stack, y_arr, self.n_layers_to_select, cfg,
+                          self.random_state, type(self).__name__,
+                          memory=check_memory(self.memory))
+        return self._set_path(path, path.selection_order.size, cfg)
 
 
 def _default_estimator(task):
@@ -437,9 +467,9 @@ def _default_estimator(task):
 def _fold_path(selector, stack, y):
     """The selection order of ``selector`` on one fold (budget clipped)."""
     stack, y_arr, cfg = selector._path_config(stack, y)
-    attrs = _loes_path(stack, y_arr, selector.n_layers_to_select, cfg,
+    path = _loes_path(stack, y_arr, selector.n_layers_to_select, cfg,
                        selector.random_state, type(selector).__name__, clip=True)
-    return attrs["selection_order_"]
+    return path.selection_order
 
 
 def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer):
@@ -548,8 +578,9 @@ class LOESSelectorCV(_BaseLOES):
     }
 
     def __init__(self, estimator=None, *, max_layers_to_select=10, cv=5,
-                 scoring=None, n_jobs=None, variant="robust", alpha=None,
-                 gamma=0.5, eta=0.1, ridge_alpha=None, scaling=None, loss=None,
+                 scoring=None, n_jobs=None, variant="robust",
+                 isotropy_weight=None, redundancy_weight=0.5, volume_weight=0.1,
+                 ridge_alpha=None, scaling=None, loss=None,
                  orthogonalization=None, isotropy=None, redundancy=None,
                  triplets=None, update="stagewise", loss_normalization="none",
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
@@ -561,9 +592,9 @@ class LOESSelectorCV(_BaseLOES):
         self.scoring = scoring
         self.n_jobs = n_jobs
         self.variant = variant
-        self.alpha = alpha
-        self.gamma = gamma
-        self.eta = eta
+        self.isotropy_weight = isotropy_weight
+        self.redundancy_weight = redundancy_weight
+        self.volume_weight = volume_weight
         self.ridge_alpha = ridge_alpha
         self.scaling = scaling
         self.loss = loss
@@ -585,7 +616,7 @@ class LOESSelectorCV(_BaseLOES):
 
     def _selector(self, n_select, task):
         params = {k: getattr(self, k) for k in LOESSelector._parameter_constraints
-                  if k not in ("n_layers_to_select", "layer_dim", "task")}
+                  if k not in ("n_layers_to_select", "layer_dim", "task", "memory")}
         return LOESSelector(n_layers_to_select=n_select, task=task, **params)
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -642,5 +673,5 @@ class LOESSelectorCV(_BaseLOES):
             self.cv_results_[f"split{i}_selection_order"] = padded
         best = np.where(np.isnan(mean), -np.inf, mean)
         self.n_layers_to_select_ = int(np.argmax(best)) + 1  # first max: smallest K
-        attrs = _loes_path(stack, y_arr, k_max, cfg, seed, name, clip=True)
-        return self._set_path(attrs, self.n_layers_to_select_, cfg)
+        path = _loes_path(stack, y_arr, k_max, cfg, seed, name, clip=True)
+        return self._set_path(path, self.n_layers_to_select_, cfg)

@@ -12,44 +12,51 @@ estimators of :mod:`skloes.selection._loes` call :func:`_loes_path`.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, replace
 from math import floor
 from numbers import Integral
+from types import SimpleNamespace
 
+import joblib
 import numpy as np
+from scipy.linalg import cho_solve, lapack, solve_triangular
 from sklearn.utils import check_random_state
 
 from skloes._geometry import (
     EPS64,
     all_triplets,
-    cka_from_svd,
     class_centroids,
     isotropy_erank,
     isotropy_inv_cv,
-    overlap_redundancy,
     sample_distinct_triplets,
     thin_svd,
     triangle_areas,
 )
-from skloes._ridge import ridge_svd, ridge_train_loss
+from skloes._ridge import (
+    LOO_FLOOR,
+    gcv_alpha_grid,
+    ridge_svd,
+    ridge_train_loss,
+)
 from skloes.selection._base import calibration_rows as _calibration_rows
 from skloes.selection._base import degenerate_layers
 
-#: Component values of each variant (see the user guide, :ref:`loes_variants`);
-#: ``alpha`` is the isotropy weight.
+#: Component values of each variant (see the user guide, :ref:`loes_variants`)
+#: and the isotropy weight.
 VARIANTS = {
     "reference": {
         "scaling": "none", "ridge_alpha": 1e-3, "loss": "train",
         "orthogonalization": "ridge", "isotropy": "inv_cv",
-        "redundancy": "overlap", "triplets": "sampled", "alpha": 1.0,
+        "redundancy": "overlap", "triplets": "sampled", "isotropy_weight": 1.0,
     },
     "robust": {
         "scaling": "unit_variance", "ridge_alpha": "gcv", "loss": "loo",
         "orthogonalization": "basis", "isotropy": "erank",
-        "redundancy": "cka", "triplets": "auto", "alpha": 0.1,
+        "redundancy": "cka", "triplets": "auto", "isotropy_weight": 0.1,
     },
 }
 COMPONENTS = ("scaling", "ridge_alpha", "loss", "orthogonalization", "isotropy",
-              "redundancy", "triplets", "alpha")
+              "redundancy", "triplets", "isotropy_weight")
 SCORE_KEYS = ("score", "loss", "isotropy", "redundancy", "triangle", "ridge_alpha",
               "retained")
 ORTH_RIDGE_EPS = 1e-6      # ε_o of the reference projection
@@ -83,29 +90,119 @@ class _Layer:
         n = X.shape[0]
         iso = isotropy_erank if cfg["isotropy"] == "erank" else isotropy_inv_cv
         self.iso = float(iso(self.s, n, self.dim))
-        self.raw = X if cfg["redundancy"] == "overlap" else None
+        if cfg["redundancy"] == "overlap":  # raw-data moments for the overlap
+            self.mean, self.raw_norm2 = mean, float(np.sum(X**2))
+            self.factor = scale if cfg["scaling"] == "unit_variance" else 1.0
+            self.p = (self.U.T @ (Xp @ mean)) / self.s if self.s.size else self.s
+
+
+class _Span:
+    """Orthogonaliser of the selected span, kept in coefficient form.
+
+    ``Q = B T`` with ``B = [U_j diag(s_j)]`` over the selected layers, so
+    ``QᵀU_l = Tᵀ [s_j U_jᵀU_l]_j`` comes from the cached cross products
+    ``U_jᵀU_l`` (no ``n``-dimensional product per candidate); ``Q`` itself is
+    built once per step, only when a residual must be formed in sample space.
+    ``shrink`` is None for the robust rank-limited basis and ``σ²/(σ²+ε_o)``
+    for the reference ridge projection (user guide, :ref:`loes_variants`).
+    """
+
+    def __init__(self, path, order):
+        self.path, self.order = path, list(order)
+        layers = [path.layers[j] for j in order]
+        n, cfg = path.n, path.cfg
+        sizes = [layer.s.size for layer in layers]
+        self._Q = self.T = None
+        if len(layers) == 1:  # the layer's own factors are the span's SVD
+            sig2 = layers[0].s ** 2
+            self._Q, self._single = layers[0].U, True
+        elif sum(sizes) <= n:  # eigh of BᵀB assembled from cross products
+            self._single = False
+            G = np.empty((sum(sizes), sum(sizes)))
+            offs = np.concatenate([[0], np.cumsum(sizes)])
+            for a, ja in enumerate(order):
+                for b, jb in enumerate(order[a:], start=a):
+                    block = (layers[a].s[:, None] * path.cross(ja, jb)
+                             * layers[b].s[None, :])
+                    G[offs[a]:offs[a + 1], offs[b]:offs[b + 1]] = block
+                    G[offs[b]:offs[b + 1], offs[a]:offs[a + 1]] = block.T
+            w, V = np.linalg.eigh(G)
+            w, V = w[::-1], V[:, ::-1]
+            keep = (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0)
+            sig2, V = w[keep], V[:, keep]
+            self._V = V
+        else:  # more columns than rows: decompose B in its n×n Gram
+            self._single = False
+            B = np.hstack([layer.U * layer.s for layer in layers])
+            self._Q, sig = thin_svd(B, center=False)
+            sig2 = sig**2
+        sum_d = sum(layer.dim for layer in layers)
+        rank = int(np.sum(sig2 > sig2[0] * max(n, sum_d) * EPS64)) if sig2.size else 0
+        sig2 = sig2[:rank]
+        if cfg["orthogonalization"] == "ridge":
+            r, self.shrink = rank, sig2 / (sig2 + ORTH_RIDGE_EPS)
+        else:
+            target = cfg["orth_energy"] * sig2.sum() * (1 - 1e-12)
+            r_energy = int(np.searchsorted(np.cumsum(sig2), target)) + 1 if rank else 0
+            r, self.shrink = min(r_energy, floor(cfg["orth_max_rank"] * n), rank), None
+        self.rank = r
+        if self._Q is not None:
+            self._Q = self._Q[:, :r]
+        else:
+            self.T = self._V[:, :r] / np.sqrt(sig2[:r])
+
+    def Qt(self, l=None, M=None):
+        """``QᵀU_l`` for a candidate ``l``, or ``QᵀM`` for a sample-space ``M``."""
+        path = self.path
+        if M is not None:
+            if self.T is None:
+                return self._Q.T @ M
+            return self.T.T @ np.vstack([path.layers[j].s[:, None]
+                                         * (path.layers[j].U.T @ M)
+                                         for j in self.order])
+        if self._single:
+            return path.cross(self.order[0], l)[:self.rank]
+        if self.T is None:
+            return self._Q.T @ path.layers[l].U
+        return self.T.T @ np.vstack([path.layers[j].s[:, None] * path.cross(j, l)
+                                     for j in self.order])
+
+    def centroids(self, centroids_U):
+        """Class centroids of the rows of ``Q`` (from those of each ``U_j``)."""
+        if self.T is None:
+            return class_centroids(self._Q, self.path.codes, self.path.n_present)
+        blocks = [centroids_U(j) * self.path.layers[j].s for j in self.order]
+        return np.hstack(blocks) @ self.T
+
+    def times(self, C):
+        """``Q C`` in sample space, by the cheaper of ``Q`` and ``B (T C)``."""
+        if self._Q is not None or C.shape[1] >= self.rank:
+            return self.Q @ C
+        B = np.hstack([self.path.layers[j].U * self.path.layers[j].s
+                       for j in self.order])
+        return B @ (self.T @ C)
+
+    @property
+    def Q(self):
+        """The basis in sample space (``n × r``), built once."""
+        if self._Q is None:
+            B = np.hstack([self.path.layers[j].U * self.path.layers[j].s
+                           for j in self.order])
+            self._Q = B @ self.T
+        return self._Q
 
 
 def _span_basis(layers, n, cfg):
-    """Orthogonaliser of the selected span: ``(Q, shrink)``.
+    """Orthogonaliser ``(Q, shrink)`` of the span of ``layers``.
 
-    ``shrink`` is None for the rank-limited basis (X̃ = (I - QQᵀ)X) and
-    ``σ²/(σ²+ε_o)`` for the reference ridge projection. The decomposition is
-    taken of ``B = [U_j diag(s_j)]`` in its smaller Gram (``n×n`` or
-    ``Σm×Σm``), which has the same left singular vectors as ``X_S``.
+    A stand-alone form of :class:`_Span` for factor objects with ``U``, ``s``
+    and ``dim``: ``shrink`` is None for the rank-limited basis
+    (X̃ = (I - QQᵀ)X) and ``σ²/(σ²+ε_o)`` for the reference ridge projection.
     """
-    B = np.hstack([layer.U * layer.s for layer in layers])
-    U, sig = thin_svd(B, center=False)
-    sig2 = sig**2
-    sum_d = sum(layer.dim for layer in layers)
-    rank = int(np.sum(sig2 > sig2[0] * max(n, sum_d) * EPS64)) if sig2.size else 0
-    U, sig2 = U[:, :rank], sig2[:rank]
-    if cfg["orthogonalization"] == "ridge":
-        return U, sig2 / (sig2 + ORTH_RIDGE_EPS)
-    r_energy = int(np.searchsorted(np.cumsum(sig2), cfg["orth_energy"] * sig2.sum()
-                                   * (1 - 1e-12))) + 1 if rank else 0
-    r = min(r_energy, floor(cfg["orth_max_rank"] * n), rank)
-    return U[:, :r], None
+    path = SimpleNamespace(layers=dict(enumerate(layers)), n=n, cfg=cfg,
+                           cross=lambda a, b: layers[a].U.T @ layers[b].U)
+    span = _Span(path, range(len(layers)))
+    return span.Q, span.shrink
 
 
 def _residual_factors(U, s, basis):
@@ -120,40 +217,154 @@ def _residual_factors(U, s, basis):
 class _Residual:
     """A candidate orthogonalised against the span: X̃ = (U - QÃ) diag(s) Vᵀ.
 
-    Its Gram ``MᵀM = diag(s)(I - AᵀÃ - ÃᵀA + ÃᵀÃ)diag(s)`` (``A = QᵀU``) is
-    formed in the layer's ``m``-dimensional space, so the spectrum, the
-    ridge coordinates ``Zᵀ = (U_Mᵀ T)ᵀ`` and the class centroids never need the
-    ``n×m`` matrix ``M``; it is built only for the LOO loss or a fitted update.
+    Its Gram ``G = MᵀM = diag(s)(I - AᵀÃ - ÃᵀA + ÃᵀÃ)diag(s)`` (``A = QᵀU``)
+    lives in the layer's ``m``-dimensional space. Losses come from ``G`` and
+    ``b = MᵀR`` by Cholesky solves (:func:`_spectral_ridge`); the
+    eigendecomposition and the ``n × m`` matrix ``M`` are built only when
+    needed (an LOO hat diagonal, a fitted update, or the exact fallback).
     """
 
-    def __init__(self, layer, basis, n):
-        Q, shrink = basis
-        self.layer, self.Q = layer, Q
-        A = Q.T @ layer.U
-        self.At = A if shrink is None else shrink[:, None] * A
+    def __init__(self, layer, span, l):
+        self.layer, self.span = layer, span
+        A = span.Qt(l)
+        self.At = A if span.shrink is None else span.shrink[:, None] * A
         cross = A.T @ self.At
         inner = np.eye(A.shape[1]) - cross - cross.T + self.At.T @ self.At
         G = layer.s[:, None] * inner * layer.s[None, :]
-        w, W = np.linalg.eigh((G + G.T) / 2)
-        w, W = w[::-1], W[:, ::-1]
-        keep = (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0) if w.size \
-            else w > 0
-        self.sigma, self.W = np.sqrt(w[keep]), W[:, keep]
+        self.G = (G + G.T) / 2
         self.energy = max(float(np.trace(G)), 0.0)
+        self._eig = None
 
-    def coords(self, UtT, QtT):
-        """``U_Mᵀ T`` from ``UᵀT`` and ``QᵀT``."""
-        return (self.W / self.sigma).T @ (self.layer.s[:, None]
-                                          * (UtT - self.At.T @ QtT))
+    def eig(self, n):
+        """``(σ, W)`` of the kept components of ``G`` (the exact route)."""
+        if self._eig is None:
+            w, W = np.linalg.eigh(self.G)
+            w, W = w[::-1], W[:, ::-1]
+            keep = (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0) \
+                if w.size else w > 0
+            self._eig = np.sqrt(w[keep]), W[:, keep]
+        return self._eig
 
-    def left(self):
-        """``U_M = M W / σ`` (n × m′)."""
-        M = (self.layer.U - self.Q @ self.At) * self.layer.s
-        return M @ (self.W / self.sigma)
+    def full_rank(self, n):
+        """Eigenvalues of ``G`` (descending) if the rank rule drops none.
+
+        ``G`` is reduced to tridiagonal form ``G = P T Pᵀ`` once (kept for
+        :func:`_spectral_ridge`); the eigenvalues come from ``T``.
+        """
+        m = self.G.shape[0]
+        if m < 2:  # nothing to gain; LAPACK wants a non-empty off-diagonal
+            return None
+        c, d, e, tau, _ = lapack.dsytrd(self.G, lower=1, lwork=max(m * 64, 1))
+        w = np.sort(lapack.dsterf(d, e)[0])[::-1]
+        if w[-1] <= max(w[0], 0.0) * max(n, m) * EPS64 or w[-1] <= 0:
+            return None
+        self.tri = (c, d, e, tau)
+        return w
+
+    def rotate(self, b):
+        """``Pᵀb`` for the tridiagonal reduction ``G = P T Pᵀ``."""
+        c, _, _, tau = self.tri
+        b = np.array(b, dtype=np.float64)
+        for i in range(tau.size):  # P = H_1 ... H_{m-1}, Pᵀb = H_{m-1}...H_1 b
+            v = c[i + 1:, i].copy()
+            v[0] = 1.0
+            b[i + 1:] -= tau[i] * np.outer(v, v @ b[i + 1:])
+        return b
+
+    def b(self, UtT, QtT):
+        """``MᵀT`` from ``UᵀT`` and ``QᵀT``."""
+        return self.layer.s[:, None] * (UtT - self.At.T @ QtT)
+
+    def M(self):
+        """``M = (U - QÃ) diag(s)`` (n × m)."""
+        if self.span.shrink is None:  # robust: many candidates share Q
+            return (self.layer.U - self.span.Q @ self.At) * self.layer.s
+        return (self.layer.U - self.span.times(self.At)) * self.layer.s
+
+    def left(self, n):
+        """``U_M = M W / σ`` (n × m′) of the kept components."""
+        sigma, W = self.eig(n)
+        return self.M() @ (W / sigma)
 
     def centroids(self, cent_U, cent_Q):
         """Class centroids of the rows of ``M`` (V coordinates)."""
         return (cent_U - cent_Q @ self.At) * self.layer.s
+
+
+def _spectral_ridge(res, w, b, tc2, n, alpha):
+    """λ and the in-sample RSS of a ridge on ``M`` from ``G = MᵀM``, ``b = MᵀT``.
+
+    ``w`` are the eigenvalues of ``G`` (all kept by the rank rule). With
+    ``f = σ²/(σ²+λ)``, ``Σ f(2-f) z²`` equals ``xᵀ(T + 2λI)x`` with
+    ``x = (T + λI)⁻¹Pᵀb`` in the tridiagonal form ``G = P T Pᵀ``, so the GCV
+    scan costs one tridiagonal solve per grid point and no eigenvectors
+    (:func:`skloes._ridge.ridge_svd` gives the same λ and losses).
+    """
+    _, d, e, _ = res.tri
+    bp = res.rotate(b)
+
+    def rss(lam):
+        x = lapack.dptsv(d + lam, e, bp)[2]
+        Tx = (d + 2.0 * lam)[:, None] * x
+        Tx[1:] += e[:, None] * x[:-1]
+        Tx[:-1] += e[:, None] * x[1:]
+        return max(tc2 - float(np.sum(x * Tx)), 0.0)
+
+    if not isinstance(alpha, str):
+        return float(alpha), rss(float(alpha))
+    grid = gcv_alpha_grid(np.sqrt(w))
+    best, best_score, best_rss = 0, np.inf, None
+    for i, lam in enumerate(grid):  # ascending scan, ``<=`` keeps the larger λ
+        r = rss(lam)
+        denom = 1.0 - (1.0 + float(np.sum(w / (w + lam)))) / n
+        score = (r / n) / denom**2 if denom > 1e-12 else np.inf
+        if i == 0 or score <= best_score:
+            best, best_score, best_rss = i, score, r
+    return float(grid[best]), best_rss
+
+
+class _FastFit:
+    """The parts of a :class:`RidgeSolution` the path reads (LOO route)."""
+
+    def __init__(self, alpha, loss, fitted):
+        self.alpha, self.loss, self.fitted = alpha, loss, fitted
+
+
+@dataclass
+class LOESPath:
+    """The result of one greedy LOES run on the calibration rows.
+
+    The estimators of :mod:`skloes.selection._loes` name their fitted
+    attributes from it; :meth:`truncate` gives the prefix for a smaller budget
+    (paths are nested).
+    """
+
+    selection_order: np.ndarray
+    scores: dict
+    isotropy: np.ndarray
+    calibration_indices: np.ndarray
+    classes: np.ndarray | None
+    degenerate_layers: np.ndarray
+    layer_mean: np.ndarray
+    layer_scale: np.ndarray
+    candidates: np.ndarray
+    triplets: np.ndarray | None
+    step_fits: np.ndarray | None
+    residual: np.ndarray | None
+    complete: bool = False
+
+    def truncate(self, n_select):
+        """The path of the first ``n_select`` steps (a stagewise residual is
+        restored by adding back the later steps' fits)."""
+        k = min(n_select, self.selection_order.size)
+        residual, fits = self.residual, self.step_fits
+        if fits is not None:
+            residual = self.residual + fits[k:].sum(axis=0)
+            fits = fits[:k]
+        return replace(self, selection_order=self.selection_order[:k],
+                       scores={key: v[:k] for key, v in self.scores.items()},
+                       step_fits=fits, residual=residual,
+                       complete=self.complete and k == self.selection_order.size)
 
 
 class _Path:
@@ -216,17 +427,38 @@ class _Path:
             warnings.warn(
                 f"{self.name}: layers {self.degenerate.tolist()} are degenerate "
                 "(total variance <= 1e-12 of the largest) and are excluded.",
-                UserWarning, stacklevel=4,
+                UserWarning, stacklevel=5,
             )
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
                                  self.cfg) for l in self.candidates}
-        self._red, self._cka = {}, {}
+        self._red, self._cka, self._cross = {}, {}, {}
+
+    def cross(self, a, b):
+        """``U_aᵀU_b``, computed once per pair."""
+        if (a, b) in self._cross:
+            return self._cross[(a, b)]
+        if (b, a) in self._cross:
+            return self._cross[(b, a)].T
+        self._cross[(a, b)] = self.layers[a].U.T @ self.layers[b].U
+        return self._cross[(a, b)]
+
+    def centroids_U(self, l):
+        """Class centroids of the rows of ``U_l``, computed once."""
+        layer = self.layers[l]
+        if not hasattr(layer, "cent_U"):
+            layer.cent_U = class_centroids(layer.U, self.codes, self.n_present)
+        return layer.cent_U
 
     def cka(self, a, b):
         key = (min(a, b), max(a, b))
         if key not in self._cka:
             la, lb = self.layers[a], self.layers[b]
-            self._cka[key] = cka_from_svd(la.U, la.s, lb.U, lb.s)
+            if not la.s.size or not lb.s.size:
+                self._cka[key] = 0.0
+            else:
+                c = (la.s[:, None] * self.cross(a, b)) * lb.s[None, :]
+                denom = np.sqrt((la.s**4).sum()) * np.sqrt((lb.s**4).sum())
+                self._cka[key] = float(min((c**2).sum() / denom, 1.0))
         return self._cka[key]
 
     def redundancy(self, a, b):
@@ -234,24 +466,53 @@ class _Path:
             return self.cka(a, b)
         key = (min(a, b), max(a, b))
         if key not in self._red:
-            self._red[key] = overlap_redundancy(self.layers[a].raw,
-                                                self.layers[b].raw)
+            self._red[key] = self._overlap(a, b)
         return self._red[key]
+
+    def _overlap(self, a, b):
+        """The authors' ``‖AᵀB‖_F / (‖A‖_F ‖B‖_F)`` on raw rows, from factors.
+
+        With ``A = c_a U_a s_a V_aᵀ + 1μ_aᵀ`` (``U ⊥ 1``), ``‖AᵀB‖_F²`` is
+        ``c_a²c_b²‖K‖² + 2n c_a c_b p_aᵀK p_b + n²‖μ_a‖²‖μ_b‖²`` with
+        ``K = s_a U_aᵀU_b s_b`` and ``p = Vᵀμ``: no ``n × d`` product
+        (:func:`skloes._geometry.overlap_redundancy` is the direct form).
+        """
+        la, lb, n = self.layers[a], self.layers[b], self.n
+        K = (la.s[:, None] * self.cross(a, b)) * lb.s[None, :]
+        ca, cb = la.factor, lb.factor
+        num2 = (ca * cb) ** 2 * float(np.sum(K**2)) \
+            + 2 * n * ca * cb * float(la.p @ K @ lb.p) \
+            + n**2 * float(la.mean @ la.mean) * float(lb.mean @ lb.mean)
+        denom = np.sqrt(la.raw_norm2) * np.sqrt(lb.raw_norm2)
+        return float(np.sqrt(max(num2, 0.0)) / denom) if denom > 0 else 0.0
 
     def ridge(self, U, s, T):
         cfg = self.cfg
         return ridge_svd(U, s, T, alpha=cfg["ridge_alpha"], loss=cfg["loss"],
                          loo_denominator=self.denom)
 
-    def run(self, n_select):
-        """Greedy selection of up to ``n_select`` layers."""
+    def run(self, n_select, start=None):
+        """Greedy selection of up to ``n_select`` layers.
+
+        ``start`` (a :class:`LOESPath` of this same preparation) continues a
+        shorter path instead of recomputing its steps.
+        """
         cfg, n, L = self.cfg, self.n, len(self.layer_scale)
         label_free = cfg["task"] == "label_free"
+        order, rows, fits = [], [], []
         if not label_free:
             self.Y_hat = np.tile(self.Y.mean(axis=0), (n, 1))
-            R = self.Y - self.Y_hat
-        order, rows, fits = [], [], []
-        for k in range(n_select):
+        if start is not None:
+            order = start.selection_order.tolist()
+            keys = list(start.scores)
+            rows = [{key: start.scores[key][i] for key in keys}
+                    for i in range(len(order))]
+            if not label_free:
+                fits = list(start.step_fits)
+                self.Y_hat = self.Y - start.residual
+        R = None if label_free else self.Y - self.Y_hat
+        stopped = False
+        for k in range(len(order), n_select):
             ctx = None if label_free else self._context(k, order, R)
             table = {key: np.full(L, np.nan) for key in SCORE_KEYS}
             eligible = np.zeros(L, dtype=bool)
@@ -265,7 +526,8 @@ class _Path:
             if not eligible.any():
                 warnings.warn(f"{self.name}: no eligible candidate left after "
                               f"{k} step(s); stopping early.", UserWarning,
-                              stacklevel=3)
+                              stacklevel=4)
+                stopped = True
                 break
             score = np.where(eligible, table["score"], np.inf)
             best = int(np.argmin(score))  # ties -> smallest index
@@ -275,21 +537,39 @@ class _Path:
                 fits.append(self._update(best, k, sols[best], ctx))
                 R = self.Y - self.Y_hat
             order.append(best)
-        self.residual = None if label_free else R
-        return order, rows, fits
+        return self._result(order, rows, fits, R, stopped)
+
+    def _result(self, order, rows, fits, R, stopped):
+        L = len(self.layer_scale)
+        iso = np.full(L, np.nan)
+        for l, layer in self.layers.items():
+            iso[l] = layer.iso
+        keys = (*SCORE_KEYS, "eligible")
+        scores = {key: np.array([r[key] for r in rows]).reshape(len(rows), L)
+                  for key in keys}
+        return LOESPath(
+            selection_order=np.asarray(order, dtype=np.intp), scores=scores,
+            isotropy=iso, calibration_indices=self.rows, classes=self.classes,
+            degenerate_layers=self.degenerate, layer_mean=self.layer_mean,
+            layer_scale=self.layer_scale,
+            candidates=np.asarray(self.candidates, dtype=np.intp),
+            triplets=self.triplets,
+            step_fits=None if not fits else np.stack(fits),
+            residual=R,
+            complete=stopped or len(order) == len(self.candidates),
+        )
 
     def _context(self, k, order, R):
         """Per-step quantities shared by every candidate."""
         cfg, n = self.cfg, self.n
         Rc = R - R.mean(axis=0)
-        ctx = {"R": R, "tc2": float(np.sum(Rc**2)), "scale": 1.0, "basis": None}
+        ctx = {"R": R, "tc2": float(np.sum(Rc**2)), "scale": 1.0, "span": None}
         if not k:
             return ctx
-        Q, shrink = ctx["basis"] = _span_basis([self.layers[j] for j in order], n,
-                                               cfg)
-        ctx["QtR"] = Q.T @ R
-        if self.triplets is not None and cfg["eta"] != 0:
-            ctx["cent_Q"] = class_centroids(Q, self.codes, self.n_present)
+        span = ctx["span"] = _Span(self, order)
+        ctx["QtR"] = span.Qt(M=R)
+        if self.triplets is not None and cfg["volume_weight"] != 0:
+            ctx["cent_Q"] = span.centroids(self.centroids_U)
         if cfg["loss_normalization"] == "relative":
             null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
                              loo_denominator=self.denom)
@@ -297,47 +577,88 @@ class _Path:
         return ctx
 
     def _score(self, l, k, order, ctx, table):
+        """Fill candidate ``l``'s row of the step's table; returns its fit."""
         cfg, layer = self.cfg, self.layers[l]
         retained, res, sol, tri = 1.0, None, None, 0.0
         if ctx is None:
             table["loss"][l] = 0.0
-        elif not k:
-            sol = self.ridge(layer.U, layer.s, ctx["R"])
-            table["loss"][l], table["ridge_alpha"][l] = sol.loss, sol.alpha
         else:
-            res = _Residual(layer, ctx["basis"], self.n)
-            retained = res.energy / layer.energy
-            if retained < EXHAUSTED and cfg["ridge_alpha"] == "gcv":
-                res.sigma, res.W = res.sigma[:0], res.W[:, :0]  # rounding noise only
-            if cfg["loss"] == "train":
-                Z = res.coords(layer.U.T @ ctx["R"], ctx["QtR"])
-                lam, loss = ridge_train_loss(res.sigma, Z, ctx["tc2"], self.n,
-                                             alpha=cfg["ridge_alpha"])
-                sol = (res, lam)
-            else:
-                sol = self.ridge(res.left(), res.sigma, ctx["R"])
-                lam, loss = sol.alpha, sol.loss
+            loss, lam, res, sol = self._candidate_loss(l, k, ctx)
             table["loss"][l], table["ridge_alpha"][l] = loss * ctx["scale"], lam
-            if "cent_Q" in ctx:
-                tri = self._triangle(l, res, ctx["cent_Q"], retained)
+            if res is not None:
+                retained = res.energy / layer.energy
+                if "cent_Q" in ctx:
+                    tri = self._triangle(l, res, ctx["cent_Q"], retained)
         red = max(self.redundancy(l, j) for j in order) if k else 0.0
         table["isotropy"][l] = layer.iso
         table["redundancy"][l] = red
         table["triangle"][l] = tri
         table["retained"][l] = retained
-        table["score"][l] = (table["loss"][l] + cfg["alpha"] * (1 - layer.iso)
-                             + cfg["gamma"] * red - cfg["eta"] * tri)
+        table["score"][l] = (table["loss"][l]
+                             + cfg["isotropy_weight"] * (1 - layer.iso)
+                             + cfg["redundancy_weight"] * red
+                             - cfg["volume_weight"] * tri)
         return sol
+
+    def _candidate_loss(self, l, k, ctx):
+        """The fit term of candidate ``l`` at step ``k``: ``(loss, λ, res, fit)``.
+
+        Step 0 fits the prepared layer; later steps fit the layer
+        orthogonalised against the span of the selected ones (``res``). The
+        loss is the in-sample MSE (``loss="train"``) or the normalised
+        leave-one-out error (``"loo"``) of a ridge of the current residual.
+        ``fit`` is what :meth:`_update` needs if ``l`` wins.
+        """
+        cfg, layer, n = self.cfg, self.layers[l], self.n
+        if not k:
+            sol = self.ridge(layer.U, layer.s, ctx["R"])
+            return sol.loss, sol.alpha, None, sol
+        res = _Residual(layer, ctx["span"], l)
+        exhausted = res.energy / layer.energy < EXHAUSTED
+        w = None if exhausted else res.full_rank(n)
+        if w is None:  # exact eigendecomposition route
+            sigma, W = res.eig(n)
+            if exhausted and cfg["ridge_alpha"] == "gcv":
+                sigma, W = sigma[:0], W[:, :0]  # rounding noise only
+                res._eig = (sigma, W)
+            if cfg["loss"] == "train":
+                Z = (W / sigma).T @ res.b(layer.U.T @ ctx["R"], ctx["QtR"])
+                lam, loss = ridge_train_loss(sigma, Z, ctx["tc2"], n,
+                                             alpha=cfg["ridge_alpha"])
+                return loss, lam, res, (res, lam)
+            U = res.left(n) if sigma.size else np.zeros((n, 0))
+            sol = self.ridge(U, sigma, ctx["R"])
+            return sol.loss, sol.alpha, res, sol
+        R = ctx["R"]
+        b = res.b(layer.U.T @ R, ctx["QtR"])
+        lam, rss = _spectral_ridge(res, w, b, ctx["tc2"], n, cfg["ridge_alpha"])
+        if cfg["loss"] == "train":
+            return rss / (n * R.shape[1]), lam, res, (res, lam)
+        loss, lam = self._loo(res, b, lam, R)
+        return loss, lam, res, res.fit
+
+    def _loo(self, res, b, lam, R):
+        """Normalised LOO loss of the ridge on ``M`` at ``λ``: ``(loss, λ)``."""
+        n = self.n
+        L = np.linalg.cholesky(res.G + lam * np.eye(res.G.shape[0]))
+        c = cho_solve((L, True), b)
+        M = res.M()
+        t_mean = R.mean(axis=0)
+        fit_c = M @ c
+        E = (R - t_mean) - fit_c
+        hat = 1.0 / n + np.sum(solve_triangular(L, M.T, lower=True) ** 2, axis=0)
+        E_loo = E / np.maximum(1.0 - hat, LOO_FLOOR)[:, None]
+        loss = float(np.sum(E_loo**2)) / self.denom if self.denom > 0 else 0.0
+        res.fit = _FastFit(lam, loss, t_mean + fit_c)
+        return loss, lam
 
     def _triangle(self, l, res, cent_Q, retained):
         """Mean centroid-triangle area of X̃."""
         rescale = self.cfg["scaling"] == "unit_variance"
         if rescale and retained < EXHAUSTED:
             return 0.0  # exhausted candidate
-        layer = self.layers[l]
-        if not hasattr(layer, "cent_U"):
-            layer.cent_U = class_centroids(layer.U, self.codes, self.n_present)
-        areas = triangle_areas(res.centroids(layer.cent_U, cent_Q), self.triplets)
+        areas = triangle_areas(res.centroids(self.centroids_U(l), cent_Q),
+                               self.triplets)
         tri = float(areas.mean()) if areas.size else 0.0
         return tri / (res.energy / self.n) if rescale else tri
 
@@ -348,8 +669,9 @@ class _Path:
             fit = self.ridge(layer.U, layer.s, self.Y).fitted
         elif isinstance(sol, tuple):  # spectral-only scoring: build the fit now
             res, lam = sol
-            U = res.left() if res.sigma.size else np.zeros((self.n, 0))
-            fit = ridge_svd(U, res.sigma, ctx["R"], alpha=lam if lam > 0 else 1.0,
+            sigma, _ = res.eig(self.n)
+            U = res.left(self.n) if sigma.size else np.zeros((self.n, 0))
+            fit = ridge_svd(U, sigma, ctx["R"], alpha=lam if lam > 0 else 1.0,
                             loss="train").fitted
         else:
             fit = sol.fitted
@@ -357,43 +679,82 @@ class _Path:
         return fit
 
 
-def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False):
-    """Fit one LOES path; returns the fitted attributes as a dict.
+#: How many path preparations and greedy steps this process computed (the
+#: tests read it to prove that a ``memory`` cache is hit).
+COUNTS = {"prepare": 0, "steps": 0}
 
-    With ``clip``, a budget above the number of candidates is lowered to it
-    (LOESSelectorCV's ``max_layers_to_select``) instead of raising.
-    """
-    rng = check_random_state(random_state)
-    path = _Path(stack, y, cfg, rng, name)
+#: The default budget of ``n_layers_to_select="auto"``.
+AUTO_BUDGET = 4
+
+
+def _prepare_path(stack, y, cfg, random_state, name):
+    """The prepared state of a path (calibration rows, decomposed layers)."""
+    COUNTS["prepare"] += 1
+    return _Path(stack, y, cfg, check_random_state(random_state), name)
+
+
+def _check_budget(n_select, candidates, stack, name, clip):
+    """The budget as an int: ``"auto"`` is ``min(4, #candidates)``."""
+    if isinstance(n_select, str):
+        return min(AUTO_BUDGET, len(candidates))
     if clip:
-        n_select = min(n_select, len(path.candidates))
-    if n_select > len(path.candidates) or n_select < 1:
+        n_select = min(n_select, len(candidates))
+    if n_select > len(candidates) or n_select < 1:
         raise ValueError(
             f"{name}: `n_layers_to_select` must be at most the number of candidate "
-            f"layers; got {n_select} for {len(path.candidates)} candidate layer(s) "
+            f"layers; got {n_select} for {len(candidates)} candidate layer(s) "
             f"of {stack.shape[0]} ({stack.shape[0] * stack.shape[2]} feature(s))."
         )
-    order, rows, fits = path.run(n_select)
-    L = stack.shape[0]
-    iso = np.full(L, np.nan)
-    for l, layer in path.layers.items():
-        iso[l] = layer.iso
-    scores = {key: np.array([r[key] for r in rows]).reshape(len(rows), L)
-              for key in (*SCORE_KEYS, "eligible")}
-    return {
-        "selection_order_": np.asarray(order, dtype=np.intp),
-        "scores_": scores,
-        "isotropy_": iso,
-        "calibration_indices_": path.rows,
-        "classes_": path.classes,
-        "degenerate_layers_": path.degenerate,
-        "layer_mean_": path.layer_mean,
-        "layer_scale_": path.layer_scale,
-        "candidates_": np.asarray(path.candidates, dtype=np.intp),
-        "triplets_": path.triplets,
-        "step_fits_": None if not fits else np.stack(fits),
-        "residual_": path.residual,
-    }
+    return n_select
+
+
+def _run(path, n_select, start=None):
+    before = 0 if start is None else start.selection_order.size
+    result = path.run(n_select, start=start)
+    COUNTS["steps"] += result.selection_order.size - before
+    return result
+
+
+def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False,
+               memory=None):
+    """Fit one LOES path; returns a :class:`LOESPath`.
+
+    With ``clip``, a budget above the number of candidates is lowered to it
+    (LOESSelectorCV's ``max_layers_to_select``) instead of raising. With a
+    ``memory`` (a :class:`joblib.Memory` with a location), the prepared
+    layers and the path are cached on disk under a hash of the inputs: a
+    budget within a cached path is a slice of it, a larger one extends the
+    longest cached path from its last step (paths are nested).
+    """
+    if memory is None or getattr(memory, "location", None) is None:
+        path = _prepare_path(stack, y, cfg, random_state, name)
+        return _run(path, _check_budget(n_select, path.candidates, stack, name,
+                                        clip))
+    key = joblib.hash((np.asarray(stack), y, sorted(cfg.items()), random_state))
+    run = memory.cache(_cached_run, ignore=["path", "start"])
+    hit = None
+    for k in range(stack.shape[0], 0, -1):
+        if run.check_call_in_cache(key, k, None, None):
+            hit = run(key, k, None, None)
+            break
+    if hit is not None:
+        n = _check_budget(n_select, hit.candidates, stack, name, clip)
+        if hit.selection_order.size >= n or hit.complete:
+            return hit.truncate(n)
+    prepare = memory.cache(_cached_prepare, ignore=["stack", "y", "name"])
+    path = prepare(key, stack, y, cfg, random_state, name)
+    n = _check_budget(n_select, path.candidates, stack, name, clip)
+    return run(key, n, path, hit)
+
+
+def _cached_prepare(key, stack, y, cfg, random_state, name):
+    """:func:`_prepare_path` keyed by ``key`` (the hash of the inputs)."""
+    return _prepare_path(stack, y, cfg, random_state, name)
+
+
+def _cached_run(key, n_select, path, start):
+    """``path.run`` keyed by ``(key, n_select)``; extends ``start``."""
+    return _run(path, n_select, start)
 
 
 def _resolve_config(est, task):
@@ -404,9 +765,9 @@ def _resolve_config(est, task):
     t = cfg["triplets"]
     cfg["triplet_rule"] = ((defaults["triplets"], int(t)) if isinstance(t, Integral)
                            else (t, None))
-    for p in ("variant", "gamma", "eta", "update", "loss_normalization",
-              "include_embedding", "exclude_duplicates", "orth_energy",
-              "orth_max_rank", "max_samples"):
+    for p in ("variant", "redundancy_weight", "volume_weight", "update",
+              "loss_normalization", "include_embedding", "exclude_duplicates",
+              "orth_energy", "orth_max_rank", "max_samples"):
         cfg[p] = getattr(est, p)
     cfg["task"] = task
     return cfg

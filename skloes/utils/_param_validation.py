@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import (
+    HasMethods,
     Interval,
     Options,
     RealNotInt,
@@ -15,6 +16,7 @@ from sklearn.utils._param_validation import (
 )
 
 __all__ = [
+    "HasMethods",
     "Interval",
     "Options",
     "RealNotInt",
