@@ -374,7 +374,19 @@ def main(argv=None):
     parser.add_argument("--extract-only", action="store_true")
     parser.add_argument("--only", nargs="*", default=None, help="method names")
     parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--timing", action="store_true",
+                        help="only the timing ratios of the LOES selectors (floor, "
+                             "budget search with memory, LOESSelectorCV); see "
+                             "benchmarks/_selection_timing.py")
+    parser.add_argument("--model", choices=["minilm", "smollm2"], default="minilm")
+    parser.add_argument("--features", default=None,
+                        help="an .npz with the stack under 'mean' (or 'stack') and "
+                             "'y', e.g. SmolLM2 features extracted beforehand")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--timing-parts", nargs="+", default=["floor", "search", "cv"])
     args = parser.parse_args(argv)
+    if args.timing:
+        return timing_main(args)
     from threadpoolctl import threadpool_limits
 
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -437,6 +449,30 @@ def main(argv=None):
     print(text)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(text)
+
+
+def timing_main(args):
+    """``--timing``: print the timing table of one model and add it to
+    ``benchmarks/results/selection_speed.md``."""
+    from _selection_timing import run_timing
+
+    if args.features:
+        data = np.load(args.features)
+        stack = data["mean"] if "mean" in data else data["stack"]
+        y = data["y"]
+    elif args.model == "minilm":
+        stack, y, _ = features("minilm", args.datasets[0], args.n_texts,
+                               args.max_length)
+    else:
+        sys.exit("--model smollm2 needs --features PATH (an .npz of its stack)")
+    label = f"{args.model}, {args.datasets[0] if not args.features else args.features}"
+    lines = run_timing(stack, y, label, repeats=args.repeats,
+                       parts=args.timing_parts)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out = RESULTS.with_name("selection_speed_runs.md")
+    with open(out, "a") as fh:
+        fh.write(f"\n<!-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC -->\n{text}")
 
 
 if __name__ == "__main__":

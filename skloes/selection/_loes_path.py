@@ -262,13 +262,16 @@ class _Residual:
         return w
 
     def rotate(self, b):
-        """``Pᵀb`` for the tridiagonal reduction ``G = P T Pᵀ``."""
+        """``Pᵀb`` for the tridiagonal reduction ``G = P T Pᵀ``.
+
+        ``P = diag(1, H_1 ⋯ H_{m-1})`` whose reflectors sit below the first
+        subdiagonal in QR layout, so LAPACK's ``dormqr`` applies them.
+        """
         c, _, _, tau = self.tri
         b = np.array(b, dtype=np.float64)
-        for i in range(tau.size):  # P = H_1 ... H_{m-1}, Pᵀb = H_{m-1}...H_1 b
-            v = c[i + 1:, i].copy()
-            v[0] = 1.0
-            b[i + 1:] -= tau[i] * np.outer(v, v @ b[i + 1:])
+        m, q = b.shape
+        b[1:] = lapack.dormqr("L", "T", c[1:, :-1], tau, b[1:],
+                              lwork=max(64 * q, m))[0]
         return b
 
     def b(self, UtT, QtT):
@@ -637,14 +640,21 @@ class _Path:
         loss, lam = self._loo(res, b, lam, R)
         return loss, lam, res, res.fit
 
-    def _loo(self, res, b, lam, R):
-        """Normalised LOO loss of the ridge on ``M`` at ``λ``: ``(loss, λ)``."""
+    def _loo(self, res, b, lam, R, hat=True):
+        """Normalised LOO loss of the ridge on ``M`` at ``λ``: ``(loss, λ)``.
+
+        The fit ``M (G + λI)⁻¹b`` is kept in ``res.fit``; ``hat=False`` skips
+        the hat diagonal (a fit without its loss).
+        """
         n = self.n
         L = np.linalg.cholesky(res.G + lam * np.eye(res.G.shape[0]))
         c = cho_solve((L, True), b)
         M = res.M()
         t_mean = R.mean(axis=0)
         fit_c = M @ c
+        if not hat:
+            res.fit = _FastFit(lam, np.nan, t_mean + fit_c)
+            return np.nan, lam
         E = (R - t_mean) - fit_c
         hat = 1.0 / n + np.sum(solve_triangular(L, M.T, lower=True) ** 2, axis=0)
         E_loo = E / np.maximum(1.0 - hat, LOO_FLOOR)[:, None]
@@ -667,6 +677,12 @@ class _Path:
         if self.cfg["update"] == "refit" and k:
             layer = self.layers[best]
             fit = self.ridge(layer.U, layer.s, self.Y).fitted
+        elif isinstance(sol, tuple) and hasattr(sol[0], "tri"):  # full rank
+            res, lam = sol
+            R = ctx["R"]
+            b = res.b(res.layer.U.T @ R, ctx["QtR"])
+            self._loo(res, b, lam, R, hat=False)
+            fit = res.fit.fitted
         elif isinstance(sol, tuple):  # spectral-only scoring: build the fit now
             res, lam = sol
             sigma, _ = res.eig(self.n)

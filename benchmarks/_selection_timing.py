@@ -1,0 +1,198 @@
+"""Timing ratios of the LOES selectors (``bench_selection.py --timing``).
+
+Every ratio is measured in one process, with BLAS pinned to one thread, arms
+interleaved and repeated; the median and the range over repeats are reported.
+
+- **floor ratio**: ``LOESSelector`` fit (K = 4, robust and reference) over the
+  *floor*, the time to decompose every candidate layer of the calibration rows
+  once with the ``thin_svd`` the path uses (centred float64 layers);
+- **budget-search ratio**: ``GridSearchCV(Pipeline([LOESSelector(memory=...),
+  LogisticRegression()]), {"n_layers_to_select": 1..7}, cv=5)`` over the same
+  search with the single budget 4 (and no memory), plus a check that the
+  memory search gives the scores of a search without memory;
+- **LOESSelectorCV ratio**: ``LOESSelectorCV(max_layers_to_select=K, cv=5)``
+  over one ``LOESSelector`` fit at K on the same rows (target cv + 1.5), and
+  over the equivalent ``GridSearchCV`` without memory (target 0.3).
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+
+def _rows(y, n_rows, seed=0):
+    """A stratified subset of ``n_rows`` rows (sorted)."""
+    from sklearn.model_selection import train_test_split
+
+    if n_rows >= y.size:
+        return np.arange(y.size)
+    rows, _ = train_test_split(np.arange(y.size), train_size=n_rows, stratify=y,
+                               random_state=seed)
+    return np.sort(rows)
+
+
+def _clock(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def floor_seconds(stack):
+    """Decompose every layer once, as the path does (the floor)."""
+    from skloes._geometry import thin_svd
+
+    for layer in stack:
+        X = np.asarray(layer, dtype=np.float64)
+        thin_svd(X - X.mean(axis=0), center=False)
+
+
+def _summary(values):
+    v = np.asarray(values, dtype=float)
+    return f"{np.median(v):.2f} ({v.min():.2f}–{v.max():.2f})"
+
+
+def floor_ratios(stack, y, repeats):
+    """Fit / floor for both variants, arms interleaved."""
+    from skloes import LOESSelector
+
+    times = {"floor": [], "robust": [], "reference": []}
+    for _ in range(repeats):
+        for arm in times:
+            if arm == "floor":
+                seconds, _ = _clock(lambda: floor_seconds(stack))
+            else:
+                sel = LOESSelector(n_layers_to_select=4, variant=arm, max_samples=None,
+                                   random_state=0)
+                seconds, _ = _clock(lambda sel=sel: sel.fit(stack, y))
+            times[arm].append(seconds)
+    return times
+
+
+def _flat(stack):
+    n_layers, n, dim = stack.shape
+    return np.ascontiguousarray(stack.transpose(1, 0, 2).reshape(n, -1))
+
+
+def budget_search(stack, y, repeats, budgets=(1, 2, 3, 4, 5, 6, 7), n_folds=5):
+    """GridSearchCV over budgets with ``memory`` against one budget."""
+    from joblib import Memory
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.pipeline import Pipeline
+
+    from skloes import LOESSelector
+
+    dim = stack.shape[2]
+    flat = _flat(stack)
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=0)
+    budgets = [k for k in budgets if k <= stack.shape[0]]
+
+    def search(grid, memory):
+        pipe = Pipeline([("loesselector", LOESSelector(layer_dim=dim, random_state=0,
+                                                       memory=memory)),
+                         ("logisticregression", LogisticRegression(max_iter=200))])
+        return GridSearchCV(pipe, {"loesselector__n_layers_to_select": grid},
+                            cv=folds).fit(flat, y)
+
+    times = {"one budget": [], "all budgets, memory": []}
+    scores = None
+    for _ in range(repeats):
+        seconds, _ = _clock(lambda: search([4], None))
+        times["one budget"].append(seconds)
+        with tempfile.TemporaryDirectory() as folder:
+            seconds, fitted = _clock(lambda: search(budgets, Memory(folder, verbose=0)))
+        times["all budgets, memory"].append(seconds)
+        scores = fitted.cv_results_["mean_test_score"]
+    plain = search(budgets, None).cv_results_["mean_test_score"]
+    return times, float(np.max(np.abs(plain - scores)))
+
+
+def cv_ratios(stack, y, repeats, k_max, n_folds=5):
+    """LOESSelectorCV against one fit at K = k_max and against GridSearchCV."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.pipeline import Pipeline
+
+    from skloes import LOESSelector, LOESSelectorCV
+    from skloes.baselines import RidgeProbeClassifier
+
+    dim = stack.shape[2]
+    flat = _flat(stack)
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=0)
+    kw = dict(layer_dim=dim, random_state=0)
+    times = {"one fit at K": [], "LOESSelectorCV": [], "GridSearchCV": []}
+    for rep in range(repeats):
+        seconds, _ = _clock(lambda: LOESSelector(n_layers_to_select=k_max, **kw)
+                            .fit(flat, y))
+        times["one fit at K"].append(seconds)
+        seconds, cv = _clock(lambda: LOESSelectorCV(
+            RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
+        ).fit(flat, y))
+        times["LOESSelectorCV"].append(seconds)
+        if rep == 0:  # the slow arm once: its spread is not the question
+            seconds, grid = _clock(lambda: GridSearchCV(
+                Pipeline([("loes", LOESSelector(**kw)),
+                          ("probe", RidgeProbeClassifier())]),
+                {"loes__n_layers_to_select": list(range(1, k_max + 1))}, cv=folds,
+            ).fit(flat, y))
+            times["GridSearchCV"].append(seconds)
+            diff = float(np.max(np.abs(cv.cv_results_["mean_test_score"]
+                                       - grid.cv_results_["mean_test_score"])))
+    return times, diff
+
+
+def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
+               cv_k=7, parts=("floor", "search", "cv")):
+    """Markdown lines with every timing ratio for one model's features."""
+    from threadpoolctl import threadpool_limits
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    y = np.unique(np.asarray(y), return_inverse=True)[1]
+    lines = [f"### {label} ({stack.shape[0]} layers × {stack.shape[2]})", "",
+             "| ratio | rows | median (range) | target | seconds, median |",
+             "|---|---|---|---|---|"]
+    with threadpool_limits(limits=1, user_api="blas"):
+        if "floor" in parts:
+            rows = _rows(y, floor_rows)
+            sub = np.ascontiguousarray(stack[:, rows])
+            print(f"floor ratios on {sub.shape}", flush=True)
+            t = floor_ratios(sub, y[rows], repeats)
+            for arm in ("robust", "reference"):
+                ratio = np.array(t[arm]) / np.array(t["floor"])
+                lines.append(f"| LOES {arm} fit (K=4) / floor | {rows.size} | "
+                             f"{_summary(ratio)} | ≤ 2 | {np.median(t[arm]):.2f} / "
+                             f"{np.median(t['floor']):.2f} |")
+        if "search" in parts:
+            rows = _rows(y, search_rows)
+            sub = np.ascontiguousarray(stack[:, rows])
+            print(f"budget search on {sub.shape}", flush=True)
+            t, diff = budget_search(sub, y[rows], max(1, repeats - 1))
+            ratio = np.array(t["all budgets, memory"]) / np.array(t["one budget"])
+            lines.append(f"| GridSearchCV budgets 1..7 with memory / one budget "
+                         f"(max score diff vs no memory {diff:.1e}) | {rows.size} | "
+                         f"{_summary(ratio)} | ≤ 1.5 | "
+                         f"{np.median(t['all budgets, memory']):.1f} / "
+                         f"{np.median(t['one budget']):.1f} |")
+        if "cv" in parts:
+            rows = _rows(y, search_rows)
+            sub = np.ascontiguousarray(stack[:, rows])
+            k = min(cv_k, sub.shape[0])
+            print(f"LOESSelectorCV on {sub.shape}, K={k}", flush=True)
+            t, diff = cv_ratios(sub, y[rows], max(1, repeats - 1), k)
+            ratio = np.array(t["LOESSelectorCV"]) / np.array(t["one fit at K"])
+            lines.append(f"| LOESSelectorCV (K≤{k}, cv=5) / one LOESSelector fit at "
+                         f"K={k} | {rows.size} | {_summary(ratio)} | ≤ 6.5 | "
+                         f"{np.median(t['LOESSelectorCV']):.1f} / "
+                         f"{np.median(t['one fit at K']):.1f} |")
+            ratio = np.median(t["LOESSelectorCV"]) / t["GridSearchCV"][0]
+            lines.append(f"| LOESSelectorCV / GridSearchCV, budgets 1..{k} (max score "
+                         f"diff {diff:.1e}) | {rows.size} | {ratio:.2f} | ≤ 0.3 | "
+                         f"{np.median(t['LOESSelectorCV']):.1f} / "
+                         f"{t['GridSearchCV'][0]:.1f} |")
+    return lines
