@@ -384,6 +384,8 @@ def main(argv=None):
                              "'y', e.g. SmolLM2 features extracted beforehand")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timing-parts", nargs="+", default=["floor", "search", "cv"])
+    parser.add_argument("--search-rows", type=int, default=1000,
+                        help="rows of the budget-search and LOESSelectorCV timings")
     args = parser.parse_args(argv)
     if args.timing:
         return timing_main(args)
@@ -467,7 +469,7 @@ def timing_main(args):
         sys.exit("--model smollm2 needs --features PATH (an .npz of its stack)")
     label = f"{args.model}, {args.datasets[0] if not args.features else args.features}"
     lines = run_timing(stack, y, label, repeats=args.repeats,
-                       parts=args.timing_parts)
+                       search_rows=args.search_rows, parts=args.timing_parts)
     text = "\n".join(lines) + "\n"
     print(text)
     out = RESULTS.with_name("selection_speed_runs.md")

@@ -373,11 +373,16 @@ def ridge_fit(A, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     """
     A = np.asarray(A, dtype=np.float64)
     a_mean = A.mean(axis=0)
-    U, s, V = thin_svd(A, center=True, return_v=True)
+    Ac = A - a_mean
+    wide = A.shape[0] <= A.shape[1]  # coefficients from Acᵀ, V never formed
+    U, s, *V = thin_svd(Ac, center=False, return_v=not wide)
     sol = ridge_svd(U, s, T, alpha=alpha, loss=loss, loo_denominator=loo_denominator)
     if s.size:
         Z = U.T @ (_as_2d_target(T) - sol.target_mean)
-        sol.coef = V @ ((s / (s**2 + sol.alpha))[:, None] * Z)
+        if wide:  # V diag(s/(s²+λ)) Z = Acᵀ U diag(1/(s²+λ)) Z
+            sol.coef = Ac.T @ (U @ (Z / (s**2 + sol.alpha)[:, None]))
+        else:
+            sol.coef = V[0] @ ((s / (s**2 + sol.alpha))[:, None] * Z)
     else:
         sol.coef = np.zeros((A.shape[1], sol.target_mean.size))
     sol.intercept = sol.target_mean - a_mean @ sol.coef
@@ -508,3 +513,4 @@ def ridge_fit_gram(
     if not centered:
         sol.gram_means = (G.mean(axis=0), float(G.mean()))
     return sol
+
