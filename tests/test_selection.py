@@ -861,6 +861,21 @@ def test_memory_grid_search_equals_no_memory(tmp_path):
     assert results[0][1] == 3 * 3 + 1 and results[1][1] == 3 + 1
 
 
+def test_memory_search_on_parallel_workers_equals_sequential(tmp_path):
+    stack, y = _planted(n=120, seed=44)
+    flat = _flat(stack)
+    grid = {"loes__n_layers_to_select": [1, 3, 2]}
+    scores = []
+    for n_jobs, folder in ((1, tmp_path / "a"), (2, tmp_path / "b")):
+        pipe = Pipeline([("loes", LOESSelector(layer_dim=12, random_state=0,
+                                               memory=str(folder))),
+                         ("clf", LogisticRegression(max_iter=300))])
+        with parallel_config(backend="threading"):
+            search = GridSearchCV(pipe, grid, cv=3, n_jobs=n_jobs).fit(flat, y)
+        scores.append(search.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(scores[0], scores[1])
+
+
 def test_auto_budget_is_four_or_every_candidate():
     stack, y = _planted(n=120, n_layers=6, seed=43)
     assert LOESSelector(random_state=0).fit(stack, y).n_selected_ == 4
