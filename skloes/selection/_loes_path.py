@@ -740,7 +740,9 @@ def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False,
     ``memory`` (a :class:`joblib.Memory` with a location), the prepared
     layers and the path are cached on disk under a hash of the inputs: a
     budget within a cached path is a slice of it, a larger one extends the
-    longest cached path from its last step (paths are nested).
+    longest cached path from its last step (paths are nested), to at least
+    twice its length, so that a search over budgets ``1..K`` extends a
+    path about ``log2(K)`` times.
     """
     if memory is None or getattr(memory, "location", None) is None:
         path = _prepare_path(stack, y, cfg, random_state, name)
@@ -760,7 +762,10 @@ def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False,
     prepare = memory.cache(_cached_prepare, ignore=["stack", "y", "name"])
     path = prepare(key, stack, y, cfg, random_state, name)
     n = _check_budget(n_select, path.candidates, stack, name, clip)
-    return run(key, n, path, hit)
+    if hit is not None:  # extend ahead (doubling): a budget search asks for more
+        n_run = min(len(path.candidates), max(n, 2 * hit.selection_order.size))
+        return run(key, n_run, path, hit).truncate(n)
+    return run(key, n, path, None)
 
 
 def _cached_prepare(key, stack, y, cfg, random_state, name):
