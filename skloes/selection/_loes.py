@@ -21,7 +21,7 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, check_memory
 
-from skloes.selection._base import LayerFeatureNamesMixin
+from skloes.selection._base import N_LAYERS_CONSTRAINT, LayerFeatureNamesMixin
 from skloes.selection._loes_path import (
     COMPONENTS,
     _loes_path,
@@ -393,8 +393,7 @@ class LOESSelector(_BaseLOES):
     """
 
     _parameter_constraints = {
-        "n_layers_to_select": [Interval(Integral, 1, None, closed="left"),
-                               StrOptions({"auto"})],
+        "n_layers_to_select": N_LAYERS_CONSTRAINT,
         "memory": [None, str, HasMethods(["cache"])],
         **_LOES_CONSTRAINTS,
     }

@@ -23,11 +23,11 @@ from scipy.linalg import cho_solve, lapack, solve_triangular
 from sklearn.utils import check_random_state
 
 from skloes._geometry import (
-    EPS64,
     all_triplets,
     class_centroids,
     isotropy_erank,
     isotropy_inv_cv,
+    rank_tol,
     sample_distinct_triplets,
     thin_svd,
     triangle_areas,
@@ -39,7 +39,7 @@ from skloes._ridge import (
     ridge_train_loss,
 )
 from skloes.selection._base import calibration_rows as _calibration_rows
-from skloes.selection._base import degenerate_layers
+from skloes.selection._base import degenerate_layers, resolve_n_layers
 
 #: Component values of each variant (see the user guide, :ref:`loes_variants`)
 #: and the isotropy weight.
@@ -128,7 +128,7 @@ class _Span:
                     G[offs[b]:offs[b + 1], offs[a]:offs[a + 1]] = block.T
             w, V = np.linalg.eigh(G)
             w, V = w[::-1], V[:, ::-1]
-            keep = (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0)
+            keep = (w > rank_tol(max(w[0], 0.0), max(n, w.size))) & (w > 0)
             sig2, V = w[keep], V[:, keep]
             self._V = V
         else:  # more columns than rows: decompose B in its n×n Gram
@@ -137,7 +137,7 @@ class _Span:
             self._Q, sig = thin_svd(B, center=False)
             sig2 = sig**2
         sum_d = sum(layer.dim for layer in layers)
-        rank = int(np.sum(sig2 > sig2[0] * max(n, sum_d) * EPS64)) if sig2.size else 0
+        rank = int(np.sum(sig2 > rank_tol(sig2[0], max(n, sum_d)))) if sig2.size else 0
         sig2 = sig2[:rank]
         if cfg["orthogonalization"] == "ridge":
             r, self.shrink = rank, sig2 / (sig2 + ORTH_RIDGE_EPS)
@@ -240,7 +240,7 @@ class _Residual:
         if self._eig is None:
             w, W = np.linalg.eigh(self.G)
             w, W = w[::-1], W[:, ::-1]
-            keep = (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0) \
+            keep = (w > rank_tol(max(w[0], 0.0), max(n, w.size))) & (w > 0) \
                 if w.size else w > 0
             self._eig = np.sqrt(w[keep]), W[:, keep]
         return self._eig
@@ -256,7 +256,7 @@ class _Residual:
             return None
         c, d, e, tau, _ = lapack.dsytrd(self.G, lower=1, lwork=max(m * 64, 1))
         w = np.sort(lapack.dsterf(d, e)[0])[::-1]
-        if w[-1] <= max(w[0], 0.0) * max(n, m) * EPS64 or w[-1] <= 0:
+        if w[-1] <= rank_tol(max(w[0], 0.0), max(n, m)) or w[-1] <= 0:
             return None
         self.tri = (c, d, e, tau)
         return w
@@ -699,10 +699,6 @@ class _Path:
 #: tests read it to prove that a ``memory`` cache is hit).
 COUNTS = {"prepare": 0, "steps": 0}
 
-#: The default budget of ``n_layers_to_select="auto"``.
-AUTO_BUDGET = 4
-
-
 def _prepare_path(stack, y, cfg, random_state, name):
     """The prepared state of a path (calibration rows, decomposed layers)."""
     COUNTS["prepare"] += 1
@@ -710,18 +706,19 @@ def _prepare_path(stack, y, cfg, random_state, name):
 
 
 def _check_budget(n_select, candidates, stack, name, clip):
-    """The budget as an int: ``"auto"`` is ``min(4, #candidates)``."""
+    """The budget as an int (``"auto"``: ``min(4, #candidates)``); ``clip``
+    lowers an int above the number of candidates to it instead of raising."""
     if isinstance(n_select, str):
-        return min(AUTO_BUDGET, len(candidates))
+        return resolve_n_layers(n_select, len(candidates), name)
     if clip:
         n_select = min(n_select, len(candidates))
-    if n_select > len(candidates) or n_select < 1:
+    if n_select > len(candidates):  # the feature count helps on flat tables
         raise ValueError(
             f"{name}: `n_layers_to_select` must be at most the number of candidate "
             f"layers; got {n_select} for {len(candidates)} candidate layer(s) "
             f"of {stack.shape[0]} ({stack.shape[0] * stack.shape[2]} feature(s))."
         )
-    return n_select
+    return int(n_select)
 
 
 def _run(path, n_select, start=None):
@@ -746,8 +743,7 @@ def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False,
     """
     if memory is None or getattr(memory, "location", None) is None:
         path = _prepare_path(stack, y, cfg, random_state, name)
-        return _run(path, _check_budget(n_select, path.candidates, stack, name,
-                                        clip))
+        return _run(path, _check_budget(n_select, path.candidates, stack, name, clip))
     key = joblib.hash((np.asarray(stack), y, sorted(cfg.items()), random_state))
     run = memory.cache(_cached_run, ignore=["path", "start"])
     hit = None
