@@ -150,16 +150,32 @@ def cv_ratios(stack, y, repeats, k_max, n_folds=5):
     return times, diff
 
 
+class _Lines(list):
+    """A list of table lines that prints each line as it is added."""
+
+    def __init__(self, lines):
+        super().__init__()
+        for line in lines:
+            self.append(line)
+
+    def append(self, line):
+        print(line, flush=True)
+        super().append(line)
+
+
 def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
                cv_k=7, parts=("floor", "search", "cv")):
-    """Markdown lines with every timing ratio for one model's features."""
+    """Markdown lines with every timing ratio for one model's features.
+
+    Each line is also printed as soon as it is measured.
+    """
     from threadpoolctl import threadpool_limits
 
     warnings.filterwarnings("ignore", category=UserWarning)
     y = np.unique(np.asarray(y), return_inverse=True)[1]
-    lines = [f"### {label} ({stack.shape[0]} layers × {stack.shape[2]})", "",
-             "| ratio | rows | median (range) | target | seconds, median |",
-             "|---|---|---|---|---|"]
+    lines = _Lines([f"### {label} ({stack.shape[0]} layers × {stack.shape[2]})", "",
+                    "| ratio | rows | median (range) | target | seconds, median |",
+                    "|---|---|---|---|---|"])
     with threadpool_limits(limits=1, user_api="blas"):
         if "floor" in parts:
             rows = _rows(y, floor_rows)
