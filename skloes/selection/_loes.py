@@ -398,15 +398,16 @@ class LOESSelector(_BaseLOES):
         **_LOES_CONSTRAINTS,
     }
 
-    def __init__(self, *, n_layers_to_select="auto", variant="robust",
+    def __init__(self, *, n_layers_to_select="auto", memory=None, variant="robust",
                  isotropy_weight=None, redundancy_weight=0.5, volume_weight=0.1,
                  ridge_alpha=None, scaling=None, loss=None,
                  orthogonalization=None, isotropy=None, redundancy=None,
                  triplets=None, update="stagewise", loss_normalization="none",
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None, memory=None):
+                 layer_dim=None, task="auto", random_state=None):
         self.n_layers_to_select = n_layers_to_select
+        self.memory = memory
         self.variant = variant
         self.isotropy_weight = isotropy_weight
         self.redundancy_weight = redundancy_weight
@@ -429,7 +430,6 @@ class LOESSelector(_BaseLOES):
         self.layer_dim = layer_dim
         self.task = task
         self.random_state = random_state
-        self.memory = memory
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
