@@ -863,7 +863,7 @@ def test_memory_grid_search_equals_no_memory(tmp_path):
 
 
 def test_memory_search_on_parallel_workers_equals_sequential(tmp_path):
-    stack, y = _planted(n=120, seed=44)
+    stack, y = _planted(n=90, seed=44)
     flat = _flat(stack)
     grid = {"loes__n_layers_to_select": [1, 3, 2]}
     scores = []
@@ -872,7 +872,7 @@ def test_memory_search_on_parallel_workers_equals_sequential(tmp_path):
                                                memory=str(folder))),
                          ("clf", LogisticRegression(max_iter=300))])
         with parallel_config(backend="threading"):
-            search = GridSearchCV(pipe, grid, cv=3, n_jobs=n_jobs).fit(flat, y)
+            search = GridSearchCV(pipe, grid, cv=2, n_jobs=n_jobs).fit(flat, y)
         scores.append(search.cv_results_["mean_test_score"])
     np.testing.assert_array_equal(scores[0], scores[1])
 
