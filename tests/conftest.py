@@ -53,3 +53,20 @@ def rotten_tomatoes_small():
         return load_rotten_tomatoes(n_samples=300, random_state=0, return_X_y=True)
     except ImportError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def minilm_cache_home(tmp_path_factory):
+    """A folder whose ``skloes_cache`` holds MiniLM states for the whole session.
+
+    The quick start, the README and the gallery examples extract nested
+    stratified samples of the same Rotten Tomatoes texts (one seed) with the
+    same settings. Run from this folder (their ``cache="skloes_cache"``) or
+    with it as ``TMPDIR`` (the examples' ``skloes_examples_cache``, a link to
+    the same folder), each text goes through MiniLM once per test session.
+    """
+    home = tmp_path_factory.mktemp("minilm-session")
+    (home / "skloes_cache").mkdir()
+    (home / "skloes_examples_cache").symlink_to(home / "skloes_cache")
+    return home
+

@@ -25,13 +25,20 @@ def test_readme_two_commands_are_the_scripts_ci_runs():
 
 
 @pytest.mark.integration
-def test_readme_python_example_runs(tmp_path, monkeypatch, capsys, minilm_path):
-    monkeypatch.chdir(tmp_path)
+def test_readme_python_example_runs(minilm_cache_home, monkeypatch, capsys,
+                                    minilm_path):
+    from skloes._cache import content_key
+
+    # The session's shared folder: the quick start and the examples extract
+    # the same texts into its skloes_cache.
+    monkeypatch.chdir(minilm_cache_home)
     (code,) = _blocks("python")
-    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    namespace = {"__name__": "__readme__"}
+    exec(compile(code, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "loesselector__n_layers_to_select" in out
-    assert (tmp_path / "skloes_cache").is_dir()
+    cached = {p.stem for p in (minilm_cache_home / "skloes_cache").rglob("*.npy")}
+    assert {content_key(text) for text in namespace["X"]} <= cached
 
 
 def test_readme_links_point_at_files_that_exist():
