@@ -1,4 +1,12 @@
-"""Every gallery example runs, offline, start to finish, so none can rot."""
+"""Every gallery example runs, offline, start to finish, so none can rot.
+
+The tests run each example on half its sample (every ``skloes.datasets``
+loader is wrapped to halve ``n_samples``; the documentation build runs them at
+full size), each in a fresh fork of one process that imported the examples'
+libraries once, with ``TMPDIR`` set to the session's shared folder, so the
+examples' ``skloes_examples_cache`` is the one the quick start and the README
+fill.
+"""
 
 # Authors: The skloes developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -6,6 +14,8 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +28,88 @@ EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
 # Each example takes under a minute on 2 idle CPU cores; the limit leaves room
 # for a busy machine.
 TIMEOUT_S = 420
+
+# A process that imports what the examples import, once, wraps every data
+# loader to halve its ``n_samples``, then runs each example named on its stdin
+# in a fresh fork (its own module namespace, working folder and output file)
+# and answers with the fork's process id, then its exit status.
+_EXAMPLE_SERVER = r"""
+import functools, numbers, os, runpy, sys, traceback
+
+import matplotlib.pyplot, numpy, pandas, sklearn.pipeline, torch, transformers
+import skloes, skloes.baselines, skloes.datasets as datasets, skloes.metrics
+from transformers import AutoModel, AutoTokenizer
+
+
+def halved(load):
+    @functools.wraps(load)
+    def load_half(*args, n_samples=None, **kwargs):
+        if isinstance(n_samples, numbers.Integral):
+            n_samples = max(n_samples // 2, 1)
+        elif n_samples is not None:
+            n_samples = n_samples / 2
+        return load(*args, n_samples=n_samples, **kwargs)
+    return load_half
+
+
+for name in datasets.__all__:  # load_dataset calls the others: not wrapped
+    if name.startswith("load_") and name != "load_dataset":
+        setattr(datasets, name, halved(getattr(datasets, name)))
+
+for line in sys.stdin:
+    path, cwd, log = line.rstrip("\n").split("\t")
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.chdir(cwd)
+        status = 0
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    print(pid, flush=True)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def example_server(minilm_cache_home):
+    """The running example server; its ``TMPDIR`` is the session's shared folder."""
+    pytest.importorskip("matplotlib")
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    env = dict(os.environ, MPLBACKEND="Agg", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               TMPDIR=str(minilm_cache_home))
+    server = subprocess.Popen([sys.executable, "-c", _EXAMPLE_SERVER], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    yield server
+    server.stdin.close()
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def _run_example(server, path, cwd, log):
+    """Exit status of one example run by the server, or None after TIMEOUT_S."""
+    server.stdin.write(f"{path}\t{cwd}\t{log}\n")
+    server.stdin.flush()
+    pid = int(server.stdout.readline())
+    ready, _, _ = select.select([server.stdout], [], [], TIMEOUT_S)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)  # the server then reports it and goes on
+        server.stdout.readline()
+        return None
+    return int(server.stdout.readline())
 
 
 def test_gallery_has_the_examples_the_docs_promise():
@@ -45,19 +137,16 @@ def test_example_follows_the_gallery_format(path):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs(path, tmp_path, minilm_path):
-    pytest.importorskip("matplotlib")
-    env = dict(os.environ, MPLBACKEND="Agg", HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    code = f"import runpy; runpy.run_path({str(path)!r}, run_name='__main__')"
+def test_example_runs(path, tmp_path, minilm_path, example_server):
+    if example_server.poll() is not None:
+        pytest.fail("the example server exited")
+    log = tmp_path / "output.txt"
     start = time.perf_counter()
-    try:
-        res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=TIMEOUT_S,
-                             check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{path.name} ran longer than {TIMEOUT_S} s")
+    status = _run_example(example_server, path, tmp_path, log)
     elapsed = time.perf_counter() - start
-    assert res.returncode == 0, f"{path.name} failed:\n{res.stderr[-5000:]}"
-    assert "Traceback" not in res.stderr
+    if status is None:
+        pytest.fail(f"{path.name} ran longer than {TIMEOUT_S} s")
+    output = log.read_text()
+    assert status == 0, f"{path.name} failed:\n{output[-5000:]}"
+    assert "Traceback" not in output
     print(f"{path.name}: {elapsed:.1f} s")
