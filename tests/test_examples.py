@@ -13,11 +13,12 @@ fill.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,6 +68,8 @@ for line in sys.stdin:
         status = 0
         try:
             runpy.run_path(path, run_name="__main__")
+        except SystemExit as exc:
+            status = 0 if exc.code in (None, 0) else 1
         except BaseException:
             traceback.print_exc()
             status = 1
@@ -103,13 +106,28 @@ def _run_example(server, path, cwd, log):
     """Exit status of one example run by the server, or None after TIMEOUT_S."""
     server.stdin.write(f"{path}\t{cwd}\t{log}\n")
     server.stdin.flush()
-    pid = int(server.stdout.readline())
-    ready, _, _ = select.select([server.stdout], [], [], TIMEOUT_S)
-    if not ready:
-        os.kill(pid, signal.SIGKILL)  # the server then reports it and goes on
-        server.stdout.readline()
-        return None
-    return int(server.stdout.readline())
+    pid = _read_int(server)
+    timed_out = threading.Event()
+
+    def stop():
+        timed_out.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # the server then reports it, goes on
+
+    watchdog = threading.Timer(TIMEOUT_S, stop)
+    watchdog.start()
+    try:
+        status = _read_int(server)
+    finally:
+        watchdog.cancel()
+    return None if timed_out.is_set() else status
+
+
+def _read_int(server):
+    line = server.stdout.readline()
+    if not line:
+        pytest.fail(f"the example server exited with status {server.wait()}")
+    return int(line)
 
 
 def test_gallery_has_the_examples_the_docs_promise():
