@@ -81,7 +81,7 @@ for line in sys.stdin:
 """
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def example_server(minilm_cache_home):
     """The running example server; its ``TMPDIR`` is the session's shared folder."""
     pytest.importorskip("matplotlib")
