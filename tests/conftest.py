@@ -9,6 +9,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,31 @@ def minilm_cache_home(tmp_path_factory):
     (home / "skloes_examples_cache").symlink_to(home / "skloes_cache")
     return home
 
+
+
+@pytest.fixture
+def texts_through_model():
+    """Count texts through any BERT forward pass, in every thread of the process."""
+    torch = pytest.importorskip("torch")
+    count = [0]
+
+    def hook(module, inputs, output):
+        if type(module).__name__ == "BertEmbeddings":
+            count[0] += output.shape[0]
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    yield count
+    handle.remove()
+
+
+@pytest.fixture(scope="session")
+def cache_entries():
+    """A function: cache folder -> {settings folder: content keys of its entries}."""
+
+    def entries(folder):
+        out = {}
+        for path in Path(folder).glob("*/*/*.npy"):
+            out.setdefault(path.parent.parent.name, set()).add(path.stem)
+        return out
+
+    return entries

@@ -49,21 +49,6 @@ def client():
     cluster.close()
 
 
-@pytest.fixture
-def texts_through_model():
-    """Count texts through any BERT forward pass, in every thread of the process."""
-    torch = pytest.importorskip("torch")
-    count = [0]
-
-    def hook(module, inputs, output):
-        if type(module).__name__ == "BertEmbeddings":
-            count[0] += output.shape[0]
-
-    handle = torch.nn.modules.module.register_module_forward_hook(hook)
-    yield count
-    handle.remove()
-
-
 def _toy_stack(n=600, n_layers=5, dim=12, n_classes=4, seed=0):
     """Layers with a shared large mean, class signal growing with depth."""
     rng = np.random.RandomState(seed)

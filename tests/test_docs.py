@@ -134,23 +134,28 @@ def _quick_start_code():
 
 
 @pytest.mark.integration
-def test_quick_start_pipeline_runs_as_printed(minilm_cache_home, monkeypatch,
-                                              capsys, minilm_path):
+def test_quick_start_pipeline_runs_as_printed(
+    minilm_cache_home, monkeypatch, capsys, minilm_path, texts_through_model,
+    cache_entries,
+):
     pytest.importorskip("skloes.selection._loes")
     from skloes._cache import content_key
 
     code = _quick_start_code()
     assert len(code.strip().splitlines()) <= 14
     # Run from the session's shared folder: its skloes_cache may already hold
-    # these texts (the README and the examples extract the same ones).
+    # some of these texts (the README and the examples extract the same ones).
     monkeypatch.chdir(minilm_cache_home)
+    before = cache_entries("skloes_cache")
     namespace = {"__name__": "__quick_start__"}
     exec(compile(code, "quick_start.rst", "exec"), namespace)
     score = float(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0.55 < score <= 1.0  # sentiment from MiniLM layers beats chance
-    # The cache was used: it holds an entry for every text of the snippet.
-    cached = {p.stem for p in (minilm_cache_home / "skloes_cache").rglob("*.npy")}
-    assert {content_key(text) for text in namespace["X"]} <= cached
+    # The cache was used: one settings folder holds every text, and only the
+    # texts it lacked before went through the model, once each, for all folds.
+    keys = {content_key(text) for text in namespace["X"]}
+    (settings,) = [s for s, k in cache_entries("skloes_cache").items() if keys <= k]
+    assert texts_through_model[0] == len(keys - before.get(settings, set()))
 
 
 # ------------------------------------------------------- numpydoc validation

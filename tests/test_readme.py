@@ -26,19 +26,24 @@ def test_readme_two_commands_are_the_scripts_ci_runs():
 
 @pytest.mark.integration
 def test_readme_python_example_runs(minilm_cache_home, monkeypatch, capsys,
-                                    minilm_path):
+                                    minilm_path, texts_through_model,
+                                    cache_entries):
     from skloes._cache import content_key
 
     # The session's shared folder: the quick start and the examples extract
     # the same texts into its skloes_cache.
     monkeypatch.chdir(minilm_cache_home)
+    before = cache_entries("skloes_cache")
     (code,) = _blocks("python")
     namespace = {"__name__": "__readme__"}
     exec(compile(code, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "loesselector__n_layers_to_select" in out
-    cached = {p.stem for p in (minilm_cache_home / "skloes_cache").rglob("*.npy")}
-    assert {content_key(text) for text in namespace["X"]} <= cached
+    # The cache was used: one settings folder holds every text, and only the
+    # texts it lacked before went through the model, once each, for the search.
+    keys = {content_key(text) for text in namespace["X"]}
+    (settings,) = [s for s, k in cache_entries("skloes_cache").items() if keys <= k]
+    assert texts_through_model[0] == len(keys - before.get(settings, set()))
 
 
 def test_readme_links_point_at_files_that_exist():
