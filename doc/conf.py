@@ -4,7 +4,8 @@ Build: ``make -C doc html`` (warnings are errors). The build never touches the
 network: intersphinx inventories are read only when ``SKLOES_DOCS_INTERSPHINX=1``
 is set. The examples gallery runs every ``examples/plot_*.py`` unless
 ``SKLOES_DOCS_RUN_EXAMPLES=0`` (or ``-D plot_gallery=0``) is given; the tests
-build with execution off because ``tests/test_examples.py`` runs the examples.
+build with execution off because ``tests/test_examples.py`` runs the examples
+(on half their samples, sharing one MiniLM cache with the quick start test).
 """
 
 # Authors: The skloes developers
