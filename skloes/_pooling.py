@@ -8,13 +8,16 @@ from __future__ import annotations
 POOLINGS = ("mean", "first", "cls", "last", "max")
 
 
-def pool(hidden, mask, pooling="mean"):
+def pool(hidden, mask, pooling="mean", exclude=None):
     """Pool token states ``hidden`` (B, T, D) under ``mask`` (B, T) to (B, D).
 
     Padding never contributes: ``"mean"`` averages the masked tokens,
     ``"first"`` (alias ``"cls"``) takes the first masked token, ``"last"`` the
     last one (correct under left or right padding) and ``"max"`` the
-    element-wise maximum over masked tokens.
+    element-wise maximum over masked tokens. ``exclude`` (B, T), True at tokens
+    to leave out of ``"mean"`` and ``"max"`` (special tokens, the first
+    position), is ignored by ``"first"``/``"last"``; a sample whose tokens are
+    all excluded keeps them all.
     """
     import torch
 
@@ -25,6 +28,10 @@ def pool(hidden, mask, pooling="mean"):
             "pooling: a sample has no unmasked token (attention mask all zero); "
             "nothing to pool."
         )
+    if pooling in ("mean", "max") and exclude is not None:
+        kept = mask & ~exclude.to(torch.bool)
+        mask = torch.where(kept.any(dim=1, keepdim=True), kept, mask)
+        counts = mask.sum(dim=1)
     if pooling == "mean":
         weights = mask.to(hidden.dtype).unsqueeze(-1)
         return (hidden * weights).sum(dim=1) / counts.to(hidden.dtype).unsqueeze(-1)
@@ -43,7 +50,27 @@ def pool(hidden, mask, pooling="mean"):
     )
 
 
-def pool_layers(hidden_states, layers, mask, pooling="mean", *, owner="skloes"):
+def first_token(mask):
+    """(B, T) bool, True at each sample's first real token (left or right padding).
+
+    Examples
+    --------
+    >>> import torch  # doctest: +SKIP
+    >>> first_token(torch.tensor([[0, 1, 1], [1, 1, 0]])).int()  # doctest: +SKIP
+    tensor([[0, 1, 0],
+            [1, 0, 0]], dtype=torch.int32)
+    """
+    import torch
+
+    mask = mask.to(torch.bool)
+    out = torch.zeros_like(mask)
+    rows = torch.arange(mask.shape[0], device=mask.device)
+    out[rows, mask.int().argmax(dim=1)] = True
+    return out & mask
+
+
+def pool_layers(hidden_states, layers, mask, pooling="mean", *, exclude=None,
+                owner="skloes"):
     """Pool the requested layers of one batch into a ``(n_layers, B, k)`` tensor.
 
     Parameters
@@ -57,6 +84,8 @@ def pool_layers(hidden_states, layers, mask, pooling="mean", *, owner="skloes"):
     pooling : {"mean", "first", "cls", "last", "max"} or callable
         A name understood by :func:`pool`, or ``f(hidden, mask) -> (B, k)``
         applied to each layer's ``(B, T, D)`` states.
+    exclude : torch.Tensor of shape (B, T) or None, default=None
+        Tokens left out of ``"mean"`` and ``"max"`` (see :func:`pool`).
     owner : str, default="skloes"
         Name used in error messages.
 
@@ -75,7 +104,8 @@ def pool_layers(hidden_states, layers, mask, pooling="mean", *, owner="skloes"):
     import torch
 
     if not callable(pooling):
-        return torch.stack([pool(hidden_states[l], mask, pooling) for l in layers])
+        return torch.stack([pool(hidden_states[l], mask, pooling, exclude)
+                            for l in layers])
     batch = mask.shape[0]
     out = []
     for l in layers:

