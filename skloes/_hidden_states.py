@@ -34,6 +34,7 @@ from skloes._models import (
     n_hidden_states,
     pad_batch,
     read_config,
+    release_memory,
     resolve_device,
     resolve_model_path,
     token_mask,
@@ -436,9 +437,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 self._check_finite(pooled)
                 if sink is not None:
                     sink(index, pooled)
+                    release_memory()
                     continue
                 out = self._allocate(out, pooled, len(items))
                 out[:, index] = pooled
+                del pooled
+                release_memory()
         return out
 
     def _pool_text_batch(self, model, tokenizer, encoded, index):
@@ -489,7 +493,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 
     def _check_not_empty(self, encoded):
         for i, row in enumerate(encoded["input_ids"]):
-            if not row:
+            if len(row) == 0:
                 raise ValueError(
                     f"{type(self).__name__}: text {i} of `X` has no token for this "
                     "tokenizer (an empty string?); every text needs at least one."

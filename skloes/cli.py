@@ -409,7 +409,7 @@ def _extract(args, texts):
         pooling = token
     hst = HiddenStatesTransformer(
         args.model, pooling=pooling, batch_size=args.batch_size,
-        max_length=args.max_length, device=args.device, progress=True,
+        max_length=args.max_length, device=args.device, verbose=1,
     )
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
