@@ -400,3 +400,26 @@ def test_smollm2_equals_each_text_alone(smollm2):
             ref = np.stack([h[0, -1].numpy() for h in states])
             scale = np.abs(ref).max(axis=1, keepdims=True)
             assert np.max(np.abs(out[:, i] - ref) / scale) < 1e-3
+
+
+@pytest.mark.integration
+def test_smollm2_probe_command_with_layer_by_layer_metrics(smollm2_path, tmp_path,
+                                                           capsys):
+    """The README's second command on a few dozen texts, token metrics included."""
+    from skloes.cli import main
+
+    out = tmp_path / "report"
+    status = main(["probe", "--model", SMOLLM2, "--max-samples", "40",
+                   "--max-length", "32", "--token-metrics", "--out", str(out)])
+    assert status == 0, capsys.readouterr().err
+    stdout = capsys.readouterr().out
+    assert "31 hidden states of width 576" in stdout
+    lines = (out / "layers.csv").read_text().splitlines()
+    assert len(lines) == 32  # header + 31 layers
+    header = lines[0].split(",")
+    for metric in ("prompt_entropy", "curvature", "dataset_entropy"):
+        assert metric in header
+    values = np.array([[float(v) for v in line.split(",")[1:]] for line in lines[1:]])
+    assert np.isfinite(values).all()
+    assert json.loads((out / "selection.json").read_text())["n_layers"] == 31
+    assert (out / "profile.png").stat().st_size > 10_000
