@@ -60,7 +60,7 @@ MAX_LENGTH = 128
 
 def _features(texts):
     hst = HiddenStatesTransformer(max_length=MAX_LENGTH, batch_size=64,
-                                  device="cpu", cache=str(CACHE), progress=False)
+                                  device="cpu", cache=str(CACHE))
     return hst.fit_transform(list(texts))
 
 

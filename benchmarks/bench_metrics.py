@@ -124,8 +124,8 @@ def bench_memory(sizes=(200, 800), batch_size=32, max_length=128):
         for label, pooling in (("mean pooling", "mean"),
                                ("TokenMetricPooling", TokenMetricPooling())):
             hst = HiddenStatesTransformer(pooling=pooling, batch_size=batch_size,
-                                          max_length=max_length, device="cpu",
-                                          progress=False).fit(texts)
+                                          max_length=max_length,
+                                          device="cpu").fit(texts)
             _ = hst.model_  # load outside the measurement
             hst.transform(texts[:batch_size])  # warm-up
             tracemalloc.start()

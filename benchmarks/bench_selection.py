@@ -107,8 +107,7 @@ def features(model_name, dataset, n_texts, max_length):
         n_samples=min(n_texts, _n_available(dataset)), random_state=0,
         return_X_y=True)
     path = minilm_path() if model_name == "minilm" else mpnet_path()
-    hst = HiddenStatesTransformer(path, max_length=max_length, device="cpu",
-                                  progress=False)
+    hst = HiddenStatesTransformer(path, max_length=max_length, device="cpu")
     start = time.perf_counter()
     stack = hst.fit_transform(list(texts))
     seconds = time.perf_counter() - start

@@ -37,8 +37,8 @@ from skloes.metrics import effective_rank, isotropy
 transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
 data = load_chatterbot_langid(n_samples=600, random_state=0)
-X = HiddenStatesTransformer(output="flat", max_length=64, cache=cache,
-                            progress=False).fit_transform(data.data)
+X = HiddenStatesTransformer(output="flat", max_length=64,
+                            cache=cache).fit_transform(data.data)
 X_train, X_test, y_train, y_test = train_test_split(
     X, data.target, test_size=0.3, stratify=data.target, random_state=0)
 print(X.shape, "classes:", ", ".join(map(str, data.target_names)))

@@ -57,8 +57,7 @@ cache = Path(tempfile.mkdtemp(prefix="skloes_gs_cache_"))
 def make_search(cache_folder):
     pipe = Pipeline(
         [
-            ("hst", HiddenStatesTransformer(max_length=64, cache=cache_folder,
-                                            progress=False)),
+            ("hst", HiddenStatesTransformer(max_length=64, cache=cache_folder)),
             ("loes", LOESSelector(random_state=0)),
             ("clf", LogisticRegression(max_iter=2000)),
         ]

@@ -44,8 +44,7 @@ pd.set_option("display.max_columns", 10)
 texts, _ = load_rotten_tomatoes(n_samples=200, random_state=0, return_X_y=True)
 
 token_pooling = TokenMetricPooling(metrics=("prompt_entropy", "curvature"))
-hst = HiddenStatesTransformer(pooling=token_pooling, max_length=64,
-                              progress=False)
+hst = HiddenStatesTransformer(pooling=token_pooling, max_length=64)
 pooled, token_metrics = token_pooling.split(hst.fit_transform(texts))
 print("pooled stack:", pooled.shape)  # (7 layers, 200 prompts, 384)
 
@@ -79,8 +78,8 @@ def prompt_vector_pooling(hidden, mask):
 views = augmented_views(texts, n_views=2, random_state=0)
 print("original:", texts[0])
 print("view 1:  ", views[0][0])
-view_hst = HiddenStatesTransformer(pooling=prompt_vector_pooling, max_length=64,
-                                   progress=False).fit(views[0])
+view_hst = HiddenStatesTransformer(pooling=prompt_vector_pooling,
+                                   max_length=64).fit(views[0])
 A, B = view_hst.transform(views[0]), view_hst.transform(views[1])
 table["InfoNCE"] = infonce(A, B)
 

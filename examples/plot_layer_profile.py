@@ -35,8 +35,7 @@ pd.set_option("display.width", 120)
 pd.set_option("display.max_columns", 10)
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
 texts, y = load_rotten_tomatoes(n_samples=400, random_state=0, return_X_y=True)
-H = HiddenStatesTransformer(max_length=64, cache=cache,
-                            progress=False).fit_transform(texts)
+H = HiddenStatesTransformer(max_length=64, cache=cache).fit_transform(texts)
 print(H.shape)
 
 # %%

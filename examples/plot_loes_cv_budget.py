@@ -32,8 +32,7 @@ from skloes.datasets import load_rotten_tomatoes
 transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
 texts, y = load_rotten_tomatoes(n_samples=400, random_state=0, return_X_y=True)
-H = HiddenStatesTransformer(max_length=64, cache=cache,
-                            progress=False).fit_transform(texts)
+H = HiddenStatesTransformer(max_length=64, cache=cache).fit_transform(texts)
 
 # %%
 # One path per fold scores every budget

@@ -36,8 +36,7 @@ from skloes.datasets import load_rotten_tomatoes
 transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
 texts, y = load_rotten_tomatoes(n_samples=400, random_state=0, return_X_y=True)
-hst = HiddenStatesTransformer(output="flat", max_length=64, cache=cache,
-                              progress=False)
+hst = HiddenStatesTransformer(output="flat", max_length=64, cache=cache)
 table = pd.DataFrame(hst.fit_transform(texts),
                      columns=hst.get_feature_names_out())
 print(table.shape)

@@ -30,7 +30,7 @@ def extract_partition(texts, **params):
     from skloes import HiddenStatesTransformer
 
     texts = list(texts)
-    hst = HiddenStatesTransformer(progress=False, **params)
+    hst = HiddenStatesTransformer(**params)
     return hst.fit(texts).transform(texts)
 
 
