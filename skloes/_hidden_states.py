@@ -312,6 +312,13 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         return items
 
     def _resolve_exclude(self, config):
+        if self.modality_ != "text":
+            if self.exclude_tokens not in ("auto", None):
+                raise ValueError(
+                    f"{type(self).__name__}: `exclude_tokens` applies to text models "
+                    f"only; this model takes {self.modality_}. Use 'auto' or None."
+                )
+            return None
         if self.exclude_tokens != "auto":
             return self.exclude_tokens
         is_decoder = getattr(config, "model_type", None) and is_decoder_only(config)

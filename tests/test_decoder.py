@@ -423,3 +423,13 @@ def test_smollm2_probe_command_with_layer_by_layer_metrics(smollm2_path, tmp_pat
     assert np.isfinite(values).all()
     assert json.loads((out / "selection.json").read_text())["n_layers"] == 31
     assert (out / "profile.png").stat().st_size > 10_000
+
+
+def test_exclude_tokens_on_a_non_text_model_is_a_clear_error(tmp_path):
+    from skloes.utils._testing import make_tiny_vit
+
+    vit = make_tiny_vit(tmp_path / "vit")
+    images = [np.zeros((16, 16, 3), np.float32)] * 2
+    with pytest.raises(ValueError, match="`exclude_tokens` applies to text models"):
+        HST(vit, exclude_tokens="first").fit(images)
+    assert HST(vit).fit(images).exclude_tokens_ is None
