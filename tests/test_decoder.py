@@ -152,6 +152,8 @@ def test_zip_parts_bad_archive_leaves_nothing_behind(tmp_path, home):
         ("all-mpnet-base-v2/../../evil.txt", "x")])
     with pytest.raises(ValueError, match="unsafe member"):
         reassemble_zip_parts(unsafe, "all-mpnet-base-v2")
+    with pytest.raises(ValueError, match="pinned sha256"):
+        reassemble_zip_parts(parts, "all-mpnet-base-v2", sha256="0" * 64)
     assert list((home / "bundles").iterdir()) == []
 
 
@@ -174,6 +176,8 @@ def test_mpnet_hub_id_resolves_to_the_installed_parts(tmp_path, home, monkeypatc
         return dists[name] if name in dists else real(name)
 
     monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    monkeypatch.setattr(_registry, "MPNET_SAFETENSORS_SHA256", _registry.file_sha256(
+        Path(make_tiny_model(tmp_path / "src")) / "model.safetensors"))
     mpnet = {m.name: m for m in offline_models()}["mpnet"]
     assert mpnet.installed
     folder = resolve_model_path("sentence-transformers/all-mpnet-base-v2")
