@@ -89,7 +89,7 @@ TEXTS = ["a good movie", "a dull plot", "fun", "the story was great", "fun"]
 
 
 def _hst(path, cache, **params):
-    return HiddenStatesTransformer(path, device="cpu", progress=False, cache=cache,
+    return HiddenStatesTransformer(path, device="cpu", cache=cache,
                                    **params)
 
 
@@ -253,8 +253,8 @@ import sys
 import numpy as np
 from skloes import HiddenStatesTransformer
 texts = [f"the movie {i} was good" for i in range(16)]
-hst = HiddenStatesTransformer(sys.argv[1], device="cpu", progress=False,
-                              cache=sys.argv[2], batch_size=2)
+hst = HiddenStatesTransformer(sys.argv[1], device="cpu", cache=sys.argv[2],
+                              batch_size=2)
 np.save(sys.argv[3], hst.fit_transform(texts))
 """
 

@@ -70,7 +70,7 @@ def _chunks(H, sizes):
 def _transform_from_cache(texts, cache, params):
     from skloes import HiddenStatesTransformer
 
-    hst = HiddenStatesTransformer(cache=cache, progress=False, **params)
+    hst = HiddenStatesTransformer(cache=cache, **params)
     return hst.fit(texts).transform(texts)
 
 
@@ -93,7 +93,7 @@ def test_search_on_dask_shares_cache_and_equals_single_process(
     params = {"model": minilm_path, "max_length": 64}
 
     # The reference: one transformer, one process, no cache.
-    reference = HiddenStatesTransformer(progress=False, **params).fit_transform(texts)
+    reference = HiddenStatesTransformer(**params).fit_transform(texts)
     texts_through_model[0] = 0
 
     # 1. Extraction in two partitions on two workers, into the shared cache.
@@ -106,7 +106,7 @@ def test_search_on_dask_shares_cache_and_equals_single_process(
     # 2. A grid search on the Dask joblib backend reads every text from it.
     def search(n_jobs):
         pipe = Pipeline([
-            ("hst", HiddenStatesTransformer(cache=cache, progress=False, **params)),
+            ("hst", HiddenStatesTransformer(cache=cache, **params)),
             ("loes", LOESSelector(random_state=0)),
             ("clf", LogisticRegression(max_iter=2000)),
         ])

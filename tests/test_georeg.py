@@ -559,8 +559,7 @@ def test_finetune_real_minilm_tunes_only_blocks_up_to_the_deepest_layer(
         elif key.startswith("pooler."):
             assert not changed, key
     # training loss: the initial model is the same head (same seed) on frozen features
-    hst = HiddenStatesTransformer(minilm_path, max_length=64, device="cpu",
-                                  progress=False)
+    hst = HiddenStatesTransformer(minilm_path, max_length=64, device="cpu")
     feats = torch.from_numpy(hst.fit_transform(X)[layers].transpose(1, 0, 2).copy())
     head0 = LayerFusionHead(2, feats.shape[2], 2, proj_dim=32,
                             generator=make_generator(0)).eval()
@@ -596,7 +595,7 @@ def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_
          for label in y]
     pipe = Pipeline([
         ("hidden", HiddenStatesTransformer(tiny_model_path, device="cpu",
-                                           cache=str(tmp_path), progress=False)),
+                                           cache=str(tmp_path))),
         ("select", selection.LOESSelector(random_state=0)),
         ("clf", _fast(layer_dim=8, max_epochs=10)),
     ])

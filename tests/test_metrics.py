@@ -381,7 +381,7 @@ def test_token_metric_pooling_matches_plain_arrays(tiny_model_path):
     outs = []
     for batch_size in (1, 4):  # padding must not change anything
         hst = HiddenStatesTransformer(tiny_model_path, pooling=token, device="cpu",
-                                      batch_size=batch_size, progress=False)
+                                      batch_size=batch_size)
         outs.append(hst.fit_transform(texts))
     np.testing.assert_allclose(outs[0], outs[1], atol=1e-5)
     pooled, metrics = token.split(outs[1])

@@ -704,7 +704,7 @@ def test_minilm_rotten_tomatoes_grid_search_end_to_end(
     texts, labels = rotten_tomatoes_small
     texts, labels = list(texts), np.asarray(labels)
     hst = HiddenStatesTransformer(minilm_path, output="flat", max_length=64,
-                                  cache=str(tmp_path), progress=False, device="cpu")
+                                  cache=str(tmp_path), device="cpu")
     pipe = Pipeline([
         ("hst", hst),
         ("loes", LOESSelector(layer_dim=384, fusion_scaling="layer", random_state=0)),

@@ -30,7 +30,7 @@ LABELS = [1, 0, 1, 1, 0, 0]
 
 def _hst(path, **params):
     params.setdefault("device", "cpu")
-    return HiddenStatesTransformer(path, progress=False, **params)
+    return HiddenStatesTransformer(path, **params)
 
 
 # ------------------------------------------------------- 1. 2-D text input

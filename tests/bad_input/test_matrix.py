@@ -43,7 +43,7 @@ K = "n_layers_to_select"        # baselines' budget (was k)
 RIDGE_ALPHA = "ridge_alpha"     # RidgeProbe* penalty (was alpha)
 ISOTROPY_WEIGHT = "alpha"       # LOES geometry weights (-> isotropy_weight,
 REDUNDANCY_WEIGHT = "gamma"     # -> redundancy_weight)
-PROGRESS = "progress"           # HiddenStatesTransformer (-> verbose)
+PROGRESS = "verbose"            # HiddenStatesTransformer
 CLI_BUDGET = "--n-layers-to-select"  # skloes probe (was --k)
 GeoRegHead = GeoRegFineTuner    # the classifier on layer features (split by #13)
 
@@ -693,7 +693,7 @@ HST_PARAM_CASES = [
     ("device_bogus", {"device": "gpu9"}, err("device")),
     ("device_number", {"device": 3}, err("device")),
     ("device_cuda_99", {"device": "cuda:99"}, err("device")),
-    ("progress", {PROGRESS: "yes"}, err(PROGRESS)),
+    ("verbose", {PROGRESS: "yes"}, err(PROGRESS)),
     ("cache_is_a_file", {"cache": __file__}, warns(r"cache.*"
                                                    r"(exists|directory|Not a)")),
     ("cache_under_a_file", {"cache": os.path.join(__file__, "sub")},
