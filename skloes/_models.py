@@ -939,20 +939,21 @@ def forward_pooled(model, inputs, layers, pool_fn, *, blocks=None):
         source = "full"
     elif depth < n_blocks:
         source = "block"  # hidden_states[l] is block l's output for l < L
-    else:
-        source = _last_state_source(model, inputs, blocks)
+    else:  # None: not known yet for this model, settled on this batch
+        source = _LAST_STATE_SOURCE.get(model)
     if source == "full":
-        out = model(**inputs, output_hidden_states=True)
-        return torch.stack([pool_fn(out.hidden_states[l]) for l in wanted])
-    # hook every wanted layer, except the last when it is the normed output
-    from_output = depth == n_blocks and source == "output"
-    hooked = set(wanted) - ({n_blocks} if from_output else set())
-    stop = None if from_output else depth
-    pooled, count = {}, [0]
+        return _pool_full(model, inputs, wanted, pool_fn)
+    # hook every wanted layer; the last is settled after the pass unless known
+    last_open = depth == n_blocks and source != "block"
+    hooked = set(wanted) - ({n_blocks} if last_open else set())
+    stop = None if last_open else depth
+    pooled, count, last_block = {}, [0], []
 
     def keep(layer, hidden):
         if layer in hooked:
             pooled[layer] = pool_fn(hidden)
+        elif last_open and layer == n_blocks and source is None:
+            last_block.append(hidden)
         if layer == stop:
             raise _StopForward
 
@@ -968,25 +969,54 @@ def forward_pooled(model, inputs, layers, pool_fn, *, blocks=None):
                 for block in blocks[:depth]]
     try:
         out = model(**inputs)
-        if from_output:
-            pooled[n_blocks] = pool_fn(out.last_hidden_state)
     except _StopForward:
-        pass
+        out = None
     finally:
         for handle in handles:
             handle.remove()
+    if last_open:
+        if source is None:
+            source = _settle_last_state(model, inputs, blocks, last_block, out)
+        if source == "full":
+            return _pool_full(model, inputs, wanted, pool_fn)
+        last = last_block[-1] if source == "block" else out.last_hidden_state
+        pooled[n_blocks] = pool_fn(last)
     if any(l not in pooled for l in wanted):  # a block was skipped (layerdrop)
-        out = model(**inputs, output_hidden_states=True)
-        return torch.stack([pool_fn(out.hidden_states[l]) for l in wanted])
+        return _pool_full(model, inputs, wanted, pool_fn)
     return torch.stack([pooled[l] for l in wanted])
+
+
+def _pool_full(model, inputs, wanted, pool_fn):
+    torch = import_optional("torch")
+    out = model(**inputs, output_hidden_states=True)
+    return torch.stack([pool_fn(out.hidden_states[l]) for l in wanted])
+
+
+def _settle_last_state(model, inputs, blocks, last_block, out) -> str:
+    """Source of ``hidden_states[-1]`` from one pass: free when the last block's
+    output is ``last_hidden_state`` (BERT), else a one-row probe (Llama, ViT)."""
+    last = getattr(out, "last_hidden_state", None)
+    if last_block and last is not None and torch_equal(last_block[-1], last):
+        _LAST_STATE_SOURCE[model] = "block"
+        return "block"
+    if not last_block:
+        _LAST_STATE_SOURCE[model] = "full"
+        return "full"
+    return _last_state_source(model, inputs, blocks)
+
+
+def torch_equal(a, b) -> bool:
+    """Same shape and values (``torch.equal``)."""
+    return a.shape == b.shape and bool(import_optional("torch").equal(a, b))
 
 
 def _last_state_source(model, inputs, blocks) -> str:
     """Where ``hidden_states[-1]`` comes from, checked once per model on one row.
 
     transformers replaces the last block's output by ``last_hidden_state`` in
-    some models and not in others, so one row of the first batch is run with
-    ``output_hidden_states=True`` and compared (one extra row per loaded model).
+    some models and not in others; when the two differ, one row of the first
+    batch is run with ``output_hidden_states=True`` and compared (one extra row
+    per loaded model).
 
     ``"block"``: the last block's output; ``"output"``: ``last_hidden_state``
     (a final norm applied, as in Llama); ``"full"``: neither (only a full

@@ -437,3 +437,32 @@ def test_exclude_tokens_on_a_non_text_model_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="`exclude_tokens` applies to text models"):
         HST(vit, exclude_tokens="first").fit(images)
     assert HST(vit).fit(images).exclude_tokens_ is None
+
+
+def test_last_state_probe_runs_only_where_the_last_state_is_ambiguous(
+        llama, tiny_model_path):
+    """One extra one-row pass for Llama (normed output), none for BERT."""
+    from skloes import _models
+
+    for path, rows in ((llama, 1), (tiny_model_path, 0)):
+        model = transformers.AutoModel.from_pretrained(path).eval()
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        enc = tokenizer(TEXTS, return_tensors="pt", padding=True)
+        calls = []
+        handle = model.register_forward_pre_hook(
+            lambda m, args, kwargs, calls=calls: calls.append(
+                kwargs["input_ids"].shape[0]),
+            with_kwargs=True)
+        with torch.no_grad():
+            full = model(**enc, output_hidden_states=True).hidden_states
+            calls.clear()
+            for _ in range(2):
+                got = forward_pooled(model, enc, [0, len(full) - 1],
+                                     lambda h: h.sum(1))
+        handle.remove()
+        assert calls == [len(TEXTS)] + [1] * rows + [len(TEXTS)], path
+        np.testing.assert_allclose(got[1].numpy(), full[-1].sum(1).numpy(),
+                                   atol=1e-4)
+        assert _models._LAST_STATE_SOURCE[model] == ("output" if rows else "block")

@@ -40,9 +40,9 @@ TEXTS = [
 ]
 
 
-# Once per loaded model, one row runs with output_hidden_states=True to learn
-# where the last hidden state comes from (skloes._models._last_state_source).
-PROBE = 1
+# BERT's last block output is its last_hidden_state, so no one-row probe runs
+# (skloes._models._settle_last_state); a Llama or a ViT would add one row.
+PROBE = 0
 
 
 def HST(model, **params):
