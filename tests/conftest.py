@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+# The frozen copy of the original LOES path is an oracle for the tests, not a
+# module of its own: its docstrings are not doctests.
+collect_ignore = ["_loes_oracle.py"]
+
 # Tests never write into the user's model cache (~/.cache/skloes): prepared
 # bundles (a converted GGUF, reassembled zip parts) go to a folder of this
 # session, or to $SKLOES_TEST_HOME when set (reused between sessions: SmolLM2's
