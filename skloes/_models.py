@@ -14,7 +14,6 @@ output (the input of the first block) and ``1..L`` are the blocks.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import os
@@ -26,7 +25,7 @@ from numbers import Integral
 import numpy as np
 
 from skloes._registry import bundle_for, bundle_path, convert_gguf, minilm_folder
-from skloes.utils._optional import import_optional
+from skloes.utils._optional import import_optional, quiet_transformers
 from skloes.utils._param_validation import HasMethods
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -427,21 +426,6 @@ def release_memory() -> None:
 
 
 _MALLOC_TRIM = None
-
-
-@contextlib.contextmanager
-def quiet_transformers():
-    """Silence transformers' warnings and its "Loading weights" bars for a while."""
-    logging = import_optional("transformers").logging
-    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(verbosity)
-        if bars:
-            logging.enable_progress_bar()
 
 
 class _TorchDevice(HasMethods):

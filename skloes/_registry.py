@@ -264,7 +264,7 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
     for module in ("gguf", "accelerate"):
         import_optional(module, extra="gguf")
     transformers = import_optional("transformers")
-    from skloes._models import quiet_transformers
+    from skloes.utils._optional import quiet_transformers
 
     tmp = _staging(target)
     try:

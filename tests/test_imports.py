@@ -19,7 +19,8 @@ ROOT = Path(skloes.__file__).parent
 LAYERS = {
     "skloes.utils": 0,
     "skloes._geometry": 1, "skloes._ridge": 1, "skloes._pooling": 1,
-    "skloes._models": 1, "skloes._cache": 1, "skloes.datasets": 1,
+    "skloes._models": 1, "skloes._registry": 1, "skloes._cache": 1,
+    "skloes.datasets": 1,
     "skloes.metrics": 2,
     "skloes._hidden_states": 3, "skloes._heads": 3,
     "skloes.selection": 4, "skloes.baselines": 4,

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 _EXTRA_OF = {"torch": "torch", "transformers": "torch", "tqdm": "torch",
@@ -22,3 +23,18 @@ def import_optional(name: str, extra: str | None = None):
             f"`pip install skloes[{extra}]`."
         )
         raise ImportError(msg) from exc
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """Silence transformers' warnings and its "Loading weights" bars for a while."""
+    logging = import_optional("transformers").logging
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()

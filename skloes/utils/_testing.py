@@ -158,7 +158,7 @@ def make_tiny_wav2vec2(path=None, *, num_hidden_layers=2, hidden_size=8,
 
 
 def _save_quietly(model, path):
-    from skloes._models import quiet_transformers
+    from skloes.utils._optional import quiet_transformers
 
     with quiet_transformers():
         model.save_pretrained(path)
