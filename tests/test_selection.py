@@ -214,6 +214,11 @@ def test_robust_fused_scores_equal_explicit_fused_ridge():
         np.testing.assert_allclose(fit, ref_fit, atol=1e-10)
     assert sel.components_["objective"] == "fused"
     assert sel.components_["redundancy_weight"] == 0.0
+    assert sel.components_["isotropy_weight"] == 0.0
+    ok = sel.scores_["eligible"]  # binary-free 4 classes: the triangle is in
+    np.testing.assert_allclose(
+        sel.scores_["score"][ok],
+        (sel.scores_["loss"] - 0.1 * sel.scores_["triangle"])[ok])
 
 
 def _trunk_stack(seed=0, n=400, d=16):

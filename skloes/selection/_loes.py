@@ -86,8 +86,9 @@ _PARAMS_DOC = """
         component below defaults to None, meaning the variant's value.
 
     isotropy_weight : float or None, default=None
-        Weight of the isotropy term (reference: 1.0, robust: 0.1); the
-        authors' α.
+        Weight of the isotropy term; the authors' α. None means the
+        variant's value (reference: 1.0, robust: 0.1), except 0.0 when the
+        fused fit scores a step (robust with targets; see :ref:`loes_fused`).
 
     redundancy_weight : float or None, default=None
         Weight of the redundancy term; the authors' γ. None means 0.0 when

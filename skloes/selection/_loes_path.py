@@ -374,6 +374,14 @@ class LOESPath:
                        complete=self.complete and k == self.selection_order.size)
 
 
+# When the fused fit scores a step (robust with targets), the two label-blind
+# priors default to 0: a layer redundant with the selection adds nothing to the
+# fused fit, and on a decoder both the CKA penalty and the isotropy prior favour
+# the extreme layers (embedding output, last layer) that the probe cannot use
+# (doc/user_guide/selection.rst, "loes_fused"). Otherwise they keep the spec's
+# values (redundancy 0.5; isotropy from VARIANTS).
+
+
 class _Path:
     """State of one greedy LOES run on the calibration rows."""
 
@@ -842,19 +850,9 @@ def _resolve_config(est, task):
               "orth_energy", "orth_max_rank", "max_samples"):
         cfg[p] = getattr(est, p)
     cfg["task"] = task
-    cfg["redundancy_weight"] = _default_redundancy_weight(est.redundancy_weight, cfg)
+    fused = cfg["objective"] == "fused" and task != "label_free"
+    if fused and est.isotropy_weight is None:
+        cfg["isotropy_weight"] = 0.0
+    cfg["redundancy_weight"] = (est.redundancy_weight if est.redundancy_weight
+                                is not None else 0.0 if fused else 0.5)
     return cfg
-
-
-def _default_redundancy_weight(weight, cfg):
-    """The redundancy weight: 0 when the fused fit scores a step, else 0.5.
-
-    A layer redundant with the selection adds nothing to the fused fit, so
-    the fused objective needs no penalty, and on decoder features the CKA
-    penalty drove the picks to the most dissimilar (extreme) layers. Without
-    labels, or with the residual objective, the penalty keeps its spec value.
-    """
-    if weight is not None:
-        return weight
-    fused = cfg["objective"] == "fused" and cfg["task"] != "label_free"
-    return 0.0 if fused else 0.5
