@@ -318,13 +318,14 @@ def _budget(est, k):
     return est.set_params(**{name: k})
 
 
-def decoder_methods(max_samples, seed=0):
+def decoder_methods(max_samples, n_layers, seed=0):
     """Name -> (selector or marker, budgets read off its nested path)."""
     from skloes import LOESSelector, LOESSelectorCV
     from skloes import baselines as B
 
     common = dict(max_samples=max_samples, random_state=seed)
-    top = max(SMOLLM2_BUDGETS)
+    budgets = tuple(k for k in SMOLLM2_BUDGETS if k <= n_layers)
+    top = max(budgets)
     return {
         "last layer": (B.LastLayerSelector(), None),
         "best single layer (inner 5-fold CV)": (B.BestSingleLayerSelector(**common),
@@ -335,13 +336,13 @@ def decoder_methods(max_samples, seed=0):
         "greedy (K=4)": (_budget(B.GreedyForwardSelector(**common), 4), None),
         "LOES robust, default (K=4)": (LOESSelector(**common), None),  # "auto": 4
         "LOES robust": (LOESSelector(n_layers_to_select=top, **common),
-                        SMOLLM2_BUDGETS),
+                        budgets),
         "LOES reference": (LOESSelector(variant="reference", n_layers_to_select=top,
-                                        **common), SMOLLM2_BUDGETS),
+                                        **common), budgets),
         "LOES robust before the fused step (K=4)": (LOESSelector(
             n_layers_to_select=4, objective="residual", **common), None),
-        "LOESSelectorCV (robust, ridge probe, inner 3-fold, K ≤ 8)": (LOESSelectorCV(
-            max_layers_to_select=top, cv=3, **common), None),
+        f"LOESSelectorCV (robust, ridge probe, inner 3-fold, K ≤ {top})": (
+            LOESSelectorCV(max_layers_to_select=top, cv=3, **common), None),
     }
 
 
@@ -385,7 +386,8 @@ def evaluate_decoder(stack, y, max_samples, n_folds=5, only=None):
         np.zeros((y.size, 1)), y))
     acc_of = _ProbeCache(stack, y, folds)
     rows = {}
-    for name, (proto, budgets) in decoder_methods(max_samples).items():
+    for name, (proto, budgets) in decoder_methods(max_samples,
+                                                  stack.shape[0]).items():
         if only and name not in only:
             continue
         labels = [name] if budgets is None else [f"{name} (K={k})" for k in budgets]
