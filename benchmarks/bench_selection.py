@@ -299,6 +299,210 @@ def time_cv_vs_grid(stack, y, max_samples, k_max=7, n_folds=5):
 
 
 # --------------------------------------------------------------------------
+# Decoder accuracy table (--model smollm2 --features PATH)
+# --------------------------------------------------------------------------
+SMOLLM2_BUDGETS = (2, 3, 4, 8)
+SMOLLM2_MARK = "<!-- smollm2 accuracy -->"
+
+
+def load_features(pattern, dataset, key="mean"):
+    """The layer stack ``(L, n, d)`` and integer labels of a saved npz."""
+    data = np.load(pattern.format(dataset=dataset), allow_pickle=False)
+    return (np.ascontiguousarray(data[key], dtype=np.float32),
+            np.unique(data["y"], return_inverse=True)[1])
+
+
+def _budget(est, k):
+    """Set the layer budget under either spelling (``n_layers_to_select``/``k``)."""
+    name = "n_layers_to_select" if "n_layers_to_select" in est.get_params() else "k"
+    return est.set_params(**{name: k})
+
+
+def decoder_methods(max_samples, n_layers, seed=0):
+    """Name -> (selector or marker, budgets read off its nested path)."""
+    from skloes import LOESSelector, LOESSelectorCV
+    from skloes import baselines as B
+
+    common = dict(max_samples=max_samples, random_state=seed)
+    budgets = tuple(k for k in SMOLLM2_BUDGETS if k <= n_layers)
+    top = max(budgets)
+    return {
+        "last layer": (B.LastLayerSelector(), None),
+        "best single layer (inner 5-fold CV)": (B.BestSingleLayerSelector(**common),
+                                                None),
+        "last-4": (_budget(B.LastKSelector(), 4), None),
+        "all layers (concat)": (B.AllLayersSelector(), None),
+        "ScalarMix (own probe)": ("scalar_mix", None),
+        "greedy (K=4)": (_budget(B.GreedyForwardSelector(**common), 4), None),
+        "LOES robust, default (K=4)": (LOESSelector(**common), None),  # "auto": 4
+        "LOES robust": (LOESSelector(n_layers_to_select=top, **common),
+                        budgets),
+        "LOES reference": (LOESSelector(variant="reference", n_layers_to_select=top,
+                                        **common), budgets),
+        "LOES robust before the fused step (K=4)": (LOESSelector(
+            n_layers_to_select=4, objective="residual", **common), None),
+        f"LOESSelectorCV (robust, ridge probe, inner 3-fold, K ≤ {top})": (
+            LOESSelectorCV(max_layers_to_select=top, cv=3, **common), None),
+    }
+
+
+class _ProbeCache:
+    """Probe accuracy of a layer subset on one fold, computed once."""
+
+    def __init__(self, stack, y, folds):
+        self.stack, self.y, self.folds, self.memo = stack, y, folds, {}
+
+    def __call__(self, fold, layers):
+        key = (fold, tuple(sorted(int(l) for l in layers)))
+        if key not in self.memo:
+            train, test = self.folds[fold]
+            X = np.concatenate([self.stack[l] for l in key[1]], axis=1)
+            probe = _probe().fit(X[train], self.y[train])
+            self.memo[key] = float(probe.score(X[test], self.y[test]))
+        return self.memo[key]
+
+
+def _fit_selector(proto, stack, train, y):
+    from sklearn.base import clone
+
+    sel = clone(proto)
+    start = time.perf_counter()
+    sel.fit(stack[:, train], y[train])
+    seconds = time.perf_counter() - start
+    order = getattr(sel, "selection_order_", None)
+    return (sel.get_support(indices=True) if order is None else order), seconds
+
+
+def evaluate_decoder(stack, y, max_samples, n_folds=5, only=None):
+    """Per-row fold accuracies, fold picks and selection fit seconds.
+
+    A selector with budgets is fitted once per fold at the largest budget;
+    the smaller budgets are prefixes of its path (LOES paths are nested), and
+    their fit time is not measured (``nan``).
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=0).split(
+        np.zeros((y.size, 1)), y))
+    acc_of = _ProbeCache(stack, y, folds)
+    rows = {}
+    for name, (proto, budgets) in decoder_methods(max_samples,
+                                                  stack.shape[0]).items():
+        if only and name not in only:
+            continue
+        labels = [name] if budgets is None else [f"{name} (K={k})" for k in budgets]
+        out = {lab: {"acc": [], "picks": [], "fit_s": []} for lab in labels}
+        row_start = time.perf_counter()
+        for f, (train, test) in enumerate(folds):
+            if proto == "scalar_mix":
+                acc, picks, secs = _scalar_mix_fold(stack, y, train, test)
+                out[name]["acc"].append(acc)
+                out[name]["picks"].append(picks)
+                out[name]["fit_s"].append(secs)
+                continue
+            order, secs = _fit_selector(proto, stack, train, y)
+            for lab, k in zip(labels, budgets or [None], strict=True):
+                picks = order if k is None else order[:k]
+                out[lab]["acc"].append(acc_of(f, picks))
+                out[lab]["picks"].append([int(p) for p in picks])
+                timed = k is None or k == max(budgets)
+                out[lab]["fit_s"].append(secs if timed else np.nan)
+        for lab in labels:
+            rows[lab] = {key: (np.array(v) if key != "picks" else v)
+                         for key, v in out[lab].items()}
+            r = rows[lab]
+            fit = r["fit_s"][np.isfinite(r["fit_s"])]
+            print(f"  {lab:58s} {r['acc'].mean():.4f}  picks {r['picks'][:2]}  "
+                  f"fit {np.median(fit) if fit.size else 0:.1f}s"
+                  f"  row {time.perf_counter() - row_start:.0f}s", flush=True)
+    return rows
+
+
+def _scalar_mix_fold(stack, y, train, test):
+    n_layers, n, dim = stack.shape
+    flat = stack.transpose(1, 0, 2).reshape(n, -1)
+    model = _scalar_mix(dim, 0)
+    start = time.perf_counter()
+    model.fit(flat[train], y[train])
+    secs = time.perf_counter() - start
+    return (model.score(flat[test], y[test]),
+            np.round(model.layer_weights_, 2).tolist(), secs)
+
+
+def decoder_report(rows_by_data, args):
+    """The markdown section of the decoder accuracy table."""
+    datasets = list(rows_by_data)
+    names = list(next(iter(rows_by_data.values())))
+    lines = [SMOLLM2_MARK,
+             f"## {args.model}: accuracy (%) and selection fit time "
+             f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)", "",
+             f"Machine: {_machine()}.", "",
+             f"Setup: features `{args.features}` (key `{args.features_key}`: "
+             "hidden states of every layer, mean-pooled), labels from the same "
+             f"file; 5-fold stratified CV (seed 0); every selector is fitted inside "
+             f"each training fold on at most {args.max_samples} calibration rows "
+             "(stratified); probe = StandardScaler + LogisticRegression(C=0.1, "
+             "max_iter=100, tol=1e-3) on the fused layers (ScalarMix trains its own "
+             "probe). Accuracy: mean ± sd over folds, in %. Fit: median selection "
+             "fit seconds over folds (ScalarMix: training), on a machine shared "
+             "with other jobs; compare within a column only. K = 2, 3 rows of a "
+             "LOES path are prefixes of its K = 8 path (nested).", "",
+             "| method | " + " | ".join(datasets) + " | mean | fit s ("
+             + ", ".join(datasets) + ") |",
+             "|---|" + "---|" * (len(datasets) + 2)]
+    for name in names:
+        cells, means, fits = [], [], []
+        for d in datasets:
+            r = rows_by_data[d][name]
+            cells.append(f"{100 * r['acc'].mean():.1f} ± {100 * r['acc'].std():.1f}")
+            means.append(100 * r["acc"].mean())
+            ok = np.isfinite(r["fit_s"])
+            fits.append(f"{np.median(r['fit_s'][ok]):.1f}" if ok.any() else "–")
+        lines.append(f"| {name} | " + " | ".join(cells)
+                     + f" | {np.mean(means):.1f} | {' / '.join(fits)} |")
+    lines += ["", "Layers picked in fold 0 (0 = embeddings; selection order for "
+              "LOES and greedy):", ""]
+    for d in datasets:
+        picks = {k: v["picks"][0] for k, v in rows_by_data[d].items()
+                 if "ScalarMix" not in k and v["picks"]}
+        lines.append(f"- {d}: " + "; ".join(f"{k}: {v}" for k, v in picks.items()))
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def write_decoder_section(text, output):
+    """Replace (or append) the decoder section of the results file."""
+    path = Path(output)
+    old = path.read_text() if path.exists() else ""
+    head = old.split(SMOLLM2_MARK)[0].rstrip("\n")
+    path.write_text((head + "\n\n" if head else "") + text)
+
+
+def main_decoder(args):
+    from threadpoolctl import threadpool_limits
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    rows = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for d in args.datasets:
+            saved = Path(args.output).with_suffix(f".{args.model}.{d}.json")
+            if args.report_only:  # rows saved by earlier (e.g. parallel) runs
+                rows[d] = {k: {kk: (vv if kk == "picks" else np.array(
+                    vv, dtype=float)) for kk, vv in v.items()}
+                    for k, v in json.loads(saved.read_text()).items()}
+                continue
+            stack, y = load_features(args.features, d, args.features_key)
+            print(f"evaluate {args.model} / {d} {stack.shape}", flush=True)
+            rows[d] = evaluate_decoder(stack, y, args.max_samples, only=args.only)
+            saved.write_text(json.dumps(
+                {k: {kk: (vv.tolist() if hasattr(vv, "tolist") else vv)
+                     for kk, vv in v.items()} for k, v in rows[d].items()}))
+    text = decoder_report(rows, args)
+    print(text)
+    write_decoder_section(text, args.output)
+
+
+# --------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------
 def _machine():
@@ -377,10 +581,21 @@ def main(argv=None):
                         help="only the timing ratios of the LOES selectors (floor, "
                              "budget search with memory, LOESSelectorCV); see "
                              "benchmarks/_selection_timing.py")
-    parser.add_argument("--model", choices=["minilm", "smollm2"], default="minilm")
+    parser.add_argument("--model", choices=["minilm", "smollm2"], default="minilm",
+                        help="smollm2 needs --features; without --timing, the "
+                             "decoder accuracy table is written as a section of "
+                             "--output")
     parser.add_argument("--features", default=None,
                         help="an .npz with the stack under 'mean' (or 'stack') and "
-                             "'y', e.g. SmolLM2 features extracted beforehand")
+                             "'y', e.g. SmolLM2 features extracted beforehand; "
+                             "for the accuracy table '{dataset}' in the path is "
+                             "replaced by each of --datasets")
+    parser.add_argument("--features-key", default="mean",
+                        help="the stack's key in the --features npz (accuracy "
+                             "table)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="build the decoder section from the per-data-set "
+                             "JSON rows saved next to --output by earlier runs")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timing-parts", nargs="+", default=["floor", "search", "cv"])
     parser.add_argument("--search-rows", type=int, default=1000,
@@ -388,6 +603,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.timing:
         return timing_main(args)
+    if args.model == "smollm2" and args.features is None:
+        parser.error("--model smollm2 needs --features PATH (npz per data set)")
+    if args.features is not None:  # the decoder accuracy table, saved features
+        return main_decoder(args)
     from threadpoolctl import threadpool_limits
 
     warnings.filterwarnings("ignore", category=UserWarning)

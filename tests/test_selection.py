@@ -154,7 +154,8 @@ def test_robust_step_one_scores_equal_explicit_residual_computation():
     from skloes._ridge import ridge_fit
 
     stack, y = _planted(n=90, n_layers=4, dim=10, seed=40, informative=(1, 3))
-    sel = LOESSelector(n_layers_to_select=2, max_samples=None, random_state=0)
+    sel = LOESSelector(n_layers_to_select=2, max_samples=None, objective="residual",
+                       random_state=0)
     sel.fit(stack, y)
     n = stack.shape[1]
     prep = [(X - X.mean(0)) / np.sqrt(np.sum((X - X.mean(0)) ** 2) / n) for X in stack]
@@ -177,6 +178,83 @@ def test_robust_step_one_scores_equal_explicit_residual_computation():
         tri = triangle_areas(cent, sel.triplets_).mean() / energy
         assert sel.scores_["triangle"][1, l] == pytest.approx(tri, rel=1e-8)
         assert sel.scores_["retained"][1, l] == pytest.approx(energy, rel=1e-8)
+
+
+def test_robust_fused_scores_equal_explicit_fused_ridge():
+    """objective="fused": the loss is the LOO loss of one GCV ridge of Y on the
+    concatenated leading components of the selected layers and the candidate,
+    each layer standardised per feature, then to unit total variance."""
+    from skloes._ridge import ridge_fit
+
+    stack, y = _planted(n=90, n_layers=4, dim=10, seed=40, informative=(1, 3))
+    rank = 6
+    sel = LOESSelector(n_layers_to_select=3, max_samples=None, fused_rank=rank,
+                       random_state=0).fit(stack, y)
+    n = stack.shape[1]
+    top = []
+    for X in stack:
+        Xc = (X - X.mean(0)) / X.std(0)
+        Xc = Xc / np.sqrt(np.sum(Xc**2) / n)
+        U, s = thin_svd(Xc)
+        top.append(U[:, :rank] * s[:rank])
+    Y = np.eye(4)[y]
+    denom = np.sum((Y - Y.mean(0)) ** 2)
+    fit = np.tile(Y.mean(0), (n, 1))
+    for k, chosen in enumerate(sel.selection_order_):
+        before = sel.selection_order_[:k].tolist()
+        for l in set(range(4)) - set(before):
+            A = np.hstack([top[j] for j in sorted([*before, l])])
+            ref = ridge_fit(A, Y, alpha="gcv", loss="loo", loo_denominator=denom)
+            assert sel.scores_["loss"][k, l] == pytest.approx(ref.loss, rel=1e-8)
+            assert sel.scores_["ridge_alpha"][k, l] == pytest.approx(ref.alpha,
+                                                                     rel=1e-8)
+            if l == chosen:
+                ref_fit = ref.fitted
+        fit = fit + sel.step_fits_[k]  # Ŷ is the fused fit of the selection
+        np.testing.assert_allclose(fit, ref_fit, atol=1e-10)
+    assert sel.components_["objective"] == "fused"
+    assert sel.components_["redundancy_weight"] == 0.0
+    assert sel.components_["isotropy_weight"] == 0.0
+    ok = sel.scores_["eligible"]  # binary-free 4 classes: the triangle is in
+    np.testing.assert_allclose(
+        sel.scores_["score"][ok],
+        (sel.scores_["loss"] - 0.1 * sel.scores_["triangle"])[ok])
+
+
+def _trunk_stack(seed=0, n=400, d=16):
+    """Six layers sharing a dominant 'trunk'; the label is a + b > 0, with a
+    in layer 3 and b in layer 4 only; layer 0 is unrelated noise (CKA ≈ 0)."""
+    rng = np.random.RandomState(seed)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    y = (a + b > 0).astype(int)
+    trunk = 3.0 * rng.normal(size=(n, d))
+    stack = trunk + rng.normal(size=(6, n, d))
+    stack[3, :, 0] += 2 * a
+    stack[4, :, 1] += 2 * b
+    stack[0] = 3.0 * rng.normal(size=(n, d))
+    return stack, y
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fused_objective_adds_the_complementary_layer_not_the_unusable_one(seed):
+    """The decoder failure in miniature: the old robust step (residual on the
+    orthogonalised layer + 0.5 CKA redundancy) takes the unrelated layer 0
+    after the first informative layer; the fused default takes the other
+    informative layer, and a probe on its pair is more accurate."""
+    from sklearn.linear_model import LogisticRegression
+
+    stack, y = _trunk_stack(seed)
+    test_stack, y_test = _trunk_stack(seed + 100)
+    new = LOESSelector(n_layers_to_select=2, random_state=0).fit(stack, y)
+    old = LOESSelector(n_layers_to_select=2, objective="residual",
+                       random_state=0).fit(stack, y)
+    assert set(new.selection_order_.tolist()) == {3, 4}
+    assert old.selection_order_[1] == 0
+    scores = []
+    for sel in (new, old):
+        clf = LogisticRegression(max_iter=1000).fit(sel.transform(stack), y)
+        scores.append(clf.score(sel.transform(test_stack), y_test))
+    assert scores[0] > scores[1] + 0.1
 
 
 # --------------------------------------------------------------------------
@@ -316,7 +394,8 @@ def test_duplicate_without_guard_gets_maximal_redundancy():
               random_state=0)
     first = LOESSelector(n_layers_to_select=1, **kw).fit(stack, y).selection_order_[0]
     dup = np.concatenate([stack, 3.0 * stack[first][None]], axis=0)
-    sel = LOESSelector(exclude_duplicates=False, n_layers_to_select=2, **kw).fit(dup, y)
+    sel = LOESSelector(exclude_duplicates=False, n_layers_to_select=2,
+                       objective="residual", **kw).fit(dup, y)
     assert sel.selection_order_[0] == first  # ties go to the smaller index
     red = sel.scores_["redundancy"][1]
     assert red[6] == pytest.approx(1.0, abs=1e-12)
@@ -550,8 +629,10 @@ def test_fewer_samples_than_dimensions_works(variant):
     sel = LOESSelector(variant=variant, random_state=0).fit(stack, y)
     assert sel.n_selected_ == 4
     for key, value in sel.scores_.items():
+        if key == "redundancy" and variant == "robust":
+            value = value[:1]  # not computed at k >= 1: no weight in the fused score
         if key != "eligible":
-            assert np.isfinite(value[sel.scores_["eligible"]]).all(), key
+            assert np.isfinite(value[sel.scores_["eligible"][: len(value)]]).all(), key
 
 
 def test_budget_errors():
@@ -771,11 +852,14 @@ def _residual_stream(n=200, n_layers=6, dim=30, n_classes=3, seed=0):
     return np.stack(layers), y
 
 
+# The robust variant as it was (before its step scored the fused selection) is
+# ``objective="residual"``; the oracle is that original arithmetic.
+_ORIGINAL = {"reference": {}, "robust": {"objective": "residual"}}
 _ORACLE_CASES = [
-    *[("cls", dict(variant=v, update=u, loss_normalization=norm), 5)
+    *[("cls", dict(variant=v, update=u, loss_normalization=norm, **_ORIGINAL[v]), 5)
       for v in VARIANT_NAMES for u in ("stagewise", "refit")
       for norm in ("none", "relative")],
-    *[(kind, dict(variant=v), 4) for v in VARIANT_NAMES
+    *[(kind, dict(variant=v, **_ORIGINAL[v]), 4) for v in VARIANT_NAMES
       for kind in ("wide", "regression", "label_free", "binary")],
 ]
 

@@ -48,7 +48,7 @@ __all__ = ["LOESSelector", "LOESSelectorCV"]
 _LOES_CONSTRAINTS = {
     "variant": [StrOptions({"reference", "robust"})],
     "isotropy_weight": [Interval(Real, 0, None, closed="left"), None],
-    "redundancy_weight": [Interval(Real, 0, None, closed="left")],
+    "redundancy_weight": [Interval(Real, 0, None, closed="left"), None],
     "volume_weight": [Interval(Real, 0, None, closed="left")],
     "ridge_alpha": [Interval(Real, 0, None, closed="neither"), StrOptions({"gcv"}),
                     None],
@@ -61,6 +61,8 @@ _LOES_CONSTRAINTS = {
                  Interval(Integral, 1, None, closed="left"), None],
     "update": [StrOptions({"stagewise", "refit"})],
     "loss_normalization": [StrOptions({"none", "relative"})],
+    "objective": [StrOptions({"residual", "fused"}), None],
+    "fused_rank": [Interval(Integral, 1, None, closed="left")],
     "include_embedding": ["boolean"],
     "exclude_duplicates": ["boolean"],
     "fusion_scaling": [StrOptions({"layer"}), None],
@@ -84,11 +86,15 @@ _PARAMS_DOC = """
         component below defaults to None, meaning the variant's value.
 
     isotropy_weight : float or None, default=None
-        Weight of the isotropy term (reference: 1.0, robust: 0.1); the
-        authors' α.
+        Weight of the isotropy term; the authors' α. None means the
+        variant's value (reference: 1.0, robust: 0.1), except 0.0 when the
+        fused fit scores a step (robust with targets; see :ref:`loes_fused`).
 
-    redundancy_weight : float, default=0.5
-        Weight of the redundancy term; the authors' γ.
+    redundancy_weight : float or None, default=None
+        Weight of the redundancy term; the authors' γ. None means 0.0 when
+        the fused fit scores a step (robust with targets: a redundant layer
+        already adds nothing to it) and 0.5 otherwise (reference,
+        ``objective="residual"``, label-free).
 
     volume_weight : float, default=0.1
         Weight of the class-triangle (simplex volume) term; the authors' η.
@@ -125,8 +131,22 @@ _PARAMS_DOC = """
         scripts.
 
     loss_normalization : {"none", "relative"}, default="none"
-        ``"relative"`` divides the loss at steps k >= 1 by the loss of the
-        current residual (an open question, see :ref:`loes_variants`).
+        ``"relative"`` divides the loss at steps k >= 1 by the loss before
+        the step: of the current residual (``objective="residual"``) or of the
+        fused selection so far (``objective="fused"``).
+
+    objective : {"residual", "fused"}, default=None
+        What a step's loss scores. ``"residual"`` (reference): a ridge fit of
+        the stagewise residual on the candidate orthogonalised against the
+        selected layers (the authors' step). ``"fused"`` (robust): one ridge
+        fit of the original targets on the fused selection plus the
+        candidate, each layer standardised per feature and reduced to its
+        ``fused_rank`` leading principal components; the selection's fit
+        ``Ŷ`` is that fused fit. See :ref:`loes_fused`.
+
+    fused_rank : int, default=64
+        Leading principal components kept per layer in the fused fit
+        (``objective="fused"`` only).
 
     include_embedding : bool, default=True
         Whether layer 0 (the embedding output) is a candidate.
@@ -173,8 +193,10 @@ _ATTRS_DOC = """
         Row k is step k: ``score``, ``loss``, ``isotropy``, ``redundancy``,
         ``triangle``, ``ridge_alpha``, ``retained`` (fraction of the prepared
         layer's energy left after orthogonalisation) and the boolean
-        ``eligible``. NaN marks a layer not evaluated at that step. See
-        :meth:`scores_frame`.
+        ``eligible``. NaN marks a layer not evaluated at that step, and the
+        redundancy of steps k >= 1 when it has no weight in a fused score
+        (``redundancy_weight=0``, the robust default: it is not computed).
+        See :meth:`scores_frame`.
 
     isotropy_ : ndarray of shape (n_layers_in_,)
         Isotropy of each candidate layer (NaN for non-candidates).
@@ -334,15 +356,18 @@ class LOESSelector(_BaseLOES):
     """Layer-wise Optimal Embedding Selection (LOES).
 
     Greedily selects ``n_layers_to_select`` layers of a model's hidden-state
-    stack: at each step every remaining layer is orthogonalised against the
-    span of the selected ones and scored by
+    stack (Batra et al., 2026): at each step every remaining layer is scored by
 
         score = loss + isotropy_weight·(1 - isotropy)
                 + redundancy_weight·redundancy - volume_weight·triangle
 
-    where the loss is a ridge fit of the current target residual (see
-    :ref:`loes_score`).
-    ``transform`` concatenates the selected layers in index order.
+    The reference variant's loss is the authors': a ridge fit of the current
+    target residual on the layer orthogonalised against the selected ones.
+    The robust variant's loss is the leave-one-out error of one ridge fit of
+    the targets on the fused selection plus the candidate
+    (``objective="fused"``), which is what the downstream probe sees; see
+    :ref:`loes_fused`. ``transform`` concatenates the selected layers in index
+    order.
 
     Parameters
     ----------
@@ -399,10 +424,11 @@ class LOESSelector(_BaseLOES):
     }
 
     def __init__(self, *, n_layers_to_select="auto", memory=None, variant="robust",
-                 isotropy_weight=None, redundancy_weight=0.5, volume_weight=0.1,
+                 isotropy_weight=None, redundancy_weight=None, volume_weight=0.1,
                  ridge_alpha=None, scaling=None, loss=None,
                  orthogonalization=None, isotropy=None, redundancy=None,
                  triplets=None, update="stagewise", loss_normalization="none",
+                 objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
                  layer_dim=None, task="auto", random_state=None):
@@ -421,6 +447,8 @@ class LOESSelector(_BaseLOES):
         self.triplets = triplets
         self.update = update
         self.loss_normalization = loss_normalization
+        self.objective = objective
+        self.fused_rank = fused_rank
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.exclude_duplicates = exclude_duplicates
@@ -578,10 +606,11 @@ class LOESSelectorCV(_BaseLOES):
 
     def __init__(self, estimator=None, *, max_layers_to_select=10, cv=5,
                  scoring=None, n_jobs=None, variant="robust",
-                 isotropy_weight=None, redundancy_weight=0.5, volume_weight=0.1,
+                 isotropy_weight=None, redundancy_weight=None, volume_weight=0.1,
                  ridge_alpha=None, scaling=None, loss=None,
                  orthogonalization=None, isotropy=None, redundancy=None,
                  triplets=None, update="stagewise", loss_normalization="none",
+                 objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
                  layer_dim=None, task="auto", random_state=None):
@@ -603,6 +632,8 @@ class LOESSelectorCV(_BaseLOES):
         self.triplets = triplets
         self.update = update
         self.loss_normalization = loss_normalization
+        self.objective = objective
+        self.fused_rank = fused_rank
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.exclude_duplicates = exclude_duplicates

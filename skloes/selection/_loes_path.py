@@ -40,23 +40,27 @@ from skloes._ridge import (
 )
 from skloes.selection._base import calibration_rows as _calibration_rows
 from skloes.selection._base import degenerate_layers, resolve_n_layers
+from skloes.selection._loes_fused import _FusedLoss
 
 #: Component values of each variant (see the user guide, :ref:`loes_variants`)
-#: and the isotropy weight.
+#: and the isotropy weight. The robust variant scores
+#: the fused selection (``objective="fused"``, :ref:`loes_fused`).
 VARIANTS = {
     "reference": {
         "scaling": "none", "ridge_alpha": 1e-3, "loss": "train",
         "orthogonalization": "ridge", "isotropy": "inv_cv",
         "redundancy": "overlap", "triplets": "sampled", "isotropy_weight": 1.0,
+        "objective": "residual",
     },
     "robust": {
         "scaling": "unit_variance", "ridge_alpha": "gcv", "loss": "loo",
         "orthogonalization": "basis", "isotropy": "erank",
         "redundancy": "cka", "triplets": "auto", "isotropy_weight": 0.1,
+        "objective": "fused",
     },
 }
 COMPONENTS = ("scaling", "ridge_alpha", "loss", "orthogonalization", "isotropy",
-              "redundancy", "triplets", "isotropy_weight")
+              "redundancy", "triplets", "isotropy_weight", "objective")
 SCORE_KEYS = ("score", "loss", "isotropy", "redundancy", "triangle", "ridge_alpha",
               "retained")
 ORTH_RIDGE_EPS = 1e-6      # ε_o of the reference projection
@@ -370,6 +374,14 @@ class LOESPath:
                        complete=self.complete and k == self.selection_order.size)
 
 
+# When the fused fit scores a step (robust with targets), the two label-blind
+# priors default to 0: a layer redundant with the selection adds nothing to the
+# fused fit, and on a decoder both the CKA penalty and the isotropy prior favour
+# the extreme layers (embedding output, last layer) that the probe cannot use
+# (doc/user_guide/selection.rst, "loes_fused"). Otherwise they keep the spec's
+# values (redundancy 0.5; isotropy from VARIANTS).
+
+
 class _Path:
     """State of one greedy LOES run on the calibration rows."""
 
@@ -435,6 +447,10 @@ class _Path:
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
                                  self.cfg) for l in self.candidates}
         self._red, self._cka, self._cross = {}, {}, {}
+        if self.cfg["objective"] == "fused" and self.Y is not None:
+            self.fused = _FusedLoss({l: raws[l] for l in self.candidates}, self.Y,
+                                    self.cfg["fused_rank"], self.cfg["ridge_alpha"],
+                                    self.cfg["loss"], self.denom)
 
     def cross(self, a, b):
         """``U_aᵀU_b``, computed once per pair."""
@@ -463,6 +479,24 @@ class _Path:
                 denom = np.sqrt((la.s**4).sum()) * np.sqrt((lb.s**4).sum())
                 self._cka[key] = float(min((c**2).sum() / denom, 1.0))
         return self._cka[key]
+
+    def duplicate(self, a, b):
+        """Whether CKA(a, b) >= 1 - 1e-10 (the duplicate guard).
+
+        CKA is the cosine of the two Gram matrices, so by Hoffman-Wielandt a
+        duplicate's normalised Gram spectra ``s²/‖s²‖`` differ by at most
+        ``√(2·1e-10) ≈ 1.4e-5`` in norm; more than 1e-4 rules it out without
+        computing CKA.
+        """
+        pa, pb = self.layers[a].s ** 2, self.layers[b].s ** 2
+        if not pa.size or not pb.size:
+            return self.cka(a, b) >= DUPLICATE_CKA
+        size = max(pa.size, pb.size)
+        pa = np.pad(pa / np.linalg.norm(pa), (0, size - pa.size))
+        pb = np.pad(pb / np.linalg.norm(pb), (0, size - pb.size))
+        if np.linalg.norm(pa - pb) > 1e-4:
+            return False
+        return self.cka(a, b) >= DUPLICATE_CKA
 
     def redundancy(self, a, b):
         if self.cfg["redundancy"] == "cka":
@@ -521,8 +555,8 @@ class _Path:
             eligible = np.zeros(L, dtype=bool)
             sols = {}
             for l in self.candidates:
-                if l in order or (cfg["exclude_duplicates"] and k and max(
-                        self.cka(l, j) for j in order) >= DUPLICATE_CKA):
+                if l in order or (cfg["exclude_duplicates"] and k and any(
+                        self.duplicate(l, j) for j in order)):
                     continue
                 eligible[l] = True
                 sols[l] = self._score(l, k, order, ctx, table)
@@ -566,9 +600,12 @@ class _Path:
         """Per-step quantities shared by every candidate."""
         cfg, n = self.cfg, self.n
         Rc = R - R.mean(axis=0)
-        ctx = {"R": R, "tc2": float(np.sum(Rc**2)), "scale": 1.0, "span": None}
+        ctx = {"R": R, "tc2": float(np.sum(Rc**2)), "scale": 1.0, "span": None,
+               "order": list(order)}
         if not k:
             return ctx
+        if cfg["objective"] == "fused":
+            return self._fused_context(ctx, order)
         span = ctx["span"] = _Span(self, order)
         ctx["QtR"] = span.Qt(M=R)
         if self.triplets is not None and cfg["volume_weight"] != 0:
@@ -577,6 +614,16 @@ class _Path:
             null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
                              loo_denominator=self.denom)
             ctx["scale"] = 1.0 / max(null.loss, 1e-300)
+        return ctx
+
+    def _fused_context(self, ctx, order):
+        """Per-step quantities of ``objective="fused"`` (steps k >= 1)."""
+        cfg = self.cfg
+        if self.triplets is not None and cfg["volume_weight"] != 0:  # triangle
+            span = ctx["span"] = _Span(self, order)
+            ctx["cent_Q"] = span.centroids(self.centroids_U)
+        if cfg["loss_normalization"] == "relative":
+            ctx["scale"] = 1.0 / max(self.fused(order).loss, 1e-300)
         return ctx
 
     def _score(self, l, k, order, ctx, table):
@@ -592,16 +639,26 @@ class _Path:
                 retained = res.energy / layer.energy
                 if "cent_Q" in ctx:
                     tri = self._triangle(l, res, ctx["cent_Q"], retained)
-        red = max(self.redundancy(l, j) for j in order) if k else 0.0
+        red = self._redundancy_term(l, k, order)
         table["isotropy"][l] = layer.iso
         table["redundancy"][l] = red
         table["triangle"][l] = tri
         table["retained"][l] = retained
         table["score"][l] = (table["loss"][l]
                              + cfg["isotropy_weight"] * (1 - layer.iso)
-                             + cfg["redundancy_weight"] * red
+                             + (cfg["redundancy_weight"] * red
+                                if cfg["redundancy_weight"] else 0.0)
                              - cfg["volume_weight"] * tri)
         return sol
+
+    def _redundancy_term(self, l, k, order):
+        """Red_l; not computed (NaN) when the fused fit scores with weight 0."""
+        if not k:
+            return 0.0
+        if (self.cfg["redundancy_weight"] == 0 and self.cfg["objective"] == "fused"
+                and self.Y is not None):
+            return np.nan  # no weight in the score, and CKA is the costly part
+        return max(self.redundancy(l, j) for j in order)
 
     def _candidate_loss(self, l, k, ctx):
         """The fit term of candidate ``l`` at step ``k``: ``(loss, λ, res, fit)``.
@@ -613,6 +670,10 @@ class _Path:
         ``fit`` is what :meth:`_update` needs if ``l`` wins.
         """
         cfg, layer, n = self.cfg, self.layers[l], self.n
+        if cfg["objective"] == "fused":
+            sol = self.fused([*ctx["order"], l])
+            res = None if ctx["span"] is None else _Residual(layer, ctx["span"], l)
+            return sol.loss, sol.alpha, res, sol
         if not k:
             sol = self.ridge(layer.U, layer.s, ctx["R"])
             return sol.loss, sol.alpha, None, sol
@@ -674,7 +735,9 @@ class _Path:
 
     def _update(self, best, k, sol, ctx):
         """Stagewise or refit update of ``Ŷ``; returns the contribution."""
-        if self.cfg["update"] == "refit" and k:
+        if self.cfg["objective"] == "fused":  # the fused fit replaces Ŷ
+            fit = sol.fitted - self.Y_hat
+        elif self.cfg["update"] == "refit" and k:
             layer = self.layers[best]
             fit = self.ridge(layer.U, layer.s, self.Y).fitted
         elif isinstance(sol, tuple) and hasattr(sol[0], "tri"):  # full rank
@@ -782,9 +845,14 @@ def _resolve_config(est, task):
     t = cfg["triplets"]
     cfg["triplet_rule"] = ((defaults["triplets"], int(t)) if isinstance(t, Integral)
                            else (t, None))
-    for p in ("variant", "redundancy_weight", "volume_weight", "update",
-              "loss_normalization", "include_embedding", "exclude_duplicates",
+    for p in ("variant", "volume_weight", "update", "loss_normalization",
+              "fused_rank", "include_embedding", "exclude_duplicates",
               "orth_energy", "orth_max_rank", "max_samples"):
         cfg[p] = getattr(est, p)
     cfg["task"] = task
+    fused = cfg["objective"] == "fused" and task != "label_free"
+    if fused and est.isotropy_weight is None:
+        cfg["isotropy_weight"] = 0.0
+    cfg["redundancy_weight"] = (est.redundancy_weight if est.redundancy_weight
+                                is not None else 0.0 if fused else 0.5)
     return cfg

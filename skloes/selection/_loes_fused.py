@@ -1,0 +1,108 @@
+"""The fused step loss of LOES (``objective="fused"``).
+
+Instead of fitting the stagewise residual on the candidate orthogonalised
+against the selected layers (the authors' step, ``objective="residual"``),
+a step scores the candidate by the leave-one-out (or training) loss of one
+ridge fit of the original targets on the *fused* selection ``S ∪ {l}``. Each
+layer is prepared as the usual downstream probe sees it (every feature
+standardised, as ``StandardScaler`` does, then the layer scaled to unit total
+variance so that no layer dominates by its width) and reduced to its
+``fused_rank`` leading principal components; the layers are concatenated. A
+layer is thus added only for what it adds to the fused representation; see
+:ref:`loes_fused` in the user guide for the failure it fixes and the numbers.
+
+Cost: one partial eigendecomposition per layer (the ``fused_rank`` leading
+pairs of the smaller Gram); the Gram of the fused components is assembled
+from cached pairwise blocks ``F_iᵀF_j`` (``r×r``, ``r = fused_rank``), so a
+candidate costs one ``|S|r × |S|r`` eigendecomposition and one
+``n × |S|r × |S|r`` product.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import eigh
+
+from skloes._geometry import EPS64
+from skloes._ridge import ridge_svd
+
+
+def standardized_components(X, rank):
+    """The ``rank`` leading principal components ``U diag(s)`` of a layer.
+
+    The calibration rows ``X`` are centred, every column is divided by its
+    standard deviation (constant columns stay 0), and the layer by its root
+    total variance per row; only the leading eigenpairs of the smaller Gram
+    are computed.
+    """
+    X = X - X.mean(axis=0)
+    sd = X.std(axis=0)
+    X = X / np.where(sd > 0, sd, 1.0)
+    n, d = X.shape
+    total = float(np.sum(X**2)) / n
+    if total <= 0:
+        return np.zeros((n, 0))
+    X = X / np.sqrt(total)
+    small = X @ X.T if n <= d else X.T @ X
+    size = small.shape[0]
+    r = min(rank, size)
+    w, V = eigh(small, subset_by_index=[size - r, size - 1])
+    w, V = w[::-1], V[:, ::-1]
+    keep = (w > max(w[0], 0.0) * max(n, d) * EPS64) & (w > 0)
+    w, V = w[keep], V[:, keep]
+    if n <= d:
+        return V * np.sqrt(w)
+    return X @ V
+
+
+class _FusedLoss:
+    """Ridge of the targets on the fused leading components of a selection.
+
+    Parameters
+    ----------
+    raws : dict of int -> ndarray of shape (n, d)
+        Calibration rows of each candidate layer, as given.
+    Y : ndarray of shape (n, q)
+        Original targets (one-hot for classification).
+    rank : int
+        Leading components kept per layer.
+    ridge_alpha : float or "gcv"
+        Penalty of the fused ridge.
+    loss : {"loo", "train"}
+        Which loss :class:`~skloes._ridge.RidgeSolution` reports.
+    denominator : float
+        Fixed denominator of the LOO loss (``‖Y - 1ȳᵀ‖_F²``).
+    """
+
+    def __init__(self, raws, Y, rank, ridge_alpha, loss, denominator):
+        self.Y, self.ridge_alpha, self.loss = Y, ridge_alpha, loss
+        self.denominator = denominator
+        self.F = {l: standardized_components(X, rank) for l, X in raws.items()}
+        self._blocks = {}
+
+    def _block(self, i, j):
+        if (i, j) not in self._blocks:
+            block = self.F[i].T @ self.F[j]
+            self._blocks[(i, j)], self._blocks[(j, i)] = block, block.T
+        return self._blocks[(i, j)]
+
+    def factors(self, subset):
+        """Thin-SVD factors ``(U, s)`` of the fused components of ``subset``."""
+        subset = sorted(subset)
+        G = np.block([[self._block(i, j) for j in subset] for i in subset])
+        w, W = np.linalg.eigh((G + G.T) / 2)
+        w, W = w[::-1], W[:, ::-1]
+        keep = (w > max(w[0], 0.0) * max(self.Y.shape[0], w.size) * EPS64) & (w > 0)
+        w, W = w[keep], W[:, keep]
+        s = np.sqrt(w)
+        F = np.hstack([self.F[l] for l in subset])
+        return F @ (W / s), s
+
+    def __call__(self, subset):
+        """The ridge solution of ``Y`` on the fused ``subset``."""
+        U, s = self.factors(subset)
+        return ridge_svd(U, s, self.Y, alpha=self.ridge_alpha, loss=self.loss,
+                         loo_denominator=self.denominator)
