@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up, then probe every layer of the embedded default model
-# (offline MiniLM) on the default data (Rotten Tomatoes) and write a report.
+# (the offline SmolLM2 decoder, 500 texts) on the default data (Rotten Tomatoes)
+# and write a report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -25,7 +25,10 @@ import numpy as np
 __all__ = ["main"]
 
 BUILTIN_DATA = ("rotten_tomatoes", "bbc_news", "chatterbot_langid")
-DEFAULT_MAX_SAMPLES = 1000
+# The main job: the offline SmolLM2 decoder, where intermediate layers matter most
+# (about 50 s for 500 texts on 2 idle cores once the GGUF file is converted).
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+DEFAULT_MAX_SAMPLES = 500
 PROG = "skloes probe"
 
 
@@ -103,11 +106,14 @@ def build_parser():
         description=(
             "Probe every layer of a model on a labelled data set, select layers "
             "with LOES and write a report. With no arguments: the offline "
-            "all-MiniLM-L6-v2 on a Rotten Tomatoes subsample."
+            "SmolLM2-135M-Instruct decoder (31 hidden states) on a Rotten "
+            "Tomatoes subsample."
         ),
     )
-    probe.add_argument("--model", default=None, metavar="ID_OR_PATH",
-                       help="Hugging Face id or local folder (default: offline MiniLM)")
+    probe.add_argument("--model", default=DEFAULT_MODEL, metavar="ID_OR_PATH",
+                       help="Hugging Face id, local folder or .gguf file; ids of "
+                       "installed offline bundles need no network "
+                       f"(default: {DEFAULT_MODEL})")
     probe.add_argument("--data", default="rotten_tomatoes", metavar="NAME_OR_FILE",
                        help=f"built-in data set ({', '.join(BUILTIN_DATA)}) or a "
                        ".csv/.tsv/.jsonl/.parquet file (default: rotten_tomatoes)")
