@@ -17,7 +17,7 @@ from skloes._geometry import (
     spectral_imbalance_torch,
     triangle_areas_torch,
 )
-from skloes._torch_head import torch_module
+from skloes.utils._torch import torch_module
 
 torch = torch_module()
 F = torch.nn.functional

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from skloes._torch_head import FUSIONS, torch_module
+from skloes.utils._torch import FUSIONS, torch_module
 
 torch = torch_module()
 F = torch.nn.functional

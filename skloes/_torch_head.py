@@ -4,7 +4,8 @@
 train a :mod:`torch` module (``module_``) and answer through it. This module
 holds the parts they share, so each exists once:
 
-- :func:`torch_module` imports torch or raises the install hint;
+- :func:`torch_module` imports torch or raises the install hint (from
+  :mod:`skloes.utils._torch`, which :mod:`skloes._heads` uses too);
 - :func:`validation_split` is the (stratified) early-stopping split;
 - :class:`TorchHeadMixin` pickles ``module_`` through CPU state dicts and
   reloads it on ``device_`` (or on the CPU when that device is gone);
@@ -23,14 +24,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from skloes.utils._optional import import_optional
+from skloes.utils._torch import FUSIONS, torch_module
 
-FUSIONS = ("concat", "mean", "sum", "scalar_mix")
-
-
-def torch_module():
-    """``torch``, or an ImportError saying ``pip install skloes[torch]``."""
-    return import_optional("torch", extra="torch")
+__all__ = ["FUSIONS", "TorchClassifierMixin", "TorchHeadMixin", "head_outputs",
+           "layer_blocks", "torch_module", "validation_split"]
 
 
 def validation_split(n, fraction, rng, *, codes=None, classes=None, owner="skloes"):
