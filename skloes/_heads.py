@@ -316,7 +316,8 @@ class TrainResult:
 
     ``history`` holds one dict per epoch (``epoch``, ``loss``, ``task_loss``,
     ``geo_loss``, ``geo_spectral``, ``geo_triangle``, ``val_score``, ``lr``);
-    ``best_epoch`` is 1-based (the restored epoch, or the last without a
+    ``best_epoch`` is 1-based (0: the initial weights were kept, see
+    ``keep_initial``; otherwise the restored epoch, or the last without a
     validation split); ``converged`` says whether early stopping fired.
     """
 
