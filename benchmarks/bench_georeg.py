@@ -71,7 +71,7 @@ def _features(name, feats_dir):
         from skloes.datasets import load_dataset
 
         X, y = load_dataset(name, n_samples=2000, return_X_y=True)
-        H = HiddenStatesTransformer(progress=False).fit_transform(list(X))
+        H = HiddenStatesTransformer(verbose=0).fit_transform(list(X))
         np.savez(path, H=H.astype(np.float32), y=np.asarray(y))
     data = np.load(path)
     return data["H"], data["y"]
@@ -292,7 +292,7 @@ def run_finetune(out, models=tuple(FINETUNE), max_length=24, n_train=400):
             key = [model_name, seed, "before"]
             if json.dumps(key) not in done:
                 hst = HiddenStatesTransformer(model, layers=layers,
-                                              max_length=max_length, progress=False)
+                                              max_length=max_length, verbose=0)
                 F = np.concatenate(list(hst.fit_transform(list(X[te]))), axis=1)
                 _write(path, key, **{f"bb_{k}": v for k, v in
                                      _geometry(F, y[te]).items()})

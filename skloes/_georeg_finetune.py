@@ -199,7 +199,7 @@ class GeoRegFineTuner(_BaseGeoReg):
             hst = HiddenStatesTransformer(
                 self.model, pooling=self.pooling, max_length=self.max_length,
                 batch_size=self.batch_size, device=self.device,
-                progress=bool(self.verbose),
+                verbose=self.verbose,
             ).fit(_check_raw(X, name))
             self.model_path_, self.modality_ = hst.model_path_, hst.modality_
             self.n_model_layers_ = hst.n_model_layers_
