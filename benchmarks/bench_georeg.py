@@ -1,24 +1,37 @@
-"""Benchmark: GeoReg on real MiniLM features (issue 4 §5).
+"""Benchmark: does GeoReg earn its place? (issue 13).
 
-1. Head mode on LOES-selected layers of all-MiniLM-L6-v2 (mean pooling), for
-   Rotten Tomatoes (sentiment, 2 classes) and chatterbot language ID
-   (15 classes), 2,000 texts each, a stratified 75/25 split: test accuracy of
-   cross-entropy alone (``geo_weight=0``) against cross-entropy + GeoReg (robust
-   and reference variants, ``geo_weight=0.1``), 5 seeds, mean ± std; the same
-   seed gives the same initialisation, split and shuffles in every arm.
-2. Geometry of the fused embedding ``Z`` (the head's output before the probe's
-   LayerNorm) on the test texts: effective rank (Roy & Vetterli) and erank
-   isotropy from :mod:`skloes._geometry`, before training (the freshly
-   initialised head, same seed) and after, with and without GeoReg.
-3. End-to-end mode on 1,000 Rotten Tomatoes texts (750 train / 250 test), one
-   epoch on CPU: seconds per epoch and test accuracy, against the frozen
-   backbone (the same code path with ``lr_backbone=0``) and against head mode
-   on cached features with the default 15 epochs.
+Three parts, each appending one JSON line per fit to ``OUT/<part>.jsonl`` (so a
+long run can be resumed and read while it runs) and printing its table:
 
-Hidden states are cached under ``benchmarks/.cache`` (git-ignored). One torch
-thread: on the shared 2-core box, OpenMP oversubscription made two threads
-several times slower. Run: ``python benchmarks/bench_georeg.py`` (about 15-20
-minutes there). Writes ``benchmarks/results/georeg.md``; the reading of the
+``defaults``
+    :class:`~skloes.GeoRegClassifier` with default parameters against
+    ``StandardScaler + LogisticRegressionCV`` (defaults: 10 C values, 5-fold) on
+    the same features: all-MiniLM-L6-v2 hidden states (mean pooling) of the
+    layers a default :class:`~skloes.LOESSelector` picks on the training rows,
+    for Rotten Tomatoes (2 classes), BBC News (5) and chatterbot language ID
+    (15), 2,000 texts each, 450 and 1,600 training rows (the rest is the test
+    set), 5 seeds. Also the default head with ``geo_weight=0``.
+``head``
+    Regimes where a head's representation is expected to collapse: language
+    ID with few examples per class (10 per class, 150 rows) and with 30 %
+    label noise (450 rows). The authors' head (``linear_probe=False``) and the
+    default one, GeoReg weight 0, 0.1 and 1; test accuracy and the geometry of
+    the fused embedding ``Z`` on the test rows (effective rank, erank
+    isotropy, class-centroid triangle area from :mod:`skloes.metrics`).
+``finetune``
+    End-to-end :class:`~skloes.GeoRegFineTuner` on CPU: MiniLM (layers 2, 4, 6,
+    2 epochs, 3 seeds, GeoReg weight 0 / 0.1 / 1) and SmolLM2-135M-Instruct
+    (layers 4, 8, 12, 1 epoch, 2 seeds, weight 0 / 0.1) on language ID (400
+    training texts, 400 test texts, ``max_length=24``, batch 16, ``lr=1e-3``,
+    ``lr_backbone=5e-5``, no validation split); the seeds and epochs are what
+    a 2-core machine shared with five other jobs allowed. Geometry of the
+    backbone's pooled, concatenated selected layers on the test texts before
+    (pretrained) and after fine-tuning, and of ``Z``; held-out accuracy;
+    seconds per epoch.
+
+Features are extracted once into ``FEATS`` (``--feats``). One torch thread.
+Run: ``python benchmarks/bench_georeg.py defaults head finetune --out DIR``;
+``--report`` only prints the tables of what ``DIR`` holds. The reading of the
 figures lives in ``doc/benchmarks_georeg.md``.
 """
 
@@ -27,200 +40,348 @@ figures lives in ``doc/benchmarks_georeg.md``.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-import platform
-import sys
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from sklearn.exceptions import ConvergenceWarning  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
 
-from skloes import GeoRegFineTuner, HiddenStatesTransformer  # noqa: E402
-from skloes._geometry import effective_rank, isotropy_erank, thin_svd  # noqa: E402
-from skloes._heads import LayerFusionHead, make_generator  # noqa: E402
-from skloes.datasets import load_chatterbot_langid, load_rotten_tomatoes  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent
-CACHE = ROOT / ".cache" / "georeg"
+DATASETS = ("rotten_tomatoes", "bbc_news", "chatterbot_langid")
+SIZES = (450, 1600)
 SEEDS = range(5)
-ARMS = {"CE only (w=0)": dict(geo_weight=0.0),
-        "CE + GeoReg robust (w=0.1)": dict(geo_weight=0.1, geo_variant="robust"),
-        "CE + GeoReg reference (w=0.1)": dict(geo_weight=0.1,
-                                              geo_variant="reference")}
-MAX_LENGTH = 128
+FINETUNE = {  # model -> (model argument, layers, seeds, epochs, GeoReg weights)
+    "minilm": (None, [2, 4, 6], [0, 1, 2], 2, (0.0, 0.1, 1.0)),
+    "smollm2": ("HuggingFaceTB/SmolLM2-135M-Instruct", [4, 8, 12], [0, 1], 1,
+                (0.0, 0.1)),
+}
 
 
-def _features(texts):
-    hst = HiddenStatesTransformer(max_length=MAX_LENGTH, batch_size=64,
-                                  device="cpu", cache=str(CACHE))
-    return hst.fit_transform(list(texts))
+# ----------------------------------------------------------------- helpers
+def _features(name, feats_dir):
+    """MiniLM stack (7, 2000, 384) and labels, extracted once."""
+    path = Path(feats_dir) / f"feat_{name}.npz"
+    if not path.exists():
+        from skloes import HiddenStatesTransformer
+        from skloes.datasets import load_dataset
+
+        X, y = load_dataset(name, n_samples=2000, return_X_y=True)
+        H = HiddenStatesTransformer(verbose=0).fit_transform(list(X))
+        np.savez(path, H=H.astype(np.float32), y=np.asarray(y))
+    data = np.load(path)
+    return data["H"], data["y"]
 
 
-def _select_layers(H, y):
-    try:
-        from skloes import LOESSelector
-
-        sel = LOESSelector(n_layers_to_select=4, random_state=0).fit(H, y)
-        return [int(l) for l in sel.selected_layers_], "LOES (K=4)"
-    except (ImportError, AttributeError):  # selector not available
-        return list(range(1, 7)), "layers 1..6 (no LOESSelector)"
+def _split(n_total, n_train, seed):
+    idx = np.random.RandomState(seed).permutation(n_total)
+    return idx[:n_train], idx[n_train:]
 
 
-def _geometry(Z):
-    Z = np.asarray(Z, dtype=np.float64)
-    _, s = thin_svd(Z)
-    return effective_rank(s), isotropy_erank(s, *Z.shape)
+class _Done:
+    """Keys already in a JSONL file, re-read at each look-up (parallel runs)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __contains__(self, key):
+        if not self.path.exists():
+            return False
+        return key in {json.dumps(json.loads(line)["key"])
+                       for line in self.path.open()}
 
 
-def _initial_embedding(H, layers, n_classes, seed, test):
-    """Z of the freshly initialised head (the estimator draws it the same way)."""
-    feats = torch.from_numpy(np.ascontiguousarray(
-        H[layers][:, test].transpose(1, 0, 2), dtype=np.float32))
-    head = LayerFusionHead(len(layers), H.shape[2], n_classes, proj_dim=256,
-                           generator=make_generator(seed)).eval()
+def _done(path):
+    return _Done(path)
+
+
+def _write(path, key, **row):
+    with path.open("a") as fh:
+        fh.write(json.dumps({"key": key, **row}) + "\n")
+
+
+def _geometry(F, y):
+    from skloes.metrics import effective_rank, isotropy, simplex_volume
+
+    return {"erank": float(effective_rank(F)), "iso": float(isotropy(F)),
+            "vol": float(simplex_volume(F, y, random_state=0))}
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.open()] if path.exists() else []
+
+
+def _mean(values):
+    return float(np.mean(values)), float(np.std(values)), len(values)
+
+
+# ---------------------------------------------------------------- defaults
+def run_defaults(out, feats_dir, datasets=DATASETS, sizes=SIZES):
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skloes import GeoRegClassifier, LOESSelector
+
+    path = out / "defaults.jsonl"
+    done = _done(path)
+    arms = {"default": {}, "default, w=0": {"geo_weight": 0.0}}
+    for name in datasets:
+        H, y = _features(name, feats_dir)
+        for n in sizes:
+            for seed in SEEDS:
+                tr, te = _split(len(y), n, seed)
+                layers = LOESSelector().fit(H[:, tr], y[tr]).selected_layers_
+                S = H[layers]
+                key = [name, n, seed, "logistic"]
+                if json.dumps(key) not in done:
+                    t = time.perf_counter()
+                    F = np.concatenate(list(S), axis=1)
+                    lr = make_pipeline(StandardScaler(),
+                                       LogisticRegressionCV(max_iter=3000))
+                    acc = lr.fit(F[tr], y[tr]).score(F[te], y[te])
+                    _write(path, key, acc=acc, seconds=time.perf_counter() - t,
+                           layers=layers.tolist())
+                for arm, params in arms.items():
+                    key = [name, n, seed, arm]
+                    if json.dumps(key) in done:
+                        continue
+                    t = time.perf_counter()
+                    clf = GeoRegClassifier(random_state=seed, **params)
+                    clf.fit(S[:, tr], y[tr])
+                    acc = float(np.mean(clf.predict(S[:, te]) == y[te]))
+                    _write(path, key, acc=acc, seconds=time.perf_counter() - t,
+                           best_epoch=clf.best_epoch_, n_iter=clf.n_iter_)
+    report_defaults(out)
+
+
+def report_defaults(out):
+    rows = _rows(out / "defaults.jsonl")
+    if not rows:
+        return
+    print("\nDefault GeoRegClassifier vs LogisticRegressionCV (test accuracy, "
+          "mean ± std over seeds; diff in points, paired)")
+    print(f"{'data set':<18}{'n':>6}  {'logistic':>14}  {'default':>14}  "
+          f"{'diff':>7}  {'default w=0':>14}  seeds")
+    table = {}
+    for row in rows:
+        name, n, seed, arm = row["key"]
+        table.setdefault((name, n), {}).setdefault(arm, {})[seed] = row["acc"]
+    for (name, n), arms in table.items():
+        seeds = sorted(set(arms.get("logistic", {})) & set(arms.get("default", {})))
+        if not seeds:
+            continue
+        lg = [arms["logistic"][s] for s in seeds]
+        df = [arms["default"][s] for s in seeds]
+        w0 = [arms.get("default, w=0", {}).get(s, np.nan) for s in seeds]
+        diff = 100 * (np.mean(df) - np.mean(lg))
+        print(f"{name:<18}{n:>6}  {np.mean(lg):.4f}±{np.std(lg):.3f}  "
+              f"{np.mean(df):.4f}±{np.std(df):.3f}  {diff:+7.2f}  "
+              f"{np.nanmean(w0):.4f}±{np.nanstd(w0):.3f}  {len(seeds)}")
+
+
+# -------------------------------------------------------------------- head
+HEAD_REGIMES = {"10 per class": dict(per_class=10), "30% label noise": dict(noise=0.3)}
+HEAD_ARMS = {f"{head}, w={w}": dict(linear_probe=lp, geo_weight=w)
+             for head, lp in (("authors' head", False), ("default", True))
+             for w in ((0.0, 0.1, 1.0) if not lp else (0.0, 0.1))}
+
+
+def _head_split(y, regime, seed):
+    rng = np.random.RandomState(seed)
+    if "per_class" in regime:
+        k = regime["per_class"]
+        tr = np.concatenate([rng.permutation(np.flatnonzero(y == c))[:k]
+                             for c in np.unique(y)])
+    else:
+        tr = rng.permutation(len(y))[:450]
+    te = np.setdiff1d(np.arange(len(y)), tr)
+    y_train = y[tr].copy()
+    if regime.get("noise"):
+        flip = rng.rand(len(tr)) < regime["noise"]
+        y_train[flip] = rng.choice(np.unique(y), flip.sum())
+    return tr, te, y_train
+
+
+def run_head(out, feats_dir, seeds=SEEDS):
+    from skloes import GeoRegClassifier, LOESSelector
+
+    path = out / "head.jsonl"
+    done = _done(path)
+    H, y = _features("chatterbot_langid", feats_dir)
+    for regime_name, regime in HEAD_REGIMES.items():
+        for seed in seeds:
+            tr, te, y_train = _head_split(y, regime, seed)
+            layers = LOESSelector().fit(H[:, tr], y_train).selected_layers_
+            S = H[layers]
+            for arm, params in HEAD_ARMS.items():
+                key = [regime_name, seed, arm]
+                if json.dumps(key) in done:
+                    continue
+                t = time.perf_counter()
+                clf = GeoRegClassifier(random_state=seed, **params).fit(S[:, tr],
+                                                                        y_train)
+                acc = float(np.mean(clf.predict(S[:, te]) == y[te]))
+                _write(path, key, acc=acc, seconds=time.perf_counter() - t,
+                       **_geometry(clf.transform(S[:, te]), y[te]))
+    report_head(out)
+
+
+def report_head(out):
+    rows = _rows(out / "head.jsonl")
+    if not rows:
+        return
+    print("\nHead regimes where collapse is expected (language ID, MiniLM LOES "
+          "features): mean over seeds of the test accuracy and of Z's geometry")
+    print(f"{'regime':<17}{'arm':<24}{'acc':>14}{'erank':>8}{'iso':>7}"
+          f"{'volume':>8}  seeds")
+    table = {}
+    for row in rows:
+        regime, seed, arm = row["key"]
+        table.setdefault((regime, arm), []).append(row)
+    for (regime, arm), group in table.items():
+        acc = [r["acc"] for r in group]
+        print(f"{regime:<17}{arm:<24}{np.mean(acc):.4f}±{np.std(acc):.3f}"
+              f"{np.mean([r['erank'] for r in group]):8.1f}"
+              f"{np.mean([r['iso'] for r in group]):7.3f}"
+              f"{np.mean([r['vol'] for r in group]):8.3f}  {len(group)}")
+
+
+# ---------------------------------------------------------------- finetune
+def _backbone_features(est, texts, max_length):
+    """Concatenated pooled selected layers of the (tuned) backbone."""
+    import torch
+
+    from skloes._models import encode_batch, forward_hidden_states, token_mask
+    from skloes._pooling import pool_layers
+
+    module = est.module_.eval()
+    parts = []
     with torch.no_grad():
-        return head.embed(feats).numpy()
+        for start in range(0, len(texts), 64):
+            inputs = encode_batch(module.processor, est.modality_,
+                                  list(texts[start:start + 64]),
+                                  max_length=max_length, device=est.device_,
+                                  config=module.backbone.config)
+            states = forward_hidden_states(module.backbone, inputs, module.depth,
+                                           blocks=module._blocks)
+            mask = token_mask(module.backbone, inputs, states[0].shape[1])
+            pooled = pool_layers(states, module.layers, mask, module.pooling)
+            parts.append(pooled.transpose(0, 1).reshape(pooled.shape[1], -1)
+                         .double().numpy())
+    return np.concatenate(parts)
 
 
-def head_mode(name, texts, y):
-    t0 = time.perf_counter()
-    H = _features(texts)
-    t_feat = time.perf_counter() - t0
-    idx = np.arange(len(y))
-    train, test = train_test_split(idx, test_size=0.25, stratify=y, random_state=0)
-    layers, how = _select_layers(H[:, train], y[train])
-    fused = np.concatenate([H[l][test] for l in layers], axis=1)
-    geo = {"raw fused layers (no head)": [_geometry(fused)]}
-    geo["head at initialisation"] = [
-        _geometry(_initial_embedding(H, layers, len(np.unique(y)), s, test))
-        for s in SEEDS]
-    acc, secs = {}, {}
-    for arm, params in ARMS.items():
-        acc[arm], secs[arm], geo[f"after: {arm}"] = [], [], []
-        for seed in SEEDS:
-            clf = GeoRegFineTuner(layers=layers, random_state=seed, device="cpu",
-                                  **params)
-            t = time.perf_counter()
-            clf.fit(H[:, train], y[train])
-            secs[arm].append((time.perf_counter() - t) / clf.n_iter_)
-            acc[arm].append(clf.score(H[:, test], y[test]))
-            geo[f"after: {arm}"].append(_geometry(clf.transform(H[:, test])))
-        print(f"  {name} {arm}: {np.mean(acc[arm]):.4f}", flush=True)
-    return dict(name=name, layers=layers, how=how, acc=acc, secs=secs, geo=geo,
-                t_feat=t_feat, n=len(y), n_classes=len(np.unique(y)))
+def run_finetune(out, models=tuple(FINETUNE), max_length=24, n_train=400):
+    from skloes import GeoRegFineTuner, HiddenStatesTransformer
+    from skloes.datasets import load_dataset
+
+    path = out / "finetune.jsonl"
+    done = _done(path)
+    X, y = load_dataset("chatterbot_langid", n_samples=2000, return_X_y=True)
+    X, y = np.asarray(list(X), dtype=object), np.asarray(y)
+    for model_name in models:
+        model, layers, seeds, epochs, weights = FINETUNE[model_name]
+        for seed in seeds:
+            tr, te = _split(len(y), n_train, seed)
+            te = te[:400]
+            key = [model_name, seed, "before"]
+            if json.dumps(key) not in done:
+                hst = HiddenStatesTransformer(model, layers=layers,
+                                              max_length=max_length, verbose=0)
+                F = np.concatenate(list(hst.fit_transform(list(X[te]))), axis=1)
+                _write(path, key, **{f"bb_{k}": v for k, v in
+                                     _geometry(F, y[te]).items()})
+            for w in weights:
+                key = [model_name, seed, f"w={w}"]
+                if json.dumps(key) in done:
+                    continue
+                t = time.perf_counter()
+                est = GeoRegFineTuner(
+                    model, layers=layers, geo_weight=w, max_epochs=epochs,
+                    max_length=max_length, batch_size=16, lr=1e-3,
+                    lr_backbone=5e-5, validation_fraction=0, device="cpu",
+                    random_state=seed,
+                ).fit(list(X[tr]), y[tr])
+                seconds = time.perf_counter() - t
+                acc = float(np.mean(est.predict(list(X[te])) == y[te]))
+                bb = _geometry(_backbone_features(est, X[te], max_length), y[te])
+                z = _geometry(est.transform(list(X[te])), y[te])
+                _write(path, key, acc=acc, seconds_per_epoch=seconds / est.n_iter_,
+                       **{f"bb_{k}": v for k, v in bb.items()},
+                       **{f"z_{k}": v for k, v in z.items()})
+    report_finetune(out)
 
 
-def end_to_end(texts, y, layers):
-    idx = np.arange(len(y))
-    train, test = train_test_split(idx, test_size=0.25, stratify=y, random_state=0)
-    Xtr, Xte = [texts[i] for i in train], [texts[i] for i in test]
-    common = dict(mode="finetune", layers=layers, max_epochs=1, batch_size=32,
-                  lr=1e-3, max_length=MAX_LENGTH, validation_fraction=0,
-                  device="cpu", random_state=0)
-    rows = []
-    for label, lr_backbone in [("end-to-end (backbone lr 2e-5)", 2e-5),
-                               ("frozen backbone (lr_backbone=0)", 0.0)]:
-        clf = GeoRegFineTuner(lr_backbone=lr_backbone, **common)
-        t = time.perf_counter()
-        clf.fit(Xtr, y[train])
-        fit_s = time.perf_counter() - t
-        t = time.perf_counter()
-        score = clf.score(Xte, y[test])
-        rows.append((label, fit_s, time.perf_counter() - t, score, 1))
-        print(f"  e2e {label}: {fit_s:.1f}s, acc {score:.4f}", flush=True)
-    H = _features(texts)
-    clf = GeoRegFineTuner(layers=layers, device="cpu", random_state=0)
-    t = time.perf_counter()
-    clf.fit(H[:, train], y[train])
-    fit_s = time.perf_counter() - t
-    rows.append(("head mode on cached features (15 epochs max, lr 1e-4)",
-                 fit_s / clf.n_iter_, float("nan"), clf.score(H[:, test], y[test]),
-                 clf.n_iter_))
-    return rows
+def report_finetune(out):
+    rows = _rows(out / "finetune.jsonl")
+    if not rows:
+        return
+    print("\nEnd-to-end fine-tuning on CPU (language ID, 400 train / 400 test "
+          "texts): backbone features (concatenated selected layers) and Z")
+    print(f"{'model':<9}{'arm':<8}{'acc':>14}{'bb erank':>9}{'bb iso':>8}"
+          f"{'bb vol':>8}{'Z erank':>9}{'Z iso':>7}{'Z vol':>7}{'s/epoch':>9}"
+          "  seeds")
+    table = {}
+    for row in rows:
+        model, seed, arm = row["key"]
+        table.setdefault((model, arm), []).append(row)
+    for (model, arm), group in table.items():
+        def avg(field, group=group):
+            values = [r[field] for r in group if field in r]
+            return np.mean(values) if values else np.nan
+
+        acc = [r["acc"] for r in group if "acc" in r]
+        acc_text = (f"{np.mean(acc):.4f}±{np.std(acc):.3f}" if acc
+                    else f"{'-':>12}")
+        print(f"{model:<9}{arm:<8}{acc_text:>14}{avg('bb_erank'):9.1f}"
+              f"{avg('bb_iso'):8.3f}{avg('bb_vol'):8.3f}{avg('z_erank'):9.1f}"
+              f"{avg('z_iso'):7.3f}{avg('z_vol'):7.3f}"
+              f"{avg('seconds_per_epoch'):9.0f}  {len(group)}")
 
 
-def _pm(values, digits=4):
-    return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f}"
+# -------------------------------------------------------------------- main
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("parts", nargs="*", default=["defaults", "head", "finetune"],
+                        choices=["defaults", "head", "finetune"])
+    parser.add_argument("--out", default="benchmarks/results/georeg")
+    parser.add_argument("--feats", default=None,
+                        help="folder of the extracted features (default: OUT)")
+    parser.add_argument("--report", action="store_true",
+                        help="only print the tables of what OUT holds")
+    parser.add_argument("--finetune-models", default=",".join(FINETUNE))
+    parser.add_argument("--datasets", default=",".join(DATASETS),
+                        help="data sets of the defaults part")
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                        help="seeds of the head part")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="training sizes of the defaults part")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    feats = args.feats or str(out)
+    import torch
 
-
-def _report(results, e2e, e2e_layers, elapsed):
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        "# GeoReg benchmark (`benchmarks/bench_georeg.py`)",
-        "",
-        f"Run {now} on {platform.machine()} / {os.cpu_count()} CPU cores "
-        f"(shared), torch {torch.__version__}, 1 torch thread; all-MiniLM-L6-v2, "
-        f"mean pooling, max_length {MAX_LENGTH}; total {elapsed / 60:.1f} min. "
-        "Head defaults of the spec (proj_dim 256, lr 1e-4, batch 128, 15 epochs "
-        "max, 10% stratified validation with early stopping, concat fusion).",
-        "",
-        "## Head mode: test accuracy, 5 seeds (mean ± std)",
-        "",
-        "| data | layers | " + " | ".join(ARMS) + " |",
-        "|---|---|" + "---|" * len(ARMS),
-    ]
-    for r in results:
-        cells = " | ".join(_pm(r["acc"][a]) for a in ARMS)
-        lines.append(f"| {r['name']} (n={r['n']}, {r['n_classes']} classes) | "
-                     f"{r['layers']} ({r['how']}) | {cells} |")
-    lines += ["", "Seconds per epoch (head mode, mean over seeds): " + "; ".join(
-        f"{r['name']}: " + ", ".join(f"{a.split(' (')[0]} {np.mean(r['secs'][a]):.2f}"
-                                     for a in ARMS) for r in results) + ".",
-              "",
-              "## Geometry of the fused embedding Z on the test texts",
-              "",
-              "Effective rank exp(H(σ/Σσ)) and erank isotropy "
-              "exp(H(σ²/Σσ²))/min(n-1, d) of the centred Z (d = 1024 for the "
-              "head, 4·384 for the raw layers); mean ± std over seeds.",
-              "",
-              "| data | embedding | effective rank | isotropy |",
-              "|---|---|---|---|"]
-    for r in results:
-        for label, vals in r["geo"].items():
-            er, iso = np.array(vals).T
-            lines.append(f"| {r['name']} | {label} | {_pm(er, 1)} | {_pm(iso, 4)} |")
-    lines += ["", f"## End-to-end mode: 1,000 Rotten Tomatoes texts, layers "
-              f"{e2e_layers}, CPU", "",
-              "One epoch, batch 32, head lr 1e-3, GeoReg robust w=0.1, no "
-              "validation split; 750 train / 250 test.", "",
-              "| run | seconds per epoch | predict 250 texts (s) | test accuracy | "
-              "epochs |", "|---|---|---|---|---|"]
-    base = e2e[1][1]
-    for label, sec, pred, acc, epochs in e2e:
-        pred_s = "-" if np.isnan(pred) else f"{pred:.1f}"
-        lines.append(f"| {label} | {sec:.2f} ({sec / base:.3g}x frozen) | {pred_s} | "
-                     f"{acc:.4f} | {epochs} |")
-    return "\n".join(lines) + "\n"
-
-
-def main():
     torch.set_num_threads(1)
-    warnings.simplefilter("ignore", ConvergenceWarning)
-    t0 = time.perf_counter()
-    rt = load_rotten_tomatoes(n_samples=2000, random_state=0)
-    cb = load_chatterbot_langid(n_samples=2000, random_state=0)
-    results = []
-    for name, bunch in [("Rotten Tomatoes", rt), ("chatterbot langid", cb)]:
-        print(name, flush=True)
-        results.append(head_mode(name, list(bunch.data), np.asarray(bunch.target)))
-    rt1k = load_rotten_tomatoes(n_samples=1000, random_state=0)
-    texts, y = list(rt1k.data), np.asarray(rt1k.target)
-    layers = results[0]["layers"]
-    e2e = end_to_end(texts, y, layers)
-    text = _report(results, e2e, layers, time.perf_counter() - t0)
-    path = ROOT / "results" / "georeg.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(text)
+    warnings.filterwarnings("ignore")  # convergence notes of short runs
+    reports = {"defaults": report_defaults, "head": report_head,
+               "finetune": report_finetune}
+    for part in args.parts:
+        if args.report:
+            reports[part](out)
+        elif part == "defaults":
+            run_defaults(out, feats, args.datasets.split(","),
+                         [int(n) for n in args.sizes.split(",")])
+        elif part == "head":
+            run_head(out, feats, [int(s) for s in args.seeds.split(",")])
+        else:
+            run_finetune(out, models=args.finetune_models.split(","))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,10 +1,13 @@
 """Trainable heads over layer blocks and the training loop they share (torch).
 
-This module imports torch at its top: import it inside ``fit`` (never at the top of
-an estimator module), so that ``import skloes`` and ``import skloes.baselines``
-stay torch-free.
+This module imports torch at its top (with the ``pip install skloes[torch]`` hint
+when it is missing): import it inside ``fit`` (never at the top of an estimator
+module), so that ``import skloes`` and ``import skloes.baselines`` stay
+torch-free. The estimator-side helpers that need no torch at import (pickling,
+the validation split, logits to probabilities) live in :mod:`skloes._torch_head`.
 
-The pieces, reused by :class:`~skloes.GeoRegFineTuner` and the ScalarMix baseline:
+The pieces, reused by :class:`~skloes.GeoRegClassifier`,
+:class:`~skloes.GeoRegFineTuner` and the ScalarMix baselines:
 
 - :class:`LayerFusionHead` maps a batch of layer blocks ``(B, K, d)`` to logits
   and to the fused embedding ``Z`` (the input of the probe's LayerNorm, where
@@ -29,7 +32,8 @@ Examples
 >>> g = torch.Generator().manual_seed(0)  # doctest: +SKIP
 >>> X, y = torch.randn(64, 3, 8), torch.arange(64) % 2  # doctest: +SKIP
 >>> head = LayerFusionHead(3, 8, 2, proj_dim=16, generator=g)  # doctest: +SKIP
->>> fwd = lambda idx, train: head(X[idx], generator=g if train else None)  # doctest: +SKIP
+>>> def fwd(idx, train):  # doctest: +SKIP
+...     return head(X[idx], generator=g if train else None)
 >>> res = train_loop(head, head.param_groups(1e-3), fwd, y, torch.arange(48),
 ...                  torch.arange(48, 64), generator=g, max_epochs=3)  # doctest: +SKIP
 >>> len(res.history)  # doctest: +SKIP
@@ -46,13 +50,12 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
-from skloes._models import resolve_device  # noqa: F401  (re-exported for heads)
+from skloes.utils._torch import FUSIONS, torch_module
 
-FUSIONS = ("concat", "mean", "sum", "scalar_mix")
+torch = torch_module()
+F = torch.nn.functional
+nn = torch.nn
 
 
 # --------------------------------------------------------------------------
@@ -122,6 +125,11 @@ class LayerFusionHead(nn.Module):
         Dropout rate of the probe.
     generator : torch.Generator or None, default=None
         Source of the initial weights (PyTorch's default distributions).
+    linear_skip : bool, default=False
+        Add a linear path ``skip(x.reshape(B, K·d))`` to the logits: a
+        logistic-regression probe on the raw blocks, set by
+        :meth:`set_linear_probe` and kept fixed, which the adapters and the
+        probe then correct (the probe starts at zero).
 
     Attributes
     ----------
@@ -147,16 +155,17 @@ class LayerFusionHead(nn.Module):
     """
 
     def __init__(self, n_layers, dim, n_outputs, *, proj_dim=256, fusion="concat",
-                 adapters=True, dropout=0.2, generator=None):
+                 adapters=True, dropout=0.2, generator=None, linear_skip=False):
         super().__init__()
         self.init_kwargs = {
             "n_layers": int(n_layers), "dim": int(dim), "n_outputs": int(n_outputs),
             "proj_dim": int(proj_dim), "fusion": fusion, "adapters": bool(adapters),
-            "dropout": float(dropout),
+            "dropout": float(dropout), "linear_skip": bool(linear_skip),
         }
         if fusion not in FUSIONS:
             raise ValueError(f"`fusion` must be one of {FUSIONS}; got {fusion!r}.")
-        self.n_layers, self.dim, self.n_outputs = int(n_layers), int(dim), int(n_outputs)
+        self.n_layers, self.dim = int(n_layers), int(dim)
+        self.n_outputs = int(n_outputs)
         self.fusion, self.p_dropout = fusion, float(dropout)
         width = proj_dim if adapters else dim
         if adapters:
@@ -178,6 +187,10 @@ class LayerFusionHead(nn.Module):
                 self.scale = nn.Parameter(torch.ones(()))
         self.norm = nn.LayerNorm(self.embed_dim)
         self.probe = nn.Linear(self.embed_dim, n_outputs)
+        self.skip = None
+        if linear_skip:
+            self.skip = nn.Linear(self.n_layers * self.dim, n_outputs)
+            self.skip.requires_grad_(False)
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator=None):
@@ -197,6 +210,22 @@ class LayerFusionHead(nn.Module):
             with torch.no_grad():
                 self.mix_weights.zero_()
                 self.scale.fill_(1.0)
+
+    def set_linear_probe(self, coef, intercept):
+        """Set the fixed linear path and zero the probe (``linear_skip`` only).
+
+        Parameters
+        ----------
+        coef : array-like of shape (n_outputs, n_layers * dim)
+            Weights on the flattened blocks (rows of ``x.reshape(B, -1)``).
+        intercept : array-like of shape (n_outputs,)
+            Biases.
+        """
+        with torch.no_grad():
+            self.skip.weight.copy_(torch.as_tensor(coef, dtype=torch.float32))
+            self.skip.bias.copy_(torch.as_tensor(intercept, dtype=torch.float32))
+            self.probe.weight.zero_()
+            self.probe.bias.zero_()
 
     def param_groups(self, lr, lr_mix=None):
         """AdamW parameter groups: the ScalarMix weights get ``lr_mix``.
@@ -272,7 +301,10 @@ class LayerFusionHead(nn.Module):
         h = self.norm(z)
         if self.training:
             h = dropout(h, self.p_dropout, generator)
-        return self.probe(h), z
+        out = self.probe(h)
+        if self.skip is not None:
+            out = out + self.skip(x.reshape(x.shape[0], -1))
+        return out, z
 
 
 # --------------------------------------------------------------------------
@@ -284,7 +316,8 @@ class TrainResult:
 
     ``history`` holds one dict per epoch (``epoch``, ``loss``, ``task_loss``,
     ``geo_loss``, ``geo_spectral``, ``geo_triangle``, ``val_score``, ``lr``);
-    ``best_epoch`` is 1-based (the restored epoch, or the last without a
+    ``best_epoch`` is 1-based (0: the initial weights were kept, see
+    ``keep_initial``; otherwise the restored epoch, or the last without a
     validation split); ``converged`` says whether early stopping fired.
     """
 
@@ -375,7 +408,7 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
                geo_loss=None, task="classification", generator=None,
                max_epochs=15, batch_size=128, weight_decay=0.01, warmup=0.1,
                clip_norm=1.0, n_iter_no_change=3, tol=1e-4, verbose=0,
-               desc="train"):
+               desc="train", val_metric="score", keep_initial=False):
     """Train ``module`` with AdamW, warmup + cosine, clipping and early stopping.
 
     Each step draws a batch of ``train_idx`` (reshuffled every epoch from
@@ -406,9 +439,16 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
         Cross-entropy + accuracy, or MSE + R².
     generator : torch.Generator or None, default=None
         Source of shuffles, triplets and (through ``forward``) dropout.
-    max_epochs, batch_size, weight_decay, warmup, clip_norm : int or float
-        Epoch cap, mini-batch size, AdamW weight decay, warmup fraction of the
-        steps (linear, then cosine decay) and gradient-norm clip.
+    max_epochs : int, default=15
+        Maximum number of epochs.
+    batch_size : int, default=128
+        Mini-batch size (the last partial batch is kept).
+    weight_decay : float, default=0.01
+        AdamW weight decay.
+    warmup : float, default=0.1
+        Share of the steps with a linear warmup (then cosine decay to 0).
+    clip_norm : float, default=1.0
+        Global gradient-norm clip; 0 disables it.
     n_iter_no_change : int, default=3
         Patience in epochs.
     tol : float, default=1e-4
@@ -417,6 +457,13 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
         A tqdm progress bar over epochs when > 0.
     desc : str, default="train"
         Label of the progress bar and of error messages.
+    val_metric : {"score", "loss"}, default="score"
+        What early stopping watches on the validation samples: the score
+        (accuracy or R²; ``val_score``) or minus the task loss (``val_loss``,
+        smoother on a few dozen validation rows).
+    keep_initial : bool, default=False
+        Score the untrained module first (epoch 0): when no epoch beats it,
+        its weights are restored and ``best_epoch`` is 0.
 
     Returns
     -------
@@ -434,15 +481,17 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
         from skloes.utils._optional import import_optional
 
         epochs = import_optional("tqdm.auto").tqdm(epochs, desc=desc, leave=False)
+    if has_val and keep_initial:
+        best = _val_value(module, forward, y, val_idx, batch_size, task, val_metric)[0]
+        best_state = _state_copy(module)
     for epoch in epochs:
         row = _train_epoch(module, opt, sched, params, forward, y, train_idx,
                            geo_loss, task, generator, batch_size, clip_norm,
                            epoch, desc)
         if has_val:
-            out, _ = predict_outputs(module, forward, val_idx, max(batch_size, 256))
-            row["val_score"] = score_outputs(out, y[val_idx.to(y.device)], task)
-            improved = row["val_score"] > best
-            value = row["val_score"]
+            value, row["val_score"], row["val_loss"] = _val_value(
+                module, forward, y, val_idx, batch_size, task, val_metric)
+            improved = value > best
         else:
             row["val_score"] = float("nan")
             improved = -row["loss"] > best + tol
@@ -466,6 +515,15 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
         res.best_epoch = res.n_iter
     module.eval()
     return res
+
+
+def _val_value(module, forward, y, val_idx, batch_size, task, val_metric):
+    """(value watched, score, loss) on the validation samples."""
+    out, _ = predict_outputs(module, forward, val_idx, max(batch_size, 256))
+    y_val = y[val_idx.to(y.device)]
+    score = score_outputs(out, y_val, task)
+    loss = float(_task_loss(out, y_val, task))
+    return (score if val_metric == "score" else -loss), score, loss
 
 
 def _train_epoch(module, opt, sched, params, forward, y, train_idx, geo_loss,
@@ -495,7 +553,7 @@ def _train_epoch(module, opt, sched, params, forward, y, train_idx, geo_loss,
         opt.step()
         sched.step()
         n = len(batch)
-        for key, val in zip(sums, (total, task_loss, geo, spec, tri)):
+        for key, val in zip(sums, (total, task_loss, geo, spec, tri), strict=True):
             sums[key] += float(val.detach()) * n
     row = {"epoch": epoch}
     row.update({k: v / len(perm) for k, v in sums.items()})

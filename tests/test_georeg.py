@@ -1,4 +1,5 @@
-"""Tests for GeoRegLoss, the shared head/training loop and GeoRegFineTuner."""
+"""Tests for GeoRegLoss, the shared head/training loop, GeoRegClassifier and
+GeoRegFineTuner."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from skloes._geometry import triangle_areas  # noqa: E402
-from skloes._georeg import GeoRegFineTuner, GeoRegLoss  # noqa: E402
+from skloes._georeg import GeoRegClassifier  # noqa: E402
+from skloes._georeg_finetune import GeoRegFineTuner  # noqa: E402
+from skloes._georeg_loss import GeoRegLoss, georeg_can_act  # noqa: E402
 from skloes._heads import (  # noqa: E402
     LayerFusionHead,
     make_generator,
@@ -59,9 +62,11 @@ def _planted_stack(n=240, n_layers=4, dim=12, n_classes=3, signal=3.0, seed=0):
 
 
 def _fast(**params):
-    base = dict(proj_dim=16, lr=1e-2, batch_size=32, max_epochs=20, random_state=0)
+    """The authors' head (no linear-probe start), small and quick."""
+    base = dict(proj_dim=16, lr=1e-2, batch_size=32, max_epochs=20, random_state=0,
+                linear_probe=False, n_iter_no_change=3)
     base.update(params)
-    return GeoRegFineTuner(**base)
+    return GeoRegClassifier(**base)
 
 
 # --------------------------------------------------------------------------
@@ -126,13 +131,32 @@ def test_robust_triangle_term_bounded_below_by_the_largest_inscribed_triangle():
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_loss_is_exactly_zero_with_fewer_than_three_classes_or_rows(variant):
+def test_spectral_term_acts_on_binary_and_one_class_batches_triangle_does_not(
+    variant,
+):
     loss = GeoRegLoss(variant=variant)
     z = torch.randn(16, 8, requires_grad=True, generator=_gen(0))
-    assert loss(z, torch.arange(16) % 2).item() == 0.0
-    assert loss(z[:2], torch.tensor([0, 1])).item() == 0.0
-    spectral, triangle = loss.terms(z, torch.zeros(16, dtype=torch.long))
-    assert spectral.item() == 0.0 and triangle.item() == 0.0
+    for y in (torch.arange(16) % 2, torch.zeros(16, dtype=torch.long)):
+        spectral, triangle = loss.terms(z, y)
+        assert spectral.item() > 0 and triangle.item() == 0.0
+        assert loss(z, y).item() == pytest.approx(0.1 * spectral.item())
+    spectral, triangle = loss.terms(z, torch.arange(16) % 3)
+    assert spectral.item() > 0 and triangle.item() != 0.0
+    loss(z, torch.arange(16) % 2).backward()  # binary: a gradient reaches z
+    assert z.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_loss_is_zero_only_where_no_term_can_act(variant):
+    loss = GeoRegLoss(variant=variant)
+    z = torch.randn(16, 8, generator=_gen(0))
+    assert loss(z[:1], torch.tensor([0])).item() == 0.0  # one row
+    assert loss(z[:, :1], torch.arange(16) % 2).item() == 0.0  # one column
+    two = loss.terms(z[:2], torch.tensor([0, 1]))[0].item()
+    assert (two > 0) == (variant == "reference")  # robust compares min(B-1, D')
+    assert georeg_can_act(2, 8, 2, variant) == (variant == "reference")
+    assert georeg_can_act(3, 8, 2, variant) and georeg_can_act(3, 1, 3, variant)
+    assert not georeg_can_act(3, 1, 2, variant)
 
 
 def test_robust_loss_is_scale_invariant():
@@ -179,7 +203,7 @@ def test_float32_collapsed_batch_with_subnormal_spread_is_finite():
 
 
 def test_robust_uses_every_triplet_up_to_32_then_exactly_32(monkeypatch):
-    import skloes._georeg as georeg
+    import skloes._georeg_loss as georeg
 
     seen = []
     original = georeg.triangle_areas_torch
@@ -287,7 +311,7 @@ def test_train_loop_raises_floating_point_error_naming_epoch_and_step():
 
 
 # --------------------------------------------------------------------------
-# GeoRegFineTuner, head mode
+# GeoRegClassifier
 # --------------------------------------------------------------------------
 def test_fits_a_separable_problem_to_near_perfect_accuracy():
     H, y = _planted_stack()
@@ -296,8 +320,26 @@ def test_fits_a_separable_problem_to_near_perfect_accuracy():
     assert clf.layers_.tolist() == [1, 2]
     assert clf.transform(H).shape == (H.shape[1], 2 * 16)
     assert set(clf.history_[0]) >= {"loss", "task_loss", "geo_loss", "geo_spectral",
-                                    "geo_triangle", "val_score"}
+                                    "geo_triangle", "val_score", "val_loss"}
     assert 1 <= clf.best_epoch_ <= clf.n_iter_ <= 20
+
+
+def test_linear_probe_start_is_a_logistic_regression_kept_unless_beaten():
+    H, y = _planted_stack()
+    clf = GeoRegClassifier(layers=[1, 2], proj_dim=8, lr=1e-12, max_epochs=2,
+                           random_state=0).fit(H, y)
+    head = clf.module_
+    assert torch.count_nonzero(head.probe.weight) == 0  # nothing learnt on top
+    feats = clf._features(H)
+    with torch.no_grad():
+        linear = head.skip(feats.reshape(len(y), -1)).double().numpy()
+    proba = np.exp(linear - linear.max(1, keepdims=True))
+    np.testing.assert_allclose(clf.predict_proba(H),
+                               proba / proba.sum(1, keepdims=True), atol=1e-6)
+    assert clf.score(H, y) > 0.9
+    trained = GeoRegClassifier(layers=[1, 2], proj_dim=8, lr=1e-2,
+                               random_state=0).fit(H, y)
+    assert trained.score(H, y) >= clf.score(H, y) - 0.02
 
 
 def test_same_random_state_gives_identical_predictions_and_differs_otherwise():
@@ -401,7 +443,7 @@ def test_batch_size_larger_than_n_just_works():
     (lambda H: H.transpose(1, 0, 2).reshape(H.shape[1], -1), None,
      {"layer_dim": 5}, ValueError, "layer_dim"),
     (lambda H: [f"text {i}" for i in range(H.shape[1])], None, {}, TypeError,
-     "mode='finetune'"),
+     "GeoRegFineTuner"),
     (None, None, {"layers": [0, 9]}, ValueError, "out of range"),
     (None, None, {"validation_fraction": 0.99}, ValueError, "validation_fraction"),
     (None, lambda y: np.r_[y[:-1], 99], {}, ValueError, "validation_fraction"),
@@ -434,10 +476,10 @@ def test_nan_in_X_and_wrong_layout_at_predict_raise():
         clf.predict(bad)
 
 
-def test_finetune_mode_rejects_numeric_features():
+def test_fine_tuner_rejects_numeric_features():
     H, y = _planted_stack(n=60)
-    with pytest.raises(TypeError, match="mode='head'"):
-        GeoRegFineTuner(mode="finetune").fit(H[0], y)
+    with pytest.raises(TypeError, match="GeoRegClassifier"):
+        GeoRegFineTuner().fit(H[0], y)
 
 
 def test_unfitted_and_fitted_loes_selector_choose_the_layers():
@@ -452,12 +494,33 @@ def test_unfitted_and_fitted_loes_selector_choose_the_layers():
     assert clf.layers_.tolist() == sorted(clf.selector_.selected_layers_.tolist())
     assert 2 in clf.layers_
     fitted = clone(selector).fit(H, y)
-    clf2 = _fast(max_epochs=3, layers=fitted)
+    clf2 = _fast(max_epochs=3, layers=fitted, prefit=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf2.fit(H, y)
-    assert clf2.selector_ is fitted
+    assert clf2.selector_ is not fitted  # copied, as SelectFromModel does
+    np.testing.assert_array_equal(clf2.selector_.selected_layers_,
+                                  fitted.selected_layers_)
     np.testing.assert_array_equal(clf.predict_proba(H), clf2.predict_proba(H))
+
+
+def test_prefit_is_explicit_never_guessed():
+    selection = pytest.importorskip("skloes.selection._loes")
+    from sklearn.exceptions import NotFittedError
+
+    H, y = _planted_stack(n=150, n_layers=5)
+    selector = selection.LOESSelector(n_layers_to_select=1, random_state=0)
+    fitted = clone(selector).fit(H[:, :, :6], y)  # a different fit: prefit keeps it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        refit = _fast(max_epochs=1, layers=fitted).fit(H, y)  # prefit=False: refit
+        kept = _fast(max_epochs=1, layers=fitted, prefit=True).fit(H, y)
+    assert refit.selector_ is not fitted
+    assert refit.selector_.dim_in_ == 12 and kept.selector_.dim_in_ == 6
+    with pytest.raises(NotFittedError, match="prefit"):
+        _fast(layers=selector, prefit=True).fit(H, y)
+    with pytest.raises(ValueError, match="prefit"):
+        _fast(layers=[1, 2], prefit=True).fit(H, y)
 
 
 def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
@@ -480,20 +543,17 @@ def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
 
 
 # --------------------------------------------------------------------------
-# scikit-learn's estimator checks (head mode, tiny max_epochs)
+# scikit-learn's estimator checks (tiny max_epochs)
 # --------------------------------------------------------------------------
-EXPECTED_FAILED = {
-    "check_classifiers_train": (
-        "the spec's adapter starts with a LayerNorm over each layer block; on the "
-        "check's 2-feature blobs that keeps only sign(x1 - x2), so training "
-        "accuracy cannot reach 0.83 (a modelling choice, not a bug)"
-    ),
-}
+# None: the linear-probe start passes check_classifiers_train, which the
+# authors' head (a LayerNorm over the check's 2-feature blobs keeps only
+# sign(x1 - x2)) could not.
+EXPECTED_FAILED = {}
 
 
 @parametrize_with_checks(
-    [GeoRegFineTuner(proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64,
-                     random_state=0)],
+    [GeoRegClassifier(proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64,
+                      random_state=0)],
     expected_failed_checks=lambda est: EXPECTED_FAILED,
 )
 def test_sklearn_compatible(estimator, check):
@@ -510,7 +570,7 @@ def test_finetune_tiny_model_pickles_with_its_tuned_backbone(tiny_model_path):
     words = "good bad great awful movie film plot fun dull boring".split()
     X = [" ".join(rng.choice(words, 5)) for _ in range(48)]
     y = np.arange(48) % 3
-    params = dict(mode="finetune", model=tiny_model_path, layers=[1], proj_dim=8,
+    params = dict(model=tiny_model_path, layers=[1], proj_dim=8,
                   max_epochs=2, lr=1e-2, lr_backbone=1e-3, device="cpu",
                   random_state=0)
     with warnings.catch_warnings():
@@ -540,7 +600,7 @@ def test_finetune_real_minilm_tunes_only_blocks_up_to_the_deepest_layer(
     X, y = list(X[:200]), np.asarray(y[:200])
     layers, depth = [1, 3], 3
     clf = GeoRegFineTuner(
-        mode="finetune", model=minilm_path, layers=layers, max_epochs=1,
+        model=minilm_path, layers=layers, max_epochs=1,
         max_length=64, batch_size=50, proj_dim=32, lr=2e-3, lr_backbone=1e-4,
         validation_fraction=0, device="cpu", random_state=0,
     )
@@ -572,7 +632,7 @@ def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
     X = ["good movie", "bad plot", "great film", "dull story", "fun actor",
          "boring movie"] * 4
     y = np.arange(24) % 3
-    clf = GeoRegFineTuner(mode="finetune", model=tiny_model_path, layers=[2],
+    clf = GeoRegFineTuner(model=tiny_model_path, layers=[2],
                           proj_dim=4, max_epochs=1, lr=1e-2, lr_backbone=0.0,
                           validation_fraction=0, device="cpu", random_state=0)
     clf.fit(X, y)
@@ -610,7 +670,7 @@ def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_
 
 
 def test_finetune_layer_index_out_of_range(tiny_model_path):
-    clf = GeoRegFineTuner(mode="finetune", model=tiny_model_path, layers=[1, 5],
+    clf = GeoRegFineTuner(model=tiny_model_path, layers=[1, 5],
                           device="cpu")
     with pytest.raises(ValueError, match="out of range"):
         clf.fit(["good movie", "bad plot", "fun film"] * 2, [0, 1, 2] * 2)
@@ -619,4 +679,150 @@ def test_finetune_layer_index_out_of_range(tiny_model_path):
 def test_verbose_shows_a_progress_bar(capsys):
     H, y = _planted_stack(n=60)
     _fast(max_epochs=2, verbose=1).fit(H, y)
-    assert "GeoRegFineTuner" in capsys.readouterr().err
+    assert "GeoRegClassifier" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------
+# Binary tasks: the spectral term acts; the triangle term needs 3 classes
+# --------------------------------------------------------------------------
+def test_binary_task_geo_weight_changes_the_result():
+    H, y = _planted_stack(n_classes=2, signal=1.0)
+    off = _fast(max_epochs=3, geo_weight=0.0).fit(H, y)
+    on = _fast(max_epochs=3, geo_weight=10.0).fit(H, y)
+    assert not np.allclose(off.predict_proba(H), on.predict_proba(H), atol=1e-4)
+    assert all(row["geo_spectral"] > 0 for row in on.history_)
+    assert all(row["geo_triangle"] == 0.0 for row in on.history_)
+    assert all(row["geo_loss"] > 0 for row in on.history_)
+
+
+def test_triangle_term_appears_only_with_three_classes_in_a_batch():
+    H, y = _planted_stack(n_classes=3, signal=1.0)
+    loss = GeoRegLoss()
+    z = torch.as_tensor(H[2, :60], dtype=torch.float32)
+    two = torch.as_tensor(np.repeat([0, 1], 30))
+    three = torch.as_tensor(np.repeat([0, 1, 2], 20))
+    assert loss.terms(z, two)[1].item() == 0.0
+    assert loss.terms(z, three)[1].item() != 0.0
+    clf = _fast(max_epochs=2, geo_weight=1.0).fit(H, y)
+    assert all(row["geo_triangle"] != 0.0 for row in clf.history_)
+
+
+def test_warns_once_when_georeg_cannot_act():
+    H, y = _planted_stack(n=40, n_classes=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fast(max_epochs=2, batch_size=2).fit(H, y)
+    messages = [w for w in caught if "GeoReg cannot act" in str(w.message)]
+    assert len(messages) == 1 and "geo_weight" in str(messages[0].message)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fast(max_epochs=2, batch_size=2, geo_weight=0.0).fit(H, y)  # off: silent
+        _fast(max_epochs=2, batch_size=8).fit(H, y)  # can act: silent
+    assert not [w for w in caught if "GeoReg cannot act" in str(w.message)]
+
+
+# --------------------------------------------------------------------------
+# Torch at the edge
+# --------------------------------------------------------------------------
+_HIDE_TORCH = """
+import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch' (hidden by the test)")
+sys.meta_path.insert(0, _Block())
+import numpy as np
+import skloes
+from skloes import GeoRegClassifier, GeoRegFineTuner
+from skloes.baselines import ScalarMixClassifier
+assert "torch" not in sys.modules
+H = np.random.RandomState(0).normal(size=(2, 20, 3)); y = np.arange(20) % 2
+for est in (GeoRegClassifier(), ScalarMixClassifier()):
+    try:
+        est.fit(H, y)
+    except ImportError as exc:
+        assert "pip install skloes[torch]" in str(exc), exc
+    else:
+        raise AssertionError(type(est).__name__)
+try:
+    GeoRegFineTuner().fit(["a text", "another"], [0, 1])
+except ImportError as exc:
+    assert "pip install skloes[torch]" in str(exc), exc
+else:
+    raise AssertionError("GeoRegFineTuner")
+try:
+    from skloes import GeoRegLoss
+except ImportError as exc:
+    assert "pip install skloes[torch]" in str(exc), exc
+else:
+    raise AssertionError("GeoRegLoss")
+print("ok")
+"""
+
+
+def test_without_torch_every_torch_estimator_gives_the_install_hint():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _HIDE_TORCH], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+# --------------------------------------------------------------------------
+# GeoRegFineTuner: scikit-learn's API checks (the input is raw text)
+# --------------------------------------------------------------------------
+FINETUNER_API_CHECKS = [
+    "check_estimator_cloneable", "check_estimator_tags_renamed",
+    "check_valid_tag_types", "check_estimator_repr",
+    "check_no_attributes_set_in_init", "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
+    "check_parameters_default_constructible", "check_get_params_invariance",
+    "check_set_params",
+]
+
+
+@pytest.mark.parametrize("check", FINETUNER_API_CHECKS)
+def test_fine_tuner_api_checks(tiny_model_path, check):
+    from sklearn.utils import estimator_checks
+
+    getattr(estimator_checks, check)(
+        "GeoRegFineTuner", GeoRegFineTuner(tiny_model_path, max_epochs=1)
+    )
+
+
+def test_fine_tuner_fit_returns_self_is_idempotent_and_keeps_params(
+    tiny_model_path,
+):
+    X = ["good movie", "bad plot", "great film", "dull story", "fun actor",
+         "boring movie"] * 4
+    y = np.arange(24) % 3
+    clf = GeoRegFineTuner(tiny_model_path, layers=[1], proj_dim=4, max_epochs=1,
+                          validation_fraction=0, device="cpu", random_state=0)
+    params = clf.get_params()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert clf.fit(X, y) is clf
+        first = clf.predict_proba(X)
+        np.testing.assert_array_equal(clf.fit(X, y).predict_proba(X), first)
+    assert clf.get_params() == params
+    assert clf.__sklearn_tags__().input_tags.string
+    assert not clf.__sklearn_tags__().input_tags.two_d_array
+
+
+def test_fine_tuner_selector_is_fitted_on_frozen_features(tiny_model_path):
+    selection = pytest.importorskip("skloes.selection._loes")
+    X = ["good movie", "bad plot", "great film", "dull story", "fun actor",
+         "boring movie"] * 5
+    y = np.arange(30) % 3
+    selector = selection.LOESSelector(n_layers_to_select=1, random_state=0)
+    clf = GeoRegFineTuner(tiny_model_path, layers=selector, proj_dim=4,
+                          max_epochs=1, validation_fraction=0, device="cpu",
+                          random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(X, y)
+    assert not hasattr(selector, "selected_layers_")
+    assert clf.selector_.n_layers_in_ == clf.n_model_layers_
+    np.testing.assert_array_equal(clf.layers_, clf.selector_.selected_layers_)

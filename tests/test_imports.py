@@ -22,9 +22,10 @@ LAYERS = {
     "skloes._models": 1, "skloes._registry": 1, "skloes._cache": 1,
     "skloes.datasets": 1,
     "skloes.metrics": 2,
-    "skloes._hidden_states": 3, "skloes._heads": 3,
+    "skloes._hidden_states": 3, "skloes._heads": 3, "skloes._torch_head": 3,
+    "skloes._georeg_loss": 3,
     "skloes.selection": 4, "skloes.baselines": 4,
-    "skloes._georeg": 5,
+    "skloes._georeg": 5, "skloes._georeg_finetune": 5,
     "skloes.report": 6, "skloes.plotting": 6,
     "skloes.cli": 7, "skloes.__main__": 7, "skloes.utils._testing": 7,
     "skloes": 8,
@@ -32,7 +33,8 @@ LAYERS = {
 # Modules that must not import torch (nor transformers) when imported alone.
 TORCH_FREE = ["skloes", "skloes.metrics", "skloes.baselines", "skloes.report",
               "skloes.selection._loes", "skloes.selection._baselines",
-              "skloes.selection._scalar_mix", "skloes.utils._validation"]
+              "skloes.selection._scalar_mix", "skloes.utils._validation",
+              "skloes._torch_head", "skloes._georeg", "skloes._georeg_finetune"]
 
 
 def _modules():

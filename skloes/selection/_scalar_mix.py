@@ -2,7 +2,9 @@
 
 The head and the training loop are the shared ones of :mod:`skloes._heads`
 (``fusion="scalar_mix"``), imported inside ``fit`` so that importing this
-module never imports torch.
+module never imports torch; pickling, the validation split and the
+logits-to-probabilities methods are the shared ones of
+:mod:`skloes._torch_head`.
 """
 
 # Authors: The skloes developers
@@ -21,7 +23,6 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.exceptions import DataConversionWarning
-from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     check_array,
@@ -29,7 +30,14 @@ from sklearn.utils.validation import (
     check_random_state,
 )
 
-from skloes._models import resolve_device
+from skloes._torch_head import (
+    TorchClassifierMixin,
+    TorchHeadMixin,
+    head_outputs,
+    layer_blocks,
+    torch_module,
+    validation_split,
+)
 from skloes.selection._base import LayerSupportMixin
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
@@ -38,7 +46,8 @@ from skloes.utils._validation import check_label_vector, validate_layers
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
 
-class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
+class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
+                     BaseEstimator):
     """Shared fit for the ScalarMix heads (the training loop of ``_heads``)."""
 
     _task = "classification"
@@ -54,7 +63,7 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "include_embedding": ["boolean"],
         "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
-        "device": [str],
+        "device": [str, object],  # resolved by skloes._models.resolve_device
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -62,7 +71,7 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
     def __init__(self, *, adapters=False, proj_dim=256, max_epochs=15,
                  batch_size=128, lr=1e-3, lr_mix=None, weight_decay=0.01,
                  validation_fraction=0.1, n_iter_no_change=3,
-                 include_embedding=True, layer_dim=None, device="cpu",
+                 include_embedding=True, layer_dim=None, device="auto",
                  random_state=None, verbose=0):
         self.adapters = adapters
         self.proj_dim = proj_dim
@@ -98,20 +107,15 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
                 )
         return stack
 
-    def _blocks(self, stack):
-        torch = _torch()
-        blocks = np.stack([stack[l] for l in self.selected_layers_], axis=1)
-        return torch.from_numpy(np.ascontiguousarray(blocks, dtype=np.float32))
-
     def _fit(self, stack, targets, n_outputs, strat):
         """Train the head on ``targets`` (a torch tensor, one row per sample)."""
-        _torch()  # the install hint when torch is missing
         from skloes._heads import (
             LayerFusionHead,
             make_generator,
             train_loop,
             warn_not_converged,
         )
+        from skloes._models import resolve_device
 
         name = type(self).__name__
         first = 0 if self.include_embedding else 1
@@ -125,9 +129,12 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
         self.support_[first:] = True
         rng = check_random_state(self.random_state)
         generator = make_generator(rng)
-        train_idx, val_idx = self._split(stack.shape[1], strat, rng)
-        self.device_ = resolve_device(self.device, owner=type(self).__name__)
-        feats = self._blocks(stack)
+        train_idx, val_idx = validation_split(
+            stack.shape[1], self.validation_fraction, rng, codes=strat,
+            classes=getattr(self, "classes_", None), owner=name,
+        )
+        self.device_ = resolve_device(self.device, owner=name)
+        feats = layer_blocks(stack, self.selected_layers_)
         head = LayerFusionHead(
             len(self.selected_layers_), feats.shape[2], n_outputs,
             proj_dim=self.proj_dim, fusion="scalar_mix", adapters=self.adapters,
@@ -157,35 +164,12 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
         self.scale_ = float(head.scale.detach().cpu())
         return self
 
-    def _split(self, n, strat, rng):
-        torch = _torch()
-        n_val = int(np.ceil(self.validation_fraction * n))
-        if self.validation_fraction == 0 or n_val < 1 or n - n_val < 1:
-            return torch.arange(n), torch.arange(0)
-        seed = int(rng.randint(0, 2**31 - 1))
-        try:
-            train, val = train_test_split(np.arange(n), test_size=n_val,
-                                          stratify=strat, random_state=seed)
-        except ValueError:
-            train, val = train_test_split(np.arange(n), test_size=n_val,
-                                          random_state=seed)
-        return torch.from_numpy(np.sort(train)), torch.from_numpy(np.sort(val))
-
     def _outputs(self, X):
         """(outputs, z) as float64 numpy arrays."""
         check_is_fitted(self)
-        from skloes._heads import predict_outputs
-
-        torch = _torch()
-        feats = self._blocks(self._stack(X, reset=False))
-        head = self.module_
-
-        def forward(idx, train):
-            return head(feats[idx].to(self.device_))
-
-        out, z = predict_outputs(head, forward, torch.arange(len(feats)),
-                                 max(self.batch_size, 1024))
-        return out.double().cpu().numpy(), z.double().cpu().numpy()
+        feats = layer_blocks(self._stack(X, reset=False), self.selected_layers_)
+        return head_outputs(self.module_, feats, self.device_,
+                            max(self.batch_size, 1024))
 
     def transform(self, X):
         """The mixed embedding ``g·Σ_l softmax(w)_l·h_l`` (after adapters if any).
@@ -202,34 +186,11 @@ class _BaseScalarMix(LayerSupportMixin, TransformerMixin, BaseEstimator):
         """
         return self._outputs(X)[1]
 
-    def __getstate__(self):
-        state = super().__getstate__()
-        module = state.get("module_")
-        if module is not None and self.device_.type != "cpu":
-            import copy
-
-            state["module_"] = copy.deepcopy(module).cpu()
-        return state
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if "module_" in state:
-            torch = _torch()
-            if self.device_.type == "cuda" and not torch.cuda.is_available():
-                self.device_ = torch.device("cpu")
-            self.module_ = self.module_.to(self.device_)
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.three_d_array = True
         tags.non_deterministic = self.device != "cpu"
         return tags
-
-
-def _torch():
-    from skloes.utils._optional import import_optional
-
-    return import_optional("torch", extra="torch")
 
 
 _MIX_DOC = """
@@ -268,7 +229,7 @@ _MIX_DOC = """
         weights.
 
     n_iter_no_change : int, default=3
-        Patience in epochs (as in :class:`~skloes.GeoRegFineTuner`).
+        Patience in epochs.
 
     include_embedding : bool, default=True
         Whether layer 0 (the embedding output) is mixed.
@@ -279,8 +240,8 @@ _MIX_DOC = """
         table as one layer (a mix of width-1 layers would be a scalar); see
         :ref:`data_contract`. Ignored for a stack.
 
-    device : str, default="cpu"
-        Torch device.
+    device : str or torch.device, default="auto"
+        Torch device; "auto" picks CUDA, then MPS, then CPU.
 
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffles, dropout and the validation split;
@@ -322,7 +283,7 @@ _mix_doc = fill_doc(MIX=_MIX_DOC, MIX_ATTRS=_MIX_ATTR_DOC)
 
 
 @_mix_doc
-class ScalarMixClassifier(ClassifierMixin, _BaseScalarMix):
+class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix):
     """Learnable softmax-weighted sum of all layers, with a linear probe.
 
     ``e = g·Σ_l softmax(w)_l·h_l`` over every candidate layer (``w = 0``,
@@ -395,57 +356,8 @@ class ScalarMixClassifier(ClassifierMixin, _BaseScalarMix):
                 f"{name}: `y` must contain at least two classes; got 1 class "
                 f"({self.classes_[0].tolist()!r})."
             )
-        torch = _torch()
+        torch = torch_module()
         return self._fit(stack, torch.as_tensor(codes), self.classes_.size, codes)
-
-    def decision_function(self, X):
-        """Return the logits (two classes: class 1 minus class 0).
-
-        Parameters
-        ----------
-        X : array-like
-            As in fit.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
-            Logits.
-        """
-        out = self._outputs(X)[0]
-        return out[:, 1] - out[:, 0] if out.shape[1] == 2 else out
-
-    def predict_proba(self, X):
-        """Class probabilities (softmax of the logits).
-
-        Parameters
-        ----------
-        X : array-like
-            As in fit.
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-            Probabilities.
-        """
-        out = self._outputs(X)[0]
-        out = np.exp(out - out.max(axis=1, keepdims=True))
-        return out / out.sum(axis=1, keepdims=True)
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : array-like
-            As in fit.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-            Labels.
-        """
-        out = self._outputs(X)[0]
-        return self.classes_[out.argmax(axis=1)]
 
 
 @_mix_doc
@@ -503,7 +415,7 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
         Y = Y.reshape(Y.shape[0], -1)
         mean, std = Y.mean(axis=0), Y.std(axis=0)
         self._y_mean, self._y_std = mean, np.where(std > 0, std, 1.0)
-        torch = _torch()
+        torch = torch_module()
         T = torch.as_tensor((Y - mean) / self._y_std, dtype=torch.float32)
         return self._fit(stack, T, Y.shape[1], None)
 

@@ -80,12 +80,12 @@ def test_cuda_without_gpu_fails_at_fit(tiny_model_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_without_gpu_fails_at_fit_for_heads():
-    from skloes import GeoRegFineTuner
+    from skloes import GeoRegClassifier
     from skloes.baselines import ScalarMixClassifier
 
     stack = np.random.RandomState(0).randn(3, 12, 4)
     y = np.arange(12) % 2
-    for est in (GeoRegFineTuner(device="cuda", max_epochs=1),
+    for est in (GeoRegClassifier(device="cuda", max_epochs=1),
                 ScalarMixClassifier(device="cuda", max_epochs=1)):
         with pytest.raises(ValueError, match="`device`"):
             est.fit(stack, y)

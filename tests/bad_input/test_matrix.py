@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from skloes import (  # noqa: E402
-    GeoRegFineTuner,
+    GeoRegClassifier,
     GeoRegLoss,
     HiddenStatesTransformer,
     LOESSelector,
@@ -45,7 +45,7 @@ ISOTROPY_WEIGHT = "alpha"       # LOES geometry weights (-> isotropy_weight,
 REDUNDANCY_WEIGHT = "gamma"     # -> redundancy_weight)
 PROGRESS = "verbose"            # HiddenStatesTransformer
 CLI_BUDGET = "--n-layers-to-select"  # skloes probe (was --k)
-GeoRegHead = GeoRegFineTuner    # the classifier on layer features (split by #13)
+GeoRegHead = GeoRegClassifier    # the classifier on layer features (split by #13)
 
 
 # --------------------------------------------------------------------------
@@ -167,7 +167,7 @@ LAYER_ESTIMATORS = {
     "RidgeProbeClassifier": lambda: baselines.RidgeProbeClassifier(),
     "ScalarMixClassifier": lambda: baselines.ScalarMixClassifier(
         max_epochs=2, proj_dim=4, random_state=0),
-    "GeoRegFineTuner": lambda: GeoRegHead(
+    "GeoRegClassifier": lambda: GeoRegHead(
         layer_dim=D, max_epochs=2, proj_dim=4, random_state=0, device="cpu"),
     "LayerReport": lambda: LayerReport(n_layers_to_select=2, cv=3, random_state=0),
 }
@@ -368,7 +368,7 @@ AFTER_FIT_CASES = [
      err(r"X.*NaN")),
     ("ScalarMix-predict_other_layers", "ScalarMixClassifier",
      lambda e: e.predict(STACK[:2]), err(r"`X`|layers")),
-    ("GeoReg-predict_inf", "GeoRegFineTuner",
+    ("GeoReg-predict_inf", "GeoRegClassifier",
      lambda e: e.predict(with_value(np.inf)), err(r"X.*(inf|infinity)")),
     ("Report-save_to_a_file", "LayerReport",
      lambda e: e.save(__file__),
