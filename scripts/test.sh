@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
-# Bundles the tests prepare (SmolLM2 converted from GGUF) are kept here between
-# runs, apart from the user's own cache: the conversion runs once per machine.
-export SKLOES_TEST_HOME="${SKLOES_TEST_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/skloes-test}"
+# The tests read prepared bundles (SmolLM2 converted from GGUF) from the user
+# cache that setup.sh filled, so the conversion runs once per machine.
+export SKLOES_TEST_HOME="${SKLOES_TEST_HOME:-${SKLOES_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/skloes}}"
 mkdir -p "$SKLOES_TEST_HOME"
 exec "${PYTHON:-python3}" -m pytest "$@"

@@ -96,11 +96,11 @@ def skloes_home() -> Path:
     Examples
     --------
     >>> import os
+    >>> from unittest import mock
     >>> from skloes._registry import skloes_home
-    >>> os.environ["SKLOES_HOME"] = "/tmp/skloes-home"
-    >>> str(skloes_home())
+    >>> with mock.patch.dict(os.environ, {"SKLOES_HOME": "/tmp/skloes-home"}):
+    ...     str(skloes_home())
     '/tmp/skloes-home'
-    >>> del os.environ["SKLOES_HOME"]
     """
     if os.environ.get("SKLOES_HOME"):
         return Path(os.environ["SKLOES_HOME"]).expanduser()

