@@ -967,3 +967,62 @@ def test_auto_budget_is_four_or_every_candidate():
     assert LOESSelector(random_state=0).fit(stack[:3], y).n_selected_ == 3
     flat = _flat(stack[:2])
     assert LOESSelector(layer_dim=12).fit(flat, y).n_selected_ == 2
+
+
+def _light_stacks():
+    """Stacks for the light (factor-free) default path: a binary task with a
+    rescaled duplicate layer, 3 classes without the triangle, n < d, and a
+    regression; with the selections the full path gave before the light path
+    existed."""
+    rng = np.random.RandomState(0)
+    n, L, d = 120, 6, 10
+    base = rng.normal(size=(n, d))
+    y2 = (base[:, 0] > 0).astype(int)
+    S = rng.normal(size=(L, n, d))
+    S[2] += base
+    S[4] = S[2] * 3.0  # an exact duplicate of layer 2 (CKA 1)
+    yield S, y2, {}, [2, 5, 0]
+    S3 = rng.normal(size=(L, n, d))
+    y3 = rng.randint(0, 3, n)
+    S3[3, :, 0] += y3
+    yield S3, y3, {"volume_weight": 0.0}, [3, 1, 5]
+    Sw = rng.normal(size=(5, 40, 60))
+    yw = rng.randint(0, 2, 40)
+    Sw[1, :, :3] += yw[:, None]
+    yield Sw, yw, {}, [0, 1, 2]
+    Sr = rng.normal(size=(5, 80, 8))
+    yield Sr, Sr[3, :, 0] + 0.1 * rng.normal(size=80), {}, [3, 0, 4]
+
+
+def test_default_light_path_gives_the_full_paths_selections_and_scores(monkeypatch):
+    """The default fit without layer factors (Gram-spectrum isotropy, exact
+    duplicate guard on the rows) equals the full path to 1e-10, and keeps the
+    selections the full path gave before the light path was added."""
+    from skloes.selection import _loes_path
+
+    for S, y, kw, expected in _light_stacks():
+        light = LOESSelector(n_layers_to_select=3, random_state=0, **kw).fit(S, y)
+        monkeypatch.setattr(_loes_path, "_LIGHT", False)
+        full = LOESSelector(n_layers_to_select=3, random_state=0, **kw).fit(S, y)
+        monkeypatch.setattr(_loes_path, "_LIGHT", True)
+        assert light.selection_order_.tolist() == expected
+        assert full.selection_order_.tolist() == expected
+        for key in ("score", "loss", "isotropy", "ridge_alpha", "eligible"):
+            np.testing.assert_allclose(light.scores_[key], full.scores_[key],
+                                       rtol=1e-10, atol=1e-12, err_msg=key)
+
+
+def test_default_fit_runs_no_full_layer_decomposition(monkeypatch):
+    """With nothing weighted that reads the factors, the default fit calls no
+    ``thin_svd``; the residual objective decomposes every candidate once."""
+    from skloes.selection import _loes_path
+
+    calls = []
+    real = _loes_path.thin_svd
+    monkeypatch.setattr(_loes_path, "thin_svd",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    S, y, _, _ = next(_light_stacks())
+    LOESSelector(n_layers_to_select=3, random_state=0).fit(S, y)
+    assert calls == []
+    LOESSelector(n_layers_to_select=3, objective="residual", random_state=0).fit(S, y)
+    assert len(calls) >= S.shape[0]

@@ -30,23 +30,35 @@ from skloes._geometry import EPS64
 from skloes._ridge import ridge_svd
 
 
-def standardized_components(X, rank):
+def standardized_components(X, rank, gram=None):
     """The ``rank`` leading principal components ``U diag(s)`` of a layer.
 
     The calibration rows ``X`` are centred, every column is divided by its
     standard deviation (constant columns stay 0), and the layer by its root
     total variance per row; only the leading eigenpairs of the smaller Gram
-    are computed.
+    are computed. ``gram``, when given (and ``n > d``), is ``X_cᵀX_c`` of the
+    centred rows, already computed by the caller: the standardised Gram is
+    then a rescaling of it and no second ``n × d × d`` product is needed.
     """
     X = X - X.mean(axis=0)
     sd = X.std(axis=0)
-    X = X / np.where(sd > 0, sd, 1.0)
+    sd = np.where(sd > 0, sd, 1.0)
     n, d = X.shape
-    total = float(np.sum(X**2)) / n
-    if total <= 0:
-        return np.zeros((n, 0))
-    X = X / np.sqrt(total)
-    small = X @ X.T if n <= d else X.T @ X
+    if gram is not None and n > d:
+        small = gram / np.outer(sd, sd)
+        total = float(np.trace(small)) / n
+        if total <= 0:
+            return np.zeros((n, 0))
+        small = small / total
+        scale = 1.0 / (sd * np.sqrt(total))
+    else:
+        X = X / sd
+        total = float(np.sum(X**2)) / n
+        if total <= 0:
+            return np.zeros((n, 0))
+        X = X / np.sqrt(total)
+        small = X @ X.T if n <= d else X.T @ X
+        scale = None
     size = small.shape[0]
     r = min(rank, size)
     w, V = eigh(small, subset_by_index=[size - r, size - 1])
@@ -55,7 +67,7 @@ def standardized_components(X, rank):
     w, V = w[keep], V[:, keep]
     if n <= d:
         return V * np.sqrt(w)
-    return X @ V
+    return X @ (V if scale is None else V * scale[:, None])
 
 
 class _FusedLoss:
@@ -63,12 +75,11 @@ class _FusedLoss:
 
     Parameters
     ----------
-    raws : dict of int -> ndarray of shape (n, d)
-        Calibration rows of each candidate layer, as given.
+    components : dict of int -> ndarray of shape (n, r)
+        Standardised leading components of each candidate layer
+        (:func:`standardized_components`).
     Y : ndarray of shape (n, q)
         Original targets (one-hot for classification).
-    rank : int
-        Leading components kept per layer.
     ridge_alpha : float or "gcv"
         Penalty of the fused ridge.
     loss : {"loo", "train"}
@@ -77,10 +88,10 @@ class _FusedLoss:
         Fixed denominator of the LOO loss (``‖Y - 1ȳᵀ‖_F²``).
     """
 
-    def __init__(self, raws, Y, rank, ridge_alpha, loss, denominator):
+    def __init__(self, components, Y, ridge_alpha, loss, denominator):
         self.Y, self.ridge_alpha, self.loss = Y, ridge_alpha, loss
         self.denominator = denominator
-        self.F = {l: standardized_components(X, rank) for l, X in raws.items()}
+        self.F = components
         self._blocks = {}
 
     def _block(self, i, j):

@@ -40,7 +40,7 @@ from skloes._ridge import (
 )
 from skloes.selection._base import calibration_rows as _calibration_rows
 from skloes.selection._base import degenerate_layers, resolve_n_layers
-from skloes.selection._loes_fused import _FusedLoss
+from skloes.selection._loes_fused import _FusedLoss, standardized_components
 
 #: Component values of each variant (see the user guide, :ref:`loes_variants`)
 #: and the isotropy weight. The robust variant scores
@@ -82,22 +82,63 @@ def _draw_triplets(rule, n_classes, rng):
 # The selection path
 # --------------------------------------------------------------------------
 class _Layer:
-    """One candidate: prepared factors, isotropy and (optionally) raw rows."""
+    """One candidate: prepared factors, isotropy and (optionally) raw rows.
 
-    def __init__(self, X, mean, scale, cfg):
+    With ``light`` (the fused objective with no weighted term that reads the
+    layer's factors, see :func:`_light_path`) the thin SVD is skipped: the
+    isotropy comes from the eigenvalues of the centred Gram ``gram``
+    (``X_cᵀX_c``, or ``X_cX_cᵀ`` when ``n <= d``), which the fused components
+    reuse, and ``U``/``s`` are not computed.
+    """
+
+    def __init__(self, X, mean, scale, cfg, light=False):
         Xp = X - mean
         if cfg["scaling"] == "unit_variance":
             Xp = Xp / scale
-        self.U, self.s = thin_svd(Xp, center=False)
-        self.dim = X.shape[1]
-        self.energy = float(np.sum(self.s**2))
-        n = X.shape[0]
+        n, self.dim = X.shape
         iso = isotropy_erank if cfg["isotropy"] == "erank" else isotropy_inv_cv
+        self.gram = None
+        if light:
+            Xc = X - mean
+            self.gram = Xc.T @ Xc if n > self.dim else Xc @ Xc.T
+            w = np.linalg.eigvalsh(self.gram)[::-1] / (
+                scale**2 if cfg["scaling"] == "unit_variance" else 1.0)
+            keep = (w > rank_tol(max(w[0], 0.0), max(n, self.dim))) & (w > 0) \
+                if w.size else w > 0
+            self.spectrum = np.sqrt(w[keep])
+            self.iso = float(iso(self.spectrum, n, self.dim))
+            return
+        self.U, self.s = thin_svd(Xp, center=False)
+        self.spectrum = self.s
+        self.energy = float(np.sum(self.s**2))
         self.iso = float(iso(self.s, n, self.dim))
         if cfg["redundancy"] == "overlap":  # raw-data moments for the overlap
             self.mean, self.raw_norm2 = mean, float(np.sum(X**2))
             self.factor = scale if cfg["scaling"] == "unit_variance" else 1.0
             self.p = (self.U.T @ (Xp @ mean)) / self.s if self.s.size else self.s
+
+
+def _light_path(cfg, has_targets, n_present):
+    """Whether the path needs no layer factors (``U``, ``s``) at all.
+
+    True for the fused objective with targets when no weighted term reads the
+    factors: the redundancy weight is 0 (the CKA is then not computed) and the
+    triangle is off (``volume_weight=0``, or fewer than 3 classes present, or
+    not a classification). The isotropy is then taken from the Gram spectrum
+    and the duplicate guard runs on the Gram spectra and, for a pair that
+    passes the spectral test, on the centred rows (:meth:`_Path.duplicate`).
+    """
+    if not (_LIGHT and has_targets and cfg["objective"] == "fused"
+            and cfg["redundancy_weight"] == 0):
+        return False
+    triangle = (cfg["task"] == "classification" and n_present >= 3
+                and cfg["volume_weight"] != 0)
+    return not triangle
+
+
+#: Switch of the light preparation (the tests turn it off to compare the
+#: light path with the full one).
+_LIGHT = True
 
 
 class _Span:
@@ -444,13 +485,37 @@ class _Path:
                 "(total variance <= 1e-12 of the largest) and are excluded.",
                 UserWarning, stacklevel=5,
             )
+        light = _light_path(self.cfg, self.Y is not None,
+                            getattr(self, "n_present", 0))
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
-                                 self.cfg) for l in self.candidates}
+                                 self.cfg, light) for l in self.candidates}
         self._red, self._cka, self._cross = {}, {}, {}
+        self._twins = {}
+        if light and self.cfg["exclude_duplicates"]:
+            self._twins = self._spectral_twins(raws)
         if self.cfg["objective"] == "fused" and self.Y is not None:
-            self.fused = _FusedLoss({l: raws[l] for l in self.candidates}, self.Y,
-                                    self.cfg["fused_rank"], self.cfg["ridge_alpha"],
+            F = {l: standardized_components(raws[l], self.cfg["fused_rank"],
+                                            self.layers[l].gram)
+                 for l in self.candidates}
+            self.fused = _FusedLoss(F, self.Y, self.cfg["ridge_alpha"],
                                     self.cfg["loss"], self.denom)
+        for layer in self.layers.values():
+            layer.gram = None  # not kept (a cached path stays small)
+
+    def _spectral_twins(self, raws):
+        """Centred rows of the layers with a spectral near-twin (light path).
+
+        Only a pair that passes the spectral test of :meth:`duplicate` can be
+        a duplicate; their centred rows are kept for the exact CKA.
+        """
+        keep = {}
+        cands = self.candidates
+        for i, a in enumerate(cands):
+            for b in cands[i + 1:]:
+                if self._spectra_close(a, b):
+                    for l in (a, b):
+                        keep.setdefault(l, raws[l] - self.layer_mean[l])
+        return keep
 
     def cross(self, a, b):
         """``U_aᵀU_b``, computed once per pair."""
@@ -480,23 +545,43 @@ class _Path:
                 self._cka[key] = float(min((c**2).sum() / denom, 1.0))
         return self._cka[key]
 
+    def _spectra_close(self, a, b):
+        """Whether the normalised Gram spectra of ``a`` and ``b`` are within 1e-4."""
+        pa, pb = self.layers[a].spectrum ** 2, self.layers[b].spectrum ** 2
+        if not pa.size or not pb.size:
+            return True
+        size = max(pa.size, pb.size)
+        pa = np.pad(pa / np.linalg.norm(pa), (0, size - pa.size))
+        pb = np.pad(pb / np.linalg.norm(pb), (0, size - pb.size))
+        return np.linalg.norm(pa - pb) <= 1e-4
+
     def duplicate(self, a, b):
         """Whether CKA(a, b) >= 1 - 1e-10 (the duplicate guard).
 
         CKA is the cosine of the two Gram matrices, so by Hoffman-Wielandt a
         duplicate's normalised Gram spectra ``s²/‖s²‖`` differ by at most
         ``√(2·1e-10) ≈ 1.4e-5`` in norm; more than 1e-4 rules it out without
-        computing CKA.
+        computing CKA. On the light path (no factors) the CKA of a pair that
+        passes comes from the centred rows kept by :meth:`_spectral_twins`.
         """
-        pa, pb = self.layers[a].s ** 2, self.layers[b].s ** 2
-        if not pa.size or not pb.size:
-            return self.cka(a, b) >= DUPLICATE_CKA
-        size = max(pa.size, pb.size)
-        pa = np.pad(pa / np.linalg.norm(pa), (0, size - pa.size))
-        pb = np.pad(pb / np.linalg.norm(pb), (0, size - pb.size))
-        if np.linalg.norm(pa - pb) > 1e-4:
+        if not self._spectra_close(a, b):
             return False
+        if not hasattr(self.layers[a], "U"):
+            return self._rows_cka(a, b) >= DUPLICATE_CKA
         return self.cka(a, b) >= DUPLICATE_CKA
+
+    def _rows_cka(self, a, b):
+        """Linear CKA ``‖X_aᵀX_b‖² / (‖X_aᵀX_a‖‖X_bᵀX_b‖)`` of the centred rows."""
+        key = (min(a, b), max(a, b))
+        if key not in self._cka:
+            Xa, Xb = self._twins[a], self._twins[b]
+            wa, wb = self.layers[a].spectrum ** 2, self.layers[b].spectrum ** 2
+            denom = np.sqrt((wa**2).sum()) * np.sqrt((wb**2).sum())
+            num = float(np.sum((Xa.T @ Xb) ** 2))
+            if self.cfg["scaling"] == "unit_variance":
+                num /= (self.layer_scale[a] * self.layer_scale[b]) ** 2
+            self._cka[key] = float(min(num / denom, 1.0)) if denom > 0 else 0.0
+        return self._cka[key]
 
     def redundancy(self, a, b):
         if self.cfg["redundancy"] == "cka":
