@@ -269,10 +269,14 @@ class _Residual:
     needed (an LOO hat diagonal, a fitted update, or the exact fallback).
     """
 
-    def __init__(self, layer, span, l):
+    def __init__(self, layer, span, l, gram=True):
         self.layer, self.span = layer, span
         A = span.Qt(l)
         self.At = A if span.shrink is None else span.shrink[:, None] * A
+        if not gram:  # the triangle of the fused objective: trace(G) only
+            diag = 1 - 2 * np.sum(A * self.At, axis=0) + np.sum(self.At**2, axis=0)
+            self.energy = max(float(np.sum(layer.s**2 * diag)), 0.0)
+            return
         cross = A.T @ self.At
         inner = np.eye(A.shape[1]) - cross - cross.T + self.At.T @ self.At
         G = layer.s[:, None] * inner * layer.s[None, :]
@@ -757,7 +761,8 @@ class _Path:
         cfg, layer, n = self.cfg, self.layers[l], self.n
         if cfg["objective"] == "fused":
             sol = self.fused([*ctx["order"], l])
-            res = None if ctx["span"] is None else _Residual(layer, ctx["span"], l)
+            res = (None if ctx["span"] is None
+                   else _Residual(layer, ctx["span"], l, gram=False))
             return sol.loss, sol.alpha, res, sol
         if not k:
             sol = self.ridge(layer.U, layer.s, ctx["R"])
