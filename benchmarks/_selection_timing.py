@@ -6,6 +6,9 @@ interleaved and repeated; the median and the range over repeats are reported.
 - **floor ratio**: ``LOESSelector`` fit (K = 4, robust and reference) over the
   *floor*, the time to decompose every candidate layer of the calibration rows
   once with the ``thin_svd`` the path uses (centred float64 layers);
+- **greedy ratio**: the default ``LOESSelector`` fit over a
+  ``GreedyForwardSelector(n_layers_to_select=4)`` fit on the same rows, at
+  ``max_samples`` 2,000 (all rows) and 500 (``--timing-parts greedy``);
 - **budget-search ratio**: ``GridSearchCV(Pipeline([LOESSelector(memory=...),
   LogisticRegression()]), {"n_layers_to_select": 1..7}, cv=5)`` over the same
   search with the single budget 4 (and no memory), plus a check that the
@@ -71,6 +74,22 @@ def floor_ratios(stack, y, repeats):
                 sel = LOESSelector(n_layers_to_select=4, variant=arm, max_samples=None,
                                    random_state=0)
                 seconds, _ = _clock(lambda sel=sel: sel.fit(stack, y))
+            times[arm].append(seconds)
+    return times
+
+
+def greedy_ratios(stack, y, repeats, max_samples):
+    """Default ``LOESSelector`` fit over ``GreedyForwardSelector`` fit (K = 4,
+    same rows and ``max_samples``), arms interleaved."""
+    from skloes import LOESSelector
+    from skloes.baselines import GreedyForwardSelector
+
+    times = {"loes": [], "greedy": []}
+    for _ in range(repeats):
+        for arm in times:
+            cls = LOESSelector if arm == "loes" else GreedyForwardSelector
+            sel = cls(n_layers_to_select=4, max_samples=max_samples, random_state=0)
+            seconds, _ = _clock(lambda sel=sel: sel.fit(stack, y))
             times[arm].append(seconds)
     return times
 
@@ -187,6 +206,18 @@ def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
                 lines.append(f"| LOES {arm} fit (K=4) / floor | {rows.size} | "
                              f"{_summary(ratio)} | ≤ 2 | {np.median(t[arm]):.2f} / "
                              f"{np.median(t['floor']):.2f} |")
+        if "greedy" in parts:
+            rows = _rows(y, floor_rows)
+            sub = np.ascontiguousarray(stack[:, rows])
+            for max_samples in (2000, 500):
+                print(f"LOES vs greedy on {sub.shape}, max_samples={max_samples}",
+                      flush=True)
+                t = greedy_ratios(sub, y[rows], repeats, max_samples)
+                ratio = np.array(t["loes"]) / np.array(t["greedy"])
+                lines.append(f"| LOES default fit / GreedyForwardSelector fit (K=4, "
+                             f"max_samples={max_samples}) | {rows.size} | "
+                             f"{_summary(ratio)} | ≤ 1 | {np.median(t['loes']):.2f} / "
+                             f"{np.median(t['greedy']):.2f} |")
         if "search" in parts:
             rows = _rows(y, search_rows)
             sub = np.ascontiguousarray(stack[:, rows])

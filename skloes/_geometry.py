@@ -50,7 +50,7 @@ def rank_tol(top, size):
 # --------------------------------------------------------------------------
 # Thin decomposition
 # --------------------------------------------------------------------------
-def thin_svd(X, *, center=True, return_v=False):
+def thin_svd(X, *, center=True, return_v=False, gram=None):
     """Thin SVD ``X_c = U diag(s) Vᵀ`` from ``eigh`` of the smaller Gram.
 
     Components with ``s_j² <= s_1²·max(n, d)·eps`` are dropped (the rank rule
@@ -65,6 +65,9 @@ def thin_svd(X, *, center=True, return_v=False):
         Subtract the column means first.
     return_v : bool, default=False
         Also return the right singular vectors.
+    gram : ndarray of shape (d, d), default=None
+        ``XᵀX`` of the (centred) data when the caller already has it; used
+        only when ``n > d``.
 
     Returns
     -------
@@ -90,7 +93,7 @@ def thin_svd(X, *, center=True, return_v=False):
     if n <= d:
         w, U = np.linalg.eigh(X @ X.T)
     else:
-        w, V = np.linalg.eigh(X.T @ X)
+        w, V = np.linalg.eigh(X.T @ X if gram is None else gram)
     w, order = w[::-1], slice(None, None, -1)
     keep = w > rank_tol(max(w[0], 0.0), max(n, d)) if w.size else w > 0
     keep &= w > 0

@@ -84,31 +84,35 @@ def _draw_triplets(rule, n_classes, rng):
 class _Layer:
     """One candidate: prepared factors, isotropy and (optionally) raw rows.
 
-    With ``light`` (the fused objective with no weighted term that reads the
-    layer's factors, see :func:`_light_path`) the thin SVD is skipped: the
-    isotropy comes from the eigenvalues of the centred Gram ``gram``
-    (``X_cᵀX_c``, or ``X_cX_cᵀ`` when ``n <= d``), which the fused components
-    reuse, and ``U``/``s`` are not computed.
+    With ``share`` (the fused objective) the Gram ``X_cᵀX_c`` is computed
+    once for the thin SVD and the fused components. With ``light`` (the
+    fused objective with no weighted term that reads the layer's factors,
+    see :func:`_light_path`) the thin SVD is skipped: the isotropy comes
+    from the eigenvalues of the centred Gram ``gram`` (``X_cᵀX_c``, or
+    ``X_cX_cᵀ`` when ``n <= d``), which the fused components reuse, and
+    ``U``/``s`` are not computed.
     """
 
-    def __init__(self, X, mean, scale, cfg, light=False):
+    def __init__(self, X, mean, scale, cfg, light=False, share=False):
         Xp = X - mean
-        if cfg["scaling"] == "unit_variance":
+        unit = cfg["scaling"] == "unit_variance"
+        if unit:
             Xp = Xp / scale
         n, self.dim = X.shape
         iso = isotropy_erank if cfg["isotropy"] == "erank" else isotropy_inv_cv
         self.gram = None
-        if light:
+        if light or (share and n > self.dim):
             Xc = X - mean
             self.gram = Xc.T @ Xc if n > self.dim else Xc @ Xc.T
-            w = np.linalg.eigvalsh(self.gram)[::-1] / (
-                scale**2 if cfg["scaling"] == "unit_variance" else 1.0)
+        if light:
+            w = np.linalg.eigvalsh(self.gram)[::-1] / (scale**2 if unit else 1.0)
             keep = (w > rank_tol(max(w[0], 0.0), max(n, self.dim))) & (w > 0) \
                 if w.size else w > 0
             self.spectrum = np.sqrt(w[keep])
             self.iso = float(iso(self.spectrum, n, self.dim))
             return
-        self.U, self.s = thin_svd(Xp, center=False)
+        self.U, self.s = thin_svd(Xp, center=False, gram=None if self.gram is None
+                                  else self.gram / (scale**2 if unit else 1.0))
         self.spectrum = self.s
         self.energy = float(np.sum(self.s**2))
         self.iso = float(iso(self.s, n, self.dim))
@@ -136,8 +140,8 @@ def _light_path(cfg, has_targets, n_present):
     return not triangle
 
 
-#: Switch of the light preparation (the tests turn it off to compare the
-#: light path with the full one).
+#: Switch of the light preparation and of the shared Gram (the tests turn it
+#: off to compare with the full path).
 _LIGHT = True
 
 
@@ -489,10 +493,11 @@ class _Path:
                 "(total variance <= 1e-12 of the largest) and are excluded.",
                 UserWarning, stacklevel=5,
             )
+        fused = _LIGHT and self.cfg["objective"] == "fused" and self.Y is not None
         light = _light_path(self.cfg, self.Y is not None,
                             getattr(self, "n_present", 0))
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
-                                 self.cfg, light) for l in self.candidates}
+                                 self.cfg, light, fused) for l in self.candidates}
         self._red, self._cka, self._cross = {}, {}, {}
         self._twins = {}
         if light and self.cfg["exclude_duplicates"]:
