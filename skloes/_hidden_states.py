@@ -40,7 +40,7 @@ from skloes._models import (
     token_mask,
     tokenize_texts,
 )
-from skloes._pooling import first_token, pool, pool_layers
+from skloes._pooling import first_token, kept_tokens, pool, pool_layers
 from skloes.utils._optional import import_optional
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 from skloes.utils._validation import (
@@ -88,10 +88,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         real token (correct under left or right padding) or the element-wise
         maximum. A callable ``f(hidden, mask) -> (B, k)`` gets one layer's
         ``(B, T, D)`` states and the ``(B, T)`` mask inside the batch loop; the
-        output width is then ``k``. Outputs of a callable are never cached.
+        output width is then ``k``; its mask leaves out the tokens that
+        ``exclude_tokens`` removes. Outputs of a callable are never cached.
 
     exclude_tokens : {"auto", "special", "first"} or None, default="auto"
-        Tokens left out of ``"mean"`` and ``"max"`` pooling: ``"special"``
+        Tokens left out of ``"mean"`` and ``"max"`` pooling and of a callable
+        pooling's mask: ``"special"``
         the tokenizer's special tokens (BOS, CLS, SEP, EOS...), ``"first"``
         each text's first token (a decoder's attention sink carries huge
         activations), None none. ``"auto"`` resolves to ``"first"`` for
@@ -485,6 +487,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if not callable(self.pooling):
             return lambda hidden: pool(hidden, mask, self.pooling, exclude)
         owner, widths = type(self).__name__, []
+        if exclude is not None:  # a callable sees the tokens mean pooling keeps
+            mask = kept_tokens(mask, exclude)
 
         def call(hidden):
             value = pool_layers([hidden], [0], mask, self.pooling, owner=owner)[0]

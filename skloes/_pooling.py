@@ -8,6 +8,15 @@ from __future__ import annotations
 POOLINGS = ("mean", "first", "cls", "last", "max")
 
 
+def kept_tokens(mask, exclude):
+    """``mask`` without the ``exclude`` tokens; a row left empty keeps them all."""
+    import torch
+
+    full = mask.to(torch.bool)
+    kept = full & ~exclude.to(torch.bool)
+    return torch.where(kept.any(dim=1, keepdim=True), kept, full).to(mask.dtype)
+
+
 def pool(hidden, mask, pooling="mean", exclude=None):
     """Pool token states ``hidden`` (B, T, D) under ``mask`` (B, T) to (B, D).
 
@@ -29,8 +38,7 @@ def pool(hidden, mask, pooling="mean", exclude=None):
             "nothing to pool."
         )
     if pooling in ("mean", "max") and exclude is not None:
-        kept = mask & ~exclude.to(torch.bool)
-        mask = torch.where(kept.any(dim=1, keepdim=True), kept, mask)
+        mask = kept_tokens(mask, exclude)
         counts = mask.sum(dim=1)
     if pooling == "mean":
         weights = mask.to(hidden.dtype).unsqueeze(-1)

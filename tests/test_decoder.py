@@ -294,6 +294,22 @@ def test_exclusion_keeps_a_text_made_only_of_excluded_tokens(llama):
         one, HST(llama, exclude_tokens=None).fit_transform(["good"]), atol=1e-6)
 
 
+def _token_count(hidden, mask):
+    return mask.sum(dim=1, keepdim=True).to(hidden.dtype)
+
+
+def test_callable_pooling_sees_the_mask_without_excluded_tokens(llama):
+    """Token-level metrics see the same tokens as the mean (no attention sink)."""
+    texts = ["good movie indeed", "bad", "a fine plot"]
+    full = HST(llama, pooling=_token_count, exclude_tokens=None).fit_transform(texts)
+    kept = HST(llama, pooling=_token_count, exclude_tokens="first").fit_transform(texts)
+    n_tokens = full[0, :, 0]
+    assert (n_tokens >= 1).all() and (full == full[:1]).all()
+    # the first token is left out, except from a one-token text (kept whole)
+    np.testing.assert_array_equal(kept[0, :, 0], np.where(n_tokens > 1, n_tokens - 1,
+                                                          n_tokens))
+
+
 def test_auto_exclusion_is_the_measured_default(llama, tiny_model_path):
     from skloes._hidden_states import AUTO_EXCLUDE
 

@@ -245,7 +245,7 @@ def test_minilm_flat_output_is_read_as_seven_layers(minilm_path, rotten_tomatoes
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
 
-    from skloes import GeoRegFineTuner, HiddenStatesTransformer, LOESSelector
+    from skloes import GeoRegClassifier, HiddenStatesTransformer, LOESSelector
     from skloes.metrics import isotropy
 
     texts, y = rotten_tomatoes_small
@@ -259,6 +259,6 @@ def test_minilm_flat_output_is_read_as_seven_layers(minilm_path, rotten_tomatoes
     assert pipe.predict(texts).shape == (60,)
     flat = hst.transform(texts)
     assert isotropy(flat).shape == (7,)
-    head = GeoRegFineTuner(layers=[5, 6], proj_dim=8, max_epochs=1,
+    head = GeoRegClassifier(layers=[5, 6], proj_dim=8, max_epochs=1,
                            device="cpu", random_state=0).fit(flat, y)
     assert (head.n_layers_in_, head.dim_in_) == (7, 384)
