@@ -16,12 +16,12 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, check_memory
 
-from skloes.selection._base import N_LAYERS_CONSTRAINT, LayerFeatureNamesMixin
+from skloes.selection._base import N_LAYERS_CONSTRAINT, LayerSelectorMixin
 from skloes.selection._loes_path import (
     COMPONENTS,
     _loes_path,
@@ -260,7 +260,7 @@ _ATTRS_DOC = """
 _doc = fill_doc(PARAMS=_PARAMS_DOC, ATTRS=_ATTRS_DOC)
 
 
-class _BaseLOES(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):
+class _BaseLOES(LayerSelectorMixin, BaseEstimator):
     """Transform, support and score-table methods shared by both selectors."""
 
     def _path_config(self, X, y):
@@ -298,28 +298,6 @@ class _BaseLOES(LayerFeatureNamesMixin, TransformerMixin, BaseEstimator):
         self.components_ = {k: cfg[k] for k in (*COMPONENTS, "redundancy_weight",
                                                  "volume_weight")}
         return self
-
-    def transform(self, X):
-        """Concatenate the selected layers in index order.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_layers, n_samples, dim) or \
-(n_samples, n_layers * dim)
-            A layer stack or a flat table with the layout seen in fit.
-
-        Returns
-        -------
-        X_fused : ndarray of shape (n_samples, n_selected_ * dim)
-            The fused embedding (columns ``layer{l}_{j}``).
-        """
-        check_is_fitted(self)
-        stack = validate_layers(self, X, layer_dim=self.layer_dim, reset=False,
-                                dtype=FLOAT_DTYPES)
-        if self.fusion_scaling == "layer":
-            return _fuse(stack, self.selected_layers_, self.layer_mean_,
-                         self.layer_scale_, dtype=stack.dtype)
-        return _fuse(stack, self.selected_layers_)
 
     def scores_frame(self):
         """The per-step score table as a long pandas DataFrame.
