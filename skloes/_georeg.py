@@ -22,6 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from skloes._models import DEVICE_CONSTRAINT
 from skloes._torch_head import (
     FUSIONS,
     TorchClassifierMixin,
@@ -59,7 +60,7 @@ class _BaseGeoReg(TorchClassifierMixin, ClassifierMixin, TransformerMixin,
         "warmup": [Interval(Real, 0, 1, closed="both")],
         "validation_fraction": [Interval(Real, 0, 1, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "device": [str, object],  # resolved by skloes._models.resolve_device
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],

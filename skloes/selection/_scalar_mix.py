@@ -30,6 +30,7 @@ from sklearn.utils.validation import (
     check_random_state,
 )
 
+from skloes._models import DEVICE_CONSTRAINT
 from skloes._torch_head import (
     TorchClassifierMixin,
     TorchHeadMixin,
@@ -63,7 +64,7 @@ class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "include_embedding": ["boolean"],
         "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
-        "device": [str, object],  # resolved by skloes._models.resolve_device
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
