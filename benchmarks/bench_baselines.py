@@ -1,4 +1,4 @@
-"""Benchmark: the Gram speed-up of the probe-scored baselines (spec §3).
+"""Benchmark: the Gram speed-up of the probe-scored baselines.
 
 ``ExhaustiveSubsetSelector`` and ``GreedyForwardSelector`` score layer subsets
 with the ridge probe. A concatenation's Gram is the sum of its layers' Grams,
