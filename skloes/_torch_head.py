@@ -30,6 +30,22 @@ __all__ = ["FUSIONS", "TorchClassifierMixin", "TorchHeadMixin", "head_outputs",
            "layer_blocks", "torch_module", "validation_split"]
 
 
+def may_use_accelerator(device):
+    """Whether ``device`` may put a fit on a GPU (whose kernels are not
+    bit-reproducible): an explicit non-CPU device, or ``"auto"`` where one is
+    available. Used for the ``non_deterministic`` estimator tag."""
+    if str(device) == "cpu":
+        return False
+    if device != "auto":
+        return True
+    try:
+        import torch
+    except ImportError:  # no torch: nothing will run at all
+        return False
+    mps = getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or bool(mps and mps.is_available())
+
+
 def validation_split(n, fraction, rng, *, codes=None, classes=None, owner="skloes"):
     """Train and validation indices (sorted CPU LongTensors).
 

@@ -629,3 +629,20 @@ def test_scalar_mix_regressor_and_errors(mix_data):
         ScalarMixRegressor().fit(H, None)
     with pytest.raises(ValueError, match="at least two classes"):
         ScalarMixClassifier().fit(H, np.zeros(120))
+
+
+def test_scalar_mix_is_deterministic_where_it_runs_on_the_cpu(monkeypatch):
+    """"auto" on a machine without an accelerator runs on the CPU: the estimator
+    checks that need bit-identical refits must run, not be skipped."""
+    torch = pytest.importorskip("torch")
+    from sklearn.utils import get_tags
+
+    from skloes.baselines import ScalarMixClassifier
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert not get_tags(ScalarMixClassifier()).non_deterministic
+    assert not get_tags(ScalarMixClassifier(device="cpu")).non_deterministic
+    assert get_tags(ScalarMixClassifier(device="cuda")).non_deterministic
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert get_tags(ScalarMixClassifier()).non_deterministic

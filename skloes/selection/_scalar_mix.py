@@ -36,6 +36,7 @@ from skloes._torch_head import (
     TorchHeadMixin,
     head_outputs,
     layer_blocks,
+    may_use_accelerator,
     torch_module,
     validation_split,
 )
@@ -190,7 +191,7 @@ class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.three_d_array = True
-        tags.non_deterministic = self.device != "cpu"
+        tags.non_deterministic = may_use_accelerator(self.device)
         return tags
 
 
