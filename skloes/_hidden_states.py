@@ -308,12 +308,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.n_layers_ = len(self.layers_)
         self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
         self.device_ = str(resolve_device(self.device, owner=name))
-        self.exclude_tokens_ = self._resolve_exclude(config)
         self._decoder = modality == "text" and is_decoder_only(config)
+        self.exclude_tokens_ = self._resolve_exclude()
         self._drop_loaded()
         return items
 
-    def _resolve_exclude(self, config):
+    def _resolve_exclude(self):
         if self.modality_ != "text":
             if self.exclude_tokens not in ("auto", None):
                 raise ValueError(
@@ -323,8 +323,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             return None
         if self.exclude_tokens != "auto":
             return self.exclude_tokens
-        is_decoder = getattr(config, "model_type", None) and is_decoder_only(config)
-        return AUTO_EXCLUDE if is_decoder else None
+        return AUTO_EXCLUDE if self._decoder else None
 
     # ------------------------------------------------------------ transform
     def transform(self, X):

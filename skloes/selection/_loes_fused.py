@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import eigh
 
-from skloes._geometry import EPS64
+from skloes._geometry import rank_tol
 from skloes._ridge import ridge_svd
 
 
@@ -63,7 +63,7 @@ def standardized_components(X, rank, gram=None):
     r = min(rank, size)
     w, V = eigh(small, subset_by_index=[size - r, size - 1])
     w, V = w[::-1], V[:, ::-1]
-    keep = (w > max(w[0], 0.0) * max(n, d) * EPS64) & (w > 0)
+    keep = (w > rank_tol(max(w[0], 0.0), max(n, d))) & (w > 0)
     w, V = w[keep], V[:, keep]
     if n <= d:
         return V * np.sqrt(w)
@@ -106,7 +106,7 @@ class _FusedLoss:
         G = np.block([[self._block(i, j) for j in subset] for i in subset])
         w, W = np.linalg.eigh((G + G.T) / 2)
         w, W = w[::-1], W[:, ::-1]
-        keep = (w > max(w[0], 0.0) * max(self.Y.shape[0], w.size) * EPS64) & (w > 0)
+        keep = (w > rank_tol(max(w[0], 0.0), max(self.Y.shape[0], w.size))) & (w > 0)
         w, W = w[keep], W[:, keep]
         s = np.sqrt(w)
         F = np.hstack([self.F[l] for l in subset])
