@@ -217,11 +217,12 @@ def run_models(args):
     """Run ``skloes models [--prepare]`` for parsed arguments."""
     from skloes._registry import bundle_path, offline_models, skloes_home
 
+    if args.prepare:
+        _quiet_libraries()
     for model in offline_models():
         state = "installed" if model.installed else f"not installed: {model.install}"
         print(f"{model.name:8} {model.hub_id:42} {state}")
         if args.prepare and model.installed:
-            _quiet_libraries()
             start = time.perf_counter()
             path = bundle_path(model, owner="skloes models")
             print(f"{'':8} ready in {path} ({time.perf_counter() - start:.1f} s)")
