@@ -551,10 +551,21 @@ def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
 EXPECTED_FAILED = {}
 
 
+# The default instance's float32 head: a prediction on one row and on a batch
+# go through different BLAS kernels, so ``transform`` differs by one float32
+# ulp (about 2e-7) on a few of sklearn's rows, just past its 1e-7 tolerance.
+DEFAULT_EXPECTED_FAILED = {
+    "check_methods_subset_invariance": "float32 head: one-row and batched "
+    "forward passes differ by one ulp (about 2e-7) on a few rows",
+}
+
+
 @parametrize_with_checks(
     [GeoRegClassifier(proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64,
-                      random_state=0)],
-    expected_failed_checks=lambda est: EXPECTED_FAILED,
+                      random_state=0), GeoRegClassifier()],
+    expected_failed_checks=lambda est: (
+        EXPECTED_FAILED if est.get_params()["proj_dim"] == 4
+        else DEFAULT_EXPECTED_FAILED),
 )
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
