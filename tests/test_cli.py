@@ -12,6 +12,13 @@ import pytest
 from skloes.cli import build_parser, main
 
 
+@pytest.fixture(autouse=True)
+def _in_a_fresh_folder(tmp_path_factory, monkeypatch):
+    """Run every command in an empty folder: the default --out (./skloes_report)
+    must not be a report the main job left in the checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 def _one_line_error(capsys, status, needle):
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2
