@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve, lapack
 
 from skloes._geometry import rank_tol, thin_svd
 
@@ -182,21 +183,125 @@ def _as_2d_target(T):
     return T[:, None] if T.ndim == 1 else T
 
 
-def _gcv_select(s, z2, tc2, n):
-    """Pick λ by GCV over the grid; ties go to the larger λ."""
-    grid = gcv_alpha_grid(s)
-    s2 = s**2
+def _gcv_scan(s2, explained, tc2, n):
+    """GCV over the grid of the spectrum ``s2``; ties go to the larger λ.
+
+    ``explained(λ)`` is ``Σ_j f_j(2 - f_j) z_j²``, the part of ``‖T_c‖²`` the
+    fit at ``λ`` removes.
+    """
+    grid = gcv_alpha_grid(np.sqrt(s2))
     scores = np.empty(grid.size)
     for i, lam in enumerate(grid):
-        f = s2 / (s2 + lam)
-        rss = max(tc2 - float(np.dot(f * (2.0 - f), z2)), 0.0)
-        denom = 1.0 - (1.0 + f.sum()) / n
+        rss = max(tc2 - explained(lam), 0.0)
+        denom = 1.0 - (1.0 + float(np.sum(s2 / (s2 + lam)))) / n
         scores[i] = (rss / n) / denom**2 if denom > 1e-12 else np.inf
     best = 0
     for i in range(1, grid.size):  # ascending scan, ``<=`` keeps the larger λ
         if scores[i] <= scores[best]:
             best = i
     return float(grid[best]), scores
+
+
+def _gcv_select(s, z2, tc2, n):
+    """Pick λ by GCV over the grid from the factors' projections ``z2``."""
+    s2 = s**2
+
+    def explained(lam):
+        f = s2 / (s2 + lam)
+        return float(np.dot(f * (2.0 - f), z2))
+
+    return _gcv_scan(s2, explained, tc2, n)
+
+
+def ridge_solve(S, B, tc2, n, *, kernel, size, alpha="gcv"):
+    """λ as :func:`ridge_svd` picks it, and ``(S + λI)⁻¹B``, with no eigenvectors.
+
+    ``S`` is the Gram of centred features ``A_c`` (``n`` rows): ``A_cᵀA_c``
+    with ``B = A_cᵀT_c``, or ``A_cA_cᵀ`` with ``B = T_c`` (``kernel=True``).
+    One tridiagonal reduction ``S = P M Pᵀ`` gives the spectrum (the grid and
+    the degrees of freedom) and, by one tridiagonal solve per grid point, the
+    residual; a Cholesky factor of ``S + λI`` gives the solution. It costs
+    about half an eigendecomposition with vectors. Components under the rank
+    rule (``size`` is ``max`` of the shape of ``A_c``) enter the residual only
+    at rounding level, so λ is the one of :func:`ridge_svd` unless two GCV
+    scores tie to rounding.
+
+    Returns
+    -------
+    alpha : float
+        The penalty (0.0 when no component is kept and ``alpha="gcv"``).
+    solution : ndarray of the shape of ``B``, or None
+        ``(S + λI)⁻¹B`` (zeros when no component is kept); None when the
+        reduction or the factorisation fails numerically (the caller then
+        takes the eigendecomposition route).
+    """
+    B = _as_2d_target(B)
+    lam, factor = ridge_factor(S, B, tc2, n, kernel=kernel, size=size, alpha=alpha)
+    if factor is None or isinstance(factor, np.ndarray):
+        return lam, factor
+    return lam, cho_solve(factor, B, check_finite=False)
+
+
+def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
+    """λ of :func:`ridge_solve` and the Cholesky factor of ``S + λI``.
+
+    The factor is ``cho_factor``'s ``(c, lower)``; an ndarray in its place is
+    already the solution (a tiny ``S``, or no component kept), None a
+    numerical failure.
+    """
+    S = np.asarray(S, dtype=np.float64)
+    B = _as_2d_target(B)
+    m = S.shape[0]
+    if m < 2:  # LAPACK's reduction wants a non-empty off-diagonal
+        return _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha)
+    c, d, e, tau, info = lapack.dsytrd(S, lower=1, lwork=max(64 * m, 1))
+    if info:
+        return None, None
+    w = np.sort(lapack.dsterf(d, e)[0])[::-1]
+    keep = (w > rank_tol(max(w[0], 0.0), size)) & (w > 0)
+    s2 = w[keep]
+    if not s2.size:
+        return (float(alpha) if isinstance(alpha, Real) else 0.0), np.zeros_like(B)
+    lam = float(alpha) if isinstance(alpha, Real) else None
+    if lam is None:
+        Bp = B.copy()
+        Bp[1:] = lapack.dormqr("L", "T", c[1:, :-1], tau, Bp[1:],
+                               lwork=max(64 * B.shape[1], m))[0]
+
+        def explained(lam):
+            x, info = lapack.dptsv(d + lam, e, Bp)[2:4]
+            if info:
+                raise np.linalg.LinAlgError
+            y = d[:, None] * x
+            y[1:] += e[:, None] * x[:-1]
+            y[:-1] += e[:, None] * x[1:]
+            if kernel:  # T_cᵀ S(S + 2λ)(S + λ)⁻²T_c
+                return float(np.sum(y * y) + 2.0 * lam * np.sum(x * y))
+            return float(np.sum(x * y) + 2.0 * lam * np.sum(x * x))
+
+        try:
+            lam = _gcv_scan(s2, explained, tc2, n)[0]
+        except np.linalg.LinAlgError:
+            return None, None
+    try:
+        return lam, cho_factor(S + lam * np.eye(m), lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None, None
+
+
+def _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha):
+    """:func:`ridge_solve` by an eigendecomposition (tiny ``S``)."""
+    w, V = np.linalg.eigh(S)
+    w, V = w[::-1], V[:, ::-1]
+    keep = (w > rank_tol(max(w[0], 0.0), size)) & (w > 0) if w.size else w > 0
+    s2, V = w[keep], V[:, keep]
+    if not s2.size:
+        return (float(alpha) if isinstance(alpha, Real) else 0.0), np.zeros_like(B)
+    Z2 = np.sum((V.T @ B) ** 2, axis=1)
+    z2 = Z2 if kernel else Z2 / s2  # primal: z_j = v_jᵀB / s_j
+    lam = (float(alpha) if isinstance(alpha, Real)
+           else _gcv_select(np.sqrt(s2), z2, tc2, n)[0])
+    return lam, V @ ((V.T @ B) / (s2 + lam)[:, None])
 
 
 def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):

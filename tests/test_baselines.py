@@ -313,12 +313,40 @@ def test_gram_route_equals_feature_route():
     fit, held = np.arange(30), np.arange(30, 40)
     scorer = _SubsetScorer(H, target, fit, held)
     wide = scorer.predict([1, 3])  # 60 columns >= 30 fit rows: Gram route
-    A = np.hstack([scorer._block(l)[0] for l in (1, 3)])
-    B = np.hstack([scorer._block(l)[1] for l in (1, 3)])
+    a = scorer._factors([1, 3])
+    A = np.hstack([scorer._block(l)[0] * f for l, f in zip((1, 3), a, strict=True)])
+    B = np.hstack([scorer._block(l)[1] * f for l, f in zip((1, 3), a, strict=True)])
     from skloes._ridge import ridge_fit
 
     narrow = ridge_fit(A, scorer.T).predict(B)
     np.testing.assert_allclose(wide, narrow, atol=1e-9)
+
+
+@pytest.mark.parametrize("layers", [[2], [1, 3]])  # feature and Gram routes
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_global_scaling_scorer_predicts_as_the_probe_on_the_fused_table(layers, task):
+    """``scaling="global"`` is the probe fitted on the plain concatenation."""
+    from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
+    from skloes.selection._ridge_probe import _SubsetScorer
+
+    H, y = _planted(n=40, dim=30)
+    H[3] *= 10.0  # layers on different scales: global and per-layer differ
+    values = y if task == "classification" else y + 0.1 * H[2, :, 0]
+    target = (task, np.arange(3) if task == "classification" else None, values)
+    fit, held = np.arange(30), np.arange(30, 40)
+    scorer = _SubsetScorer(H, target, fit, held, scaling="global")
+    table = np.hstack([H[l] for l in layers])
+    if task == "classification":
+        probe = RidgeProbeClassifier().fit(table[fit], y[fit])
+        expected = probe._raw_scores(table[held])
+    else:
+        probe = RidgeProbeRegressor().fit(table[fit], values[fit])
+        std = values[fit].std()
+        expected = (probe.predict(table[held])[:, None] - values[fit].mean()) / std
+    np.testing.assert_allclose(scorer.predict(layers), expected, atol=1e-8)
+    layer_scaled = _SubsetScorer(H, target, fit, held).predict(layers)
+    if len(layers) > 1:
+        assert not np.allclose(layer_scaled, expected, atol=1e-3)
 
 
 def test_constant_layer_is_excluded_with_a_warning():

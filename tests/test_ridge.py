@@ -160,3 +160,34 @@ def test_bad_alpha_and_loss_raise():
         ridge_svd(U, s, np.arange(6.0), loss="foo")
     with pytest.raises(ValueError, match="predict"):
         ridge_svd(U, s, np.arange(6.0)).predict(np.zeros((1, 2)))
+
+
+@pytest.mark.parametrize("shape", [(60, 8), (25, 40), (30, 1)])
+@pytest.mark.parametrize("alpha", ["gcv", 0.7])
+@pytest.mark.parametrize("kernel", [False, True])
+def test_ridge_solve_gives_ridge_svd_penalty_and_fit(shape, alpha, kernel):
+    """The eigenvector-free solve picks ridge_svd's λ and gives its fit."""
+    from skloes._ridge import ridge_solve
+
+    rng = np.random.RandomState(0)
+    A = rng.normal(size=shape) @ np.diag(np.logspace(0, 2, shape[1]))
+    if shape[1] > 1:
+        A[:, -1] = A[:, 0]  # rank-deficient: a component under the rank rule
+    T = A[:, :1] @ [[1.0, -1.0]] + rng.normal(size=(shape[0], 2))
+    Ac, Tc = A - A.mean(axis=0), T - T.mean(axis=0)
+    U, s = thin_svd(Ac, center=False)
+    ref = ridge_svd(U, s, T, alpha=alpha)
+    S, B = (Ac @ Ac.T, Tc) if kernel else (Ac.T @ Ac, Ac.T @ Tc)
+    lam, X = ridge_solve(S, B, float(np.sum(Tc**2)), shape[0], kernel=kernel,
+                         size=max(shape), alpha=alpha)
+    assert lam == pytest.approx(ref.alpha, rel=1e-12)
+    fitted = T.mean(axis=0) + (S @ X if kernel else Ac @ X)
+    np.testing.assert_allclose(fitted, ref.fitted, atol=1e-7 * np.abs(T).max())
+
+
+def test_ridge_solve_without_components_gives_zero():
+    from skloes._ridge import ridge_solve
+
+    lam, X = ridge_solve(np.zeros((4, 4)), np.ones((4, 1)), 1.0, 4, kernel=True,
+                         size=4)
+    assert lam == 0.0 and not X.any()

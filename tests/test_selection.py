@@ -737,6 +737,48 @@ def test_cv_matches_grid_search_with_far_fewer_paths(monkeypatch, variant):
         grid.best_estimator_["loes"].selection_order_.tolist()
 
 
+@pytest.mark.parametrize("task", ["classification", "regression"])
+@pytest.mark.parametrize("fusion_scaling", [None, "layer"])
+@pytest.mark.parametrize("probe_layer_dim", [None, 40])
+def test_cv_scores_the_ridge_probe_from_grams_as_grid_search_fits_it(
+        monkeypatch, task, fusion_scaling, probe_layer_dim):
+    """The probe is never fitted per prefix, and the scores are the search's.
+
+    40-wide layers on 100 fit rows: prefixes of 1-2 layers take the feature
+    route, longer ones the Gram route.
+    """
+    from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
+    from skloes.selection._ridge_probe import _RidgeProbe
+
+    stack, y = _planted(n=150, n_layers=6, dim=40, seed=38)
+    stack[3] *= 20.0  # layers on different scales
+    if task == "regression":
+        y = (stack[2, :, 0] - stack[4, :, 1] + 0.3 * stack[1, :, 2]
+             + np.random.RandomState(0).normal(size=150))
+        probe = RidgeProbeRegressor(layer_dim=probe_layer_dim)
+        folds = [(np.setdiff1d(np.arange(150), t), t)
+                 for t in np.array_split(np.arange(150), 3)]
+    else:
+        probe = RidgeProbeClassifier(layer_dim=probe_layer_dim)
+        folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    flat = _flat(stack)
+    kw = dict(max_samples=None, fusion_scaling=fusion_scaling, layer_dim=40,
+              random_state=0)
+    fits = []
+    real_fit = _RidgeProbe._fit_scaled
+    monkeypatch.setattr(_RidgeProbe, "_fit_scaled",
+                        lambda self, *a: fits.append(1) or real_fit(self, *a))
+    cv = LOESSelectorCV(probe, max_layers_to_select=5, cv=folds, **kw).fit(flat, y)
+    assert not fits
+    grid = GridSearchCV(
+        Pipeline([("loes", LOESSelector(**kw)), ("probe", probe)]),
+        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]}, cv=folds,
+    ).fit(flat, y)
+    np.testing.assert_allclose(cv.cv_results_["mean_test_score"],
+                               grid.cv_results_["mean_test_score"], atol=1e-9)
+    assert cv.n_layers_to_select_ == grid.best_params_["loes__n_layers_to_select"]
+
+
 def test_cv_final_selection_is_a_prefix_of_the_full_path():
     stack, y = _planted(n=180, seed=35)
     cv = LOESSelectorCV(max_layers_to_select=5, cv=3, max_samples=None,

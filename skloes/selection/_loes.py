@@ -16,7 +16,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, check_memory
@@ -27,6 +27,7 @@ from skloes.selection._loes_path import (
     _loes_path,
     _resolve_config,
 )
+from skloes.selection._ridge_probe import _SubsetScorer
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     HasMethods,
@@ -477,17 +478,52 @@ def _fold_path(selector, stack, y):
     return path.selection_order
 
 
-def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer):
-    """One fold of LOESSelectorCV: one path, then every budget 1..k_max."""
+def _probe_scaling(estimator, scoring, fusion_scaling, dim):
+    """How the subset scorer must scale blocks to be ``estimator`` exactly.
+
+    The ridge probe scored by its own ``score`` (accuracy or R²) on the fused
+    table is the probe of :class:`~skloes.selection._ridge_probe._SubsetScorer`:
+    one scale for the plain table (``"global"``), or per layer when the table
+    is fused with ``fusion_scaling="layer"`` or the probe's ``layer_dim`` is
+    the layer width (a global factor on top does not move the GCV ridge).
+    None: any other estimator or scoring, fitted as it is.
+    """
+    from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
+
+    if scoring is not None or type(estimator) not in (RidgeProbeClassifier,
+                                                      RidgeProbeRegressor):
+        return None
+    if estimator.layer_dim == dim or fusion_scaling == "layer":
+        return "layer"
+    return "global" if estimator.layer_dim is None else None
+
+
+def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer,
+                probe=None):
+    """One fold of LOESSelectorCV: one path, then every budget 1..k_max.
+
+    With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`_probe_scaling`)
+    the prefixes are scored from per-layer Grams of the fold, which equals
+    fitting the ridge probe on each fused prefix.
+    """
     sub = stack[:, train]
     order = _fold_path(selector, sub, y[train])
+    scores = np.full(k_max, np.nan)
+    if probe is not None:
+        target = (("classification", *np.unique(y, return_inverse=True))
+                  if is_classifier(estimator)
+                  else ("regression", None, y.reshape(y.shape[0], -1)))
+        subsets = _SubsetScorer(stack, target, train, test, scaling=probe,
+                                alpha=estimator.ridge_alpha)
+        for k in range(1, order.size + 1):
+            scores[k - 1] = subsets(sorted(order[:k].tolist()))
+        return scores, order
     mean = scale = None
     if selector.fusion_scaling == "layer":
         mean = np.stack([sub[l].mean(axis=0, dtype=np.float64) for l in range(
             stack.shape[0])])
         scale = np.array([np.sqrt(np.sum((sub[l] - mean[l]) ** 2) / train.size)
                           for l in range(stack.shape[0])])
-    scores = np.full(k_max, np.nan)
     for k in range(1, order.size + 1):
         layers = np.sort(order[:k])
         X_tr = _fuse(sub, layers, mean, scale)
@@ -664,9 +700,11 @@ class LOESSelectorCV(_BaseLOES):
             seed = int(seed.randint(np.iinfo(np.int32).max))
         selector = self._selector(k_max, cfg["task"]).set_params(random_state=seed)
         splits = cv_splits(cv, y_fit, name)
+        probe = _probe_scaling(estimator, self.scoring, self.fusion_scaling,
+                               stack.shape[2])
         out = Parallel(n_jobs=self.n_jobs)(
             delayed(_score_fold)(clone(selector), stack, y_fit, tr, te, k_max,
-                                 estimator, scorer) for tr, te in splits)
+                                 estimator, scorer, probe) for tr, te in splits)
         scores = np.array([s for s, _ in out])
         mean = scores.mean(axis=0)  # NaN where a fold stopped early
         self.cv_results_ = {

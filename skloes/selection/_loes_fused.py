@@ -14,8 +14,9 @@ layer is thus added only for what it adds to the fused representation; see
 Cost: one partial eigendecomposition per layer (the ``fused_rank`` leading
 pairs of the smaller Gram); the Gram of the fused components is assembled
 from cached pairwise blocks ``F_iᵀF_j`` (``r×r``, ``r = fused_rank``), so a
-candidate costs one ``|S|r × |S|r`` eigendecomposition and one
-``n × |S|r × |S|r`` product.
+candidate costs one tridiagonal reduction and one Cholesky factorisation of
+an ``|S|r × |S|r`` matrix (:func:`skloes._ridge.ridge_factor`) and one
+``n × |S|r × |S|r`` triangular solve for the leave-one-out hat diagonal.
 """
 
 # Authors: The skloes developers
@@ -24,10 +25,17 @@ candidate costs one ``|S|r × |S|r`` eigendecomposition and one
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import eigh
+from scipy.linalg import blas, cho_solve, eigh
 
 from skloes._geometry import rank_tol
-from skloes._ridge import ridge_svd
+from skloes._ridge import LOO_FLOOR, ridge_factor, ridge_svd
+
+
+class _FastFit:
+    """The parts of a :class:`~skloes._ridge.RidgeSolution` a path reads."""
+
+    def __init__(self, alpha, loss, fitted):
+        self.alpha, self.loss, self.fitted = alpha, loss, fitted
 
 
 def standardized_components(X, rank, gram=None):
@@ -93,6 +101,10 @@ class _FusedLoss:
         self.denominator = denominator
         self.F = components
         self._blocks = {}
+        self.t_mean = Y.mean(axis=0)
+        self.Tc = Y - self.t_mean
+        self.tc2 = float(np.sum(self.Tc**2))
+        self._targets = {}
 
     def _block(self, i, j):
         if (i, j) not in self._blocks:
@@ -100,11 +112,20 @@ class _FusedLoss:
             self._blocks[(i, j)], self._blocks[(j, i)] = block, block.T
         return self._blocks[(i, j)]
 
+    def _target(self, i):
+        """``F_iᵀT_c``, computed once per layer."""
+        if i not in self._targets:
+            self._targets[i] = self.F[i].T @ self.Tc
+        return self._targets[i]
+
+    def _gram(self, subset):
+        G = np.block([[self._block(i, j) for j in subset] for i in subset])
+        return (G + G.T) / 2
+
     def factors(self, subset):
         """Thin-SVD factors ``(U, s)`` of the fused components of ``subset``."""
         subset = sorted(subset)
-        G = np.block([[self._block(i, j) for j in subset] for i in subset])
-        w, W = np.linalg.eigh((G + G.T) / 2)
+        w, W = np.linalg.eigh(self._gram(subset))
         w, W = w[::-1], W[:, ::-1]
         keep = (w > rank_tol(max(w[0], 0.0), max(self.Y.shape[0], w.size))) & (w > 0)
         w, W = w[keep], W[:, keep]
@@ -113,7 +134,31 @@ class _FusedLoss:
         return F @ (W / s), s
 
     def __call__(self, subset):
-        """The ridge solution of ``Y`` on the fused ``subset``."""
-        U, s = self.factors(subset)
-        return ridge_svd(U, s, self.Y, alpha=self.ridge_alpha, loss=self.loss,
-                         loo_denominator=self.denominator)
+        """The ridge fit of ``Y`` on the fused ``subset`` (λ, loss, fitted).
+
+        The λ and losses of :func:`~skloes._ridge.ridge_svd` on
+        :meth:`factors`, to rounding, without eigenvectors.
+        """
+        subset = sorted(subset)
+        F = np.hstack([self.F[l] for l in subset])
+        n, p = F.shape
+        B = np.vstack([self._target(l) for l in subset])
+        lam, factor = ridge_factor(self._gram(subset), B, self.tc2, n, kernel=False,
+                                   size=max(n, p), alpha=self.ridge_alpha)
+        if not isinstance(factor, tuple):  # tiny, empty or failed: eigenvectors
+            U, s = self.factors(subset)
+            return ridge_svd(U, s, self.Y, alpha=self.ridge_alpha, loss=self.loss,
+                             loo_denominator=self.denominator)
+        fit_c = F @ cho_solve(factor, B, check_finite=False)
+        E = self.Tc - fit_c
+        if self.loss == "train":
+            loss = float(np.sum(E**2)) / E.size
+        else:
+            # F L⁻ᵀ by a right-side triangular solve (BLAS trsm on F's columns)
+            half = blas.dtrsm(1.0, factor[0], np.asfortranarray(F), side=1, lower=1,
+                              trans_a=1)
+            hat = 1.0 / n + np.sum(half**2, axis=1)
+            E_loo = E / np.maximum(1.0 - hat, LOO_FLOOR)[:, None]
+            loss = (float(np.sum(E_loo**2)) / self.denominator
+                    if self.denominator > 0 else 0.0)
+        return _FastFit(lam, loss, self.t_mean + fit_c)

@@ -40,7 +40,7 @@ from skloes._ridge import (
 )
 from skloes.selection._base import calibration_rows as _calibration_rows
 from skloes.selection._base import degenerate_layers, resolve_n_layers
-from skloes.selection._loes_fused import _FusedLoss, standardized_components
+from skloes.selection._loes_fused import _FastFit, _FusedLoss, standardized_components
 
 #: Component values of each variant (see the user guide, :ref:`loes_variants`)
 #: and the isotropy weight. The robust variant scores
@@ -377,13 +377,6 @@ def _spectral_ridge(res, w, b, tc2, n, alpha):
         if i == 0 or score <= best_score:
             best, best_score, best_rss = i, score, r
     return float(grid[best]), best_rss
-
-
-class _FastFit:
-    """The parts of a :class:`RidgeSolution` the path reads (LOO route)."""
-
-    def __init__(self, alpha, loss, fitted):
-        self.alpha, self.loss, self.fitted = alpha, loss, fitted
 
 
 @dataclass

@@ -20,7 +20,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from skloes._ridge import ridge_fit, ridge_fit_gram
+from skloes._ridge import ridge_fit, ridge_fit_gram, ridge_solve
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
@@ -58,17 +58,24 @@ def _probe_score(pred, target, rows):
 class _SubsetScorer:
     """Score layer subsets with the ridge probe on one fit/held-out split.
 
-    Each layer is centred and scaled to unit total variance with fit-row
-    statistics (lazily, once). A subset is solved in whichever form is
-    smaller: the concatenated features when their width is below
-    ``n_fit``, else the fit Gram ``Σ_l G_l`` (and cross-Gram ``Σ_l K_l``) of
-    cached per-layer Grams, so each subset costs one eigendecomposition.
+    Each layer is centred with fit-row means and scaled with fit-row
+    statistics (lazily, once): ``scaling="layer"`` gives every layer unit
+    total variance (the probe with one block per layer), ``"global"`` divides
+    the subset's concatenation by its root total variance (the probe on a
+    plain table). A subset is solved in whichever form is smaller: the
+    concatenated features when their width is below ``n_fit``, else the fit
+    Gram ``Σ_l G_l`` (and cross-Gram ``Σ_l K_l``) of cached per-layer Grams;
+    either costs one tridiagonal reduction (:func:`skloes._ridge.ridge_solve`).
     """
 
-    def __init__(self, stack, target, fit, held_out):
+    def __init__(self, stack, target, fit, held_out, scaling="layer", alpha="gcv"):
         self.stack, self.target = stack, target
-        self.fit, self.held_out = fit, held_out
+        self.fit, self.held_out, self.scaling = fit, held_out, scaling
+        self.alpha = alpha
         self.T = _fit_targets(target, fit)
+        self.t_mean = self.T.mean(axis=0)
+        self.Tc = self.T - self.t_mean
+        self.tc2 = float(np.sum(self.Tc**2))
         if target[0] == "regression":  # score in the fit-standardised units
             Y = target[2]
             std = Y[fit].std(axis=0)
@@ -77,33 +84,52 @@ class _SubsetScorer:
         self._blocks, self._grams = {}, {}
 
     def _block(self, layer):
+        """Centred fit and held-out rows of ``layer`` and its total variance."""
         if layer not in self._blocks:
-            X = self.stack[layer]
+            X = np.asarray(self.stack[layer], dtype=np.float64)
             Xf = X[self.fit]
             mean = Xf.mean(axis=0)
             Xf = Xf - mean
-            v = float((Xf**2).sum()) / Xf.shape[0]
-            scale = np.sqrt(v) if v > 0 else 1.0
-            self._blocks[layer] = (Xf / scale, (X[self.held_out] - mean) / scale)
+            var = float((Xf**2).sum()) / Xf.shape[0]
+            self._blocks[layer] = (Xf, X[self.held_out] - mean, var)
         return self._blocks[layer]
 
     def _gram(self, layer):
         if layer not in self._grams:
-            Xf, Xh = self._block(layer)
+            Xf, Xh, _ = self._block(layer)
             self._grams[layer] = (Xf @ Xf.T, Xh @ Xf.T)
         return self._grams[layer]
 
+    def _factors(self, subset):
+        """The scale of each layer's block, as the probe would set it."""
+        var = np.array([self._block(l)[2] for l in subset])
+        if self.scaling == "global":
+            var = np.full(var.size, var.sum())
+        return 1.0 / np.sqrt(np.where(var > 0, var, 1.0))
+
     def predict(self, subset):
         """Held-out predictions of the probe fitted on ``subset``."""
+        a = self._factors(subset)
+        n = self.fit.size
         width = sum(self._block(l)[0].shape[1] for l in subset)
-        if width < self.fit.size:
-            A = np.hstack([self._block(l)[0] for l in subset])
-            sol = ridge_fit(A, self.T)
-            return sol.predict(np.hstack([self._block(l)[1] for l in subset]))
-        G = sum(self._gram(l)[0] for l in subset)
-        K = sum(self._gram(l)[1] for l in subset)
-        sol = ridge_fit_gram(G, self.T, centered=True, n_features=width)
-        return sol.predict_cross_gram(K, centered=True)
+        if width < n:
+            pairs = list(zip(subset, a, strict=True))
+            A = np.hstack([self._block(l)[0] * f for l, f in pairs])
+            A_held = np.hstack([self._block(l)[1] * f for l, f in pairs])
+            lam, coef = ridge_solve(A.T @ A, A.T @ self.Tc, self.tc2, n,
+                                    kernel=False, size=n, alpha=self.alpha)
+            if coef is None:  # numerical trouble: the eigendecomposition route
+                return ridge_fit(A, self.T, alpha=self.alpha).predict(A_held)
+            return self.t_mean + A_held @ coef
+        G = sum(self._gram(l)[0] * f**2 for l, f in zip(subset, a, strict=True))
+        K = sum(self._gram(l)[1] * f**2 for l, f in zip(subset, a, strict=True))
+        lam, dual = ridge_solve(G, self.Tc, self.tc2, n, kernel=True, size=width,
+                                alpha=self.alpha)
+        if dual is None:
+            sol = ridge_fit_gram(G, self.T, alpha=self.alpha, centered=True,
+                                 n_features=width)
+            return sol.predict_cross_gram(K, centered=True)
+        return self.t_mean + K @ dual
 
     def __call__(self, subset):
         return _probe_score(self.predict(subset), self.target, self.held_out)
