@@ -34,7 +34,7 @@ from skloes._geometry import (
 )
 from skloes._ridge import (
     LOO_FLOOR,
-    gcv_alpha_grid,
+    _gcv_scan,
     ridge_svd,
     ridge_train_loss,
 )
@@ -368,15 +368,8 @@ def _spectral_ridge(res, w, b, tc2, n, alpha):
 
     if not isinstance(alpha, str):
         return float(alpha), rss(float(alpha))
-    grid = gcv_alpha_grid(np.sqrt(w))
-    best, best_score, best_rss = 0, np.inf, None
-    for i, lam in enumerate(grid):  # ascending scan, ``<=`` keeps the larger λ
-        r = rss(lam)
-        denom = 1.0 - (1.0 + float(np.sum(w / (w + lam)))) / n
-        score = (r / n) / denom**2 if denom > 1e-12 else np.inf
-        if i == 0 or score <= best_score:
-            best, best_score, best_rss = i, score, r
-    return float(grid[best]), best_rss
+    lam = _gcv_scan(w, lambda lam: tc2 - rss(lam), tc2, n)[0]
+    return lam, rss(lam)
 
 
 @dataclass
