@@ -210,10 +210,10 @@ def overlap_redundancy(A, B):
 def class_centroids(X, codes, n_classes):
     """Row means of ``X`` per integer class code ``0..n_classes-1``."""
     X = np.asarray(X, dtype=np.float64)
-    sums = np.zeros((n_classes, X.shape[1]))
-    np.add.at(sums, codes, X)
-    counts = np.bincount(codes, minlength=n_classes).astype(np.float64)
-    return sums / np.maximum(counts, 1.0)[:, None]
+    members = np.zeros((n_classes, X.shape[0]))
+    members[codes, np.arange(X.shape[0])] = 1.0
+    counts = members.sum(axis=1)
+    return (members @ X) / np.maximum(counts, 1.0)[:, None]  # a GEMM: np.add.at is slow
 
 
 def triangle_areas(centroids, triplets):

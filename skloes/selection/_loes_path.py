@@ -185,6 +185,7 @@ class _Span:
             B = np.hstack([layer.U * layer.s for layer in layers])
             self._Q, sig = thin_svd(B, center=False)
             sig2 = sig**2
+        self._width = sum(sizes)
         sum_d = sum(layer.dim for layer in layers)
         rank = int(np.sum(sig2 > rank_tol(sig2[0], max(n, sum_d)))) if sig2.size else 0
         sig2 = sig2[:rank]
@@ -209,12 +210,28 @@ class _Span:
             return self.T.T @ np.vstack([path.layers[j].s[:, None]
                                          * (path.layers[j].U.T @ M)
                                          for j in self.order])
+        if self.T is None or self._from_basis(l):
+            return self.Q.T @ path.layers[l].U
         if self._single:
             return path.cross(self.order[0], l)[:self.rank]
-        if self.T is None:
-            return self._Q.T @ path.layers[l].U
         return self.T.T @ np.vstack([path.layers[j].s[:, None] * path.cross(j, l)
                                      for j in self.order])
+
+    def _from_basis(self, l):
+        """Whether ``QᵀU_l`` costs less from ``Q`` than from cross products.
+
+        Only when the path reads no cross product elsewhere (no redundancy
+        term): per column of ``U_l``, ``Q`` costs ``n·r`` and the coefficient
+        form ``n·m_j`` for each ``U_jᵀU_l`` not yet cached, plus ``r·Σm``.
+        """
+        path = self.path
+        if not path.cross_free:
+            return False
+        missing = sum(path.layers[j].s.size for j in self.order
+                      if not path.has_cross(j, l))
+        coefficient = path.n * missing + (0 if self._single else
+                                          self.rank * self._width)
+        return missing > 0 and path.n * self.rank <= coefficient
 
     def centroids(self, centroids_U):
         """Class centroids of the rows of ``Q`` (from those of each ``U_j``)."""
@@ -485,6 +502,10 @@ class _Path:
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
                                  self.cfg, light, fused) for l in self.candidates}
         self._red, self._cka, self._cross = {}, {}, {}
+        # the fused fit with redundancy weight 0 computes no redundancy: a
+        # candidate's cross products serve only its projection on the span
+        self.cross_free = (self.cfg["objective"] == "fused" and self.Y is not None
+                           and self.cfg["redundancy_weight"] == 0)
         self._twins = {}
         if light and self.cfg["exclude_duplicates"]:
             self._twins = self._spectral_twins(raws)
@@ -511,6 +532,9 @@ class _Path:
                     for l in (a, b):
                         keep.setdefault(l, raws[l] - self.layer_mean[l])
         return keep
+
+    def has_cross(self, a, b):
+        return (a, b) in self._cross or (b, a) in self._cross
 
     def cross(self, a, b):
         """``U_aᵀU_b``, computed once per pair."""
