@@ -1028,7 +1028,12 @@ def _light_stacks():
     y3 = rng.randint(0, 3, n)
     S3[3, :, 0] += y3
     yield S3, y3, {"volume_weight": 0.0}, [3, 1, 5]
-    yield S3, y3, {}, None  # the triangle: full factors from the shared Gram
+    yield S3, y3, {}, [3, 1, 5]  # the triangle: rows against the span
+    r4 = np.random.RandomState(5)
+    S4 = r4.normal(size=(5, 40, 60))
+    y4 = r4.randint(0, 4, 40)
+    S4[2, :, :4] += 2 * np.eye(4)[y4]
+    yield S4, y4, {}, [2, 4, 0]  # the triangle with n < d
     Sw = rng.normal(size=(5, 40, 60))
     yw = rng.randint(0, 2, 40)
     Sw[1, :, :3] += yw[:, None]
@@ -1071,3 +1076,7 @@ def test_default_fit_runs_no_full_layer_decomposition(monkeypatch):
     assert calls == []
     LOESSelector(n_layers_to_select=3, objective="residual", random_state=0).fit(S, y)
     assert len(calls) >= S.shape[0]
+    calls.clear()  # the triangle decomposes only the layers it selects
+    S3, y3, _, _ = list(_light_stacks())[2]
+    LOESSelector(n_layers_to_select=3, random_state=0).fit(S3, y3)
+    assert len(calls) == 2

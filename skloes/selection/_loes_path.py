@@ -90,10 +90,12 @@ class _Layer:
     see :func:`_light_path`) the thin SVD is skipped: the isotropy comes
     from the eigenvalues of the centred Gram ``gram`` (``X_cᵀX_c``, or
     ``X_cX_cᵀ`` when ``n <= d``), which the fused components reuse, and
-    ``U``/``s`` are not computed.
+    ``U``/``s`` are computed only by :meth:`factors` (a layer that joins the
+    selected span). ``rows`` keeps the prepared rows ``Xp`` for that, and for
+    a candidate's residual against the span (:class:`_RowResidual`).
     """
 
-    def __init__(self, X, mean, scale, cfg, light=False, share=False):
+    def __init__(self, X, mean, scale, cfg, light=False, share=False, rows=False):
         Xp = X - mean
         unit = cfg["scaling"] == "unit_variance"
         if unit:
@@ -109,7 +111,10 @@ class _Layer:
             keep = (w > rank_tol(max(w[0], 0.0), max(n, self.dim))) & (w > 0) \
                 if w.size else w > 0
             self.spectrum = np.sqrt(w[keep])
+            self.energy = float(np.sum(w[keep]))
             self.iso = float(iso(self.spectrum, n, self.dim))
+            if rows:
+                self.Xp = Xp
             return
         self.U, self.s = thin_svd(Xp, center=False, gram=None if self.gram is None
                                   else self.gram / (scale**2 if unit else 1.0))
@@ -121,23 +126,26 @@ class _Layer:
             self.factor = scale if cfg["scaling"] == "unit_variance" else 1.0
             self.p = (self.U.T @ (Xp @ mean)) / self.s if self.s.size else self.s
 
+    def factors(self):
+        """The thin SVD ``(U, s)`` of a light layer, on first use."""
+        if not hasattr(self, "U"):
+            self.U, self.s = thin_svd(self.Xp, center=False)
+        return self.U, self.s
 
-def _light_path(cfg, has_targets, n_present):
-    """Whether the path needs no layer factors (``U``, ``s``) at all.
 
-    True for the fused objective with targets when no weighted term reads the
-    factors: the redundancy weight is 0 (the CKA is then not computed) and the
-    triangle is off (``volume_weight=0``, or fewer than 3 classes present, or
-    not a classification). The isotropy is then taken from the Gram spectrum
-    and the duplicate guard runs on the Gram spectra and, for a pair that
-    passes the spectral test, on the centred rows (:meth:`_Path.duplicate`).
+def _light_path(cfg, has_targets):
+    """Whether no layer is decomposed unless it joins the selected span.
+
+    True for the fused objective with targets and redundancy weight 0 (the
+    CKA is then not computed). The isotropy is then taken from the Gram
+    spectrum, the duplicate guard runs on the Gram spectra and, for a pair
+    that passes the spectral test, on the centred rows
+    (:meth:`_Path.duplicate`), and the triangle (3 or more classes, a nonzero
+    ``volume_weight``) reads each candidate's residual against the span from
+    its rows (:class:`_RowResidual`); only the selected layers are decomposed.
     """
-    if not (_LIGHT and has_targets and cfg["objective"] == "fused"
-            and cfg["redundancy_weight"] == 0):
-        return False
-    triangle = (cfg["task"] == "classification" and n_present >= 3
-                and cfg["volume_weight"] != 0)
-    return not triangle
+    return bool(_LIGHT and has_targets and cfg["objective"] == "fused"
+                and cfg["redundancy_weight"] == 0)
 
 
 #: Switch of the light preparation and of the shared Gram (the tests turn it
@@ -185,7 +193,6 @@ class _Span:
             B = np.hstack([layer.U * layer.s for layer in layers])
             self._Q, sig = thin_svd(B, center=False)
             sig2 = sig**2
-        self._width = sum(sizes)
         sum_d = sum(layer.dim for layer in layers)
         rank = int(np.sum(sig2 > rank_tol(sig2[0], max(n, sum_d)))) if sig2.size else 0
         sig2 = sig2[:rank]
@@ -210,28 +217,12 @@ class _Span:
             return self.T.T @ np.vstack([path.layers[j].s[:, None]
                                          * (path.layers[j].U.T @ M)
                                          for j in self.order])
-        if self.T is None or self._from_basis(l):
-            return self.Q.T @ path.layers[l].U
         if self._single:
             return path.cross(self.order[0], l)[:self.rank]
+        if self.T is None:
+            return self._Q.T @ path.layers[l].U
         return self.T.T @ np.vstack([path.layers[j].s[:, None] * path.cross(j, l)
                                      for j in self.order])
-
-    def _from_basis(self, l):
-        """Whether ``QᵀU_l`` costs less from ``Q`` than from cross products.
-
-        Only when the path reads no cross product elsewhere (no redundancy
-        term): per column of ``U_l``, ``Q`` costs ``n·r`` and the coefficient
-        form ``n·m_j`` for each ``U_jᵀU_l`` not yet cached, plus ``r·Σm``.
-        """
-        path = self.path
-        if not path.cross_free:
-            return False
-        missing = sum(path.layers[j].s.size for j in self.order
-                      if not path.has_cross(j, l))
-        coefficient = path.n * missing + (0 if self._single else
-                                          self.rank * self._width)
-        return missing > 0 and path.n * self.rank <= coefficient
 
     def centroids(self, centroids_U):
         """Class centroids of the rows of ``Q`` (from those of each ``U_j``)."""
@@ -291,7 +282,7 @@ class _Residual:
     """
 
     def __init__(self, layer, span, l, gram=True):
-        self.layer, self.span = layer, span
+        self.layer, self.span, self.l = layer, span, l
         A = span.Qt(l)
         self.At = A if span.shrink is None else span.shrink[:, None] * A
         if not gram:  # the triangle of the fused objective: trace(G) only
@@ -359,9 +350,38 @@ class _Residual:
         sigma, W = self.eig(n)
         return self.M() @ (W / sigma)
 
-    def centroids(self, cent_U, cent_Q):
+    def centroids(self, cent_Q):
         """Class centroids of the rows of ``M`` (V coordinates)."""
+        cent_U = self.span.path.centroids_U(self.l)
         return (cent_U - cent_Q @ self.At) * self.layer.s
+
+
+class _RowResidual:
+    """A light candidate against the span, from its prepared rows ``Xp``.
+
+    ``X̃ = Xp - Q diag(shrink) QᵀXp``: its energy is ``‖Xp‖² - Σ (2h - h²)
+    ‖(QᵀXp)_i‖²`` (``h = 1`` for the basis) and its class centroids are
+    those of ``Xp`` minus ``cent(Q) diag(h) QᵀXp``, the :class:`_Residual`
+    quantities rotated back from the layer's singular basis (triangle areas
+    do not see a rotation), with no decomposition of the candidate.
+    """
+
+    def __init__(self, path, l, span):
+        self.path, self.l, self.layer = path, l, path.layers[l]
+        P = span.Q.T @ self.layer.Xp
+        weight = (np.ones(P.shape[0]) if span.shrink is None
+                  else 2 * span.shrink - span.shrink**2)
+        self.energy = max(self.layer.energy - float(weight @ np.sum(P**2, axis=1)),
+                          0.0)
+        self.P = P if span.shrink is None else span.shrink[:, None] * P
+
+    def centroids(self, cent_Q):
+        """Class centroids of the rows of ``X̃``."""
+        layer = self.layer
+        if not hasattr(layer, "cent_X"):
+            layer.cent_X = class_centroids(layer.Xp, self.path.codes,
+                                           self.path.n_present)
+        return layer.cent_X - cent_Q @ self.P
 
 
 def _spectral_ridge(res, w, b, tc2, n, alpha):
@@ -497,15 +517,14 @@ class _Path:
                 UserWarning, stacklevel=5,
             )
         fused = _LIGHT and self.cfg["objective"] == "fused" and self.Y is not None
-        light = _light_path(self.cfg, self.Y is not None,
-                            getattr(self, "n_present", 0))
+        self.light = light = _light_path(self.cfg, self.Y is not None)
+        triangle = (self.cfg["task"] == "classification"
+                    and getattr(self, "n_present", 0) >= 3
+                    and self.cfg["volume_weight"] != 0)
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
-                                 self.cfg, light, fused) for l in self.candidates}
+                                 self.cfg, light, fused, rows=light and triangle)
+                       for l in self.candidates}
         self._red, self._cka, self._cross = {}, {}, {}
-        # the fused fit with redundancy weight 0 computes no redundancy: a
-        # candidate's cross products serve only its projection on the span
-        self.cross_free = (self.cfg["objective"] == "fused" and self.Y is not None
-                           and self.cfg["redundancy_weight"] == 0)
         self._twins = {}
         if light and self.cfg["exclude_duplicates"]:
             self._twins = self._spectral_twins(raws)
@@ -532,9 +551,6 @@ class _Path:
                     for l in (a, b):
                         keep.setdefault(l, raws[l] - self.layer_mean[l])
         return keep
-
-    def has_cross(self, a, b):
-        return (a, b) in self._cross or (b, a) in self._cross
 
     def cross(self, a, b):
         """``U_aᵀU_b``, computed once per pair."""
@@ -585,7 +601,7 @@ class _Path:
         """
         if not self._spectra_close(a, b):
             return False
-        if not hasattr(self.layers[a], "U"):
+        if self.light:
             return self._rows_cka(a, b) >= DUPLICATE_CKA
         return self.cka(a, b) >= DUPLICATE_CKA
 
@@ -724,6 +740,9 @@ class _Path:
         """Per-step quantities of ``objective="fused"`` (steps k >= 1)."""
         cfg = self.cfg
         if self.triplets is not None and cfg["volume_weight"] != 0:  # triangle
+            if self.light:  # a light path decomposes a layer once it is selected
+                for j in order:
+                    self.layers[j].factors()
             span = ctx["span"] = _Span(self, order)
             ctx["cent_Q"] = span.centroids(self.centroids_U)
         if cfg["loss_normalization"] == "relative":
@@ -777,6 +796,7 @@ class _Path:
         if cfg["objective"] == "fused":
             sol = self.fused([*ctx["order"], l])
             res = (None if ctx["span"] is None
+                   else _RowResidual(self, l, ctx["span"]) if self.light
                    else _Residual(layer, ctx["span"], l, gram=False))
             return sol.loss, sol.alpha, res, sol
         if not k:
@@ -833,8 +853,7 @@ class _Path:
         rescale = self.cfg["scaling"] == "unit_variance"
         if rescale and retained < EXHAUSTED:
             return 0.0  # exhausted candidate
-        areas = triangle_areas(res.centroids(self.centroids_U(l), cent_Q),
-                               self.triplets)
+        areas = triangle_areas(res.centroids(cent_Q), self.triplets)
         tri = float(areas.mean()) if areas.size else 0.0
         return tri / (res.energy / self.n) if rescale else tri
 
