@@ -13,6 +13,8 @@ interleaved and repeated; the median and the range over repeats are reported.
   LogisticRegression()]), {"n_layers_to_select": 1..7}, cv=5)`` over the same
   search with the single budget 4 (and no memory), plus a check that the
   memory search gives the scores of a search without memory;
+- **scaling** (``--timing-parts scaling``): floor, default and reference fit
+  times at three sizes of ``n``, ``L`` and ``d`` and their log-log slopes;
 - **LOESSelectorCV ratio**: ``LOESSelectorCV(max_layers_to_select=K, cv=5)``
   over one ``LOESSelector`` fit at K on the same rows (target cv + 1.5), and
   over the equivalent ``GridSearchCV`` without memory (target 0.3).
@@ -177,6 +179,45 @@ def cv_ratios(stack, y, repeats, k_max, n_folds=5):
     return times, diff
 
 
+def scaling_rows(stack, y, repeats, sizes, axis):
+    """Floor, default and reference fit times at three sizes of one axis.
+
+    ``axis`` is ``"n"`` (calibration rows), ``"L"`` (the first layers) or
+    ``"d"`` (the first columns of every layer); the other two stay as given.
+    Returns one markdown row with the medians and the log-log slopes.
+    """
+    from skloes import LOESSelector
+
+    times = {arm: [] for arm in ("floor", "default", "reference")}
+    for size in sizes:
+        if axis == "n":
+            rows = _rows(y, size)
+            sub, yy = np.ascontiguousarray(stack[:, rows]), y[rows]
+        elif axis == "L":
+            sub, yy = np.ascontiguousarray(stack[:size]), y
+        else:
+            sub, yy = np.ascontiguousarray(stack[:, :, :size]), y
+        per = {arm: [] for arm in times}
+        for _ in range(repeats):
+            for arm in per:
+                if arm == "floor":
+                    seconds, _ = _clock(lambda sub=sub: floor_seconds(sub))
+                else:
+                    sel = LOESSelector(n_layers_to_select=4, max_samples=None,
+                                       random_state=0,
+                                       variant="robust" if arm == "default" else arm)
+                    seconds, _ = _clock(lambda sel=sel, sub=sub, yy=yy:
+                                        sel.fit(sub, yy))
+                per[arm].append(seconds)
+        for arm in times:
+            times[arm].append(float(np.median(per[arm])))
+    span = np.log(sizes[-1] / sizes[0])
+    cells = [" / ".join(f"{t:.2f}" for t in times[arm])
+             + f" ({np.log(times[arm][-1] / times[arm][0]) / span:.2f})"
+             for arm in times]
+    return f"| {axis} | {' / '.join(map(str, sizes))} | " + " | ".join(cells) + " |"
+
+
 class _Lines(list):
     """A list of table lines that prints each line as it is added."""
 
@@ -226,6 +267,20 @@ def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
                              f"max_samples={max_samples}) | {rows.size} | "
                              f"{_summary(ratio)} | ≤ 1 | {np.median(t['loes']):.2f} / "
                              f"{np.median(t['greedy']):.2f} |")
+        if "scaling" in parts:
+            for line in ("", "| varied | sizes | floor | default fit | reference fit "
+                         "(medians, s; log-log slope) |", "|---|---|---|---|---|"):
+                lines.append(line)
+            n_max, dim = min(floor_rows, y.size), stack.shape[2]
+            n_layers = stack.shape[0]
+            lines.append(scaling_rows(stack, y, repeats,
+                                      [n_max // 4, n_max // 2, n_max], "n"))
+            sub_rows = _rows(y, n_max)
+            sub, yy = stack[:, sub_rows], y[sub_rows]
+            layer_sizes = [max(n_layers // 4, 5), max(n_layers // 2, 6), n_layers]
+            lines.append(scaling_rows(sub, yy, repeats, layer_sizes, "L"))
+            lines.append(scaling_rows(sub[:8], yy, repeats,
+                                      [dim // 4, dim // 2, dim], "d"))
         if "search" in parts:
             rows = _rows(y, search_rows)
             sub = np.ascontiguousarray(stack[:, rows])
