@@ -597,7 +597,8 @@ def main(argv=None):
                         help="build the decoder section from the per-data-set "
                              "JSON rows saved next to --output by earlier runs")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--timing-parts", nargs="+", default=["floor", "search", "cv"])
+    parser.add_argument("--timing-parts", nargs="+", default=["floor", "search", "cv"],
+                        help="of floor, greedy, scaling, search, cv")
     parser.add_argument("--search-rows", type=int, default=1000,
                         help="rows of the budget-search and LOESSelectorCV timings")
     args = parser.parse_args(argv)
@@ -680,12 +681,14 @@ def timing_main(args):
         data = np.load(args.features)
         stack = data["mean"] if "mean" in data else data["stack"]
         y = data["y"]
-    elif args.model == "minilm":
-        stack, y, _ = features("minilm", args.datasets[0], args.n_texts,
+    elif args.model == "minilm" or args.mpnet:
+        model = "mpnet" if args.mpnet else "minilm"
+        stack, y, _ = features(model, args.datasets[0], args.n_texts,
                                args.max_length)
     else:
         sys.exit("--model smollm2 needs --features PATH (an .npz of its stack)")
-    label = f"{args.model}, {args.datasets[0] if not args.features else args.features}"
+    model = "mpnet" if args.mpnet and not args.features else args.model
+    label = f"{model}, {args.datasets[0] if not args.features else args.features}"
     lines = run_timing(stack, y, label, repeats=args.repeats,
                        search_rows=args.search_rows, parts=args.timing_parts)
     text = "\n".join(lines) + "\n"
