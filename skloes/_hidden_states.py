@@ -58,6 +58,10 @@ PROGRESS_MIN_BATCHES = 8
 # What `exclude_tokens="auto"` leaves out of mean pooling for decoder-only
 # models, measured on SmolLM2 (doc/user_guide/hidden_states.rst).
 AUTO_EXCLUDE = "first"
+# What `max_batch_tokens="auto"` resolves to: on the CPU, measured on MiniLM
+# and SmolLM2 (doc/user_guide/hidden_states.rst, extraction memory); on an
+# accelerator, 32 texts of up to 256 tokens per pass (not measured).
+AUTO_BATCH_TOKENS = {"cpu": 256, "accelerator": 8192}
 
 
 class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
@@ -119,6 +123,20 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         Inputs per forward pass. Batches are formed from length-sorted inputs
         and the original order is restored.
 
+    max_batch_tokens : int, "auto" or None, default="auto"
+        Upper bound on ``texts x padded length`` of one forward pass: a
+        length-sorted batch over it is split into smaller ones (a single text
+        longer than the budget runs alone). A forward pass's activations grow
+        linearly with its tokens, so this bounds the working set of the
+        longest batches, which ``batch_size`` alone does not (32 texts of 512
+        tokens are 64 times 32 of 8); outputs do not change beyond float
+        rounding. ``"auto"`` is 256 tokens on the CPU, where smaller passes
+        cost no measurable speed and keep the peak memory near the model and
+        the output (measured, see :ref:`extraction-memory`), and 8,192 on an
+        accelerator, where throughput needs large passes (32 texts of up to
+        256 tokens stay whole; not measured here). None splits nothing. Text
+        models only (images and audio batch by ``batch_size``).
+
     max_length : int, default=512
         Texts longer than this many tokens are truncated (no error); the
         tokenizer's own limit applies too. Ignored for images and audio.
@@ -176,6 +194,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     exclude_tokens_ : {"special", "first"} or None
         Resolved ``exclude_tokens``.
 
+    max_batch_tokens_ : int or None
+        Resolved ``max_batch_tokens`` (None for images and audio).
+
     model_ : transformers.PreTrainedModel
         The backbone in eval mode, loaded on first access (not pickled).
 
@@ -218,6 +239,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         ],
         "output": [StrOptions({"stack", "flat"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_batch_tokens": [Interval(Integral, 1, None, closed="left"),
+                             StrOptions({"auto"}), None],
         "max_length": [Interval(Integral, 1, None, closed="left")],
         "device": DEVICE_CONSTRAINT,
         "dtype": [StrOptions({"float32", "float16"})],
@@ -227,15 +250,16 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     }
 
     def __init__(self, model=None, *, pooling="mean", exclude_tokens="auto",
-                 layers="all", output="stack", batch_size=32, max_length=512,
-                 device="auto", dtype="float32", cache=None, verbose=0,
-                 trust_remote_code=False):
+                 layers="all", output="stack", batch_size=32,
+                 max_batch_tokens="auto", max_length=512, device="auto",
+                 dtype="float32", cache=None, verbose=0, trust_remote_code=False):
         self.model = model
         self.pooling = pooling
         self.exclude_tokens = exclude_tokens
         self.layers = layers
         self.output = output
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.max_length = max_length
         self.device = device
         self.dtype = dtype
@@ -310,6 +334,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.device_ = str(resolve_device(self.device, owner=name))
         self._decoder = modality == "text" and is_decoder_only(config)
         self.exclude_tokens_ = self._resolve_exclude()
+        self.max_batch_tokens_ = self._resolve_batch_tokens()
         self._drop_loaded()
         return items
 
@@ -324,6 +349,14 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if self.exclude_tokens != "auto":
             return self.exclude_tokens
         return AUTO_EXCLUDE if self._decoder else None
+
+    def _resolve_batch_tokens(self):
+        if self.modality_ != "text":
+            return None
+        if self.max_batch_tokens != "auto":
+            return self.max_batch_tokens
+        cpu = self.device_.split(":")[0] == "cpu"
+        return AUTO_BATCH_TOKENS["cpu" if cpu else "accelerator"]
 
     # ------------------------------------------------------------ transform
     def transform(self, X):
@@ -352,15 +385,26 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             first.setdefault(key, i)
         store = self._store()
         if store is None:
-            unique = list(first.values())
-            values = self._extract([items[i] for i in unique])
-            if len(unique) < len(items):
-                values = values[:, _inverse(keys, first, unique)]
-            return self._format(values)
+            return self._format(self._extract_all(items, keys, first))
         return self._transform_cached(items, keys, first, store)
 
+    def _extract_all(self, items, keys, first):
+        """Each distinct input computed once, written straight to its column;
+        duplicates copied in place (no second array of the output's size)."""
+        unique = np.fromiter(first.values(), dtype=np.intp, count=len(first))
+        out = None
+
+        def sink(index, pooled):
+            nonlocal out
+            out = self._allocate(out, pooled, len(items))
+            out[:, unique[index]] = pooled
+
+        self._extract([items[i] for i in unique], sink)
+        _copy_duplicates(out, keys, first)
+        return out
+
     def _transform_cached(self, items, keys, first, store):
-        n, shape = len(items), (self.n_layers_, len(items), self.dim_)
+        shape = (self.n_layers_, len(items), self.dim_)
         nbytes = int(np.prod(shape)) * np.dtype(self.dtype).itemsize
         target = None
         if nbytes >= MEMMAP_MIN_BYTES:
@@ -387,11 +431,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                     store.write(key, pooled[:, j])
                     out[:, i] = pooled[:, j]
 
-            self._extract([items[i] for _, i in todo], sink=sink)
-        if len(first) < n:
-            for i, key in enumerate(keys):
-                if first[key] != i:
-                    out[:, i] = out[:, first[key]]
+            self._extract([items[i] for _, i in todo], sink)
+        _copy_duplicates(out, keys, first)
         if target is not None:
             out = publish_output(tmp, out, target)
         return self._format(out)
@@ -419,11 +460,11 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         )
 
     # ------------------------------------------------------------ extraction
-    def _extract(self, items, sink=None):
-        """Pooled states ``(n_layers, len(items), dim)`` of distinct inputs.
+    def _extract(self, items, sink):
+        """Run the model over distinct inputs, batch by batch.
 
-        With ``sink``, each batch goes to ``sink(index, pooled)`` instead of
-        an array (``index``: positions in ``items``; ``pooled``: its columns).
+        Each batch's pooled states go to ``sink(index, pooled)`` (``index``:
+        positions in ``items``; ``pooled``: ``(n_layers, len(index), dim)``).
         """
         torch = import_optional("torch")
         model, processor = self.model_, self.processor_
@@ -431,27 +472,17 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if self.modality_ == "text":
             encoded = tokenize_texts(processor, items, self.max_length)
             self._check_not_empty(encoded)
-        order = self._batch_order(items, encoded)
-        out = None
-        starts = range(0, len(items), self.batch_size)
         with torch.inference_mode():
-            for start in self._progress(starts):
-                index = order[start:start + self.batch_size]
+            for index in self._progress(self._batches(items, encoded)):
                 if encoded is not None:
                     pooled = self._pool_text_batch(model, processor, encoded, index)
                 else:
                     pooled = self._pool_batch(model, processor, items, index)
                 pooled = pooled.to(getattr(torch, self.dtype)).cpu().numpy()
                 self._check_finite(pooled)
-                if sink is not None:
-                    sink(index, pooled)
-                    release_memory()
-                    continue
-                out = self._allocate(out, pooled, len(items))
-                out[:, index] = pooled
+                sink(index, pooled)
                 del pooled
                 release_memory()
-        return out
 
     def _pool_text_batch(self, model, tokenizer, encoded, index):
         inputs, mask, special = pad_batch(tokenizer, encoded, index,
@@ -531,7 +562,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 
     def _batch_order(self, items, encoded):
         """Input indices in batch order: longest first (text and audio)."""
-        if len(items) <= self.batch_size:
+        if len(items) <= self.batch_size and self.max_batch_tokens_ is None:
             return np.arange(len(items))
         if encoded is not None:
             lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
@@ -541,11 +572,20 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             return np.arange(len(items))
         return np.argsort(-lengths, kind="stable")
 
-    def _progress(self, starts):
-        if self.verbose < 1 or len(starts) < PROGRESS_MIN_BATCHES:
-            return starts
+    def _batches(self, items, encoded):
+        """Index arrays of the forward passes, in batch order."""
+        order = self._batch_order(items, encoded)
+        if encoded is None or self.max_batch_tokens_ is None:
+            return [order[start:start + self.batch_size]
+                    for start in range(0, len(order), self.batch_size)]
+        lengths = [len(encoded["input_ids"][i]) for i in order]
+        return token_batches(order, lengths, self.batch_size, self.max_batch_tokens_)
+
+    def _progress(self, batches):
+        if self.verbose < 1 or len(batches) < PROGRESS_MIN_BATCHES:
+            return batches
         tqdm = import_optional("tqdm.auto")
-        return tqdm.tqdm(starts, desc="hidden states", unit="batch", disable=None,
+        return tqdm.tqdm(batches, desc="hidden states", unit="batch", disable=None,
                          leave=False)
 
     # ---------------------------------------------------------- lazy loading
@@ -638,6 +678,29 @@ def _flat_table(stack, layers):
     return mark_layers(flat, dim, layers)
 
 
-def _inverse(keys, first, unique):
-    position = {i: j for j, i in enumerate(unique)}
-    return [position[first[key]] for key in keys]
+def token_batches(order, lengths, batch_size, max_tokens):
+    """Split ``order`` into batches of at most ``batch_size`` inputs and
+    ``max_tokens`` padded tokens (``n_inputs * longest length``).
+
+    ``lengths[i]`` is the length of input ``order[i]``; batches are consecutive
+    runs of ``order``, so under a longest-first order each is as large as the
+    budget allows. An input longer than ``max_tokens`` forms a batch alone.
+    """
+    batches, start, n = [], 0, len(order)
+    while start < n:
+        stop, longest = start + 1, lengths[start]
+        while stop < n and stop - start < batch_size:
+            longest = max(longest, lengths[stop])
+            if (stop - start + 1) * longest > max_tokens:
+                break
+            stop += 1
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+def _copy_duplicates(out, keys, first):
+    """Fill the column of each repeated input from its first occurrence."""
+    for i, key in enumerate(keys):
+        if first[key] != i:
+            out[:, i] = out[:, first[key]]

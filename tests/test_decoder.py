@@ -268,6 +268,17 @@ def test_padding_side_never_changes_pooled_vectors(llama, pooling, side):
         np.testing.assert_allclose(out[:, i], ref, atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_token_budget_never_changes_decoder_vectors(llama, side):
+    """Split batches (new padded lengths, new position ids) give the same vectors."""
+    ref = HST(llama, pooling="mean").fit(TEXTS)
+    ref.processor_.padding_side = side
+    small = HST(llama, pooling="mean", max_batch_tokens=8).fit(TEXTS)
+    small.processor_.padding_side = side
+    np.testing.assert_allclose(small.transform(TEXTS), ref.transform(TEXTS),
+                               atol=2e-5, rtol=1e-4)
+
+
 def test_last_is_the_last_real_token(llama):
     out = HST(llama, pooling="last").fit_transform(TEXTS)
     for i, (states, _) in enumerate(_direct(llama, TEXTS)):

@@ -22,6 +22,7 @@ from sklearn.preprocessing import FunctionTransformer  # noqa: E402
 from sklearn.utils import estimator_checks  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
+from skloes._hidden_states import token_batches  # noqa: E402
 from skloes._models import (  # noqa: E402
     DEFAULT_MODEL_ID,
     default_model,
@@ -170,6 +171,43 @@ def test_batch_size_and_input_order_do_not_change_results(tiny_model_path):
     np.testing.assert_allclose(out[:, np.argsort(perm)], ref, atol=1e-6)
 
 
+def test_token_batches_respect_both_caps_and_keep_the_order():
+    lengths = [9, 7, 7, 5, 3, 3, 3, 2, 1, 1]
+    order = np.arange(10)
+    batches = token_batches(order, lengths, 4, 14)
+    # 9 alone (2 x 9 > 14); 7 + 7; 5 + 3 (3 x 5 > 14); then 4 texts of <= 3 tokens
+    assert [b.tolist() for b in batches] == [[0], [1, 2], [3, 4], [5, 6, 7, 8], [9]]
+    for b in batches:
+        assert len(b) <= 4
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 14
+    # a text longer than the budget runs alone; no budget reached: batch_size only
+    assert [len(b) for b in token_batches(order, lengths, 4, 5)] == [1] * 7 + [2, 1]
+    assert [len(b) for b in token_batches(order, lengths, 3, 10 ** 6)] == [
+        3, 3, 3, 1]
+
+
+def test_max_batch_tokens_splits_batches_without_changing_results(
+        tiny_model_path, monkeypatch):
+    ref = HST(tiny_model_path, batch_size=64).fit_transform(TEXTS)
+    shapes = []
+    original = transformers.BertModel.forward
+
+    def forward(self, *args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.BertModel, "forward", forward)
+    out = HST(tiny_model_path, batch_size=64, max_batch_tokens=12).fit_transform(TEXTS)
+    assert len(shapes) > 2
+    # "auto" on the CPU: 256 tokens (AUTO_BATCH_TOKENS, measured); None: no split
+    assert HST(tiny_model_path).fit(TEXTS).max_batch_tokens_ == 256
+    assert HST(tiny_model_path, max_batch_tokens=None).fit(
+        TEXTS).max_batch_tokens_ is None
+    assert sum(n for n, _ in shapes) == len(TEXTS)
+    assert all(n == 1 or n * t <= 12 for n, t in shapes)
+    np.testing.assert_allclose(out, ref, atol=1e-6, rtol=1e-6)
+
+
 def test_long_text_is_truncated_at_max_length(tiny_model_path):
     long_text = " ".join(["good"] * 200)
     hst = HST(tiny_model_path, max_length=8).fit([long_text])
@@ -236,6 +274,9 @@ def test_progress_bar_stays_quiet_for_small_or_piped_runs(tiny_model_path, capsy
         ({"layers": []}, TEXTS, ValueError, "at least one layer"),
         ({"layers": ["x"]}, TEXTS, TypeError, "layers"),
         ({"batch_size": 0}, TEXTS, ValueError, "batch_size"),
+        ({"max_batch_tokens": 0}, TEXTS, ValueError, "max_batch_tokens"),
+        ({"max_batch_tokens": "big"}, TEXTS, ValueError, "max_batch_tokens"),
+        ({"max_batch_tokens": 1.5}, TEXTS, ValueError, "max_batch_tokens"),
         ({"max_length": 0}, TEXTS, ValueError, "max_length"),
         ({"device": "gpu-please"}, TEXTS, ValueError, "`device` must be"),
     ],
@@ -380,6 +421,7 @@ def test_vision_shapes_pooling_and_ready_pixel_values(vit_path):
     hst = HST(vit_path, pooling="cls").fit(images)
     stack = hst.transform(images)
     assert hst.modality_ == "image" and stack.shape == (3, 5, 8)
+    assert hst.max_batch_tokens_ is None  # a token budget is for text only
     pixels = hst.processor_(images=images, return_tensors="pt")["pixel_values"]
     with torch.no_grad():
         states = hst.model_(pixel_values=pixels, output_hidden_states=True)
@@ -511,6 +553,13 @@ def test_minilm_batch_size_and_order_independent(real):
 
 
 @pytest.mark.integration
+def test_minilm_token_budget_does_not_change_results(real):
+    path, texts, _, stack = real
+    out = HST(path, max_length=128, max_batch_tokens=100).fit_transform(texts[:48])
+    np.testing.assert_allclose(out, stack[:, :48], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.integration
 def test_minilm_layer_subset_equals_full_rows_and_skips_blocks(real, monkeypatch):
     path, texts, _, stack = real
     calls = []
@@ -522,9 +571,10 @@ def test_minilm_layer_subset_equals_full_rows_and_skips_blocks(real, monkeypatch
 
     monkeypatch.setattr(transformers.models.bert.modeling_bert.BertLayer,
                         "forward", forward)
-    out = HST(path, max_length=128, layers=[1, 3]).fit_transform(texts)
+    out = HST(path, max_length=128, layers=[1, 3],
+              max_batch_tokens=None).fit_transform(texts)
     np.testing.assert_allclose(out, stack[[1, 3]], atol=1e-5)
-    n_batches = -(-len(texts) // 32)
+    n_batches = -(-len(texts) // 32)  # batch_size only, no token budget
     assert len(calls) == 3 * n_batches  # blocks 4..6 never ran
 
 
