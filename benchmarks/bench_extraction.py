@@ -5,7 +5,8 @@ sharing one loaded model, run alternately ``--repeats`` times (median and range
 reported), the memory arms in fresh child processes:
 
 1. HST / bare loop ``model(**batch, output_hidden_states=True)`` + mask-aware
-   mean, the bare loop fed the same length-sorted batches (HST's overhead).
+   mean, the bare loop fed HST's own batches (length-sorted, split at
+   ``max_batch_tokens``): HST's overhead.
 2. HST (length-sorted batches) / the bare loop in input order (smart batching).
 3. HST ``layers=[1, 2]`` / HST all layers (truncated forward).
 4. warm-cache rerun / cold run (fresh instances, ``fit_transform`` each; the
@@ -57,15 +58,17 @@ SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 
 
-def bare_loop(model, tokenizer, texts, batch_size, max_length, order=None):
-    """The baseline: full forward, mask-aware mean of every layer, in ``order``."""
+def bare_loop(model, tokenizer, texts, batch_size, max_length, batches=None):
+    """The baseline: full forward, mask-aware mean of every layer, over
+    ``batches`` (index arrays; default: input order in ``batch_size`` chunks)."""
     import torch
 
-    order = np.arange(len(texts)) if order is None else np.asarray(order)
+    if batches is None:
+        batches = [np.arange(start, min(start + batch_size, len(texts)))
+                   for start in range(0, len(texts), batch_size)]
     out = None
     with torch.inference_mode():
-        for start in range(0, len(texts), batch_size):
-            index = order[start:start + batch_size]
+        for index in batches:
             batch = tokenizer([texts[i] for i in index], padding=True,
                               truncation=True, max_length=max_length,
                               return_tensors="pt")
@@ -80,11 +83,18 @@ def bare_loop(model, tokenizer, texts, batch_size, max_length, order=None):
     return out
 
 
-def sorted_order(tokenizer, texts, max_length):
-    """HST's batch order: token length, longest first (stable)."""
-    lengths = [len(ids) for ids in tokenizer(texts, truncation=True,
-                                             max_length=max_length)["input_ids"]]
-    return np.argsort(-np.asarray(lengths), kind="stable")
+def sorted_batches(tokenizer, texts, max_length, batch_size, max_batch_tokens):
+    """HST's batches: token length, longest first (stable), split at
+    ``max_batch_tokens`` padded tokens."""
+    from skloes._hidden_states import token_batches
+
+    lengths = np.asarray([len(ids) for ids in tokenizer(
+        texts, truncation=True, max_length=max_length)["input_ids"]])
+    order = np.argsort(-lengths, kind="stable")
+    if max_batch_tokens is None:
+        return [order[start:start + batch_size]
+                for start in range(0, len(order), batch_size)]
+    return token_batches(order, lengths[order], batch_size, max_batch_tokens)
 
 
 def timed(fn):
@@ -93,7 +103,7 @@ def timed(fn):
     return time.perf_counter() - start, result
 
 
-def rss_child(model, n_samples, batch_size, max_length, threads):
+def rss_child(model, n_samples, batch_size, max_length, threads, budget):
     """Run in a fresh process: peak RSS growth and speed of one fit_transform."""
     code = f"""
 import json, os, time
@@ -118,23 +128,39 @@ before = status("VmRSS:")
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset the peak (VmHWM) to the current RSS
 start = time.perf_counter()
+file_before = status("RssFile:")
 hst = HiddenStatesTransformer({model!r}, batch_size={batch_size},
-                              max_length={max_length}, device="cpu").fit(X)
+                              max_length={max_length}, device="cpu",
+                              {budget}).fit(X)
 hst.model_
 loaded = time.perf_counter()
 out = hst.transform(X)
 done = time.perf_counter()
 peak = status("VmHWM:")
+file_growth = status("RssFile:") - file_before
 model_bytes = sum(t.numel() * t.element_size()
                   for t in [*hst.model_.parameters(), *hst.model_.buffers()])
 print(json.dumps({{"growth": peak - before, "growth_with_imports": peak - first,
-                  "output": out.nbytes, "model": model_bytes,
+                  "output": out.nbytes, "model": model_bytes, "file": file_growth,
                   "load_s": loaded - start, "transform_s": done - loaded,
                   "n": len(X), "layers": out.shape[0], "dim": out.shape[2]}}))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def rss_rows(args, model, budget, offline_models):
+    """The fresh-process RSS rows: the main model, then SmolLM2 if installed."""
+    name = "all-mpnet-base-v2" if args.mpnet else "all-MiniLM-L6-v2"
+    rows = {name: rss_child(model, args.n_samples, args.batch_size,
+                            args.max_length, args.threads, budget)}
+    smollm2 = {m.name: m for m in offline_models()}["smollm2"]
+    if args.smollm2_samples and smollm2.installed:
+        rows["SmolLM2-135M-Instruct"] = rss_child(
+            SMOLLM2, args.smollm2_samples, args.batch_size, args.max_length,
+            args.threads, budget)
+    return rows
 
 
 def spread(values):
@@ -154,6 +180,12 @@ def main(argv=None):
                         help="all-mpnet-base-v2 instead of MiniLM")
     parser.add_argument("--smollm2-samples", type=int, default=200,
                         help="texts for the SmolLM2 row (0: skip it)")
+    parser.add_argument("--max-batch-tokens", default="default",
+                        help="HST's max_batch_tokens: an int, 'none', or "
+                             "'default' (the estimator's default)")
+    parser.add_argument("--rss-only", action="store_true",
+                        help="only the fresh-process RSS rows (no timed arms); "
+                             "print, do not write")
     parser.add_argument("--no-write", action="store_true",
                         help="print only; do not write benchmarks/results")
     args = parser.parse_args(argv)
@@ -173,19 +205,29 @@ def main(argv=None):
     X = [str(t) for t in X]
     params = {"batch_size": args.batch_size, "max_length": args.max_length,
               "device": "cpu"}
+    if args.max_batch_tokens != "default":
+        params["max_batch_tokens"] = (None if args.max_batch_tokens == "none"
+                                      else int(args.max_batch_tokens))
+    budget = ", ".join(f"{k}={v!r}" for k, v in params.items()
+                       if k == "max_batch_tokens")
+    if args.rss_only:
+        print(render_rss(rss_rows(args, model, budget, offline_models)))
+        return
 
     full = HiddenStatesTransformer(model, **params).fit(X)
     tokenizer, backbone = full.processor_, full.model_  # loaded before timing
     subset = HiddenStatesTransformer(model, layers=[1, 2], **params).fit(X)
     subset._model, subset._processor, subset._blocks = backbone, tokenizer, full._blocks
-    order = sorted_order(tokenizer, X, args.max_length)
+    args.resolved_budget = full.max_batch_tokens_
+    batches = sorted_batches(tokenizer, X, args.max_length, args.batch_size,
+                             full.max_batch_tokens_)
     full.transform(X[:64])  # warm-up
 
     arms = {
         "bare": lambda: bare_loop(backbone, tokenizer, X, args.batch_size,
                                   args.max_length),
         "bare_sorted": lambda: bare_loop(backbone, tokenizer, X, args.batch_size,
-                                         args.max_length, order),
+                                         args.max_length, batches),
         "hst": lambda: full.transform(X),
         "layers12": lambda: subset.transform(X),
     }
@@ -209,14 +251,8 @@ def main(argv=None):
         assert np.allclose(outputs[name], outputs["bare"], atol=1e-4), name
     assert np.allclose(outputs["layers12"], outputs["bare"][[1, 2]], atol=1e-4)
 
-    rss = rss_child(model, args.n_samples, args.batch_size, args.max_length,
-                    args.threads)
-    rows = {"all-mpnet-base-v2" if args.mpnet else "all-MiniLM-L6-v2": rss}
-    smollm2 = {m.name: m for m in offline_models()}["smollm2"]
-    if args.smollm2_samples and smollm2.installed:
-        rows["SmolLM2-135M-Instruct"] = rss_child(
-            SMOLLM2, args.smollm2_samples, args.batch_size, args.max_length,
-            args.threads)
+    rows = rss_rows(args, model, budget, offline_models)
+    rss = next(iter(rows.values()))
 
     def ratio(a, b):  # per repeat, then median and range
         return spread(np.asarray(times[a]) / np.asarray(times[b]))
@@ -243,7 +279,8 @@ def render(args, torch, times, rows, ratios):
         "# Extraction benchmark",
         "",
         f"{name}, {args.n_samples} Rotten Tomatoes texts, batch_size="
-        f"{args.batch_size}, max_length={args.max_length}, CPU, torch "
+        f"{args.batch_size}, max_batch_tokens={args.resolved_budget}, max_length="
+        f"{args.max_length}, CPU, torch "
         f"{torch.__version__}, {torch.get_num_threads()} thread(s), "
         f"{platform.machine()}, {os.cpu_count()} cores, load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min); "
@@ -252,6 +289,8 @@ def render(args, torch, times, rows, ratios):
         f"Command: `python benchmarks/bench_extraction.py --n-samples "
         f"{args.n_samples} --repeats {args.repeats} --smollm2-samples "
         f"{args.smollm2_samples}"
+        + (f" --max-batch-tokens {args.max_batch_tokens}"
+           if args.max_batch_tokens != "default" else "")
         + (f" --threads {args.threads}`." if args.threads else "`."),
         "",
         "| ratio | median [min, max] | target | met |",
@@ -273,22 +312,29 @@ def render(args, torch, times, rows, ratios):
     for key, label in labels.items():
         med, lo, hi = spread(times[key])
         lines.append(f"| {label} | {med:.3f} [{lo:.3f}, {hi:.3f}] |")
-    lines += [
+    lines.append(render_rss(rows))
+    return "\n".join(lines)
+
+
+def render_rss(rows):
+    lines = [
         "",
         "One `fit_transform` per model in a fresh process (texts/s excludes the "
-        "model load):",
+        "model load; file-backed: the growth of RssFile at the end, the "
+        "memory-mapped weights and the library code a forward pass pages in):",
         "",
         "| model | texts | hidden states x width | load s | texts/s | peak RSS growth "
-        "MiB (with model-code imports) | output MiB | model MiB | growth / "
-        "(output + model) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "MiB (with model-code imports) | file-backed MiB | output MiB | "
+        "model MiB | growth / (output + model) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for model, r in rows.items():
         mib = 2 ** 20
         lines.append(
             f"| {model} | {r['n']} | {r['layers']} x {r['dim']} | {r['load_s']:.1f} | "
             f"{r['n'] / r['transform_s']:.1f} | {r['growth'] / mib:.0f} "
-            f"({r['growth_with_imports'] / mib:.0f}) | {r['output'] / mib:.1f} | "
+            f"({r['growth_with_imports'] / mib:.0f}) | {r['file'] / mib:.0f} | "
+            f"{r['output'] / mib:.1f} | "
             f"{r['model'] / mib:.0f} | "
             f"{r['growth'] / (r['output'] + r['model']):.2f} |")
     lines.append("")
