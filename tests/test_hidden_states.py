@@ -208,6 +208,17 @@ def test_max_batch_tokens_splits_batches_without_changing_results(
     np.testing.assert_allclose(out, ref, atol=1e-6, rtol=1e-6)
 
 
+def test_token_budget_is_not_part_of_the_cache_key(tiny_model_path, tmp_path,
+                                                  counters):
+    cold = HST(tiny_model_path, cache=tmp_path, max_batch_tokens=None).fit_transform(
+        TEXTS)
+    calls = counters["calls"]
+    warm = HST(tiny_model_path, cache=tmp_path, max_batch_tokens=12).fit_transform(
+        TEXTS)
+    assert counters["calls"] == calls  # served from the cache, no forward
+    np.testing.assert_array_equal(warm, cold)
+
+
 def test_long_text_is_truncated_at_max_length(tiny_model_path):
     long_text = " ".join(["good"] * 200)
     hst = HST(tiny_model_path, max_length=8).fit([long_text])
