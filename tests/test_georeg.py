@@ -396,6 +396,27 @@ def test_pickle_round_trip_gives_identical_probabilities():
     assert again.module_.probe.weight.device.type == "cpu"
 
 
+def test_predictions_do_not_depend_on_the_batch_and_leave_the_module_float32():
+    """Inference runs a float64 CPU copy: one row or a batch, the same answer."""
+    H, y = _planted_stack()
+    clf = GeoRegClassifier(random_state=0).fit(H, y)
+    module = clf.module_
+    proba = clf.predict_proba(H)
+    one_by_one = np.concatenate([clf.predict_proba(H[:, i:i + 1])
+                                 for i in range(0, H.shape[1], 7)])
+    np.testing.assert_allclose(proba[::7], one_by_one, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(clf.transform(H)[5:6], clf.transform(H[:, 5:6]),
+                               rtol=1e-12, atol=1e-14)
+    # the fitted module is untouched (float32) and agrees with the float64 copy
+    assert clf.module_ is module
+    assert all(p.dtype == torch.float32 for p in module.parameters())
+    with torch.no_grad():
+        logits32 = module.eval()(clf._features(H))[0].double().numpy()
+    np.testing.assert_allclose(clf._outputs(H)[0], logits32, atol=1e-4)
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.predict_proba(H), proba)
+
+
 def test_convergence_warning_when_max_epochs_is_reached():
     H, y = _planted_stack()
     with pytest.warns(ConvergenceWarning, match="max_epochs"):
@@ -551,21 +572,10 @@ def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
 EXPECTED_FAILED = {}
 
 
-# The default instance's float32 head: a prediction on one row and on a batch
-# go through different BLAS kernels, so ``transform`` differs by one float32
-# ulp (about 2e-7) on a few of sklearn's rows, just past its 1e-7 tolerance.
-DEFAULT_EXPECTED_FAILED = {
-    "check_methods_subset_invariance": "float32 head: one-row and batched "
-    "forward passes differ by one ulp (about 2e-7) on a few rows",
-}
-
-
 @parametrize_with_checks(
     [GeoRegClassifier(proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64,
                       random_state=0), GeoRegClassifier()],
-    expected_failed_checks=lambda est: (
-        EXPECTED_FAILED if est.get_params()["proj_dim"] == 4
-        else DEFAULT_EXPECTED_FAILED),
+    expected_failed_checks=lambda est: EXPECTED_FAILED,
 )
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
