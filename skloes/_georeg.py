@@ -491,8 +491,7 @@ class GeoRegClassifier(_BaseGeoReg):
         """(logits, z) as float64 numpy arrays."""
         check_is_fitted(self)
         feats = self._features(self._validate_features(X, reset=False))
-        return head_outputs(self.module_, feats, self.device_,
-                            max(self.batch_size, 1024))
+        return head_outputs(self.module_, feats, max(self.batch_size, 1024))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

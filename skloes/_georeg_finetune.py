@@ -73,6 +73,13 @@ class GeoRegFineTuner(_BaseGeoReg):
         Patience in epochs.
     pooling : {"mean", "first", "cls", "last", "max"}, default="mean"
         Token pooling.
+    exclude_tokens : {"auto", "special", "first"} or None, default="auto"
+        Tokens left out of ``"mean"`` and ``"max"`` pooling, in training and
+        prediction as in the frozen features the layers are chosen on (the
+        same parameter as :class:`HiddenStatesTransformer`'s): ``"auto"`` is
+        ``"first"`` (the attention sink) for decoder-only language models and
+        None for other models; see :ref:`pooling-special-tokens`. Text models
+        only.
     max_length : int, default=256
         Token truncation.
     device : str or torch.device, default="auto"
@@ -108,6 +115,9 @@ class GeoRegFineTuner(_BaseGeoReg):
         The resolved model folder and its input modality.
     n_model_layers_ : int
         Number of hidden states of the model (blocks + 1).
+    exclude_tokens_ : {"special", "first"} or None
+        Resolved ``exclude_tokens`` (kept from the first fit under
+        ``warm_start``, like the layers).
     backbone_tuned_ : bool
         Whether the backbone weights were trained (then they are pickled with
         the estimator).
@@ -136,6 +146,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         "model": [None, str, os.PathLike],
         "lr_backbone": [Interval(Real, 0, None, closed="left")],
         "pooling": [StrOptions({"mean", "first", "cls", "last", "max"})],
+        "exclude_tokens": [StrOptions({"auto", "special", "first"}), None],
         "max_length": [Interval(Integral, 1, None, closed="left")],
     }
     _val_metric = "score"
@@ -144,8 +155,8 @@ class GeoRegFineTuner(_BaseGeoReg):
                  geo_weight=0.1, geo_variant="robust", proj_dim=256, max_epochs=3,
                  batch_size=32, lr=1e-3, lr_backbone=2e-5, weight_decay=0.01,
                  warmup=0.1, validation_fraction=0.1, n_iter_no_change=2,
-                 pooling="mean", max_length=256, device="auto", random_state=None,
-                 verbose=0, warm_start=False):
+                 pooling="mean", exclude_tokens="auto", max_length=256,
+                 device="auto", random_state=None, verbose=0, warm_start=False):
         self.model = model
         self.layers = layers
         self.prefit = prefit
@@ -162,6 +173,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.pooling = pooling
+        self.exclude_tokens = exclude_tokens
         self.max_length = max_length
         self.device = device
         self.random_state = random_state
@@ -197,12 +209,14 @@ class GeoRegFineTuner(_BaseGeoReg):
         hst = None
         if not warm:
             hst = HiddenStatesTransformer(
-                self.model, pooling=self.pooling, max_length=self.max_length,
+                self.model, pooling=self.pooling,
+                exclude_tokens=self.exclude_tokens, max_length=self.max_length,
                 batch_size=self.batch_size, device=self.device,
                 verbose=self.verbose,
             ).fit(_check_raw(X, name))
             self.model_path_, self.modality_ = hst.model_path_, hst.modality_
             self.n_model_layers_ = hst.n_model_layers_
+            self.exclude_tokens_ = hst.exclude_tokens_
         items = check_inputs(X, self.modality_, owner=name)
         y = column_or_1d(y, warn=True)
         if len(y) != len(items):
@@ -264,32 +278,75 @@ class GeoRegFineTuner(_BaseGeoReg):
         self.backbone_tuned_ = False
 
     def _forward(self, items, generator=None):
-        from skloes._models import encode_batch
-
+        """``forward(idx, train) -> (outputs, z)`` over ``items``."""
         module = self.module_
         frozen = self.lr_backbone == 0
+        batch = self._batches(items)
 
         def forward(idx, train):
-            inputs = encode_batch(
-                module.processor, self.modality_, [items[i] for i in idx.tolist()],
-                max_length=self.max_length, device=self.device_,
-                config=module.backbone.config,
-            )
+            inputs, exclude = batch(idx)
             if train and frozen:  # a frozen backbone runs without dropout
                 module.backbone.eval()
-            return module(inputs, generator if train else None)
+            return module(inputs, generator if train else None, exclude)
 
         return forward
+
+    def _batches(self, items):
+        """``batch(idx) -> (inputs, exclude)``; texts are tokenized once."""
+        from skloes._models import (
+            encode_batch,
+            is_decoder_only,
+            text_batch,
+            tokenize_texts,
+        )
+
+        module = self.module_
+        config = module.backbone.config
+        if self.modality_ != "text":
+            def batch(idx):
+                return encode_batch(
+                    module.processor, self.modality_, [items[i] for i in idx.tolist()],
+                    max_length=self.max_length, device=self.device_, config=config,
+                ), None
+
+            return batch
+        encoded = tokenize_texts(module.processor, items, self.max_length)
+        decoder = is_decoder_only(config)
+
+        def batch(idx):
+            inputs, _, exclude = text_batch(
+                module.processor, encoded, idx.tolist(),
+                exclude_tokens=self.exclude_tokens_, decoder=decoder,
+                device=self.device_,
+            )
+            return inputs, exclude
+
+        return batch
+
+    def _pooled_layers(self, X):
+        """The backbone's pooled ``layers_`` on ``X``: (n_layers, n, d) float64.
+
+        Exactly what the head receives (same tokens excluded), in eval mode.
+        """
+        check_is_fitted(self)
+        torch = torch_module()
+        name = type(self).__name__
+        items = check_inputs_raw(X, self.modality_, name)
+        batch, module = self._batches(items), self.module_.eval()
+        parts = []
+        with torch.no_grad():
+            for start in range(0, len(items), self.batch_size):
+                idx = torch.arange(start, min(start + self.batch_size, len(items)))
+                parts.append(module.pool(*batch(idx)).double().cpu().numpy())
+        return np.concatenate(parts, axis=1)
 
     def _outputs(self, X):
         """(logits, z) as float64 numpy arrays."""
         from skloes._heads import predict_outputs
-        from skloes._models import check_inputs
 
         check_is_fitted(self)
         torch = torch_module()
-        name = type(self).__name__
-        items = check_inputs(_check_raw(X, name), self.modality_, owner=name)
+        items = check_inputs_raw(X, self.modality_, type(self).__name__)
         out, z = predict_outputs(self.module_, self._forward(items),
                                  torch.arange(len(items)), self.batch_size)
         return out.double().cpu().numpy(), z.double().cpu().numpy()
@@ -300,6 +357,13 @@ class GeoRegFineTuner(_BaseGeoReg):
         tags.input_tags.string = True
         tags.non_deterministic = False
         return tags
+
+
+def check_inputs_raw(X, modality, name):
+    """Raw inputs of ``modality`` as a list (numeric feature tables rejected)."""
+    from skloes._models import check_inputs
+
+    return check_inputs(_check_raw(X, name), modality, owner=name)
 
 
 def _check_raw(X, name):

@@ -597,9 +597,11 @@ class BackboneHead(nn.Module):
 
     The forward pass runs blocks ``1..depth`` only (through
     :func:`skloes._models.forward_hidden_states`), pools the ``layers`` with
-    :func:`skloes._pooling.pool_layers` and feeds the ``(B, K, d)`` blocks to
-    ``head``. :meth:`freeze_above_depth` stops gradients of the blocks above
-    ``depth``; the embedding module and blocks ``1..depth`` stay trainable.
+    :func:`skloes._pooling.pool_layers` (leaving out the tokens the caller
+    excludes, as :class:`~skloes.HiddenStatesTransformer` does) and feeds
+    the ``(B, K, d)`` blocks to ``head``. :meth:`freeze_above_depth` stops
+    gradients of the blocks above ``depth``; the embedding module and blocks
+    ``1..depth`` stay trainable.
 
     Parameters
     ----------
@@ -653,19 +655,22 @@ class BackboneHead(nn.Module):
                 trainable.append(p)
         return trainable
 
-    def forward(self, inputs, generator=None):
-        """``(outputs, z)`` for a dict of model inputs.
+    def pool(self, inputs, exclude=None):
+        """The pooled ``layers`` of one batch, ``(n_layers, B, d)``.
 
         Parameters
         ----------
         inputs : dict of str to torch.Tensor
-            From :func:`skloes._models.encode_batch`.
-        generator : torch.Generator or None, default=None
-            Dropout masks of the head.
+            From :func:`skloes._models.text_batch` or
+            :func:`skloes._models.encode_batch`.
+        exclude : torch.Tensor of shape (B, T) or None, default=None
+            Tokens left out of ``"mean"`` and ``"max"`` pooling (from
+            :func:`skloes._models.text_batch`), as
+            :class:`~skloes.HiddenStatesTransformer` leaves them out.
 
         Returns
         -------
-        outputs, z : torch.Tensor
+        pooled : torch.Tensor of shape (n_layers, B, d)
         """
         from skloes._models import forward_hidden_states, token_mask
         from skloes._pooling import pool_layers
@@ -673,8 +678,26 @@ class BackboneHead(nn.Module):
         states = forward_hidden_states(self.backbone, inputs, self.depth,
                                        blocks=self._blocks)
         mask = token_mask(self.backbone, inputs, states[0].shape[1])
-        pooled = pool_layers(states, self.layers, mask, self.pooling)
-        return self.head(pooled.transpose(0, 1), generator)
+        return pool_layers(states, self.layers, mask, self.pooling, exclude=exclude)
+
+    def forward(self, inputs, generator=None, exclude=None):
+        """``(outputs, z)`` for a dict of model inputs.
+
+        Parameters
+        ----------
+        inputs : dict of str to torch.Tensor
+            From :func:`skloes._models.text_batch` or
+            :func:`skloes._models.encode_batch`.
+        generator : torch.Generator or None, default=None
+            Dropout masks of the head.
+        exclude : torch.Tensor of shape (B, T) or None, default=None
+            Tokens left out of pooling (see :meth:`pool`).
+
+        Returns
+        -------
+        outputs, z : torch.Tensor
+        """
+        return self.head(self.pool(inputs, exclude).transpose(0, 1), generator)
 
 
 # --------------------------------------------------------------------------

@@ -32,15 +32,21 @@ from skloes._models import (
     load_model,
     load_processor,
     n_hidden_states,
-    pad_batch,
     read_config,
     release_memory,
     resolve_device,
     resolve_model_path,
+    text_batch,
     token_mask,
     tokenize_texts,
 )
-from skloes._pooling import first_token, kept_tokens, pool, pool_layers
+from skloes._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
+    AUTO_EXCLUDE,
+    kept_tokens,
+    pool,
+    pool_layers,
+    resolve_exclude_tokens,
+)
 from skloes.utils._optional import import_optional
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 from skloes.utils._validation import (
@@ -55,9 +61,6 @@ __all__ = ["HiddenStatesTransformer", "default_model"]
 MEMMAP_MIN_BYTES = 1 << 30
 # No progress bar below this many batches.
 PROGRESS_MIN_BATCHES = 8
-# What `exclude_tokens="auto"` leaves out of mean pooling for decoder-only
-# models, measured on SmolLM2 (doc/user_guide/hidden_states.rst).
-AUTO_EXCLUDE = "first"
 # What `max_batch_tokens="auto"` resolves to: on the CPU, measured on MiniLM
 # and SmolLM2 (doc/user_guide/hidden_states.rst, extraction memory); on an
 # accelerator, 32 texts of up to 256 tokens per pass (not measured).
@@ -334,22 +337,11 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
         self.device_ = str(resolve_device(self.device, owner=name))
         self._decoder = modality == "text" and is_decoder_only(config)
-        self.exclude_tokens_ = self._resolve_exclude()
+        self.exclude_tokens_ = resolve_exclude_tokens(
+            self.exclude_tokens, modality, self._decoder, owner=name)
         self.max_batch_tokens_ = self._resolve_batch_tokens()
         self._drop_loaded()
         return items
-
-    def _resolve_exclude(self):
-        if self.modality_ != "text":
-            if self.exclude_tokens not in ("auto", None):
-                raise ValueError(
-                    f"{type(self).__name__}: `exclude_tokens` applies to text models "
-                    f"only; this model takes {self.modality_}. Use 'auto' or None."
-                )
-            return None
-        if self.exclude_tokens != "auto":
-            return self.exclude_tokens
-        return AUTO_EXCLUDE if self._decoder else None
 
     def _resolve_batch_tokens(self):
         if self.modality_ != "text":
@@ -486,13 +478,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 release_memory()
 
     def _pool_text_batch(self, model, tokenizer, encoded, index):
-        inputs, mask, special = pad_batch(tokenizer, encoded, index,
-                                          device=self.device_)
-        if self._decoder and tokenizer.padding_side == "left":
-            # positions count real tokens only, as in an unpadded batch
-            inputs["position_ids"] = (mask.long().cumsum(dim=1) - 1).clamp(min=0)
-        exclude = {"special": special, "first": first_token(mask)}.get(
-            self.exclude_tokens_)
+        inputs, mask, exclude = text_batch(
+            tokenizer, encoded, index, exclude_tokens=self.exclude_tokens_,
+            decoder=self._decoder, device=self.device_)
         return forward_pooled(model, inputs, self.layers_,
                               self._pool_fn(mask, exclude), blocks=self._blocks)
 

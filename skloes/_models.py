@@ -24,6 +24,7 @@ from numbers import Integral
 
 import numpy as np
 
+from skloes._pooling import excluded_tokens
 from skloes._registry import bundle_for, bundle_path, convert_gguf, minilm_folder
 from skloes.utils._optional import import_optional, quiet_transformers
 from skloes.utils._param_validation import HasMethods
@@ -709,6 +710,46 @@ def pad_batch(tokenizer, encoded: dict, index, *, device="cpu"):
     special = tensors.pop("special_tokens_mask").bool() & mask
     inputs = {key: value.to(device) for key, value in tensors.items()}
     return inputs, mask.to(device), special.to(device)
+
+
+def text_batch(tokenizer, encoded: dict, index, *, exclude_tokens=None,
+               decoder=False, device="cpu"):
+    """Model inputs of rows ``index`` of :func:`tokenize_texts`, with the
+    tokens that pooling leaves out.
+
+    The one place where a text batch is built for pooled hidden states
+    (:class:`~skloes.HiddenStatesTransformer` and
+    :class:`~skloes.GeoRegFineTuner` alike), so that both pool the same tokens.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerBase
+        From :func:`load_processor`.
+    encoded : dict
+        From :func:`tokenize_texts`.
+    index : sequence of int
+        Rows of the batch.
+    exclude_tokens : {"special", "first"} or None, default=None
+        Resolved by :func:`skloes._pooling.resolve_exclude_tokens`.
+    decoder : bool, default=False
+        Whether the model is decoder-only: under left padding its positions
+        then count real tokens only, as in an unpadded batch.
+    device : str or torch.device, default="cpu"
+        Where the tensors go.
+
+    Returns
+    -------
+    inputs : dict of str to torch.Tensor
+        Keyword arguments for ``model(**inputs)``.
+    mask : torch.Tensor of shape (batch, n_tokens), dtype bool
+        True at real tokens.
+    exclude : torch.Tensor of shape (batch, n_tokens) or None
+        True at the excluded tokens (see :func:`skloes._pooling.pool`).
+    """
+    inputs, mask, special = pad_batch(tokenizer, encoded, index, device=device)
+    if decoder and tokenizer.padding_side == "left":
+        inputs["position_ids"] = (mask.long().cumsum(dim=1) - 1).clamp(min=0)
+    return inputs, mask, excluded_tokens(exclude_tokens, mask, special)
 
 
 def encode_batch(processor, modality: str, batch, *, max_length: int = 512,

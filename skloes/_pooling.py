@@ -6,6 +6,72 @@
 from __future__ import annotations
 
 POOLINGS = ("mean", "first", "cls", "last", "max")
+EXCLUDE_TOKENS = ("special", "first")
+# What `exclude_tokens="auto"` leaves out of mean pooling for decoder-only
+# models, measured on SmolLM2 (doc/user_guide/hidden_states.rst).
+AUTO_EXCLUDE = "first"
+
+
+def resolve_exclude_tokens(exclude_tokens, modality, decoder, *, owner="skloes"):
+    """Resolve ``exclude_tokens`` ("auto", "special", "first" or None).
+
+    ``"auto"`` is :data:`AUTO_EXCLUDE` for decoder-only text models and None
+    otherwise; models that do not take text accept only "auto" and None.
+
+    Parameters
+    ----------
+    exclude_tokens : {"auto", "special", "first"} or None
+        The estimator parameter.
+    modality : {"text", "image", "audio"}
+        The model's input modality.
+    decoder : bool
+        Whether the model is a decoder-only language model.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    resolved : {"special", "first"} or None
+    """
+    if modality != "text":
+        if exclude_tokens not in ("auto", None):
+            raise ValueError(
+                f"{owner}: `exclude_tokens` applies to text models only; this "
+                f"model takes {modality}. Use 'auto' or None."
+            )
+        return None
+    if exclude_tokens != "auto":
+        return exclude_tokens
+    return AUTO_EXCLUDE if decoder else None
+
+
+def excluded_tokens(exclude_tokens, mask, special=None):
+    """(B, T) bool, True at the tokens a resolved ``exclude_tokens`` leaves out.
+
+    Parameters
+    ----------
+    exclude_tokens : {"special", "first"} or None
+        From :func:`resolve_exclude_tokens`.
+    mask : torch.Tensor of shape (B, T)
+        Attention mask; 0 marks padding.
+    special : torch.Tensor of shape (B, T) or None, default=None
+        True at the tokenizer's special tokens (needed for ``"special"``).
+
+    Returns
+    -------
+    exclude : torch.Tensor of shape (B, T) or None
+        None when nothing is excluded; pass it to :func:`pool`.
+    """
+    if exclude_tokens is None:
+        return None
+    if exclude_tokens == "first":
+        return first_token(mask)
+    if exclude_tokens == "special" and special is not None:
+        return special
+    raise ValueError(
+        f"`exclude_tokens` must be one of {EXCLUDE_TOKENS} or None (with the "
+        f"special-token mask for 'special'); got {exclude_tokens!r}."
+    )
 
 
 def kept_tokens(mask, exclude):

@@ -111,17 +111,28 @@ def layer_blocks(stack, layers):
     return torch.from_numpy(np.ascontiguousarray(blocks, dtype=np.float32))
 
 
-def head_outputs(module, feats, device, batch_size):
-    """``(outputs, z)`` of a feature head on a (n, K, d) tensor, float64 numpy."""
+def head_outputs(module, feats, batch_size):
+    """``(outputs, z)`` of a feature head on a (n, K, d) tensor, float64 numpy.
+
+    Inference runs a float64 CPU copy of ``module`` (the fitted module is left
+    as it is): in float32, a one-row and a batched forward pass go through
+    different BLAS kernels and differ by an ulp (about 2e-7), so a prediction
+    would depend on the batch it came in; in float64 they agree to about
+    1e-15, whatever the training device.
+    """
+    import copy
+
     from skloes._heads import predict_outputs
 
     torch = torch_module()
+    module64 = copy.deepcopy(module).to(device="cpu", dtype=torch.float64)
+    feats = feats.to(device="cpu", dtype=torch.float64)
 
     def forward(idx, train):
-        return module(feats[idx].to(device))
+        return module64(feats[idx])
 
-    out, z = predict_outputs(module, forward, torch.arange(len(feats)), batch_size)
-    return out.double().cpu().numpy(), z.double().cpu().numpy()
+    out, z = predict_outputs(module64, forward, torch.arange(len(feats)), batch_size)
+    return out.numpy(), z.numpy()
 
 
 class TorchHeadMixin:

@@ -396,6 +396,27 @@ def test_pickle_round_trip_gives_identical_probabilities():
     assert again.module_.probe.weight.device.type == "cpu"
 
 
+def test_predictions_do_not_depend_on_the_batch_and_leave_the_module_float32():
+    """Inference runs a float64 CPU copy: one row or a batch, the same answer."""
+    H, y = _planted_stack()
+    clf = GeoRegClassifier(random_state=0).fit(H, y)
+    module = clf.module_
+    proba = clf.predict_proba(H)
+    one_by_one = np.concatenate([clf.predict_proba(H[:, i:i + 1])
+                                 for i in range(0, H.shape[1], 7)])
+    np.testing.assert_allclose(proba[::7], one_by_one, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(clf.transform(H)[5:6], clf.transform(H[:, 5:6]),
+                               rtol=1e-12, atol=1e-14)
+    # the fitted module is untouched (float32) and agrees with the float64 copy
+    assert clf.module_ is module
+    assert all(p.dtype == torch.float32 for p in module.parameters())
+    with torch.no_grad():
+        logits32 = module.eval()(clf._features(H))[0].double().numpy()
+    np.testing.assert_allclose(clf._outputs(H)[0], logits32, atol=1e-4)
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.predict_proba(H), proba)
+
+
 def test_convergence_warning_when_max_epochs_is_reached():
     H, y = _planted_stack()
     with pytest.warns(ConvergenceWarning, match="max_epochs"):
@@ -551,21 +572,10 @@ def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
 EXPECTED_FAILED = {}
 
 
-# The default instance's float32 head: a prediction on one row and on a batch
-# go through different BLAS kernels, so ``transform`` differs by one float32
-# ulp (about 2e-7) on a few of sklearn's rows, just past its 1e-7 tolerance.
-DEFAULT_EXPECTED_FAILED = {
-    "check_methods_subset_invariance": "float32 head: one-row and batched "
-    "forward passes differ by one ulp (about 2e-7) on a few rows",
-}
-
-
 @parametrize_with_checks(
     [GeoRegClassifier(proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64,
                       random_state=0), GeoRegClassifier()],
-    expected_failed_checks=lambda est: (
-        EXPECTED_FAILED if est.get_params()["proj_dim"] == 4
-        else DEFAULT_EXPECTED_FAILED),
+    expected_failed_checks=lambda est: EXPECTED_FAILED,
 )
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
@@ -837,3 +847,88 @@ def test_fine_tuner_selector_is_fitted_on_frozen_features(tiny_model_path):
     assert not hasattr(selector, "selected_layers_")
     assert clf.selector_.n_layers_in_ == clf.n_model_layers_
     np.testing.assert_array_equal(clf.layers_, clf.selector_.selected_layers_)
+
+
+# --------------------------------------------------------------------------
+# GeoRegFineTuner pools the tokens the frozen features pooled (exclude_tokens)
+# --------------------------------------------------------------------------
+FT_TEXTS = ["the good movie", "a", "this film was really very dull and boring",
+            "i loved it", "not great not bad", "good plot", "bad acting here"] * 2
+FT_Y = np.arange(len(FT_TEXTS)) % 2
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """A 3-block random Llama (a decoder, no BOS) like SmolLM2."""
+    from skloes.utils._testing import make_tiny_llama
+
+    return make_tiny_llama(tmp_path_factory.mktemp("ft-llama"), num_hidden_layers=3)
+
+
+def _frozen_tuner(model, **params):
+    """A fine-tuner whose backbone keeps its pretrained weights (lr_backbone=0)."""
+    params = {"model": model, "layers": [1, 3], "proj_dim": 4, "max_epochs": 1,
+              "lr_backbone": 0.0, "validation_fraction": 0, "batch_size": 4,
+              "device": "cpu", "random_state": 0, **params}
+    return GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y)
+
+
+@pytest.mark.parametrize("exclude", ["auto", "first", "special", None])
+def test_fine_tuner_pools_the_tokens_its_frozen_features_pooled(tiny_llama, exclude):
+    from skloes._hidden_states import HiddenStatesTransformer
+
+    clf = _frozen_tuner(tiny_llama, exclude_tokens=exclude)
+    hst = HiddenStatesTransformer(tiny_llama, layers=[1, 3], exclude_tokens=exclude,
+                                  batch_size=3, device="cpu")
+    np.testing.assert_allclose(clf._pooled_layers(FT_TEXTS),
+                               hst.fit_transform(FT_TEXTS), rtol=1e-5, atol=1e-5)
+
+
+def test_fine_tuner_on_a_decoder_leaves_out_the_attention_sink(tiny_llama):
+    """Off, the head would train on vectors the layers were not chosen on."""
+    from skloes._hidden_states import HiddenStatesTransformer
+
+    auto = _frozen_tuner(tiny_llama)
+    off = _frozen_tuner(tiny_llama, exclude_tokens=None)
+    assert auto.exclude_tokens_ == "first" and off.exclude_tokens_ is None
+    with_sink = HiddenStatesTransformer(tiny_llama, layers=[1, 3],
+                                        exclude_tokens=None, device="cpu")
+    pooled_auto = auto._pooled_layers(FT_TEXTS)
+    pooled_off = off._pooled_layers(FT_TEXTS)
+    np.testing.assert_allclose(pooled_off, with_sink.fit_transform(FT_TEXTS),
+                               rtol=1e-5, atol=1e-5)
+    multi = np.array([len(t.split()) > 1 for t in FT_TEXTS])
+    gap = np.abs(pooled_auto - pooled_off).max(axis=(0, 2))
+    assert (gap[multi] > 1e-3).all()
+    np.testing.assert_allclose(pooled_auto[:, ~multi], pooled_off[:, ~multi],
+                               atol=1e-6)  # a one-token text keeps its token
+    assert not np.allclose(auto.predict_proba(FT_TEXTS), off.predict_proba(FT_TEXTS))
+
+
+def test_fine_tuner_auto_exclusion_is_none_for_an_encoder(tiny_model_path):
+    clf = _frozen_tuner(tiny_model_path, exclude_tokens="auto", layers=[1, 2])
+    assert clf.exclude_tokens_ is None
+    with pytest.raises(ValueError, match="exclude_tokens"):
+        GeoRegFineTuner(tiny_model_path, exclude_tokens="everything").fit(
+            FT_TEXTS, FT_Y)
+
+
+def test_fine_tuner_with_exclusion_trains_pickles_and_warm_starts(tiny_llama):
+    params = dict(model=tiny_llama, layers=[2], proj_dim=4, max_epochs=1,
+                  lr=1e-2, lr_backbone=1e-3, validation_fraction=0, batch_size=4,
+                  device="cpu", random_state=0)
+    clf = GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y)
+    assert clf.backbone_tuned_ and clf.exclude_tokens_ == "first"
+    proba = clf.predict_proba(FT_TEXTS)
+    np.testing.assert_array_equal(
+        proba, GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y).predict_proba(FT_TEXTS))
+    loaded = pickle.loads(pickle.dumps(clf))
+    assert loaded.exclude_tokens_ == "first"
+    np.testing.assert_array_equal(proba, loaded.predict_proba(FT_TEXTS))
+    np.testing.assert_array_equal(clf._pooled_layers(FT_TEXTS),
+                                  loaded._pooled_layers(FT_TEXTS))
+    warm = clone(clf).set_params(warm_start=True).fit(FT_TEXTS, FT_Y)
+    before = warm.predict_proba(FT_TEXTS)
+    warm.fit(FT_TEXTS, FT_Y)  # continues: the weights move, the exclusion stays
+    assert warm.exclude_tokens_ == "first"
+    assert not np.array_equal(before, warm.predict_proba(FT_TEXTS))

@@ -170,8 +170,7 @@ class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
         """(outputs, z) as float64 numpy arrays."""
         check_is_fitted(self)
         feats = layer_blocks(self._stack(X, reset=False), self.selected_layers_)
-        return head_outputs(self.module_, feats, self.device_,
-                            max(self.batch_size, 1024))
+        return head_outputs(self.module_, feats, max(self.batch_size, 1024))
 
     def transform(self, X):
         """The mixed embedding ``g·Σ_l softmax(w)_l·h_l`` (after adapters if any).
