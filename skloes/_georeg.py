@@ -244,11 +244,12 @@ class GeoRegClassifier(_BaseGeoReg):
         adapters.
     linear_probe : bool, default=True
         Start from a logistic regression on the concatenated blocks (``C`` by
-        3-fold cross-validation on the training rows), kept as a fixed linear
-        path to the logits; the head learns a correction and the untrained
-        model counts as epoch 0 of early stopping, so the logistic regression
-        is kept unless an epoch beats it on the validation split. False gives
-        the authors' head alone.
+        3-fold cross-validation), fitted on every training row, the
+        validation split included, and kept as a fixed linear path to the
+        logits; the head learns a correction on the other rows and the
+        untrained model counts as epoch 0 of early stopping, so the logistic
+        regression is kept unless an epoch beats it on the validation split.
+        False gives the authors' head alone.
     proj_dim : int, default=256
         Adapter width.
     max_epochs : int, default=50
@@ -407,7 +408,7 @@ class GeoRegClassifier(_BaseGeoReg):
                 linear_skip=self.linear_probe,
             )
             if self.linear_probe:
-                head.set_linear_probe(*self._linear_probe(feats, codes, train_idx, rng))
+                head.set_linear_probe(*self._linear_probe(feats, codes, rng))
             self.module_ = head.to(self.device_)
         head = self.module_
         targets = torch.as_tensor(codes, device=self.device_)
@@ -419,16 +420,18 @@ class GeoRegClassifier(_BaseGeoReg):
                     train_idx, val_idx, generator)
         return self
 
-    def _linear_probe(self, feats, codes, train_idx, rng):
+    def _linear_probe(self, feats, codes, rng):
         """Logistic regression on the flattened blocks, C by 3-fold CV.
 
-        Returns ``(coef, intercept)`` as softmax logits over ``classes_``.
+        Fitted on every training row, the validation split included (as a
+        ``LogisticRegressionCV`` on the same data would be): the split only
+        decides how long the correction trains. Returns ``(coef, intercept)``
+        as softmax logits over ``classes_``.
         """
         from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 
-        idx = train_idx.numpy()
-        X = feats[idx].reshape(len(idx), -1).numpy().astype(np.float64)
-        y = codes[idx]
+        X = feats.reshape(len(feats), -1).numpy().astype(np.float64)
+        y = codes
         n_classes = len(self.classes_)
         smallest = np.bincount(y, minlength=n_classes).min()
         seed = int(rng.randint(0, 2**31 - 1))
