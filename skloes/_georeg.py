@@ -235,8 +235,8 @@ class GeoRegClassifier(_BaseGeoReg):
         :class:`GeoRegFineTuner` keeps): on frozen features the head is a
         correction of a logistic regression, 0.01 still flattens the
         spectrum of ``Z`` most of the way that 0.1 does, and 0.1 cost 0.7
-        point of accuracy on 1,600 Rotten Tomatoes rows (see the user guide,
-        :ref:`georeg`).
+        point of accuracy on 1,600 Rotten Tomatoes rows where the correction
+        was kept (see the user guide, :ref:`georeg`).
     geo_variant : {"robust", "reference"}, default="robust"
         See :class:`GeoRegLoss`.
     standardize : bool, default=True
