@@ -213,6 +213,50 @@ def _gcv_select(s, z2, tc2, n):
     return _gcv_scan(s2, explained, tc2, n)
 
 
+def tridiagonalize(S):
+    """LAPACK's reduction ``S = P M Pᵀ`` of a symmetric ``S`` (``m >= 2``).
+
+    Returns ``(c, d, e, tau)``: the reflectors of ``P`` (``c``, ``tau``) and
+    the diagonal ``d`` and off-diagonal ``e`` of the tridiagonal ``M``; None
+    when LAPACK reports a failure.
+    """
+    m = S.shape[0]
+    c, d, e, tau, info = lapack.dsytrd(S, lower=1, lwork=max(64 * m, 1))
+    return None if info else (c, d, e, tau)
+
+
+def tridiagonal_rotate(reduction, B):
+    """``PᵀB`` for a reduction ``S = P M Pᵀ`` from :func:`tridiagonalize`.
+
+    ``P = diag(1, H_1 ⋯ H_{m-1})`` whose reflectors sit below the first
+    subdiagonal in QR layout, so LAPACK's ``dormqr`` applies them.
+    """
+    c, _, _, tau = reduction
+    B = np.array(B, dtype=np.float64)
+    m, q = B.shape
+    B[1:] = lapack.dormqr("L", "T", c[1:, :-1], tau, B[1:],
+                          lwork=max(64 * q, m))[0]
+    return B
+
+
+def tridiagonal_explained(reduction, Bp, lam, *, kernel):
+    """``Σ_j f_j(2 - f_j) z_j²`` of a ridge at ``λ``, by one tridiagonal solve.
+
+    ``Bp = PᵀB`` (:func:`tridiagonal_rotate`). With ``x = (M + λI)⁻¹Bp``:
+    ``xᵀ(M + 2λI)x`` in the primal form (``B = A_cᵀT_c``) and
+    ``xᵀM(M + 2λI)x`` in the kernel form (``B = T_c``). Returns the sum and
+    LAPACK's ``info`` (nonzero: ``M + λI`` is not positive definite).
+    """
+    _, d, e, _ = reduction
+    x, info = lapack.dptsv(d + lam, e, Bp)[2:4]
+    y = d[:, None] * x  # y = M x
+    y[1:] += e[:, None] * x[:-1]
+    y[:-1] += e[:, None] * x[1:]
+    if kernel:
+        return float(np.sum(y * y) + 2.0 * lam * np.sum(x * y)), info
+    return float(np.sum(x * y) + 2.0 * lam * np.sum(x * x)), info
+
+
 def ridge_solve(S, B, tc2, n, *, kernel, size, alpha="gcv"):
     """λ as :func:`ridge_svd` picks it, and ``(S + λI)⁻¹B``, with no eigenvectors.
 
@@ -224,60 +268,52 @@ def ridge_solve(S, B, tc2, n, *, kernel, size, alpha="gcv"):
     about half an eigendecomposition with vectors. Components under the rank
     rule (``size`` is ``max`` of the shape of ``A_c``) enter the residual only
     at rounding level, so λ is the one of :func:`ridge_svd` unless two GCV
-    scores tie to rounding.
+    scores tie to rounding. A tiny ``S``, one with no component kept, or a
+    numerical failure takes the eigendecomposition route instead.
 
     Returns
     -------
     alpha : float
         The penalty (0.0 when no component is kept and ``alpha="gcv"``).
-    solution : ndarray of the shape of ``B``, or None
-        ``(S + λI)⁻¹B`` (zeros when no component is kept); None when the
-        reduction or the factorisation fails numerically (the caller then
-        takes the eigendecomposition route).
+    solution : ndarray of the shape of ``B``
+        ``(S + λI)⁻¹B`` (on the kept components in the eigendecomposition
+        route; zeros when no component is kept).
     """
     B = _as_2d_target(B)
     lam, factor = ridge_factor(S, B, tc2, n, kernel=kernel, size=size, alpha=alpha)
-    if factor is None or isinstance(factor, np.ndarray):
-        return lam, factor
+    if factor is None:
+        return _ridge_solve_eigh(np.asarray(S, dtype=np.float64), B, tc2, n, kernel,
+                                 size, alpha)
     return lam, cho_solve(factor, B, check_finite=False)
 
 
 def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
     """λ of :func:`ridge_solve` and the Cholesky factor of ``S + λI``.
 
-    The factor is ``cho_factor``'s ``(c, lower)``; an ndarray in its place is
-    already the solution (a tiny ``S``, or no component kept), None a
-    numerical failure.
+    The factor is ``cho_factor``'s ``(c, lower)``; ``(None, None)`` when there
+    is none to give (``S`` under 2 × 2, no component kept by the rank rule, or
+    a numerical failure): the caller then takes the eigendecomposition route.
     """
     S = np.asarray(S, dtype=np.float64)
     B = _as_2d_target(B)
     m = S.shape[0]
-    if m < 2:  # LAPACK's reduction wants a non-empty off-diagonal
-        return _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha)
-    c, d, e, tau, info = lapack.dsytrd(S, lower=1, lwork=max(64 * m, 1))
-    if info:
+    reduction = tridiagonalize(S) if m >= 2 else None  # LAPACK wants m >= 2
+    if reduction is None:
         return None, None
+    _, d, e, _ = reduction
     w = np.sort(lapack.dsterf(d, e)[0])[::-1]
-    keep = (w > rank_tol(max(w[0], 0.0), size)) & (w > 0)
-    s2 = w[keep]
+    s2 = w[(w > rank_tol(max(w[0], 0.0), size)) & (w > 0)]
     if not s2.size:
-        return (float(alpha) if isinstance(alpha, Real) else 0.0), np.zeros_like(B)
+        return None, None
     lam = float(alpha) if isinstance(alpha, Real) else None
     if lam is None:
-        Bp = B.copy()
-        Bp[1:] = lapack.dormqr("L", "T", c[1:, :-1], tau, Bp[1:],
-                               lwork=max(64 * B.shape[1], m))[0]
+        Bp = tridiagonal_rotate(reduction, B)
 
         def explained(lam):
-            x, info = lapack.dptsv(d + lam, e, Bp)[2:4]
+            value, info = tridiagonal_explained(reduction, Bp, lam, kernel=kernel)
             if info:
                 raise np.linalg.LinAlgError
-            y = d[:, None] * x
-            y[1:] += e[:, None] * x[:-1]
-            y[:-1] += e[:, None] * x[1:]
-            if kernel:  # T_cᵀ S(S + 2λ)(S + λ)⁻²T_c
-                return float(np.sum(y * y) + 2.0 * lam * np.sum(x * y))
-            return float(np.sum(x * y) + 2.0 * lam * np.sum(x * x))
+            return value
 
         try:
             lam = _gcv_scan(s2, explained, tc2, n)[0]
@@ -290,7 +326,7 @@ def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
 
 
 def _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha):
-    """:func:`ridge_solve` by an eigendecomposition (tiny ``S``)."""
+    """:func:`ridge_solve` by an eigendecomposition."""
     w, V = np.linalg.eigh(S)
     w, V = w[::-1], V[:, ::-1]
     keep = (w > rank_tol(max(w[0], 0.0), size)) & (w > 0) if w.size else w > 0

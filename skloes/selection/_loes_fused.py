@@ -145,7 +145,7 @@ class _FusedLoss:
         B = np.vstack([self._target(l) for l in subset])
         lam, factor = ridge_factor(self._gram(subset), B, self.tc2, n, kernel=False,
                                    size=max(n, p), alpha=self.ridge_alpha)
-        if not isinstance(factor, tuple):  # tiny, empty or failed: eigenvectors
+        if factor is None:  # tiny, empty or failed: the eigenvector route
             U, s = self.factors(subset)
             return ridge_svd(U, s, self.Y, alpha=self.ridge_alpha, loss=self.loss,
                              loo_denominator=self.denominator)

@@ -37,6 +37,9 @@ from skloes._ridge import (
     _gcv_scan,
     ridge_svd,
     ridge_train_loss,
+    tridiagonal_explained,
+    tridiagonal_rotate,
+    tridiagonalize,
 )
 from skloes.selection._base import calibration_rows as _calibration_rows
 from skloes.selection._base import degenerate_layers, resolve_n_layers
@@ -315,25 +318,15 @@ class _Residual:
         m = self.G.shape[0]
         if m < 2:  # nothing to gain; LAPACK wants a non-empty off-diagonal
             return None
-        c, d, e, tau, _ = lapack.dsytrd(self.G, lower=1, lwork=max(m * 64, 1))
+        reduction = tridiagonalize(self.G)
+        if reduction is None:
+            return None
+        _, d, e, _ = reduction
         w = np.sort(lapack.dsterf(d, e)[0])[::-1]
         if w[-1] <= rank_tol(max(w[0], 0.0), max(n, m)) or w[-1] <= 0:
             return None
-        self.tri = (c, d, e, tau)
+        self.tri = reduction
         return w
-
-    def rotate(self, b):
-        """``Pᵀb`` for the tridiagonal reduction ``G = P T Pᵀ``.
-
-        ``P = diag(1, H_1 ⋯ H_{m-1})`` whose reflectors sit below the first
-        subdiagonal in QR layout, so LAPACK's ``dormqr`` applies them.
-        """
-        c, _, _, tau = self.tri
-        b = np.array(b, dtype=np.float64)
-        m, q = b.shape
-        b[1:] = lapack.dormqr("L", "T", c[1:, :-1], tau, b[1:],
-                              lwork=max(64 * q, m))[0]
-        return b
 
     def b(self, UtT, QtT):
         """``MᵀT`` from ``UᵀT`` and ``QᵀT``."""
@@ -393,15 +386,11 @@ def _spectral_ridge(res, w, b, tc2, n, alpha):
     scan costs one tridiagonal solve per grid point and no eigenvectors
     (:func:`skloes._ridge.ridge_svd` gives the same λ and losses).
     """
-    _, d, e, _ = res.tri
-    bp = res.rotate(b)
+    bp = tridiagonal_rotate(res.tri, b)
 
     def rss(lam):
-        x = lapack.dptsv(d + lam, e, bp)[2]
-        Tx = (d + 2.0 * lam)[:, None] * x
-        Tx[1:] += e[:, None] * x[:-1]
-        Tx[:-1] += e[:, None] * x[1:]
-        return max(tc2 - float(np.sum(x * Tx)), 0.0)
+        explained = tridiagonal_explained(res.tri, bp, lam, kernel=False)[0]
+        return max(tc2 - explained, 0.0)
 
     if not isinstance(alpha, str):
         return float(alpha), rss(float(alpha))
@@ -472,10 +461,15 @@ class _Path:
                              f"calibration rows; got {n}.")
         self.rows, self.n, self.classes = rows, n, classes
         self._targets(y, codes_all if classes is not None else None)
-        self._prepare(stack, rows)
         self.triplets = None
         if task == "classification" and self.n_present >= 3:
             self.triplets = _draw_triplets(cfg["triplet_rule"], self.n_present, rng)
+        self._prepare(stack, rows)
+
+    @property
+    def triangle(self):
+        """Whether steps score the triangle (3+ classes present, a weight)."""
+        return self.triplets is not None and self.cfg["volume_weight"] != 0
 
     def _targets(self, y, codes_all):
         task, rows = self.cfg["task"], self.rows
@@ -518,11 +512,8 @@ class _Path:
             )
         fused = _LIGHT and self.cfg["objective"] == "fused" and self.Y is not None
         self.light = light = _light_path(self.cfg, self.Y is not None)
-        triangle = (self.cfg["task"] == "classification"
-                    and getattr(self, "n_present", 0) >= 3
-                    and self.cfg["volume_weight"] != 0)
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
-                                 self.cfg, light, fused, rows=light and triangle)
+                                 self.cfg, light, fused, rows=light and self.triangle)
                        for l in self.candidates}
         self._red, self._cka, self._cross = {}, {}, {}
         self._twins = {}
@@ -728,7 +719,7 @@ class _Path:
             return self._fused_context(ctx, order)
         span = ctx["span"] = _Span(self, order)
         ctx["QtR"] = span.Qt(M=R)
-        if self.triplets is not None and cfg["volume_weight"] != 0:
+        if self.triangle:
             ctx["cent_Q"] = span.centroids(self.centroids_U)
         if cfg["loss_normalization"] == "relative":
             null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
@@ -739,7 +730,7 @@ class _Path:
     def _fused_context(self, ctx, order):
         """Per-step quantities of ``objective="fused"`` (steps k >= 1)."""
         cfg = self.cfg
-        if self.triplets is not None and cfg["volume_weight"] != 0:  # triangle
+        if self.triangle:
             if self.light:  # a light path decomposes a layer once it is selected
                 for j in order:
                     self.layers[j].factors()

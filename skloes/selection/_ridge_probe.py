@@ -20,7 +20,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from skloes._ridge import ridge_fit, ridge_fit_gram, ridge_solve
+from skloes._ridge import ridge_fit, ridge_solve
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
@@ -116,19 +116,13 @@ class _SubsetScorer:
             pairs = list(zip(subset, a, strict=True))
             A = np.hstack([self._block(l)[0] * f for l, f in pairs])
             A_held = np.hstack([self._block(l)[1] * f for l, f in pairs])
-            lam, coef = ridge_solve(A.T @ A, A.T @ self.Tc, self.tc2, n,
-                                    kernel=False, size=n, alpha=self.alpha)
-            if coef is None:  # numerical trouble: the eigendecomposition route
-                return ridge_fit(A, self.T, alpha=self.alpha).predict(A_held)
+            _, coef = ridge_solve(A.T @ A, A.T @ self.Tc, self.tc2, n,
+                                  kernel=False, size=n, alpha=self.alpha)
             return self.t_mean + A_held @ coef
         G = sum(self._gram(l)[0] * f**2 for l, f in zip(subset, a, strict=True))
         K = sum(self._gram(l)[1] * f**2 for l, f in zip(subset, a, strict=True))
-        lam, dual = ridge_solve(G, self.Tc, self.tc2, n, kernel=True, size=width,
-                                alpha=self.alpha)
-        if dual is None:
-            sol = ridge_fit_gram(G, self.T, alpha=self.alpha, centered=True,
-                                 n_features=width)
-            return sol.predict_cross_gram(K, centered=True)
+        _, dual = ridge_solve(G, self.Tc, self.tc2, n, kernel=True, size=width,
+                              alpha=self.alpha)
         return self.t_mean + K @ dual
 
     def __call__(self, subset):
