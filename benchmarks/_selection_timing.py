@@ -51,7 +51,7 @@ def _clock(fn):
 
 def floor_seconds(stack):
     """Decompose every layer once, as the path does (the floor)."""
-    from skloes._geometry import thin_svd
+    from skloes.core._geometry import thin_svd
 
     for layer in stack:
         X = np.asarray(layer, dtype=np.float64)
@@ -84,7 +84,7 @@ def greedy_ratios(stack, y, repeats, max_samples):
     """Default ``LOESSelector`` fit over ``GreedyForwardSelector`` fit (K = 4,
     same rows and ``max_samples``), arms interleaved."""
     from skloes import LOESSelector
-    from skloes.baselines import GreedyForwardSelector
+    from skloes.selection import GreedyForwardSelector
 
     times = {"loes": [], "greedy": []}
     for _ in range(repeats):
@@ -157,7 +157,7 @@ def cv_ratios(stack, y, repeats, k_max, n_folds=5):
     from sklearn.pipeline import Pipeline
 
     from skloes import LOESSelector, LOESSelectorCV
-    from skloes.baselines import RidgeProbeClassifier
+    from skloes.selection import RidgeProbeClassifier
 
     dim = stack.shape[2]
     flat = _flat(stack)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes._ridge import ridge_fit
-from skloes.baselines import ExhaustiveSubsetSelector, GreedyForwardSelector
+from skloes.core._ridge import ridge_fit
+from skloes.selection import ExhaustiveSubsetSelector, GreedyForwardSelector
 from skloes.selection._ridge_probe import _probe_score, _SubsetScorer
 
 

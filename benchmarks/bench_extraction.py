@@ -86,7 +86,7 @@ def bare_loop(model, tokenizer, texts, batch_size, max_length, batches=None):
 def sorted_batches(tokenizer, texts, max_length, batch_size, max_batch_tokens):
     """HST's batches: token length, longest first (stable), split at
     ``max_batch_tokens`` padded tokens."""
-    from skloes._hidden_states import token_batches
+    from skloes.extraction._hidden_states import token_batches
 
     lengths = np.asarray([len(ids) for ids in tokenizer(
         texts, truncation=True, max_length=max_length)["input_ids"]])
@@ -112,7 +112,7 @@ import numpy as np, torch, transformers
 if {threads!r}:
     torch.set_num_threads({threads!r})
 from skloes import HiddenStatesTransformer
-from skloes._models import detect_modality, read_config, resolve_model_path
+from skloes.models._loading import detect_modality, read_config, resolve_model_path
 from skloes.datasets import load_rotten_tomatoes
 X, _ = load_rotten_tomatoes(n_samples={n_samples}, random_state=0, return_X_y=True)
 X = [str(t) for t in X]
@@ -195,9 +195,10 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from skloes import HiddenStatesTransformer, _cache, offline_models
-    from skloes._models import default_model
+    from skloes import HiddenStatesTransformer, offline_models
+    from skloes.core import _cache
     from skloes.datasets import load_rotten_tomatoes
+    from skloes.models._loading import default_model
 
     model = MPNET if args.mpnet else default_model()
     X, _ = load_rotten_tomatoes(n_samples=args.n_samples, random_state=0,

@@ -169,7 +169,7 @@ def methods(max_samples, seed=0):
 
 
 def _scalar_mix(layer_dim, seed):
-    from skloes.baselines import ScalarMixClassifier
+    from skloes.heads import ScalarMixClassifier
 
     return ScalarMixClassifier(layer_dim=layer_dim, random_state=seed)
 
@@ -253,7 +253,7 @@ def thirteen_layer_stack(stack):
 
 def time_loes_vs_exhaustive(stack13, y, max_samples):
     from skloes import LOESSelector
-    from skloes.baselines import ExhaustiveSubsetSelector
+    from skloes.selection import ExhaustiveSubsetSelector
 
     out = {}
     for name, est in [("loes", LOESSelector(n_layers_to_select=3,
@@ -273,7 +273,7 @@ def time_cv_vs_grid(stack, y, max_samples, k_max=7, n_folds=5):
     from sklearn.pipeline import Pipeline
 
     from skloes import LOESSelector, LOESSelectorCV
-    from skloes.baselines import RidgeProbeClassifier
+    from skloes.selection import RidgeProbeClassifier
 
     n_layers, n, dim = stack.shape
     flat = np.ascontiguousarray(stack.transpose(1, 0, 2).reshape(n, -1))

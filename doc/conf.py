@@ -166,7 +166,7 @@ def _write_cli_help():
     import contextlib
     import io
 
-    from skloes.cli import build_parser
+    from skloes.cli._args import build_parser
 
     os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal width
     buffer = io.StringIO()

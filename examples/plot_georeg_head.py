@@ -3,7 +3,7 @@
 A GeoReg head on layer features, with and without GeoReg
 ========================================================
 
-:class:`~skloes.GeoRegClassifier` trains a head on frozen, cached hidden
+:class:`~skloes.heads.GeoRegClassifier` trains a head on frozen, cached hidden
 states: a logistic regression on the selected layers to start from, then the
 authors' head (one adapter per selected layer, concatenation, a linear probe)
 learning a correction, kept only when it helps on a validation split.
@@ -12,7 +12,7 @@ class-centroid simplex of the fused embedding; ``geo_weight=0`` is the plain
 cross-entropy baseline through the same code. This example trains both on real
 language-identification data (15 languages) and compares accuracy and the
 geometry of the fused embedding. To fine-tune the backbone itself, see
-:class:`~skloes.GeoRegFineTuner`.
+:class:`~skloes.heads.GeoRegFineTuner`.
 """
 
 # Authors: The skloes developers

@@ -4,10 +4,10 @@ Grid search over LOES and the probe, one forward pass
 ======================================================
 
 A ``GridSearchCV`` over a ``Pipeline`` that starts with
-:class:`~skloes.HiddenStatesTransformer` re-runs the pipeline for every fold and
-every candidate. With a ``cache`` folder, the transformer looks each text up
-by content first, so the model runs **once per distinct text** in total, and
-the search costs one extraction plus cheap fits.
+:class:`~skloes.extraction.HiddenStatesTransformer` re-runs the pipeline for
+every fold and every candidate. With a ``cache`` folder, the transformer looks
+each text up by content first, so the model runs **once per distinct text** in
+total, and the search costs one extraction plus cheap fits.
 """
 
 # Authors: The skloes developers

@@ -3,7 +3,7 @@
 Choosing the LOES budget by cross-validation
 =====================================================
 
-How many layers should LOES fuse? :class:`~skloes.LOESSelectorCV` answers it
+How many layers should LOES fuse? :class:`~skloes.selection.LOESSelectorCV` answers it
 like ``RFECV``: LOES is greedy and nested (the selection for ``K`` layers is a
 prefix of the selection for ``K + 1``), so one selection path per fold scores
 every budget at once. This example draws the *budget curve* for the embedded

@@ -33,14 +33,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skloes import HiddenStatesTransformer, LOESSelector
-from skloes.baselines import (
+from skloes.datasets import load_rotten_tomatoes
+from skloes.heads import ScalarMixClassifier
+from skloes.selection import (
     AllLayersSelector,
     BestSingleLayerSelector,
     ExhaustiveSubsetSelector,
     LastLayerSelector,
-    ScalarMixClassifier,
 )
-from skloes.datasets import load_rotten_tomatoes
 
 transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"

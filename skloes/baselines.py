@@ -1,9 +1,8 @@
-"""Baseline layer selectors and probes that LOES is measured against.
+"""Deprecated alias: the baselines now live in their families' homes.
 
-Every selector shares :class:`~skloes.LOESSelector`'s interface and calibration
-rows: the trivial rules (last layer, last k, all layers, random k), the
-probe-driven searches (best single layer, greedy forward, exhaustive subsets),
-a metric top-k rule, ridge probes and ScalarMix heads.
+The baseline selectors and the ridge probes are in :mod:`skloes.selection`, the
+ScalarMix heads in :mod:`skloes.heads`. ``skloes.baselines.X`` keeps working
+until 0.4 with a FutureWarning naming the new home.
 """
 
 # Authors: The skloes developers
@@ -11,30 +10,31 @@ a metric top-k rule, ridge probes and ScalarMix heads.
 
 from __future__ import annotations
 
-from skloes.selection._baselines import (
-    AllLayersSelector,
-    BestSingleLayerSelector,
-    ExhaustiveSubsetSelector,
-    GreedyForwardSelector,
-    LastKSelector,
-    LastLayerSelector,
-    MetricTopKSelector,
-    RandomKSelector,
-)
-from skloes.selection._ridge_probe import RidgeProbeClassifier, RidgeProbeRegressor
-from skloes.selection._scalar_mix import ScalarMixClassifier, ScalarMixRegressor
+import importlib
+import warnings
 
-__all__ = [
-    "AllLayersSelector",
-    "BestSingleLayerSelector",
-    "ExhaustiveSubsetSelector",
-    "GreedyForwardSelector",
-    "LastKSelector",
-    "LastLayerSelector",
-    "MetricTopKSelector",
-    "RandomKSelector",
-    "RidgeProbeClassifier",
-    "RidgeProbeRegressor",
-    "ScalarMixClassifier",
-    "ScalarMixRegressor",
-]
+_HOMES = {
+    **dict.fromkeys(
+        ["AllLayersSelector", "BestSingleLayerSelector", "ExhaustiveSubsetSelector",
+         "GreedyForwardSelector", "LastKSelector", "LastLayerSelector",
+         "MetricTopKSelector", "RandomKSelector", "RidgeProbeClassifier",
+         "RidgeProbeRegressor"], "skloes.selection"),
+    **dict.fromkeys(["ScalarMixClassifier", "ScalarMixRegressor"], "skloes.heads"),
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'skloes.baselines' has no attribute {name!r}")
+    home = _HOMES[name]
+    warnings.warn(
+        f"skloes.baselines is deprecated since 0.2 and will be removed in 0.4; "
+        f"import {name} from {home} instead.", FutureWarning, stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__():
+    return __all__

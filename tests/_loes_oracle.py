@@ -767,7 +767,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 
 
-#: Component values of each variant (spec §2.2); ``alpha`` is the score weight.
+#: Component values of each variant; ``alpha`` is the score weight.
 VARIANTS = {
     "reference": {
         "scaling": "none", "ridge_alpha": 1e-3, "loss": "train",
@@ -789,10 +789,10 @@ DUPLICATE_CKA = 1 - 1e-10  # the duplicate guard's threshold
 EXHAUSTED = 1e-10          # ‖X̃‖²/‖X‖² below which a candidate is exhausted
 
 # --------------------------------------------------------------------------
-# Calibration rows (§2.1)
+# Calibration rows
 # --------------------------------------------------------------------------
 def _calibration_rows(max_samples, n, codes, rng):
-    """Sorted calibration indices: stratified for classification (§2.1)."""
+    """Sorted calibration indices: stratified for classification."""
     if max_samples is None:
         count = n
     elif isinstance(max_samples, Integral):
@@ -812,7 +812,7 @@ def _calibration_rows(max_samples, n, codes, rng):
 
 
 def _draw_triplets(rule, n_classes, rng):
-    """The triangle triplets, drawn once per fit (§2.2, §2.4, §2.5)."""
+    """The triangle triplets, drawn once per fit."""
     kind, count = rule
     if kind == "sampled":  # uniform over {0..C-1}³, repeats allowed
         count = min(200, 3 * n_classes) if count is None else count
@@ -842,7 +842,7 @@ class _Layer:
 
 
 def _span_basis(layers, n, cfg):
-    """Orthogonaliser of the selected span: ``(Q, shrink)`` (§2.4, §2.5).
+    """Orthogonaliser of the selected span: ``(Q, shrink)``.
 
     ``shrink`` is None for the rank-limited basis (X̃ = (I - QQᵀ)X) and
     ``σ²/(σ²+ε_o)`` for the reference ridge projection. The decomposition is
@@ -999,7 +999,7 @@ class _Path:
                          loo_denominator=self.denom)
 
     def run(self, n_select):
-        """Greedy selection of up to ``n_select`` layers (§2.6)."""
+        """Greedy selection of up to ``n_select`` layers."""
         cfg, n, L = self.cfg, self.n, len(self.layer_scale)
         label_free = cfg["task"] == "label_free"
         if not label_free:
@@ -1085,7 +1085,7 @@ class _Path:
         return sol
 
     def _triangle(self, l, res, cent_Q, retained):
-        """Mean centroid-triangle area of X̃ (§2.4, §2.5)."""
+        """Mean centroid-triangle area of X̃."""
         rescale = self.cfg["scaling"] == "unit_variance"
         if rescale and retained < EXHAUSTED:
             return 0.0  # exhausted candidate
@@ -1097,7 +1097,7 @@ class _Path:
         return tri / (res.energy / self.n) if rescale else tri
 
     def _update(self, best, k, sol, ctx):
-        """Stagewise or refit update of ``Ŷ`` (§2.6); returns the contribution."""
+        """Stagewise or refit update of ``Ŷ``; returns the contribution."""
         if self.cfg["update"] == "refit" and k:
             layer = self.layers[best]
             fit = self.ridge(layer.U, layer.s, self.Y).fitted

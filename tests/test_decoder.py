@@ -14,21 +14,19 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from skloes import HiddenStatesTransformer, _registry  # noqa: E402
-from skloes._cache import model_fingerprint  # noqa: E402
-from skloes._models import (  # noqa: E402
-    forward_pooled,
-    is_decoder_only,
-    resolve_model_path,
-)
-from skloes._pooling import pool  # noqa: E402
-from skloes._registry import (  # noqa: E402
+from skloes import HiddenStatesTransformer  # noqa: E402
+from skloes.core._cache import model_fingerprint  # noqa: E402
+from skloes.core._pooling import pool  # noqa: E402
+from skloes.models import _registry  # noqa: E402
+from skloes.models._forward import forward_pooled  # noqa: E402
+from skloes.models._loading import is_decoder_only, resolve_model_path  # noqa: E402
+from skloes.models._registry import (  # noqa: E402
     convert_gguf,
     offline_models,
     reassemble_zip_parts,
     skloes_home,
 )
-from skloes.utils._testing import make_tiny_llama, make_tiny_model  # noqa: E402
+from skloes.models._testing import make_tiny_llama, make_tiny_model  # noqa: E402
 
 TEXTS = ["the good movie", "a", "this film was really very dull and boring",
          "i loved it", "not great not bad"]
@@ -322,7 +320,7 @@ def test_callable_pooling_sees_the_mask_without_excluded_tokens(llama):
 
 
 def test_auto_exclusion_is_the_measured_default(llama, tiny_model_path):
-    from skloes._hidden_states import AUTO_EXCLUDE
+    from skloes.extraction._hidden_states import AUTO_EXCLUDE
 
     assert HST(llama).fit(TEXTS).exclude_tokens_ == AUTO_EXCLUDE
     assert HST(tiny_model_path).fit(TEXTS).exclude_tokens_ is None
@@ -362,7 +360,7 @@ def test_pooling_inside_the_forward_equals_full_hidden_states(llama, layers):
 
 # ------------------------------------------------- fit_transform once
 def test_fit_transform_checks_hashes_and_tokenizes_once(llama, monkeypatch):
-    from skloes import _hidden_states
+    from skloes.extraction import _hidden_states
 
     counts = {"check": 0, "hash": 0, "tokenize": 0}
 
@@ -457,7 +455,7 @@ def test_smollm2_probe_command_with_layer_by_layer_metrics(smollm2_path, tmp_pat
 
 
 def test_exclude_tokens_on_a_non_text_model_is_a_clear_error(tmp_path):
-    from skloes.utils._testing import make_tiny_vit
+    from skloes.models._testing import make_tiny_vit
 
     vit = make_tiny_vit(tmp_path / "vit")
     images = [np.zeros((16, 16, 3), np.float32)] * 2
@@ -469,7 +467,7 @@ def test_exclude_tokens_on_a_non_text_model_is_a_clear_error(tmp_path):
 def test_last_state_probe_runs_only_where_the_last_state_is_ambiguous(
         llama, tiny_model_path):
     """One extra one-row pass for Llama (normed output), none for BERT."""
-    from skloes import _models
+    from skloes.models import _forward as _models
 
     for path, rows in ((llama, 1), (tiny_model_path, 0)):
         model = transformers.AutoModel.from_pretrained(path).eval()

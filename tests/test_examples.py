@@ -38,7 +38,8 @@ _EXAMPLE_SERVER = r"""
 import functools, numbers, os, runpy, sys, traceback
 
 import matplotlib.pyplot, numpy, pandas, sklearn.pipeline, torch, transformers
-import skloes, skloes.baselines, skloes.datasets as datasets, skloes.metrics
+import skloes, skloes.selection, skloes.heads, skloes.metrics
+import skloes.datasets as datasets
 from transformers import AutoModel, AutoTokenizer
 
 

@@ -1,11 +1,11 @@
-"""The shared geometric quantities against analytic values (spec §7)."""
+"""The shared geometric quantities against analytic values."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from skloes._geometry import (
+from skloes.core._geometry import (
     all_triplets,
     cka,
     class_centroids,

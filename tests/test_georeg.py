@@ -19,13 +19,12 @@ from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
-from skloes._geometry import triangle_areas  # noqa: E402
-from skloes._georeg import GeoRegClassifier  # noqa: E402
-from skloes._georeg_finetune import GeoRegFineTuner  # noqa: E402
-from skloes._georeg_loss import GeoRegLoss, georeg_can_act  # noqa: E402
-from skloes._heads import (  # noqa: E402
-    LayerFusionHead,
-    make_generator,
+from skloes.core._geometry import triangle_areas  # noqa: E402
+from skloes.heads._georeg import GeoRegClassifier  # noqa: E402
+from skloes.heads._georeg_finetune import GeoRegFineTuner  # noqa: E402
+from skloes.heads._georeg_loss import GeoRegLoss, georeg_can_act  # noqa: E402
+from skloes.heads._modules import LayerFusionHead, make_generator  # noqa: E402
+from skloes.heads._training import (  # noqa: E402
     predict_outputs,
     score_outputs,
     train_loop,
@@ -203,7 +202,7 @@ def test_float32_collapsed_batch_with_subnormal_spread_is_finite():
 
 
 def test_robust_uses_every_triplet_up_to_32_then_exactly_32(monkeypatch):
-    import skloes._georeg_loss as georeg
+    import skloes.heads._georeg_loss as georeg
 
     seen = []
     original = georeg.triangle_areas_torch
@@ -637,8 +636,8 @@ def test_finetune_real_minilm_tunes_only_blocks_up_to_the_deepest_layer(
 ):
     from sklearn.metrics import log_loss
 
-    from skloes._hidden_states import HiddenStatesTransformer
-    from skloes._models import load_model
+    from skloes.extraction._hidden_states import HiddenStatesTransformer
+    from skloes.models._loading import load_model
 
     X, y = rotten_tomatoes_small
     X, y = list(X[:200]), np.asarray(y[:200])
@@ -689,7 +688,7 @@ def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
 
 
 def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_path):
-    from skloes._hidden_states import HiddenStatesTransformer
+    from skloes.extraction._hidden_states import HiddenStatesTransformer
 
     selection = pytest.importorskip("skloes.selection._loes")
     rng = np.random.RandomState(0)
@@ -797,7 +796,7 @@ sys.meta_path.insert(0, _Block())
 import numpy as np
 import skloes
 from skloes import GeoRegClassifier, GeoRegFineTuner
-from skloes.baselines import ScalarMixClassifier
+from skloes.heads import ScalarMixClassifier
 assert "torch" not in sys.modules
 H = np.random.RandomState(0).normal(size=(2, 20, 3)); y = np.arange(20) % 2
 for est in (GeoRegClassifier(), ScalarMixClassifier()):
@@ -902,7 +901,7 @@ FT_Y = np.arange(len(FT_TEXTS)) % 2
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
     """A 3-block random Llama (a decoder, no BOS) like SmolLM2."""
-    from skloes.utils._testing import make_tiny_llama
+    from skloes.models._testing import make_tiny_llama
 
     return make_tiny_llama(tmp_path_factory.mktemp("ft-llama"), num_hidden_layers=3)
 
@@ -917,7 +916,7 @@ def _frozen_tuner(model, **params):
 
 @pytest.mark.parametrize("exclude", ["auto", "first", "special", None])
 def test_fine_tuner_pools_the_tokens_its_frozen_features_pooled(tiny_llama, exclude):
-    from skloes._hidden_states import HiddenStatesTransformer
+    from skloes.extraction._hidden_states import HiddenStatesTransformer
 
     clf = _frozen_tuner(tiny_llama, exclude_tokens=exclude)
     hst = HiddenStatesTransformer(tiny_llama, layers=[1, 3], exclude_tokens=exclude,
@@ -928,7 +927,7 @@ def test_fine_tuner_pools_the_tokens_its_frozen_features_pooled(tiny_llama, excl
 
 def test_fine_tuner_on_a_decoder_leaves_out_the_attention_sink(tiny_llama):
     """Off, the head would train on vectors the layers were not chosen on."""
-    from skloes._hidden_states import HiddenStatesTransformer
+    from skloes.extraction._hidden_states import HiddenStatesTransformer
 
     auto = _frozen_tuner(tiny_llama)
     off = _frozen_tuner(tiny_llama, exclude_tokens=None)

@@ -22,17 +22,16 @@ from sklearn.preprocessing import FunctionTransformer  # noqa: E402
 from sklearn.utils import estimator_checks  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
-from skloes._hidden_states import token_batches  # noqa: E402
-from skloes._models import (  # noqa: E402
+from skloes.extraction._hidden_states import token_batches  # noqa: E402
+from skloes.models._forward import find_blocks, forward_hidden_states  # noqa: E402
+from skloes.models._loading import (  # noqa: E402
     DEFAULT_MODEL_ID,
     default_model,
     detect_modality,
-    find_blocks,
-    forward_hidden_states,
     load_model,
     resolve_model_path,
 )
-from skloes.utils._testing import make_tiny_vit, make_tiny_wav2vec2  # noqa: E402
+from skloes.models._testing import make_tiny_vit, make_tiny_wav2vec2  # noqa: E402
 
 TEXTS = [
     "a good movie", "the plot was very dull and boring", "fun", "i really "
@@ -42,7 +41,7 @@ TEXTS = [
 
 
 # BERT's last block output is its last_hidden_state, so no one-row probe runs
-# (skloes._models._settle_last_state); a Llama or a ViT would add one row.
+# (skloes.models._forward._settle_last_state); a Llama or a ViT would add one row.
 PROBE = 0
 
 

@@ -1,40 +1,35 @@
-"""Import hygiene: every module imports alone, the layers never import upward.
+"""The house's floors: every module imports alone, nothing imports upward.
 
-The layers of the package, bottom up, are described in
-``doc/user_guide/data_contract.rst`` (:ref:`package_layout`).
+The allowed order lives in one place, :mod:`skloes._layout`; this test reads it,
+and checks that the user guide's layout table and each floor package's
+docstring say the same. It also holds the house's size rules and the one
+torch access point.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import skloes
+from skloes import _layout
 
 ROOT = Path(skloes.__file__).parent
+DOC = ROOT.parent / "doc" / "user_guide" / "data_contract.rst"
 
-# Rank of each layer, bottom up; a module may import its own rank or lower.
-LAYERS = {
-    "skloes.utils": 0,
-    "skloes._geometry": 1, "skloes._ridge": 1, "skloes._pooling": 1,
-    "skloes._models": 1, "skloes._registry": 1, "skloes._cache": 1,
-    "skloes.datasets": 1,
-    "skloes.metrics": 2,
-    "skloes._hidden_states": 3, "skloes._heads": 3, "skloes._torch_head": 3,
-    "skloes._georeg_loss": 3,
-    "skloes.selection": 4, "skloes.baselines": 4,
-    "skloes._georeg": 5, "skloes._georeg_finetune": 5,
-    "skloes.report": 6, "skloes.plotting": 6,
-    "skloes.cli": 7, "skloes.__main__": 7, "skloes.utils._testing": 7,
-    "skloes": 8,
-}
 # Modules that must not import torch (nor transformers) when imported alone.
-TORCH_FREE = ["skloes", "skloes.metrics", "skloes.baselines", "skloes.report",
-              "skloes.selection._loes", "skloes.selection._baselines",
-              "skloes.selection._scalar_mix", "skloes.utils._validation",
-              "skloes._torch_head", "skloes._georeg", "skloes._georeg_finetune"]
+TORCH_FREE = ["skloes", "skloes.metrics", "skloes.selection", "skloes.heads",
+              "skloes.report", "skloes.core._contract", "skloes.core._targets",
+              "skloes.core._torch", "skloes.heads._mixins", "skloes.heads._scalar_mix",
+              "skloes.heads._georeg", "skloes.heads._georeg_finetune",
+              "skloes.extraction", "skloes.models._loading", "skloes.cli"]
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_CODE_LINES = 60
 
 
 def _modules():
@@ -44,16 +39,6 @@ def _modules():
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out
-
-
-def _rank(module):
-    best = None
-    for prefix, rank in LAYERS.items():
-        if module == prefix or module.startswith(prefix + "."):
-            if best is None or len(prefix) > len(best[0]):
-                best = (prefix, rank)
-    assert best is not None, f"{module} has no layer in LAYERS: add it"
-    return best[1]
 
 
 def _imports(path, modules):
@@ -77,11 +62,104 @@ def _graph():
     return {name: _imports(path, modules) - {name} for name, path in modules.items()}
 
 
-def test_no_module_imports_a_layer_above_its_own():
-    upward = [f"{a} (layer {_rank(a)}) imports {b} (layer {_rank(b)})"
+def test_every_module_has_a_floor():
+    unplaced = [m for m in _modules() if _layout.floor_of(m) is None]
+    assert not unplaced, f"add these to skloes._layout: {unplaced}"
+
+
+def test_no_module_imports_a_floor_above_its_own():
+    upward = [f"{a} ({_layout.floor_of(a)}) imports {b} ({_layout.floor_of(b)})"
               for a, deps in _graph().items() for b in sorted(deps)
-              if _rank(b) > _rank(a)]
+              if not _layout.may_import(a, b)]
     assert not upward, "\n".join(upward)
+
+
+def test_the_floor_rule_refuses_upward_and_side_imports():
+    assert _layout.may_import("skloes.selection._loes", "skloes.core._ridge")
+    assert not _layout.may_import("skloes.core._ridge", "skloes.selection._loes")
+    assert not _layout.may_import("skloes.selection._loes", "skloes.heads._georeg")
+    assert not _layout.may_import("skloes.selection._loes", "skloes.datasets")
+    assert _layout.may_import("skloes.cli._main", "skloes.datasets")
+    assert not _layout.may_import("skloes.datasets", "skloes.models._loading")
+
+
+def test_the_user_guide_shows_the_layout_of_the_code():
+    assert _layout.layout_table() in DOC.read_text(encoding="utf-8"), (
+        "doc/user_guide/data_contract.rst must hold `python -m skloes._layout`'s "
+        "table verbatim"
+    )
+
+
+@pytest.mark.parametrize("floor", _layout.FLOORS[:-1], ids=lambda f: f.name)
+def test_each_floor_package_says_what_it_may_import(floor):
+    import importlib
+
+    below = [f.name for f in _layout.FLOORS[:_layout.FLOORS.index(floor)]]
+    doc = importlib.import_module(floor.modules[0]).__doc__
+    said = re.search(r"May import: ([^.]*)\.", doc)
+    assert said, f"{floor.modules[0]}'s docstring must end with 'May import: ...'."
+    expected = ", ".join(below) if below else "nothing of skloes"
+    assert " ".join(said.group(1).split()) == expected
+
+
+def _code_lines(node, source_lines):
+    """Lines of a function that hold code (no docstring, comment or blank)."""
+    body = node.body
+    skip = set()
+    if body and isinstance(body[0], ast.Expr) and isinstance(
+            getattr(body[0], "value", None), ast.Constant) and isinstance(
+            body[0].value.value, str):
+        skip = set(range(body[0].lineno, body[0].end_lineno + 1))
+    return sum(1 for i in range(node.lineno, node.end_lineno + 1)
+               if i not in skip and source_lines[i - 1].strip()
+               and not source_lines[i - 1].strip().startswith("#"))
+
+
+def test_no_module_or_function_is_too_long():
+    long = []
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        if len(lines) > MAX_MODULE_LINES:
+            long.append(f"{name}: {len(lines)} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = _code_lines(node, lines)
+                if n > MAX_FUNCTION_CODE_LINES:
+                    long.append(f"{name}.{node.name}: {n} lines of code")
+    assert not long, "\n".join(long)
+
+
+def _imports_torch(node):
+    """Whether an AST node imports torch (a statement or a dynamic import)."""
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == "torch" for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "torch"
+    if isinstance(node, ast.Call) and node.args:
+        func = getattr(node.func, "id", getattr(node.func, "attr", ""))
+        first = node.args[0]
+        return (func in {"import_optional", "import_module", "__import__"}
+                and isinstance(first, ast.Constant)
+                and str(first.value).split(".")[0] == "torch")
+    return False
+
+
+def test_torch_is_reached_through_one_module():
+    direct = [f"{name}:{node.lineno}" for name, path in _modules().items()
+              if name != "skloes.core._torch"
+              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+              if _imports_torch(node)]
+    assert not direct, "import torch through skloes.core._torch: " + ", ".join(direct)
+
+
+def test_the_torch_rule_sees_each_spelling():
+    spellings = ["import torch", "from torch import nn", "import torch.nn as nn",
+                 'import_optional("torch")', 'importlib.import_module("torch")']
+    assert all(any(_imports_torch(n) for n in ast.walk(ast.parse(s)))
+               for s in spellings)
+    assert not any(_imports_torch(n) for n in ast.walk(
+        ast.parse('import_optional("huggingface_hub", extra="torch")')))
 
 
 def test_no_import_circle():

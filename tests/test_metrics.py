@@ -52,7 +52,7 @@ def test_metrics_import_without_torch_matplotlib():
 
 
 # --------------------------------------------------------------------------
-# Matrix entropy and effective rank (spec §7.14)
+# Matrix entropy and effective rank
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("n, d", [(5, 5), (4, 9)])
 def test_identity_gram_entropy_is_log_n(n, d):
@@ -141,7 +141,7 @@ def test_max_prompts_subsample_is_seeded():
 
 
 # --------------------------------------------------------------------------
-# Token level: prompt entropy and curvature (§7.15)
+# Token level: prompt entropy and curvature
 # --------------------------------------------------------------------------
 def test_prompt_entropy_of_orthogonal_and_collinear_tokens():
     assert prompt_entropy([np.eye(4, 8)], preprocess=False) == pytest.approx(1.0)
@@ -195,7 +195,7 @@ def test_token_metrics_per_layer_from_layered_prompts():
 
 
 # --------------------------------------------------------------------------
-# View metrics (§7.16, §7.17)
+# View metrics: InfoNCE, LiDAR, DiME
 # --------------------------------------------------------------------------
 def test_infonce_identical_views_high_and_uninformative_views_zero():
     A = ortho_group.rvs(64, random_state=0)[:40]
@@ -240,7 +240,7 @@ def test_dime_identical_views_beat_shuffled():
 
 
 # --------------------------------------------------------------------------
-# Selector quantities and TwoNN (§7.18)
+# Selector quantities and TwoNN
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("d0", [2, 3, 4, 5])
 def test_twonn_recovers_subspace_dimension(d0):
@@ -276,7 +276,7 @@ def test_selector_quantities_match_their_definitions():
 
 
 # --------------------------------------------------------------------------
-# Augmentation (§7.20)
+# Augmentation
 # --------------------------------------------------------------------------
 TEXTS = ["An utterly charming film, 10/10!", "dull", "",
          "Plot holes everywhere in 2024"]

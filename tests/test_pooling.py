@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from skloes._pooling import pool, pool_layers  # noqa: E402
+from skloes.core._pooling import pool, pool_layers  # noqa: E402
 
 
 def _reference(hidden, mask, pooling):

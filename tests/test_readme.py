@@ -28,7 +28,7 @@ def test_readme_two_commands_are_the_scripts_ci_runs():
 def test_readme_python_example_runs(minilm_cache_home, monkeypatch, capsys,
                                     minilm_path, texts_through_model,
                                     cache_entries):
-    from skloes._cache import content_key
+    from skloes.core._cache import content_key
 
     # The session's shared folder: the quick start and the examples extract
     # the same texts into its skloes_cache.

@@ -1,12 +1,12 @@
-"""Tests of the ridge primitive (spec §2.3, acceptance property 1)."""
+"""Tests of the ridge primitive (closed-form fits, GCV, leave-one-out)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from skloes._geometry import thin_svd
-from skloes._ridge import (
+from skloes.core._geometry import thin_svd
+from skloes.core._ridge import (
     GCV_EXPONENTS,
     center_cross_gram,
     center_gram,
@@ -167,7 +167,7 @@ def test_bad_alpha_and_loss_raise():
 @pytest.mark.parametrize("kernel", [False, True])
 def test_ridge_solve_gives_ridge_svd_penalty_and_fit(shape, alpha, kernel):
     """The eigenvector-free solve picks ridge_svd's λ and gives its fit."""
-    from skloes._ridge import ridge_solve
+    from skloes.core._ridge import ridge_solve
 
     rng = np.random.RandomState(0)
     A = rng.normal(size=shape) @ np.diag(np.logspace(0, 2, shape[1]))
@@ -186,7 +186,7 @@ def test_ridge_solve_gives_ridge_svd_penalty_and_fit(shape, alpha, kernel):
 
 
 def test_ridge_solve_without_components_gives_zero():
-    from skloes._ridge import ridge_solve
+    from skloes.core._ridge import ridge_solve
 
     lam, X = ridge_solve(np.zeros((4, 4)), np.ones((4, 1)), 1.0, 4, kernel=True,
                          size=4)

@@ -1,4 +1,4 @@
-"""Tests of LOESSelector and LOESSelectorCV (spec §2, acceptance properties)."""
+"""Tests of LOESSelector and LOESSelectorCV: the authors' method and its properties."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skloes.selection._loes as selection
 from skloes import LOESSelector, LOESSelectorCV
-from skloes._geometry import thin_svd
-from skloes.selection._loes_path import VARIANTS, _residual_factors, _span_basis
+from skloes.core._geometry import thin_svd
+from skloes.selection._loes_path import VARIANTS
+from skloes.selection._loes_span import _residual_factors, _span_basis
 
 VARIANT_NAMES = sorted(VARIANTS)
 
@@ -150,8 +151,8 @@ def test_reference_reproduces_hand_computed_scores():
 
 
 def test_robust_step_one_scores_equal_explicit_residual_computation():
-    from skloes._geometry import class_centroids, triangle_areas
-    from skloes._ridge import ridge_fit
+    from skloes.core._geometry import class_centroids, triangle_areas
+    from skloes.core._ridge import ridge_fit
 
     stack, y = _planted(n=90, n_layers=4, dim=10, seed=40, informative=(1, 3))
     sel = LOESSelector(n_layers_to_select=2, max_samples=None, objective="residual",
@@ -184,7 +185,7 @@ def test_robust_fused_scores_equal_explicit_fused_ridge():
     """objective="fused": the loss is the LOO loss of one GCV ridge of Y on the
     concatenated leading components of the selected layers and the candidate,
     each layer standardised per feature, then to unit total variance."""
-    from skloes._ridge import ridge_fit
+    from skloes.core._ridge import ridge_fit
 
     stack, y = _planted(n=90, n_layers=4, dim=10, seed=40, informative=(1, 3))
     rank = 6
@@ -593,7 +594,7 @@ def test_pickle_round_trip_gives_identical_outputs(variant):
 
 
 # --------------------------------------------------------------------------
-# Bad input (issue §5)
+# Bad input
 # --------------------------------------------------------------------------
 def test_non_finite_input_is_rejected():
     stack, y = _planted(seed=28)
@@ -747,7 +748,7 @@ def test_cv_scores_the_ridge_probe_from_grams_as_grid_search_fits_it(
     40-wide layers on 100 fit rows: prefixes of 1-2 layers take the feature
     route, longer ones the Gram route.
     """
-    from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
+    from skloes.selection import RidgeProbeClassifier, RidgeProbeRegressor
     from skloes.selection._ridge_probe import _RidgeProbe
 
     stack, y = _planted(n=150, n_layers=6, dim=40, seed=38)

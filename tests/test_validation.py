@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 from sklearn.base import BaseEstimator
 
-from skloes.utils._validation import (
+from skloes.core._contract import (
     LayerTable,
     flat_layer_dim,
     fuse_layers,
     layer_feature_names,
     mark_layers,
     resolve_layer_indices,
-    resolve_task,
     stack_view,
     validate_layers,
 )
+from skloes.core._targets import resolve_task
 
 
 class _Dummy(BaseEstimator):
@@ -193,12 +193,9 @@ def test_stack_view_is_the_metrics_entry_point():
 
 
 def test_every_consumer_reads_a_marked_table_as_its_layers():
-    from skloes.baselines import (
-        LastLayerSelector,
-        RidgeProbeClassifier,
-        ScalarMixClassifier,
-    )
+    from skloes.heads import ScalarMixClassifier
     from skloes.report import LayerReport
+    from skloes.selection import LastLayerSelector, RidgeProbeClassifier
 
     stack, X = _marked(n=60, n_layers=3, dim=4)
     y = np.arange(60) % 2

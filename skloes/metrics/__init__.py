@@ -4,7 +4,11 @@ Every metric takes one matrix (and returns a float) or a layer stack of shape
 ``(n_layers, n_samples, dim)`` (and returns one value per layer). Only numpy,
 scipy and scikit-learn are imported here: torch is needed only by the
 streaming token path (:class:`TokenMetricPooling`), matplotlib only to plot
-and pandas only for :meth:`LayerReport.to_frame`.
+and pandas only for :meth:`LayerReport.to_frame`. A new metric is a function
+here plus one entry in the registry (``_registry``), which the report and
+:class:`~skloes.selection.MetricTopKSelector` both read.
+
+May import: utils, core, models, extraction.
 """
 
 # Authors: The skloes developers

@@ -10,7 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
-from skloes.utils._validation import stack_view
+from skloes.core._contract import stack_view
 
 NORMALIZATIONS = ("maxEntropy", "logN", "logD", "logNlogD", "raw")
 

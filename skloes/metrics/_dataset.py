@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from skloes._geometry import (
+from skloes.core._geometry import (
     all_triplets,
     cka_from_svd,
     class_centroids,
@@ -17,14 +17,12 @@ from skloes._geometry import (
     isotropy_inv_cv,
     matrix_entropy,
     overlap_redundancy,
-    rank_tol,
+    rank_mask,
     sample_distinct_triplets,
     thin_svd,
     triangle_areas,
 )
-from skloes._geometry import (
-    effective_rank as _erank,
-)
+from skloes.core._geometry import effective_rank as _erank
 from skloes.metrics._base import (
     as_layers,
     check_alpha,
@@ -52,8 +50,7 @@ def _spectrum(P, clamp_gram=False):
     a spurious ``-p log p`` to the entropy of a low-rank matrix.
     """
     lam = gram_spectrum(P, clamp_gram=clamp_gram)
-    top = lam.max(initial=0.0)
-    lam[lam <= rank_tol(top, max(P.shape))] = 0.0
+    lam[~rank_mask(lam, max(P.shape))] = 0.0
     return lam
 
 

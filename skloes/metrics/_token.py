@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from skloes._geometry import matrix_entropy, rank_tol
+from skloes.core._geometry import matrix_entropy, rank_mask
+from skloes.core._torch import torch
 from skloes.metrics._base import (
     NORMALIZATIONS,
     as_prompts,
@@ -59,7 +60,7 @@ def _prompt_entropy_batch(Z, n, alpha, normalization, preprocess, clamp_gram):
     d = Z.shape[2]
     for b in np.flatnonzero(n >= 2):
         lam = spectra[b]
-        lam[lam <= rank_tol(lam.max(), max(n[b], d))] = 0.0
+        lam[~rank_mask(lam, max(n[b], d))] = 0.0
         h = matrix_entropy(lam, alpha)
         out[b] = h / normalizer("prompt_entropy", normalization, int(n[b]), d)
     return out
@@ -421,9 +422,8 @@ class TokenMetricPooling:
         return out
 
     def __call__(self, hidden, mask):
-        import torch
 
-        from skloes._pooling import pool
+        from skloes.core._pooling import pool
 
         pooled = pool(hidden, mask, self.pooling)
         vals = self.values(hidden.detach().to("cpu", torch.float32).numpy(),

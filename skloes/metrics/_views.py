@@ -12,7 +12,7 @@ from scipy.linalg import eigh
 from scipy.special import logsumexp
 from sklearn.utils import check_random_state
 
-from skloes._geometry import matrix_entropy
+from skloes.core._geometry import matrix_entropy
 from skloes.metrics._base import (
     as_layers,
     check_positive_int,

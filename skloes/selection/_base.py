@@ -14,6 +14,7 @@ columns from ``selected_layers_`` and ``dim_in_``. Mixins go left of
 
 from __future__ import annotations
 
+import warnings
 from math import floor
 from numbers import Integral
 
@@ -22,13 +23,13 @@ from sklearn.base import TransformerMixin
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
-from skloes.utils._param_validation import Interval, StrOptions
-from skloes.utils._validation import (
+from skloes.core._contract import (
     FLOAT_DTYPES,
     fuse_layers,
     layer_feature_names,
     validate_layers,
 )
+from skloes.utils._param_validation import Interval, StrOptions
 
 #: Budget that ``n_layers_to_select="auto"`` asks for (clipped to the candidates).
 AUTO_N_LAYERS = 4
@@ -137,6 +138,41 @@ def total_variances(stack):
     """Total variance of each layer of a float64 stack (one value per layer)."""
     return np.array([((layer - layer.mean(axis=0)) ** 2).sum() / layer.shape[0]
                      for layer in stack])
+
+
+def candidate_layers(variances, include_embedding, owner, stacklevel=4):
+    """The candidate-layer policy every selector follows, and its one warning.
+
+    Layer 0 is a candidate only with ``include_embedding``; a degenerate layer
+    (:func:`degenerate_layers`) never is, and a warning names it.
+
+    Parameters
+    ----------
+    variances : ndarray of shape (n_layers,)
+        Total variance of each layer on the calibration rows.
+    include_embedding : bool
+        Whether layer 0 (the embedding output) may be selected.
+    owner : str
+        Estimator name for the warning.
+    stacklevel : int, default=4
+        Passed to :func:`warnings.warn` (the user's ``fit`` call).
+
+    Returns
+    -------
+    candidates : ndarray of int
+        Candidate layers, ascending.
+    degenerate : ndarray of int
+        The degenerate layers.
+    """
+    degenerate = degenerate_layers(variances)
+    if degenerate.size:
+        warnings.warn(
+            f"{owner}: layers {degenerate.tolist()} are degenerate (near-constant "
+            "on the calibration rows) and are not candidates.",
+            UserWarning, stacklevel=stacklevel,
+        )
+    layers = np.arange(0 if include_embedding else 1, len(variances))
+    return np.setdiff1d(layers, degenerate), degenerate
 
 
 class LayerSupportMixin:

@@ -1,10 +1,8 @@
 """Baseline layer selectors that LOES is measured against.
 
 Every selector shares ``LOESSelector``'s interface, budget and calibration
-rows (:mod:`skloes.selection._base`). The ridge probes live in
-:mod:`skloes.selection._ridge_probe` and the ScalarMix heads in
-:mod:`skloes.selection._scalar_mix`; all are public from
-:mod:`skloes.baselines`.
+rows (:mod:`skloes.selection._base`); all are public from
+:mod:`skloes.selection`.
 """
 
 # Authors: The skloes developers
@@ -12,38 +10,30 @@ rows (:mod:`skloes.selection._base`). The ridge probes live in
 
 from __future__ import annotations
 
-import warnings
-from itertools import combinations
-from math import comb
 from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_random_state
 
-from skloes import _geometry
-from skloes.metrics import _dataset
+from skloes.core._contract import FLOAT_DTYPES, validate_layers
+from skloes.core._targets import resolve_task
+from skloes.metrics._registry import METRICS, label_free_metrics
 from skloes.selection._base import (
     N_LAYERS_CONSTRAINT,
     LayerSelectorMixin,
     calibration_rows,
-    degenerate_layers,
+    candidate_layers,
     resolve_n_layers,
     total_variances,
 )
-from skloes.selection._ridge_probe import _held_out_split, _SubsetScorer
+from skloes.utils._deprecation import renamed_params
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
     StrOptions,
     _fit_context,
-)
-from skloes.utils._validation import (
-    FLOAT_DTYPES,
-    resolve_task,
-    validate_layers,
 )
 
 _COMMON_CONSTRAINTS = {
@@ -74,7 +64,6 @@ def _check_length(estimator, y, shape):
             f"{type(estimator).__name__}: `X` {layout} has {shape[1]} samples, "
             f"but `y` has {n_y} entries."
         )
-
 
 
 # --------------------------------------------------------------------------
@@ -168,16 +157,9 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
                 f"{name}: needs at least 3 calibration samples; got n_samples = "
                 f"{stack.shape[1]}."
             )
-        degenerate = degenerate_layers(total_variances(stack))
-        self.degenerate_layers_ = degenerate
-        if degenerate.size:
-            warnings.warn(
-                f"{name}: layers {degenerate.tolist()} have (near) zero variance on "
-                "the calibration rows and are not candidates.",
-                UserWarning,
-                stacklevel=3,
-            )
-        return np.setdiff1d(layers, degenerate)
+        candidates, self.degenerate_layers_ = candidate_layers(
+            total_variances(stack), self.include_embedding, name)
+        return candidates
 
     def _check_budget(self, n_candidates):
         """The number of layers to pick (``n_layers_to_select`` resolved)."""
@@ -208,7 +190,7 @@ _COMMON_DOC = """
 
     max_samples : int, float or None, default=2000
         Size of the calibration subsample (an int, a fraction in (0, 1], or
-        None for all rows), drawn exactly as :class:`~skloes.LOESSelector`
+        None for all rows), drawn exactly as :class:`~skloes.selection.LOESSelector`
         draws it.
 
     layer_dim : int or None, default=None
@@ -261,7 +243,7 @@ class LastLayerSelector(_BaseLayerSelector):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import LastLayerSelector
+    >>> from skloes.selection import LastLayerSelector
     >>> H = np.random.RandomState(0).normal(size=(4, 10, 3))
     >>> LastLayerSelector().fit(H).selected_layers_
     array([3])
@@ -278,6 +260,7 @@ class LastLayerSelector(_BaseLayerSelector):
         return [candidates[-1]]
 
 
+@renamed_params(k="n_layers_to_select")
 @_doc
 class LastKSelector(_BaseLayerSelector):
     """Select the ``n_layers_to_select`` deepest candidate layers.
@@ -297,7 +280,7 @@ class LastKSelector(_BaseLayerSelector):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import LastKSelector
+    >>> from skloes.selection import LastKSelector
     >>> H = np.random.RandomState(0).normal(size=(5, 10, 3))
     >>> LastKSelector(n_layers_to_select=2).fit(H).transform(H).shape
     (10, 6)
@@ -306,12 +289,14 @@ class LastKSelector(_BaseLayerSelector):
     _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
 
     def __init__(self, *, n_layers_to_select="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None):
+                 max_samples=2000, layer_dim=None, random_state=None,
+                 k="deprecated"):
         self.n_layers_to_select = n_layers_to_select
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.layer_dim = layer_dim
         self.random_state = random_state
+        self.k = k
 
     def _select(self, stack, target, candidates, rng, n_select):
         return candidates[::-1][:n_select]
@@ -332,7 +317,7 @@ class AllLayersSelector(_BaseLayerSelector):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import AllLayersSelector
+    >>> from skloes.selection import AllLayersSelector
     >>> H = np.random.RandomState(0).normal(size=(3, 10, 2))
     >>> AllLayersSelector(include_embedding=False).fit(H).get_support()
     array([False,  True,  True])
@@ -349,6 +334,7 @@ class AllLayersSelector(_BaseLayerSelector):
         return candidates
 
 
+@renamed_params(k="n_layers_to_select")
 @_doc
 class RandomKSelector(_BaseLayerSelector):
     """Select ``n_layers_to_select`` candidate layers at random (a sanity check).
@@ -368,7 +354,7 @@ class RandomKSelector(_BaseLayerSelector):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import RandomKSelector
+    >>> from skloes.selection import RandomKSelector
     >>> H = np.random.RandomState(0).normal(size=(6, 10, 2))
     >>> RandomKSelector(n_layers_to_select=3, random_state=0).fit(H).n_selected_
     3
@@ -377,316 +363,28 @@ class RandomKSelector(_BaseLayerSelector):
     _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
 
     def __init__(self, *, n_layers_to_select="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None):
+                 max_samples=2000, layer_dim=None, random_state=None,
+                 k="deprecated"):
         self.n_layers_to_select = n_layers_to_select
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.layer_dim = layer_dim
         self.random_state = random_state
+        self.k = k
 
     def _select(self, stack, target, candidates, rng, n_select):
         return rng.choice(candidates, size=n_select, replace=False)
 
 
-# --------------------------------------------------------------------------
-# Probe-scored selectors
-# --------------------------------------------------------------------------
-_TASK_DOC = """
-    task : {"auto", "classification", "regression"}, default="auto"
-        How ``y`` is read; "auto" uses ``type_of_target``."""
-
-
-_probe_doc = fill_doc(COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC, TASK=_TASK_DOC)
-
-
-class _ProbeSelector(_BaseLayerSelector):
-    _needs_y = True
-    _data_driven = True
-
-
-@_probe_doc
-class BestSingleLayerSelector(_ProbeSelector):
-    """Select the layer with the best cross-validated ridge-probe score.
-
-    Each candidate layer is scored by the mean ``cv``-fold score (accuracy or
-    R²) of the ridge probe (unit-variance layer, GCV penalty) on the
-    calibration rows; the best layer wins (ties: the smaller index).
-
-    Parameters
-    ----------
-    cv : int, cross-validation generator or iterable, default=5
-        Folds over the calibration rows (stratified for classification).
-
-    {TASK}
-
-    {COMMON}
-
-    Attributes
-    ----------
-    cv_scores_ : ndarray of shape (n_layers_in_,)
-        Mean CV score of each layer; NaN for layers that are not candidates.
-
-    classes_ : ndarray
-        Class labels (classification).
-
-    degenerate_layers_ : ndarray
-        Constant layers, excluded with a warning.
-
-    {ATTRS}
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skloes.baselines import BestSingleLayerSelector
-    >>> rng = np.random.RandomState(0)
-    >>> y = rng.randint(0, 2, size=60)
-    >>> H = rng.normal(size=(4, 60, 5))
-    >>> H[2, :, 0] += 3 * y
-    >>> BestSingleLayerSelector().fit(H, y).selected_layers_
-    array([2])
-    """
-
-    _parameter_constraints = {
-        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, "cv": ["cv_object"],
-    }
-
-    def __init__(self, *, cv=5, task="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None):
-        self.cv = cv
-        self.task = task
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.layer_dim = layer_dim
-        self.random_state = random_state
-
-    def _select(self, stack, target, candidates, rng, n_select):
-        classification = target[0] == "classification"
-        cv = check_cv(self.cv, target[2] if classification else None,
-                      classifier=classification)
-        try:
-            splits = list(cv.split(stack[0], target[2] if classification else None))
-        except ValueError as exc:
-            raise ValueError(
-                f"{type(self).__name__}: `cv`={self.cv!r} cannot split the "
-                f"{stack.shape[1]} calibration rows: {exc}"
-            ) from None
-        scores = np.zeros(candidates.size)
-        for fit, test in splits:
-            scorer = _SubsetScorer(stack, target, fit, test)
-            scores += [scorer([l]) for l in candidates]
-        self.cv_scores_ = np.full(self.n_layers_in_, np.nan)
-        self.cv_scores_[candidates] = scores / len(splits)
-        return [candidates[int(np.argmax(scores))]]
-
-
-@_probe_doc
-class ExhaustiveSubsetSelector(_ProbeSelector):
-    """Score every subset of ``n_layers_to_select`` layers; keep the best.
-
-    Each subset is scored by the ridge probe fitted on a stratified fit part
-    of the calibration rows and scored on the held-out part
-    (``validation_fraction``). Per-layer Grams are computed once, so a subset
-    costs one ``n_fit × n_fit`` eigendecomposition (or a smaller one when
-    the concatenation is narrower than ``n_fit``).
-
-    Parameters
-    ----------
-    n_layers_to_select : int or "auto", default="auto"
-        Subset size; ``"auto"`` is ``min(4, n_candidates)``.
-
-    max_subsets : int, default=20000
-        Refuse (``ValueError``) when ``C(n_candidates, k)`` is larger.
-
-    validation_fraction : float, default=0.2
-        Held-out fraction of the calibration rows.
-
-    {TASK}
-
-    {COMMON}
-
-    Attributes
-    ----------
-    held_out_indices_ : ndarray
-        Sorted rows (of ``X``) that scored the subsets; the probe was fitted
-        on the other calibration rows.
-
-    subsets_ : ndarray of shape (n_subsets, n_selected_)
-        Every subset, in lexicographic order.
-
-    subset_scores_ : ndarray of shape (n_subsets,)
-        Held-out probe score of each subset (accuracy or R²).
-
-    classes_ : ndarray
-        Class labels (classification).
-
-    degenerate_layers_ : ndarray
-        Constant layers, excluded with a warning.
-
-    {ATTRS}
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skloes.baselines import ExhaustiveSubsetSelector
-    >>> rng = np.random.RandomState(0)
-    >>> y = rng.randint(0, 2, size=80)
-    >>> H = rng.normal(size=(5, 80, 4))
-    >>> H[1, :, 0] += 3 * y
-    >>> sel = ExhaustiveSubsetSelector(n_layers_to_select=2,
-    ...                                random_state=0).fit(H, y)
-    >>> sel.subsets_.shape, bool(1 in sel.selected_layers_)
-    ((10, 2), True)
-    """
-
-    _parameter_constraints = {
-        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, **_K_CONSTRAINT,
-        "max_subsets": [Interval(Integral, 1, None, closed="left")],
-        "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
-    }
-
-    def __init__(self, *, n_layers_to_select="auto", max_subsets=20000,
-                 validation_fraction=0.2, task="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None):
-        self.n_layers_to_select = n_layers_to_select
-        self.max_subsets = max_subsets
-        self.validation_fraction = validation_fraction
-        self.task = task
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.layer_dim = layer_dim
-        self.random_state = random_state
-
-    def _check_budget(self, n_candidates):
-        n_select = super()._check_budget(n_candidates)
-        total = comb(n_candidates, n_select)
-        if total > self.max_subsets:
-            raise ValueError(
-                f"{type(self).__name__}: scoring every subset means C({n_candidates},"
-                f" {n_select}) = {total} probe fits, more than `max_subsets`="
-                f"{self.max_subsets}. Raise `max_subsets`, lower "
-                "`n_layers_to_select`, or use GreedyForwardSelector."
-            )
-        return n_select
-
-    def _select(self, stack, target, candidates, rng, n_select):
-        fit, held = _held_out_split(stack.shape[1], target,
-                                    self.validation_fraction, rng)
-        self.held_out_indices_ = self.calibration_indices_[held]
-        scorer = _SubsetScorer(stack, target, fit, held)
-        subsets = np.array(list(combinations(candidates, n_select)), dtype=np.intp)
-        self.subsets_ = subsets
-        self.subset_scores_ = np.array([scorer(s) for s in subsets])
-        best = subsets[int(np.argmax(self.subset_scores_))]
-        return best
-
-
-@_probe_doc
-class GreedyForwardSelector(_ProbeSelector):
-    """Forward selection: add, one at a time, the layer that most helps the probe.
-
-    From ``S = ∅``, each step adds ``argmax_l probe(S ∪ {l})`` scored on the
-    held-out part of the calibration rows (ties: the smaller index); this is
-    LOES without orthogonalisation or geometry terms.
-
-    Parameters
-    ----------
-    n_layers_to_select : int or "auto", default="auto"
-        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
-        any input.
-
-    validation_fraction : float, default=0.2
-        Held-out fraction of the calibration rows.
-
-    {TASK}
-
-    {COMMON}
-
-    Attributes
-    ----------
-    held_out_indices_ : ndarray
-        Sorted rows (of ``X``) that scored the subsets; the probe was fitted
-        on the other calibration rows.
-
-    path_scores_ : ndarray of shape (n_selected_,)
-        Held-out score of ``S`` after each step.
-
-    step_scores_ : ndarray of shape (n_selected_, n_layers_in_)
-        Score of ``S ∪ {l}`` for every candidate at every step; NaN where a
-        layer was not evaluated (already selected or not a candidate).
-
-    classes_ : ndarray
-        Class labels (classification).
-
-    degenerate_layers_ : ndarray
-        Constant layers, excluded with a warning.
-
-    {ATTRS}
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skloes.baselines import GreedyForwardSelector
-    >>> rng = np.random.RandomState(0)
-    >>> y = rng.randint(0, 2, size=80)
-    >>> H = rng.normal(size=(5, 80, 4))
-    >>> H[3, :, 0] += 3 * y
-    >>> GreedyForwardSelector(n_layers_to_select=2, random_state=0).fit(
-    ...     H, y).selection_order_[0]
-    np.int64(3)
-    """
-
-    _parameter_constraints = {
-        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, **_K_CONSTRAINT,
-        "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
-    }
-
-    def __init__(self, *, n_layers_to_select="auto", validation_fraction=0.2,
-                 task="auto", include_embedding=True, max_samples=2000, layer_dim=None,
-                 random_state=None):
-        self.n_layers_to_select = n_layers_to_select
-        self.validation_fraction = validation_fraction
-        self.task = task
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.layer_dim = layer_dim
-        self.random_state = random_state
-
-    def _select(self, stack, target, candidates, rng, n_select):
-        fit, held = _held_out_split(stack.shape[1], target,
-                                    self.validation_fraction, rng)
-        self.held_out_indices_ = self.calibration_indices_[held]
-        scorer = _SubsetScorer(stack, target, fit, held)
-        order, path = [], []
-        table = np.full((n_select, self.n_layers_in_), np.nan)
-        for step in range(n_select):
-            rest = [l for l in candidates if l not in order]
-            for l in rest:
-                table[step, l] = scorer(sorted([*order, l]))
-            best = rest[int(np.argmax(table[step, rest]))]
-            order.append(best)
-            path.append(table[step, best])
-        self.path_scores_ = np.array(path)
-        self.step_scores_ = table
-        return order
-
 
 # --------------------------------------------------------------------------
 # Label-free metric top-k
 # --------------------------------------------------------------------------
-_METRICS = ("isotropy", "dataset_entropy", "effective_rank", "intrinsic_dim",
-            "layer_scores")
+# The label-free metrics of the registry, and the user's own layer scores.
+_METRICS = (*label_free_metrics(), "layer_scores")
 
 
-def _named_metric(name, layer, params):
-    """One named metric of one calibration matrix (definitions live elsewhere)."""
-    if name == "isotropy":
-        return _geometry.isotropy_erank(_geometry.thin_svd(layer)[1], *layer.shape)
-    fn = getattr(_dataset, name)
-    if name in ("dataset_entropy", "effective_rank", "intrinsic_dim"):
-        params = {"max_prompts": None, **params}
-    return fn(layer, **params)
-
-
+@renamed_params(k="n_layers_to_select")
 @_doc
 class MetricTopKSelector(_BaseLayerSelector):
     """Select the ``n_layers_to_select`` layers with the highest label-free metric.
@@ -697,12 +395,13 @@ class MetricTopKSelector(_BaseLayerSelector):
 
     Parameters
     ----------
-    metric : {"isotropy", "dataset_entropy", "effective_rank", "intrinsic_dim", \
-"layer_scores"} or callable, default="isotropy"
-        ``"isotropy"``: LOES' bounded isotropy of the centred layer
-        (:func:`skloes._geometry.isotropy_erank`); ``"dataset_entropy"``,
-        ``"effective_rank"``, ``"intrinsic_dim"`` (TwoNN): the functions of
-        :mod:`skloes.metrics` of the same name on the calibration matrix;
+    metric : str or callable, default="isotropy"
+        A label-free metric of the registry of :mod:`skloes.metrics`, the
+        names :class:`~skloes.report.LayerReport` takes too:
+        ``"isotropy"`` (LOES' bounded isotropy of the centred layer),
+        ``"dataset_entropy"``, ``"erank_sigma"`` (also ``"effective_rank"``),
+        ``"erank_sigma2"`` and ``"intrinsic_dim"`` (TwoNN), each computed by
+        the :mod:`skloes.metrics` function on the calibration matrix;
         ``"layer_scores"``: the user array ``layer_scores``; a callable maps
         an ``(n, d)`` array to a float. Named metrics are higher-is-better.
 
@@ -738,7 +437,7 @@ class MetricTopKSelector(_BaseLayerSelector):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import MetricTopKSelector
+    >>> from skloes.selection import MetricTopKSelector
     >>> H = np.random.RandomState(0).normal(size=(4, 50, 6))
     >>> H[1, :, 0] *= 10.0  # layer 1 is far from isotropic
     >>> sel = MetricTopKSelector(metric="isotropy", n_layers_to_select=3).fit(H)
@@ -758,7 +457,8 @@ class MetricTopKSelector(_BaseLayerSelector):
                  layer_scores=None,
                  greater_is_better=True, metric_params=None,
                  include_embedding=True, max_samples=2000, layer_dim=None,
-                 random_state=None):
+                 random_state=None,
+                 k="deprecated"):
         self.metric = metric
         self.n_layers_to_select = n_layers_to_select
         self.layer_scores = layer_scores
@@ -768,6 +468,7 @@ class MetricTopKSelector(_BaseLayerSelector):
         self.max_samples = max_samples
         self.layer_dim = layer_dim
         self.random_state = random_state
+        self.k = k
 
     @property
     def _data_driven(self):
@@ -798,7 +499,9 @@ class MetricTopKSelector(_BaseLayerSelector):
             if callable(self.metric):
                 value = self.metric(stack[l], **params)
             else:
-                value = _named_metric(self.metric, stack[l], params)
+                # the calibration rows are the sample: no further subsampling
+                value = METRICS[self.metric](stack[l], settings={"max_prompts": None},
+                                             **params)
             try:
                 scores[l] = float(value)
             except (TypeError, ValueError):

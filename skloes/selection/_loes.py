@@ -21,13 +21,21 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, check_memory
 
+from skloes.core._contract import FLOAT_DTYPES, validate_layers
+from skloes.core._contract import fuse_layers as _fuse
+from skloes.core._targets import cv_splits, resolve_task
 from skloes.selection._base import N_LAYERS_CONSTRAINT, LayerSelectorMixin
 from skloes.selection._loes_path import (
     COMPONENTS,
     _loes_path,
     _resolve_config,
 )
-from skloes.selection._ridge_probe import _SubsetScorer
+from skloes.selection._ridge_probe import (
+    RidgeProbeClassifier,
+    RidgeProbeRegressor,
+    _SubsetScorer,
+)
+from skloes.utils._deprecation import renamed_params
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     HasMethods,
@@ -36,13 +44,6 @@ from skloes.utils._param_validation import (
     StrOptions,
     _fit_context,
 )
-from skloes.utils._validation import (
-    FLOAT_DTYPES,
-    cv_splits,
-    resolve_task,
-    validate_layers,
-)
-from skloes.utils._validation import fuse_layers as _fuse
 
 __all__ = ["LOESSelector", "LOESSelectorCV"]
 
@@ -330,6 +331,8 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         return tags
 
 
+@renamed_params(alpha="isotropy_weight", gamma="redundancy_weight",
+                eta="volume_weight")
 @_doc
 class LOESSelector(_BaseLOES):
     """Layer-wise Optimal Embedding Selection (LOES).
@@ -410,7 +413,8 @@ class LOESSelector(_BaseLOES):
                  objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None):
+                 layer_dim=None, task="auto", random_state=None,
+                 alpha="deprecated", gamma="deprecated", eta="deprecated"):
         self.n_layers_to_select = n_layers_to_select
         self.memory = memory
         self.variant = variant
@@ -437,6 +441,9 @@ class LOESSelector(_BaseLOES):
         self.layer_dim = layer_dim
         self.task = task
         self.random_state = random_state
+        self.alpha = alpha
+        self.gamma = gamma
+        self.eta = eta
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -464,9 +471,7 @@ default=None
 
 
 def _default_estimator(task):
-    """The ridge probe of ``skloes.baselines`` for the task."""
-    from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
-
+    """The ridge probe for the task."""
     return RidgeProbeClassifier() if task == "classification" else RidgeProbeRegressor()
 
 
@@ -488,8 +493,6 @@ def _probe_scaling(estimator, scoring, fusion_scaling, dim):
     the layer width (a global factor on top does not move the GCV ridge).
     None: any other estimator or scoring, fitted as it is.
     """
-    from skloes.baselines import RidgeProbeClassifier, RidgeProbeRegressor
-
     if scoring is not None or type(estimator) not in (RidgeProbeClassifier,
                                                       RidgeProbeRegressor):
         return None
@@ -533,6 +536,8 @@ def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer,
     return scores, order
 
 
+@renamed_params(alpha="isotropy_weight", gamma="redundancy_weight",
+                eta="volume_weight")
 @_doc
 class LOESSelectorCV(_BaseLOES):
     """LOES with the budget chosen by cross-validation (see :ref:`loes_cv`).
@@ -627,7 +632,8 @@ class LOESSelectorCV(_BaseLOES):
                  objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None):
+                 layer_dim=None, task="auto", random_state=None,
+                 alpha="deprecated", gamma="deprecated", eta="deprecated"):
         self.estimator = estimator
         self.max_layers_to_select = max_layers_to_select
         self.cv = cv
@@ -657,10 +663,15 @@ class LOESSelectorCV(_BaseLOES):
         self.layer_dim = layer_dim
         self.task = task
         self.random_state = random_state
+        self.alpha = alpha
+        self.gamma = gamma
+        self.eta = eta
 
     def _selector(self, n_select, task):
+        skip = {"n_layers_to_select", "layer_dim", "task", "memory",
+                *self._renamed_params}  # fit already resolved the former names
         params = {k: getattr(self, k) for k in LOESSelector._parameter_constraints
-                  if k not in ("n_layers_to_select", "layer_dim", "task", "memory")}
+                  if k not in skip}
         return LOESSelector(n_layers_to_select=n_select, task=task, **params)
 
     @_fit_context(prefer_skip_nested_validation=False)

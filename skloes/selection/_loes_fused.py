@@ -15,7 +15,7 @@ Cost: one partial eigendecomposition per layer (the ``fused_rank`` leading
 pairs of the smaller Gram); the Gram of the fused components is assembled
 from cached pairwise blocks ``F_iᵀF_j`` (``r×r``, ``r = fused_rank``), so a
 candidate costs one tridiagonal reduction and one Cholesky factorisation of
-an ``|S|r × |S|r`` matrix (:func:`skloes._ridge.ridge_factor`) and one
+an ``|S|r × |S|r`` matrix (:func:`skloes.core._ridge.ridge_factor`) and one
 ``n × |S|r × |S|r`` triangular solve for the leave-one-out hat diagonal.
 """
 
@@ -27,12 +27,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import blas, cho_solve, eigh
 
-from skloes._geometry import rank_tol
-from skloes._ridge import LOO_FLOOR, ridge_factor, ridge_svd
+from skloes.core._geometry import rank_mask
+from skloes.core._ridge import LOO_FLOOR, ridge_factor, ridge_svd
 
 
 class _FastFit:
-    """The parts of a :class:`~skloes._ridge.RidgeSolution` a path reads."""
+    """The parts of a :class:`~skloes.core._ridge.RidgeSolution` a path reads."""
 
     def __init__(self, alpha, loss, fitted):
         self.alpha, self.loss, self.fitted = alpha, loss, fitted
@@ -71,7 +71,7 @@ def standardized_components(X, rank, gram=None):
     r = min(rank, size)
     w, V = eigh(small, subset_by_index=[size - r, size - 1])
     w, V = w[::-1], V[:, ::-1]
-    keep = (w > rank_tol(max(w[0], 0.0), max(n, d))) & (w > 0)
+    keep = rank_mask(w, max(n, d))
     w, V = w[keep], V[:, keep]
     if n <= d:
         return V * np.sqrt(w)
@@ -91,7 +91,7 @@ class _FusedLoss:
     ridge_alpha : float or "gcv"
         Penalty of the fused ridge.
     loss : {"loo", "train"}
-        Which loss :class:`~skloes._ridge.RidgeSolution` reports.
+        Which loss :class:`~skloes.core._ridge.RidgeSolution` reports.
     denominator : float
         Fixed denominator of the LOO loss (``‖Y - 1ȳᵀ‖_F²``).
     """
@@ -127,7 +127,7 @@ class _FusedLoss:
         subset = sorted(subset)
         w, W = np.linalg.eigh(self._gram(subset))
         w, W = w[::-1], W[:, ::-1]
-        keep = (w > rank_tol(max(w[0], 0.0), max(self.Y.shape[0], w.size))) & (w > 0)
+        keep = rank_mask(w, max(self.Y.shape[0], w.size))
         w, W = w[keep], W[:, keep]
         s = np.sqrt(w)
         F = np.hstack([self.F[l] for l in subset])
@@ -136,7 +136,7 @@ class _FusedLoss:
     def __call__(self, subset):
         """The ridge fit of ``Y`` on the fused ``subset`` (λ, loss, fitted).
 
-        The λ and losses of :func:`~skloes._ridge.ridge_svd` on
+        The λ and losses of :func:`~skloes.core._ridge.ridge_svd` on
         :meth:`factors`, to rounding, without eigenvectors.
         """
         subset = sorted(subset)

@@ -2,7 +2,7 @@
 
 Each layer block is centred and scaled to unit total variance with fit-part
 statistics; ridge with an unpenalised intercept and a GCV penalty (the
-primitive of :mod:`skloes._ridge`) fits one-hot or standardised targets.
+primitive of :mod:`skloes.core._ridge`) fits one-hot or standardised targets.
 :class:`_SubsetScorer` scores layer subsets on one fit/held-out split from
 cached per-layer Grams (a concatenation's Gram is the sum of its layers').
 """
@@ -20,14 +20,16 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from skloes._ridge import ridge_fit, ridge_solve
+from skloes.core._contract import _check_layer_dim, flat_width
+from skloes.core._ridge import ridge_fit, ridge_solve
+from skloes.core._targets import check_classes
+from skloes.utils._deprecation import renamed_params, warn_renamed
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
     StrOptions,
     _fit_context,
 )
-from skloes.utils._validation import _check_layer_dim, flat_width
 
 __all__ = ["RidgeProbeClassifier", "RidgeProbeRegressor"]
 
@@ -65,7 +67,7 @@ class _SubsetScorer:
     plain table). A subset is solved in whichever form is smaller: the
     concatenated features when their width is below ``n_fit``, else the fit
     Gram ``Σ_l G_l`` (and cross-Gram ``Σ_l K_l``) of cached per-layer Grams;
-    either costs one tridiagonal reduction (:func:`skloes._ridge.ridge_solve`).
+    either costs one tridiagonal reduction (:func:`skloes.core._ridge.ridge_solve`).
     """
 
     def __init__(self, stack, target, fit, held_out, scaling="layer", alpha="gcv"):
@@ -153,9 +155,17 @@ class _RidgeProbe(BaseEstimator):
                         StrOptions({"gcv"})],
     }
 
-    def __init__(self, *, layer_dim=None, ridge_alpha="gcv"):
+    def __init__(self, *, layer_dim=None, ridge_alpha="gcv", alpha="deprecated"):
         self.layer_dim = layer_dim
         self.ridge_alpha = ridge_alpha
+        self.alpha = alpha
+
+    @property
+    def alpha_(self):
+        """Deprecated: the former name of ``ridge_alpha_`` (removed in 0.4)."""
+        check_is_fitted(self)
+        warn_renamed(type(self).__name__, "alpha_", "ridge_alpha_", what="attribute")
+        return self.ridge_alpha_
 
     def _block_width(self, X):
         """Block width by the layer data contract; a plain table is one block."""
@@ -181,6 +191,7 @@ class _RidgeProbe(BaseEstimator):
         return X @ self._coef + self._intercept
 
 
+@renamed_params(alpha="ridge_alpha")
 class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     """Ridge probe classifier: one-hot ridge with a GCV penalty, argmax.
 
@@ -188,7 +199,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     unit total variance with training statistics (``layer_dim=None``: one
     global scale). The one-hot targets are fitted by ridge with an
     unpenalised intercept, λ chosen by GCV on the 19-point log grid of
-    :func:`skloes._ridge.gcv_alpha_grid`; the prediction is the argmax. This
+    :func:`skloes.core._ridge.gcv_alpha_grid`; the prediction is the argmax. This
     is the probe that :class:`BestSingleLayerSelector`,
     :class:`ExhaustiveSubsetSelector` and
     :class:`GreedyForwardSelector` use.
@@ -198,12 +209,12 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     layer_dim : int or None, default=None
         Block width of the flat table; each block gets its own scale. None
         reads the width the table declares (the output of
-        :class:`~skloes.HiddenStatesTransformer`), and a plain table as one
+        :class:`~skloes.extraction.HiddenStatesTransformer`), and a plain table as one
         block; see :ref:`data_contract`.
 
     ridge_alpha : float or "gcv", default="gcv"
         Ridge penalty on the scaled features, or "gcv" (generalised
-        cross-validation over a log grid, :mod:`skloes._ridge`).
+        cross-validation over a log grid, :mod:`skloes.core._ridge`).
 
     Attributes
     ----------
@@ -232,7 +243,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import RidgeProbeClassifier
+    >>> from skloes.selection import RidgeProbeClassifier
     >>> rng = np.random.RandomState(0)
     >>> y = rng.randint(0, 3, size=90)
     >>> X = rng.normal(size=(90, 6)) + np.eye(6)[y] * 4
@@ -261,11 +272,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
-        if self.classes_.size < 2:
-            raise ValueError(
-                f"{type(self).__name__}: `y` must contain at least two classes; "
-                f"got 1 class ({self.classes_[0].tolist()!r})."
-            )
+        check_classes(self.classes_, type(self).__name__)
         coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes],
                                            width)
         self._coef, self._intercept = coef, intercept
@@ -305,6 +312,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
         return self.classes_[np.argmax(scores, axis=1)]
 
 
+@renamed_params(alpha="ridge_alpha")
 class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     """Ridge probe regressor on standardised targets, with a GCV penalty.
 
@@ -317,7 +325,7 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     layer_dim : int or None, default=None
         Block width of the flat table; each block gets its own scale. None
         reads the width the table declares (the output of
-        :class:`~skloes.HiddenStatesTransformer`), and a plain table as one
+        :class:`~skloes.extraction.HiddenStatesTransformer`), and a plain table as one
         block; see :ref:`data_contract`.
 
     ridge_alpha : float or "gcv", default="gcv"
@@ -348,7 +356,7 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import RidgeProbeRegressor
+    >>> from skloes.selection import RidgeProbeRegressor
     >>> rng = np.random.RandomState(0)
     >>> X = rng.normal(size=(50, 4))
     >>> y = X @ [1.0, 0.0, -2.0, 0.5] + 10

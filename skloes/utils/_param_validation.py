@@ -8,6 +8,7 @@ from __future__ import annotations
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import (
     HasMethods,
+    Hidden,
     Interval,
     Options,
     RealNotInt,
@@ -17,6 +18,7 @@ from sklearn.utils._param_validation import (
 
 __all__ = [
     "HasMethods",
+    "Hidden",
     "Interval",
     "Options",
     "RealNotInt",

@@ -81,7 +81,7 @@ def test_cuda_without_gpu_fails_at_fit(tiny_model_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_without_gpu_fails_at_fit_for_heads():
     from skloes import GeoRegClassifier
-    from skloes.baselines import ScalarMixClassifier
+    from skloes.heads import ScalarMixClassifier
 
     stack = np.random.RandomState(0).randn(3, 12, 4)
     y = np.arange(12) % 2

@@ -30,9 +30,10 @@ from skloes import (  # noqa: E402
     HiddenStatesTransformer,
     LOESSelector,
     LOESSelectorCV,
-    baselines,
     datasets,
+    heads,
     metrics,
+    selection,
 )
 from skloes.report import LayerReport, layer_report  # noqa: E402
 
@@ -153,19 +154,19 @@ LAYER_ESTIMATORS = {
     "LOESSelector": lambda: LOESSelector(n_layers_to_select=2, random_state=0),
     "LOESSelectorCV": lambda: LOESSelectorCV(max_layers_to_select=2, cv=3,
                                              random_state=0),
-    "LastLayerSelector": lambda: baselines.LastLayerSelector(),
-    "LastKSelector": lambda: baselines.LastKSelector(**{K: 2}),
-    "AllLayersSelector": lambda: baselines.AllLayersSelector(),
-    "RandomKSelector": lambda: baselines.RandomKSelector(**{K: 2}, random_state=0),
-    "BestSingleLayerSelector": lambda: baselines.BestSingleLayerSelector(
+    "LastLayerSelector": lambda: selection.LastLayerSelector(),
+    "LastKSelector": lambda: selection.LastKSelector(**{K: 2}),
+    "AllLayersSelector": lambda: selection.AllLayersSelector(),
+    "RandomKSelector": lambda: selection.RandomKSelector(**{K: 2}, random_state=0),
+    "BestSingleLayerSelector": lambda: selection.BestSingleLayerSelector(
         cv=3, random_state=0),
-    "ExhaustiveSubsetSelector": lambda: baselines.ExhaustiveSubsetSelector(
+    "ExhaustiveSubsetSelector": lambda: selection.ExhaustiveSubsetSelector(
         **{K: 2}, random_state=0),
-    "GreedyForwardSelector": lambda: baselines.GreedyForwardSelector(
+    "GreedyForwardSelector": lambda: selection.GreedyForwardSelector(
         **{K: 2}, random_state=0),
-    "MetricTopKSelector": lambda: baselines.MetricTopKSelector(**{K: 2}),
-    "RidgeProbeClassifier": lambda: baselines.RidgeProbeClassifier(),
-    "ScalarMixClassifier": lambda: baselines.ScalarMixClassifier(
+    "MetricTopKSelector": lambda: selection.MetricTopKSelector(**{K: 2}),
+    "RidgeProbeClassifier": lambda: selection.RidgeProbeClassifier(),
+    "ScalarMixClassifier": lambda: heads.ScalarMixClassifier(
         max_epochs=2, proj_dim=4, random_state=0),
     "GeoRegClassifier": lambda: GeoRegHead(
         layer_dim=D, max_epochs=2, proj_dim=4, random_state=0, device="cpu"),
@@ -285,40 +286,40 @@ PARAM_CASES = [
     ("LOESCV-max_0", lambda: LOESSelectorCV(max_layers_to_select=0),
      err("max_layers_to_select")),
     ("LOESCV-scoring", lambda: LOESSelectorCV(scoring="nope", cv=3), err("scoring")),
-    ("LastK-budget_0", lambda: baselines.LastKSelector(**{K: 0}), err(rf"\b{K}\b")),
-    ("LastK-budget_too_big", lambda: baselines.LastKSelector(**{K: L + 1}),
+    ("LastK-budget_0", lambda: selection.LastKSelector(**{K: 0}), err(rf"\b{K}\b")),
+    ("LastK-budget_too_big", lambda: selection.LastKSelector(**{K: L + 1}),
      err(rf"\b{K}\b")),
-    ("RandomK-budget_str", lambda: baselines.RandomKSelector(**{K: "2"}),
+    ("RandomK-budget_str", lambda: selection.RandomKSelector(**{K: "2"}),
      err(rf"\b{K}\b")),
-    ("Greedy-budget_too_big", lambda: baselines.GreedyForwardSelector(**{K: L + 1}),
+    ("Greedy-budget_too_big", lambda: selection.GreedyForwardSelector(**{K: L + 1}),
      err(rf"\b{K}\b")),
-    ("Greedy-validation_fraction", lambda: baselines.GreedyForwardSelector(
+    ("Greedy-validation_fraction", lambda: selection.GreedyForwardSelector(
         validation_fraction=1.5), err("validation_fraction")),
-    ("Exhaustive-max_subsets_0", lambda: baselines.ExhaustiveSubsetSelector(
+    ("Exhaustive-max_subsets_0", lambda: selection.ExhaustiveSubsetSelector(
         max_subsets=0), err("max_subsets")),
-    ("Exhaustive-too_many_subsets", lambda: baselines.ExhaustiveSubsetSelector(
+    ("Exhaustive-too_many_subsets", lambda: selection.ExhaustiveSubsetSelector(
         **{K: 2}, max_subsets=2), err("max_subsets")),
-    ("BestSingle-cv_1", lambda: baselines.BestSingleLayerSelector(cv=1),
+    ("BestSingle-cv_1", lambda: selection.BestSingleLayerSelector(cv=1),
      err(r"\bcv\b")),
-    ("MetricTopK-metric", lambda: baselines.MetricTopKSelector(metric="nope"),
+    ("MetricTopK-metric", lambda: selection.MetricTopKSelector(metric="nope"),
      err("metric")),
-    ("MetricTopK-scores_short", lambda: baselines.MetricTopKSelector(
+    ("MetricTopK-scores_short", lambda: selection.MetricTopKSelector(
         metric="layer_scores", layer_scores=[1.0, 2.0], **{K: 1}),
      err("layer_scores")),
-    ("MetricTopK-scores_nan", lambda: baselines.MetricTopKSelector(
+    ("MetricTopK-scores_nan", lambda: selection.MetricTopKSelector(
         metric="layer_scores", layer_scores=[1.0, np.nan, 2.0, 3.0], **{K: 1}),
      err("layer_scores")),
-    ("MetricTopK-scores_missing", lambda: baselines.MetricTopKSelector(
+    ("MetricTopK-scores_missing", lambda: selection.MetricTopKSelector(
         metric="layer_scores", **{K: 1}), err("layer_scores")),
-    ("Ridge-penalty_neg", lambda: baselines.RidgeProbeClassifier(**{RIDGE_ALPHA: -1.0}),
+    ("Ridge-penalty_neg", lambda: selection.RidgeProbeClassifier(**{RIDGE_ALPHA: -1.0}),
      err(RIDGE_ALPHA)),
-    ("Ridge-penalty_str", lambda: baselines.RidgeProbeClassifier(**{RIDGE_ALPHA: "cv"}),
+    ("Ridge-penalty_str", lambda: selection.RidgeProbeClassifier(**{RIDGE_ALPHA: "cv"}),
      err(RIDGE_ALPHA)),
-    ("ScalarMix-max_epochs_0", lambda: baselines.ScalarMixClassifier(max_epochs=0),
+    ("ScalarMix-max_epochs_0", lambda: heads.ScalarMixClassifier(max_epochs=0),
      err("max_epochs")),
-    ("ScalarMix-device", lambda: baselines.ScalarMixClassifier(device="gpu9"),
+    ("ScalarMix-device", lambda: heads.ScalarMixClassifier(device="gpu9"),
      err("device")),
-    ("ScalarMix-lr_neg", lambda: baselines.ScalarMixClassifier(lr=-1.0),
+    ("ScalarMix-lr_neg", lambda: heads.ScalarMixClassifier(lr=-1.0),
      err(r"\blr\b")),
     ("GeoReg-geo_weight_neg", lambda: GeoRegHead(geo_weight=-1.0),
      err("geo_weight")),

@@ -17,6 +17,8 @@ from math import comb
 
 import numpy as np
 
+from skloes.core._torch import torch
+
 EPS64 = np.finfo(np.float64).eps
 
 
@@ -40,11 +42,43 @@ def rank_tol(top, size):
 
     Examples
     --------
-    >>> from skloes._geometry import EPS64, rank_tol
+    >>> from skloes.core._geometry import EPS64, rank_tol
     >>> bool(rank_tol(4.0, 10) == 40 * EPS64)
     True
     """
     return top * size * EPS64
+
+
+def rank_mask(w, size):
+    """Which values of a spectrum the rank rule keeps (:func:`rank_tol`).
+
+    The one keep-mask of skloes: a value is kept when it is positive and above
+    ``max(w)·size·eps``. Every numerical rank (thin SVDs, Gram spectra, ridge
+    factors, the LOES span) and every spectrum cleaned of round-off (the
+    entropies) uses it.
+
+    Parameters
+    ----------
+    w : ndarray of shape (r,)
+        Squared singular values or eigenvalues, in any order.
+    size : int
+        ``max(n_rows, n_columns)`` of the decomposed matrix.
+
+    Returns
+    -------
+    keep : ndarray of shape (r,), dtype bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.core._geometry import rank_mask
+    >>> rank_mask(np.array([4.0, 1e-20, 0.0, -1e-17]), 10).tolist()
+    [True, False, False, False]
+    """
+    w = np.asarray(w)
+    if not w.size:
+        return np.zeros(0, dtype=bool)
+    return w > rank_tol(max(float(w.max()), 0.0), size)
 
 
 # --------------------------------------------------------------------------
@@ -80,7 +114,7 @@ def thin_svd(X, *, center=True, return_v=False, gram=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import thin_svd
+    >>> from skloes.core._geometry import thin_svd
     >>> X = np.random.RandomState(0).normal(size=(5, 3))
     >>> U, s = thin_svd(X)
     >>> np.allclose(s, np.linalg.svd(X - X.mean(0), compute_uv=False)[:len(s)])
@@ -95,8 +129,7 @@ def thin_svd(X, *, center=True, return_v=False, gram=None):
     else:
         w, V = np.linalg.eigh(X.T @ X if gram is None else gram)
     w, order = w[::-1], slice(None, None, -1)
-    keep = w > rank_tol(max(w[0], 0.0), max(n, d)) if w.size else w > 0
-    keep &= w > 0
+    keep = rank_mask(w, max(n, d))
     s = np.sqrt(w[keep])
     if n <= d:
         U = U[:, order][:, keep]
@@ -115,7 +148,7 @@ def isotropy_erank(s, n, d):
 
     Examples
     --------
-    >>> from skloes._geometry import isotropy_erank
+    >>> from skloes.core._geometry import isotropy_erank
     >>> round(isotropy_erank([1.0, 1.0, 1.0], n=10, d=3), 12)
     1.0
     >>> round(isotropy_erank([1.0], n=10, d=3), 6)
@@ -137,7 +170,7 @@ def isotropy_inv_cv(s, n, d, eps=1e-6):
 
     Examples
     --------
-    >>> from skloes._geometry import isotropy_inv_cv
+    >>> from skloes.core._geometry import isotropy_inv_cv
     >>> isotropy_inv_cv([1.0, 1.0], n=4, d=2) > 1e5
     True
     """
@@ -157,7 +190,7 @@ def cka_from_svd(U_a, s_a, U_b, s_b):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import cka_from_svd, thin_svd
+    >>> from skloes.core._geometry import cka_from_svd, thin_svd
     >>> X = np.random.RandomState(0).normal(size=(20, 4))
     >>> round(cka_from_svd(*thin_svd(X), *thin_svd(3 * X)), 12)
     1.0
@@ -175,7 +208,7 @@ def cka(A, B):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import cka
+    >>> from skloes.core._geometry import cka
     >>> A = np.random.RandomState(0).normal(size=(30, 5))
     >>> round(cka(A, -2 * A), 12)
     1.0
@@ -189,7 +222,7 @@ def overlap_redundancy(A, B):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import overlap_redundancy
+    >>> from skloes.core._geometry import overlap_redundancy
     >>> round(overlap_redundancy(np.ones((4, 2)), np.ones((4, 3))), 12)
     1.0
     """
@@ -225,7 +258,7 @@ def triangle_areas(centroids, triplets):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import triangle_areas
+    >>> from skloes.core._geometry import triangle_areas
     >>> tri = np.array([[0, 0], [2, 0], [1, np.sqrt(3)]])
     >>> bool(np.isclose(triangle_areas(tri, [[0, 1, 2]])[0], np.sqrt(3)))
     True
@@ -278,7 +311,7 @@ def matrix_entropy(eigenvalues, alpha=1.0):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import matrix_entropy
+    >>> from skloes.core._geometry import matrix_entropy
     >>> bool(np.isclose(matrix_entropy(np.ones(8)), np.log(8)))
     True
     >>> bool(np.isclose(matrix_entropy(np.ones(8), alpha=2), np.log(8)))
@@ -311,7 +344,7 @@ def effective_rank(s, *, power=1):
 
     Examples
     --------
-    >>> from skloes._geometry import effective_rank
+    >>> from skloes.core._geometry import effective_rank
     >>> round(effective_rank([2.0, 2.0, 2.0]), 12)
     3.0
     """
@@ -324,7 +357,6 @@ def effective_rank(s, *, power=1):
 # --------------------------------------------------------------------------
 def triangle_areas_torch(centroids, triplets, floor=0.0):
     """Differentiable ``½√max(‖u‖²‖v‖² − (u·v)², floor)`` for each triplet."""
-    import torch
 
     a, b, c = (centroids[triplets[:, i]] for i in range(3))
     u, v = a - b, a - c
@@ -337,7 +369,6 @@ def class_centroids_torch(Z, codes, n_classes):
 
     Every code in ``0..n_classes-1`` must occur in ``codes`` (a LongTensor).
     """
-    import torch
 
     sums = torch.zeros(n_classes, Z.shape[1], dtype=Z.dtype, device=Z.device)
     sums = sums.index_add(0, codes, Z)
@@ -354,7 +385,6 @@ def covariance_eigenvalues_torch(Z):
     subnormal entries (a collapsed batch), and the scaling keeps float64 away
     from them too. The result has ``Z``'s dtype.
     """
-    import torch
 
     B, D = Z.shape
     Zc = (Z - Z.mean(dim=0, keepdim=True)).to(torch.float64)
@@ -373,7 +403,6 @@ def spectral_imbalance_torch(Z, variant="robust"):
     ``"reference"``: the variance (ddof 1) of the ``D'`` eigenvalues of the
     covariance plus ``1e-4·I``, clamped at 1e-6 (the authors' form).
     """
-    import torch
 
     B, D = Z.shape
     lam = covariance_eigenvalues_torch(Z)

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from skloes._geometry import (
+from skloes.core._geometry import (
     class_centroids_torch,
     sample_distinct_triplets,
     spectral_imbalance_torch,
     triangle_areas_torch,
 )
-from skloes.utils._torch import torch_module
+from skloes.core._torch import torch
+from skloes.heads._options import GEO_VARIANTS
 
-torch = torch_module()
 F = torch.nn.functional
 nn = torch.nn
 
-_VARIANTS = ("robust", "reference")  # also GEO_VARIANTS of skloes._georeg
 
 
 def _check_batch(z, y):
@@ -66,7 +65,7 @@ class GeoRegLoss(nn.Module):
     unbalanced covariance spectrum of the batch embedding ``z`` (dimensional
     collapse); the triangle term rewards a large area of the triangles spanned
     by the class centroids of the batch (class collapse). Both terms are
-    computed by :mod:`skloes._geometry`; this module only combines them.
+    computed by :mod:`skloes.core._geometry`; this module only combines them.
 
     Parameters
     ----------
@@ -115,9 +114,9 @@ class GeoRegLoss(nn.Module):
 
     def __init__(self, weight=0.1, variant="robust", n_triplets=32, eps=1e-6):
         super().__init__()
-        if variant not in _VARIANTS:
+        if variant not in GEO_VARIANTS:
             raise ValueError(
-                f"GeoRegLoss: `variant` must be one of {_VARIANTS}; got {variant!r}."
+                f"GeoRegLoss: `variant` must be one of {GEO_VARIANTS}; got {variant!r}."
             )
         if not weight >= 0:
             raise ValueError(f"GeoRegLoss: `weight` must be >= 0; got {weight!r}.")

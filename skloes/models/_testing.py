@@ -8,6 +8,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from skloes.core._torch import torch
+
 _WORDS = (
     "the a an and or not good bad great awful movie film plot actor story "
     "is was very quite really fun dull boring lovely i you it this that"
@@ -35,10 +37,9 @@ def make_tiny_model(path=None, *, num_hidden_layers=2, hidden_size=8, seed=0):
 
     Examples
     --------
-    >>> from skloes.utils._testing import make_tiny_model
+    >>> from skloes.models._testing import make_tiny_model
     >>> path = make_tiny_model()  # doctest: +SKIP
     """
-    import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-bert-"))
@@ -83,10 +84,9 @@ def make_tiny_vit(path=None, *, num_hidden_layers=2, hidden_size=8, image_size=1
 
     Examples
     --------
-    >>> from skloes.utils._testing import make_tiny_vit
+    >>> from skloes.models._testing import make_tiny_vit
     >>> path = make_tiny_vit()  # doctest: +SKIP
     """
-    import torch
     from transformers import ViTConfig, ViTImageProcessor, ViTModel
 
     path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-vit-"))
@@ -132,10 +132,9 @@ def make_tiny_wav2vec2(path=None, *, num_hidden_layers=2, hidden_size=8,
 
     Examples
     --------
-    >>> from skloes.utils._testing import make_tiny_wav2vec2
+    >>> from skloes.models._testing import make_tiny_wav2vec2
     >>> path = make_tiny_wav2vec2()  # doctest: +SKIP
     """
-    import torch
     from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2Model
 
     path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-wav2vec2-"))
@@ -191,10 +190,9 @@ def make_tiny_llama(path=None, *, num_hidden_layers=2, hidden_size=8, add_bos=Fa
 
     Examples
     --------
-    >>> from skloes.utils._testing import make_tiny_llama
+    >>> from skloes.models._testing import make_tiny_llama
     >>> path = make_tiny_llama()  # doctest: +SKIP
     """
-    import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
 

@@ -296,8 +296,8 @@ def cache_info(path):
     ----------
     path : str or os.PathLike
         The folder passed as ``cache`` to
-        :class:`~skloes.HiddenStatesTransformer`. A folder that does not exist
-        is an empty cache.
+        :class:`~skloes.extraction.HiddenStatesTransformer`. A folder that does
+        not exist is an empty cache.
 
     Returns
     -------

@@ -1,10 +1,10 @@
 """ScalarMix baselines: a learnable softmax-weighted sum of layers.
 
-The head and the training loop are the shared ones of :mod:`skloes._heads`
+The head and the training loop are the shared ones of :mod:`skloes.heads._modules`
 (``fusion="scalar_mix"``), imported inside ``fit`` so that importing this
 module never imports torch; pickling, the validation split and the
 logits-to-probabilities methods are the shared ones of
-:mod:`skloes._torch_head`.
+:mod:`skloes.heads._mixins`.
 """
 
 # Authors: The skloes developers
@@ -30,20 +30,19 @@ from sklearn.utils.validation import (
     check_random_state,
 )
 
-from skloes._models import DEVICE_CONSTRAINT
-from skloes._torch_head import (
+from skloes.core._contract import validate_layers
+from skloes.core._targets import check_classes, check_label_vector
+from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator, torch
+from skloes.heads._mixins import (
     TorchClassifierMixin,
     TorchHeadMixin,
     head_outputs,
     layer_blocks,
-    may_use_accelerator,
-    torch_module,
     validation_split,
 )
 from skloes.selection._base import LayerSupportMixin
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
-from skloes.utils._validation import check_label_vector, validate_layers
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
@@ -111,13 +110,9 @@ class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
 
     def _fit(self, stack, targets, n_outputs, strat):
         """Train the head on ``targets`` (a torch tensor, one row per sample)."""
-        from skloes._heads import (
-            LayerFusionHead,
-            make_generator,
-            train_loop,
-            warn_not_converged,
-        )
-        from skloes._models import resolve_device
+        from skloes.core._torch import resolve_device
+        from skloes.heads._modules import LayerFusionHead, make_generator
+        from skloes.heads._training import train_loop, warn_not_converged
 
         name = type(self).__name__
         first = 0 if self.include_embedding else 1
@@ -237,7 +232,7 @@ _MIX_DOC = """
 
     layer_dim : int or None, default=None
         Block width of a flat table. None reads the width the table declares
-        (the output of :class:`~skloes.HiddenStatesTransformer`), and a plain
+        (the output of :class:`~skloes.extraction.HiddenStatesTransformer`), and a plain
         table as one layer (a mix of width-1 layers would be a scalar); see
         :ref:`data_contract`. Ignored for a stack.
 
@@ -265,7 +260,7 @@ _MIX_ATTR_DOC = """
         Boolean mask of the mixed layers.
 
     module_ : torch.nn.Module
-        The trained head (:class:`skloes._heads.LayerFusionHead`).
+        The trained head (:class:`skloes.heads._modules.LayerFusionHead`).
 
     history_ : list of dict
         Per-epoch losses and validation score.
@@ -291,7 +286,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
     ``g = 1`` at start), then GeoReg's probe ``LayerNorm → Dropout(0.2) →
     Linear``, trained jointly with cross-entropy under GeoReg's protocol
     (AdamW, warmup + cosine, clipping at 1.0, best-epoch restore), GeoReg
-    off. Uses the shared head and loop of :mod:`skloes._heads`.
+    off. Uses the shared head and loop of :mod:`skloes.heads._modules`.
 
     Parameters
     ----------
@@ -315,7 +310,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import ScalarMixClassifier
+    >>> from skloes.heads import ScalarMixClassifier
     >>> rng = np.random.RandomState(0)
     >>> y = np.repeat([0, 1, 2], 30)
     >>> H = rng.normal(size=(3, 90, 8))
@@ -352,12 +347,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
         y = check_label_vector(y, type(self).__name__)
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
-        if self.classes_.size < 2:
-            raise ValueError(
-                f"{name}: `y` must contain at least two classes; got 1 class "
-                f"({self.classes_[0].tolist()!r})."
-            )
-        torch = torch_module()
+        check_classes(self.classes_, name)
         return self._fit(stack, torch.as_tensor(codes), self.classes_.size, codes)
 
 
@@ -383,7 +373,7 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.baselines import ScalarMixRegressor
+    >>> from skloes.heads import ScalarMixRegressor
     >>> rng = np.random.RandomState(0)
     >>> H = rng.normal(size=(3, 90, 4))
     >>> y = H[1, :, 0]
@@ -416,7 +406,6 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
         Y = Y.reshape(Y.shape[0], -1)
         mean, std = Y.mean(axis=0), Y.std(axis=0)
         self._y_mean, self._y_std = mean, np.where(std > 0, std, 1.0)
-        torch = torch_module()
         T = torch.as_tensor((Y - mean) / self._y_std, dtype=torch.float32)
         return self._fit(stack, T, Y.shape[1], None)
 

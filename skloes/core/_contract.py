@@ -17,7 +17,6 @@ import re
 from numbers import Integral
 
 import numpy as np
-from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array, validate_data
 
 FLOAT_DTYPES = (np.float64, np.float32, np.float16)
@@ -54,7 +53,7 @@ class LayerTable(np.ndarray):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes.utils._validation import LayerTable
+    >>> from skloes.core._contract import LayerTable
     >>> X = LayerTable(np.zeros((4, 6)), layer_dim=3, layers=[2, 5])
     >>> X[:2].layer_dim, X[:, :3].layer_dim
     (3, None)
@@ -229,68 +228,6 @@ def validate_layers(
             "array.reshape(1, -1) if it contains a single sample."
         )
     return out
-
-
-def resolve_task(y, task, name):
-    """Resolve the task of a layer selector from its targets.
-
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,) or (n_samples, n_outputs) or None
-        Class labels or continuous targets; ``None`` means no labels.
-    task : {"auto", "classification", "regression", "label_free"}
-        The requested task; ``"auto"`` reads it from ``type_of_target(y)``
-        (``"label_free"`` when ``y`` is None).
-    name : str
-        The estimator name that prefixes the error messages.
-
-    Returns
-    -------
-    task : str
-        ``"classification"``, ``"regression"`` or ``"label_free"``.
-    classes : ndarray or None
-        The sorted class labels for classification, None otherwise.
-    y : ndarray or None
-        The 1-D labels for classification, a float64 ``(n_samples, n_outputs)``
-        matrix for regression, None for label_free.
-    """
-    if task == "label_free":
-        return "label_free", None, None
-    if y is None:
-        if task == "auto":
-            return "label_free", None, None
-        raise ValueError(f"{name}: `y` is required for task={task!r}; got None.")
-    y = check_array(y, ensure_2d=False, dtype=None, input_name="y",
-                    ensure_all_finite=False)
-    if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
-        raise ValueError(f"{name}: `y` must be finite; got NaN or infinity in y.")
-    if task == "auto":
-        kind = type_of_target(y, input_name="y")
-        if kind in ("binary", "multiclass"):
-            task = "classification"
-        elif kind in ("continuous", "continuous-multioutput"):
-            task = "regression"
-        else:
-            raise ValueError(
-                f"{name}: `y` must hold class labels or continuous targets; got "
-                f"type_of_target(y)={kind!r} (Unknown label type)."
-            )
-    if task == "regression":
-        try:
-            return task, None, np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: `y` must be numeric for task='regression'; "
-                             f"got dtype {y.dtype}.") from None
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(f"{name}: `y` must be one column of class labels for "
-                         f"task='classification'; got shape {y.shape}.")
-    classes = np.unique(y)
-    if classes.size < 2:
-        raise ValueError(f"{name}: `y` must contain at least two classes; got 1 "
-                         f"class ({classes[0].tolist()!r}).")
-    return task, classes, y
 
 
 def input_ndim(X) -> int:
@@ -490,53 +427,3 @@ def fuse_layers(stack, layers, mean=None, scale=None, dtype=None):
     return out if dtype is None else out.astype(dtype, copy=False)
 
 
-def check_label_vector(y, name):
-    """Class labels as a 1-D array; a 2-D ``y`` is an error naming ``y``."""
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        return y.ravel()
-    if y.ndim != 1:
-        raise ValueError(
-            f"{name}: `y` must be a 1-D array of class labels; got shape {y.shape}."
-        )
-    return y
-
-
-def cv_splits(cv, y, name, param="cv"):
-    """The ``(train, test)`` splits of ``cv`` over ``y``, checked against ``y``.
-
-    ``cv`` is the splitter returned by :func:`sklearn.model_selection.check_cv`.
-    More folds than samples is an error naming ``param``; for stratified
-    k-fold, a class smaller than the number of folds gives one warning naming
-    ``param`` (in place of the splitter's own).
-    """
-    import warnings
-
-    from sklearn.model_selection import StratifiedKFold
-
-    n_splits, n = getattr(cv, "n_splits", None), len(y)
-    if isinstance(n_splits, Integral) and n_splits > n:
-        raise ValueError(
-            f"{name}: `{param}`={n_splits} folds need at least {n_splits} samples; "
-            f"got {n}."
-        )
-    with warnings.catch_warnings():
-        if isinstance(cv, StratifiedKFold):
-            _warn_small_classes(cv.n_splits, y, name, param)
-            warnings.filterwarnings("ignore", "The least populated class",
-                                    UserWarning)
-        return list(cv.split(np.zeros((n, 1)), y))
-
-
-def _warn_small_classes(n_splits, y, name, param):
-    import warnings
-
-    classes, counts = np.unique(y, return_counts=True)
-    if counts.min() < n_splits:
-        warnings.warn(
-            f"{name}: class {classes[counts.argmin()].tolist()!r} has "
-            f"{counts.min()} samples, fewer than the `{param}`={n_splits} "
-            "stratified folds, so some test folds lack it; lower `cv` for "
-            "scores on every class.",
-            UserWarning, stacklevel=4,
-        )

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from skloes.core._torch import torch
+
 POOLINGS = ("mean", "first", "cls", "last", "max")
 EXCLUDE_TOKENS = ("special", "first")
 # What `exclude_tokens="auto"` leaves out of mean pooling for decoder-only
@@ -76,7 +78,6 @@ def excluded_tokens(exclude_tokens, mask, special=None):
 
 def kept_tokens(mask, exclude):
     """``mask`` without the ``exclude`` tokens; a row left empty keeps them all."""
-    import torch
 
     full = mask.to(torch.bool)
     kept = full & ~exclude.to(torch.bool)
@@ -94,7 +95,6 @@ def pool(hidden, mask, pooling="mean", exclude=None):
     position), is ignored by ``"first"``/``"last"``; a sample whose tokens are
     all excluded keeps them all.
     """
-    import torch
 
     mask = mask.to(torch.bool)
     counts = mask.sum(dim=1)
@@ -134,7 +134,6 @@ def first_token(mask):
     tensor([[0, 1, 0],
             [1, 0, 0]], dtype=torch.int32)
     """
-    import torch
 
     mask = mask.to(torch.bool)
     out = torch.zeros_like(mask)
@@ -175,7 +174,6 @@ def pool_layers(hidden_states, layers, mask, pooling="mean", *, exclude=None,
     >>> pool_layers(h, [0, 1], torch.ones(2, 3)).shape  # doctest: +SKIP
     torch.Size([2, 2, 4])
     """
-    import torch
 
     if not callable(pooling):
         return torch.stack([pool(hidden_states[l], mask, pooling, exclude)

@@ -2,8 +2,8 @@
 
 This module never imports torch at import time; ``fit`` does (with the
 ``pip install skloes[torch]`` hint when it is missing). The regulariser itself
-is :class:`skloes._georeg_loss.GeoRegLoss`; the end-to-end estimator on texts is
-:class:`skloes._georeg_finetune.GeoRegFineTuner`.
+is :class:`skloes.heads._georeg_loss.GeoRegLoss`; the end-to-end estimator on texts is
+:class:`skloes.heads._georeg_finetune.GeoRegFineTuner`.
 """
 
 # Authors: The skloes developers
@@ -22,23 +22,18 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from skloes._models import DEVICE_CONSTRAINT
-from skloes._torch_head import (
-    FUSIONS,
+from skloes.core._contract import resolve_layer_indices, validate_layers
+from skloes.core._targets import check_classes, check_label_vector
+from skloes.core._torch import DEVICE_CONSTRAINT, torch
+from skloes.heads._mixins import (
     TorchClassifierMixin,
     head_outputs,
     layer_blocks,
-    torch_module,
     validation_split,
 )
+from skloes.heads._options import FUSIONS, GEO_VARIANTS, GEO_WEIGHT_FEATURES
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
-from skloes.utils._validation import (
-    check_label_vector,
-    resolve_layer_indices,
-    validate_layers,
-)
 
-GEO_VARIANTS = ("robust", "reference")
 _LINEAR_CS = np.logspace(-4, 2, 7)
 
 
@@ -82,11 +77,8 @@ class _BaseGeoReg(TorchClassifierMixin, ClassifierMixin, TransformerMixin,
                     f"the previous fit {self.classes_.tolist()!r}; got "
                     f"{classes.tolist()!r}."
                 )
-        elif len(classes) < 2:
-            raise ValueError(
-                f"{name}: `y` must hold at least 2 classes; got one class "
-                f"({classes[0].tolist()!r})."
-            )
+        else:
+            check_classes(classes, name)
         self.classes_ = classes
         return codes
 
@@ -141,8 +133,8 @@ class _BaseGeoReg(TorchClassifierMixin, ClassifierMixin, TransformerMixin,
 
     def _train(self, module, groups, forward, targets, train_idx, val_idx,
                generator):
-        from skloes._georeg_loss import GeoRegLoss, georeg_can_act
-        from skloes._heads import train_loop, warn_not_converged
+        from skloes.heads._georeg_loss import GeoRegLoss, georeg_can_act
+        from skloes.heads._training import train_loop, warn_not_converged
 
         batch = min(self.batch_size, len(train_idx))
         embed_dim = self._head(module).embed_dim
@@ -231,12 +223,9 @@ class GeoRegClassifier(_BaseGeoReg):
         GeoReg weight ``w``; 0 is the plain cross-entropy baseline. The
         spectral term acts on every batch of at least 3 rows (binary tasks
         included); the triangle term needs at least 3 classes in the batch.
-        The default is a tenth of the paper's 0.1 (which
-        :class:`GeoRegFineTuner` keeps): on frozen features the head is a
-        correction of a logistic regression, 0.01 still flattens the
-        spectrum of ``Z`` most of the way that 0.1 does, and 0.1 cost 0.7
-        point of accuracy on 1,600 Rotten Tomatoes rows where the correction
-        was kept (see the user guide, :ref:`georeg`).
+        The default is a tenth of the paper's 0.1, which
+        :class:`GeoRegFineTuner` keeps; why they differ is measured in the
+        user guide (:ref:`georeg_head_weight`).
     geo_variant : {"robust", "reference"}, default="robust"
         See :class:`GeoRegLoss`.
     standardize : bool, default=True
@@ -336,7 +325,8 @@ class GeoRegClassifier(_BaseGeoReg):
     }
 
     def __init__(self, *, layers="all", prefit=False, layer_dim=None,
-                 fusion="concat", geo_weight=0.01, geo_variant="robust",
+                 fusion="concat", geo_weight=GEO_WEIGHT_FEATURES,
+                 geo_variant="robust",
                  standardize=True, linear_probe=True, proj_dim=256, max_epochs=50,
                  batch_size=128, lr=1e-4, weight_decay=0.01, warmup=0.1,
                  validation_fraction=0.1, n_iter_no_change=5, device="auto",
@@ -379,10 +369,9 @@ class GeoRegClassifier(_BaseGeoReg):
         self : object
             The fitted classifier.
         """
-        from skloes._heads import LayerFusionHead, make_generator
-        from skloes._models import resolve_device
+        from skloes.core._torch import resolve_device
+        from skloes.heads._modules import LayerFusionHead, make_generator
 
-        torch = torch_module()
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y "
@@ -469,7 +458,6 @@ class GeoRegClassifier(_BaseGeoReg):
         feats = layer_blocks(stack, self.layers_)
         if self.mean_ is None:
             return feats
-        torch = torch_module()
         mean = torch.as_tensor(self.mean_, dtype=torch.float32)
         scale = torch.as_tensor(self.scale_, dtype=torch.float32)
         return (feats - mean) / scale

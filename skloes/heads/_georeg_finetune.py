@@ -15,8 +15,9 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from skloes._georeg import _BaseGeoReg
-from skloes._torch_head import torch_module
+from skloes.core._torch import torch
+from skloes.heads._georeg import _BaseGeoReg
+from skloes.heads._options import GEO_WEIGHT_FINETUNE
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 
 
@@ -48,7 +49,9 @@ class GeoRegFineTuner(_BaseGeoReg):
     fusion : {"concat", "mean", "sum", "scalar_mix"}, default="concat"
         How the adapter outputs are combined.
     geo_weight : float, default=0.1
-        GeoReg weight ``w``; 0 is the plain cross-entropy baseline.
+        GeoReg weight ``w``; 0 is the plain cross-entropy baseline. The
+        paper's weight; :class:`GeoRegClassifier`, which trains a head on
+        frozen features, defaults to 0.01 (why: :ref:`georeg_head_weight`).
     geo_variant : {"robust", "reference"}, default="robust"
         See :class:`GeoRegLoss`.
     proj_dim : int, default=256
@@ -101,7 +104,7 @@ class GeoRegFineTuner(_BaseGeoReg):
     selector_ : estimator or None
         The fitted selector when ``layers`` is one.
     module_ : torch.nn.Module
-        The backbone and the head (:class:`skloes._heads.BackboneHead`).
+        The backbone and the head (:class:`skloes.heads._modules.BackboneHead`).
     history_ : list of dict
         Per epoch: ``loss``, ``task_loss``, ``geo_loss``, ``geo_spectral``,
         ``geo_triangle``, ``val_score``, ``val_loss``, ``lr``.
@@ -152,7 +155,8 @@ class GeoRegFineTuner(_BaseGeoReg):
     _val_metric = "score"
 
     def __init__(self, model=None, *, layers="all", prefit=False, fusion="concat",
-                 geo_weight=0.1, geo_variant="robust", proj_dim=256, max_epochs=3,
+                 geo_weight=GEO_WEIGHT_FINETUNE, geo_variant="robust", proj_dim=256,
+                 max_epochs=3,
                  batch_size=32, lr=1e-3, lr_backbone=2e-5, weight_decay=0.01,
                  warmup=0.1, validation_fraction=0.1, n_iter_no_change=2,
                  pooling="mean", exclude_tokens="auto", max_length=256,
@@ -196,10 +200,9 @@ class GeoRegFineTuner(_BaseGeoReg):
         self : object
             The fitted classifier.
         """
-        from skloes._hidden_states import HiddenStatesTransformer
-        from skloes._models import check_inputs
+        from skloes.extraction._hidden_states import HiddenStatesTransformer
+        from skloes.models._inputs import check_inputs
 
-        torch = torch_module()
         name = type(self).__name__
         if y is None:
             raise ValueError(
@@ -226,7 +229,7 @@ class GeoRegFineTuner(_BaseGeoReg):
             )
         codes = self._encode_targets(y, warm)
         rng = check_random_state(self.random_state)
-        from skloes._heads import make_generator
+        from skloes.heads._modules import make_generator
 
         generator = make_generator(rng)
         if not warm:
@@ -260,9 +263,8 @@ class GeoRegFineTuner(_BaseGeoReg):
 
     def _build(self, hst, items, y, generator):
         """Choose the layers on frozen features and build backbone + head."""
-        from skloes._heads import BackboneHead, LayerFusionHead
+        from skloes.heads._modules import BackboneHead, LayerFusionHead
 
-        torch = torch_module()
         self.device_ = torch.device(hst.device_)
         self.layers_, self.selector_ = self._resolve_layers(
             self.n_model_layers_, lambda sel: sel.fit(hst.transform(items), y)
@@ -293,12 +295,8 @@ class GeoRegFineTuner(_BaseGeoReg):
 
     def _batches(self, items):
         """``batch(idx) -> (inputs, exclude)``; texts are tokenized once."""
-        from skloes._models import (
-            encode_batch,
-            is_decoder_only,
-            text_batch,
-            tokenize_texts,
-        )
+        from skloes.models._inputs import encode_batch, text_batch, tokenize_texts
+        from skloes.models._loading import is_decoder_only
 
         module = self.module_
         config = module.backbone.config
@@ -329,7 +327,6 @@ class GeoRegFineTuner(_BaseGeoReg):
         Exactly what the head receives (same tokens excluded), in eval mode.
         """
         check_is_fitted(self)
-        torch = torch_module()
         name = type(self).__name__
         items = check_inputs_raw(X, self.modality_, name)
         batch, module = self._batches(items), self.module_.eval()
@@ -342,10 +339,9 @@ class GeoRegFineTuner(_BaseGeoReg):
 
     def _outputs(self, X):
         """(logits, z) as float64 numpy arrays."""
-        from skloes._heads import predict_outputs
+        from skloes.heads._training import predict_outputs
 
         check_is_fitted(self)
-        torch = torch_module()
         items = check_inputs_raw(X, self.modality_, type(self).__name__)
         out, z = predict_outputs(self.module_, self._forward(items),
                                  torch.arange(len(items)), self.batch_size)
@@ -361,7 +357,7 @@ class GeoRegFineTuner(_BaseGeoReg):
 
 def check_inputs_raw(X, modality, name):
     """Raw inputs of ``modality`` as a list (numeric feature tables rejected)."""
-    from skloes._models import check_inputs
+    from skloes.models._inputs import check_inputs
 
     return check_inputs(_check_raw(X, name), modality, owner=name)
 

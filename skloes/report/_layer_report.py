@@ -17,48 +17,22 @@ from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from skloes.metrics._dataset import (
-    dataset_entropy,
-    effective_rank,
-    intrinsic_dim,
-    isotropy,
-    simplex_volume,
-)
+from skloes import selection
+from skloes.core._contract import fuse_layers, mark_layers, validate_layers
+from skloes.core._targets import check_classes, task_of
+from skloes.metrics._registry import METRICS
+from skloes.utils._deprecation import renamed_params
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
-from skloes.utils._validation import fuse_layers, mark_layers, validate_layers
 
 __all__ = ["LayerReport", "layer_report"]
 
-DATASET_METRICS = (
-    "dataset_entropy",
-    "erank_sigma",
-    "erank_sigma2",
-    "isotropy",
-    "intrinsic_dim",
-    "simplex_volume",
-)
+DATASET_METRICS = tuple(METRICS)  # the registry of skloes.metrics
 DEFAULT_METRICS = ("dataset_entropy", "erank_sigma", "isotropy", "intrinsic_dim")
 BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers", "entropy_top_k")
 DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
 PROBE_C = 0.01
-
-
-def _compute_metric(name, stack, y, params):
-    if name == "dataset_entropy":
-        return dataset_entropy(stack, **params)
-    if name in ("erank_sigma", "erank_sigma2"):
-        kind = name.split("_")[1]
-        return effective_rank(stack, kind=kind, max_prompts=params["max_prompts"],
-                              random_state=params["random_state"])
-    if name == "isotropy":
-        return isotropy(stack)
-    if name == "intrinsic_dim":
-        return intrinsic_dim(stack, max_prompts=params["max_prompts"],
-                             random_state=params["random_state"])
-    return simplex_volume(stack, y, random_state=params["random_state"])
 
 
 def _method_estimator(method, k, random_state, selector):
@@ -70,21 +44,17 @@ def _method_estimator(method, k, random_state, selector):
     if method == "loes":
         if selector is not None:
             return clone(selector)
-        from skloes.selection import _loes
-
         if k == "auto":
-            return _loes.LOESSelectorCV(random_state=random_state)
-        return _loes.LOESSelector(n_layers_to_select=k, random_state=random_state)
-    from skloes import baselines
-
+            return selection.LOESSelectorCV(random_state=random_state)
+        return selection.LOESSelector(n_layers_to_select=k, random_state=random_state)
     make = {
-        "last_layer": lambda: baselines.LastLayerSelector(),
-        "best_single_layer": lambda: baselines.BestSingleLayerSelector(
+        "last_layer": lambda: selection.LastLayerSelector(),
+        "best_single_layer": lambda: selection.BestSingleLayerSelector(
             random_state=random_state
         ),
-        "last_k": lambda: baselines.LastKSelector(n_layers_to_select=k),
-        "all_layers": lambda: baselines.AllLayersSelector(),
-        "entropy_top_k": lambda: baselines.MetricTopKSelector(
+        "last_k": lambda: selection.LastKSelector(n_layers_to_select=k),
+        "all_layers": lambda: selection.AllLayersSelector(),
+        "entropy_top_k": lambda: selection.MetricTopKSelector(
             metric="dataset_entropy", n_layers_to_select=k
         ),
     }
@@ -112,6 +82,7 @@ def _fmt(value, width=9):
     return f"{value:.4f}".rjust(width)
 
 
+@renamed_params(progress=("verbose", int))
 class LayerReport(BaseEstimator):
     """Probe score, layer metrics and layer selection for every layer of a stack.
 
@@ -129,8 +100,9 @@ class LayerReport(BaseEstimator):
     ----------
     metrics : tuple of str, default=("dataset_entropy", "erank_sigma", \
             "isotropy", "intrinsic_dim")
-        Dataset-level metrics to compute, among ``"dataset_entropy"``,
-        ``"erank_sigma"``, ``"erank_sigma2"``, ``"isotropy"``,
+        Dataset-level metrics to compute, by their names in the registry of
+        :mod:`skloes.metrics`: ``"dataset_entropy"``, ``"erank_sigma"`` (also
+        ``"effective_rank"``), ``"erank_sigma2"``, ``"isotropy"``,
         ``"intrinsic_dim"`` and ``"simplex_volume"`` (classification only).
     n_layers_to_select : int or "auto", default=4
         LOES budget K, clipped to the number of layers; ``"auto"`` chooses it
@@ -170,7 +142,7 @@ class LayerReport(BaseEstimator):
         Parallel jobs of the cross-validation.
     layer_dim : int or None, default=None
         Block width of a flat table ``X``. None reads the width the table
-        declares (the output of :class:`~skloes.HiddenStatesTransformer`) and
+        declares (the output of :class:`~skloes.extraction.HiddenStatesTransformer`) and
         a plain table as one column per layer; see :ref:`data_contract`.
         Ignored for a stack.
     verbose : int, default=0
@@ -256,6 +228,7 @@ class LayerReport(BaseEstimator):
         n_jobs=None,
         layer_dim=None,
         verbose=0,
+        progress="deprecated",
     ):
         self.metrics = metrics
         self.n_layers_to_select = n_layers_to_select
@@ -271,6 +244,7 @@ class LayerReport(BaseEstimator):
         self.n_jobs = n_jobs
         self.layer_dim = layer_dim
         self.verbose = verbose
+        self.progress = progress
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -297,7 +271,7 @@ class LayerReport(BaseEstimator):
         stack, y = validate_layers(self, X, y, layer_dim=self.layer_dim)
         self._check_names(name)
         extra = self._check_extra(name, extra_metrics, stack.shape[0])
-        self.task_ = self._task(name, y)
+        self.task_ = task_of(y, name, multioutput=False)
         L, n, d = stack.shape
         self.layers_ = np.arange(L)
         folds = self._folds(name, y)
@@ -334,26 +308,12 @@ class LayerReport(BaseEstimator):
             out[str(key)] = values
         return out
 
-    def _task(self, name, y):
-        kind = type_of_target(y, input_name="y")
-        if kind in ("binary", "multiclass"):
-            return "classification"
-        if kind == "continuous":
-            return "regression"
-        raise ValueError(
-            f"{name}: `y` must be class labels or a 1-D continuous target; Unknown "
-            f"label type: type_of_target(y)={kind!r}."
-        )
-
     def _folds(self, name, y):
         if self.task_ == "regression":
             self.n_splits_ = min(self.cv, len(y))
             return KFold(self.n_splits_, shuffle=True, random_state=self.random_state)
         classes, counts = np.unique(y, return_counts=True)
-        if len(classes) < 2:
-            raise ValueError(
-                f"{name}: `y` must contain at least 2 classes; got 1 class."
-            )
+        check_classes(classes, name)
         if counts.min() < 2:
             raise ValueError(
                 f"{name}: every class needs at least 2 samples for cross-validation; "
@@ -398,10 +358,10 @@ class LayerReport(BaseEstimator):
         }
         self.metrics_ = {}
         for metric in self.metrics:
-            if metric == "simplex_volume" and self.task_ != "classification":
+            if METRICS[metric].needs_labels and self.task_ != "classification":
                 continue
             try:
-                values = np.asarray(_compute_metric(metric, stack, y, params))
+                values = np.asarray(METRICS[metric](stack, y, settings=params))
             except ValueError:  # undefined on some layer: NaN there, named
                 values = self._metric_per_layer(metric, stack, y, params)
             self.metrics_[metric] = values
@@ -411,7 +371,7 @@ class LayerReport(BaseEstimator):
         values, failed, reason = np.full(stack.shape[0], np.nan), [], ""
         for l in range(stack.shape[0]):
             try:
-                values[l] = _compute_metric(metric, stack[l:l + 1], y, params)[0]
+                values[l] = METRICS[metric](stack[l:l + 1], y, settings=params)[0]
             except ValueError as exc:
                 failed.append(l)
                 reason = str(exc)

@@ -1,13 +1,14 @@
-"""Trainable heads over layer blocks and the training loop they share (torch).
+"""The torch modules of the heads: layer-fusion head, backbone head, pickling.
 
 This module imports torch at its top (with the ``pip install skloes[torch]`` hint
 when it is missing): import it inside ``fit`` (never at the top of an estimator
-module), so that ``import skloes`` and ``import skloes.baselines`` stay
-torch-free. The estimator-side helpers that need no torch at import (pickling,
-the validation split, logits to probabilities) live in :mod:`skloes._torch_head`.
+module), so that ``import skloes`` and ``import skloes.heads`` stay torch-free.
+The estimator-side helpers that need no torch at import (pickling, the
+validation split, logits to probabilities) live in :mod:`skloes.heads._mixins`;
+the training loop in :mod:`skloes.heads._training`.
 
-The pieces, reused by :class:`~skloes.GeoRegClassifier`,
-:class:`~skloes.GeoRegFineTuner` and the ScalarMix baselines:
+The pieces, reused by :class:`~skloes.heads.GeoRegClassifier`,
+:class:`~skloes.heads.GeoRegFineTuner` and the ScalarMix baselines:
 
 - :class:`LayerFusionHead` maps a batch of layer blocks ``(B, K, d)`` to logits
   and to the fused embedding ``Z`` (the input of the probe's LayerNorm, where
@@ -15,12 +16,12 @@ The pieces, reused by :class:`~skloes.GeoRegClassifier`,
   (the authors' head), ``"mean"``, ``"sum"`` or ``"scalar_mix"``
   (``g·Σ softmax(w)_l·h_l``); ``adapters`` switches the per-layer
   ``LayerNorm → Linear → GELU`` adapters on or off.
-- :func:`train_loop` runs AdamW + warmup/cosine + clipping + early stopping with
-  best-weight restore on any module, given a ``forward(idx, train)`` callable
-  that returns ``(outputs, z)`` for the samples ``idx``. To plug a different
-  head, pass a different module and forward; to give some parameters their own
-  learning rate, pass several ``param_groups`` (e.g. the ScalarMix weights at
-  1e-3 via :meth:`LayerFusionHead.param_groups`).
+- :class:`BackboneHead` runs a backbone up to its deepest useful block and a
+  :class:`LayerFusionHead` on its pooled layers (end-to-end fine-tuning).
+- To plug a different head into :func:`skloes.heads._training.train_loop`, pass
+  a different module and forward; to give some parameters their own learning
+  rate, pass several ``param_groups`` (e.g. the ScalarMix weights at 1e-3 via
+  :meth:`LayerFusionHead.param_groups`).
 
 Randomness never touches torch's global generator: weights are initialised and
 dropout masks drawn from an explicit :class:`torch.Generator`.
@@ -28,7 +29,8 @@ dropout masks drawn from an explicit :class:`torch.Generator`.
 Examples
 --------
 >>> import torch  # doctest: +SKIP
->>> from skloes._heads import LayerFusionHead, train_loop  # doctest: +SKIP
+>>> from skloes.heads._modules import LayerFusionHead  # doctest: +SKIP
+>>> from skloes.heads._training import train_loop  # doctest: +SKIP
 >>> g = torch.Generator().manual_seed(0)  # doctest: +SKIP
 >>> X, y = torch.randn(64, 3, 8), torch.arange(64) % 2  # doctest: +SKIP
 >>> head = LayerFusionHead(3, 8, 2, proj_dim=16, generator=g)  # doctest: +SKIP
@@ -46,14 +48,10 @@ Examples
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field
 
-import numpy as np
+from skloes.core._torch import torch
+from skloes.heads._options import FUSIONS
 
-from skloes.utils._torch import FUSIONS, torch_module
-
-torch = torch_module()
 F = torch.nn.functional
 nn = torch.nn
 
@@ -147,7 +145,7 @@ class LayerFusionHead(nn.Module):
     Examples
     --------
     >>> import torch  # doctest: +SKIP
-    >>> from skloes._heads import LayerFusionHead  # doctest: +SKIP
+    >>> from skloes.heads._modules import LayerFusionHead  # doctest: +SKIP
     >>> head = LayerFusionHead(3, 8, 2, proj_dim=4)  # doctest: +SKIP
     >>> out, z = head(torch.randn(5, 3, 8))  # doctest: +SKIP
     >>> out.shape, z.shape  # doctest: +SKIP
@@ -308,297 +306,15 @@ class LayerFusionHead(nn.Module):
 
 
 # --------------------------------------------------------------------------
-# The training loop
-# --------------------------------------------------------------------------
-@dataclass
-class TrainResult:
-    """What :func:`train_loop` returns.
-
-    ``history`` holds one dict per epoch (``epoch``, ``loss``, ``task_loss``,
-    ``geo_loss``, ``geo_spectral``, ``geo_triangle``, ``val_score``, ``lr``);
-    ``best_epoch`` is 1-based (0: the initial weights were kept, see
-    ``keep_initial``; otherwise the restored epoch, or the last without a
-    validation split); ``converged`` says whether early stopping fired.
-    """
-
-    history: list = field(default_factory=list)
-    best_epoch: int = 0
-    n_iter: int = 0
-    converged: bool = False
-
-
-def warmup_cosine(total_steps, warmup):
-    """LR factor per step: linear warmup over ``warmup·total`` steps, then cosine.
-
-    Parameters
-    ----------
-    total_steps : int
-        Number of optimiser steps of the whole run.
-    warmup : float
-        Fraction of the steps spent warming up from 0.
-
-    Returns
-    -------
-    factor : callable
-        ``step -> float`` for :class:`torch.optim.lr_scheduler.LambdaLR`.
-    """
-    n_warm = int(warmup * total_steps)
-
-    def factor(step):
-        if step < n_warm:
-            return step / max(1, n_warm)
-        progress = (step - n_warm) / max(1, total_steps - n_warm)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-
-    return factor
-
-
-def score_outputs(outputs, y, task="classification"):
-    """Accuracy (classification) or uniform-average R² (regression)."""
-    if task == "classification":
-        return float((outputs.argmax(1) == y).double().mean())
-    y, outputs = y.double().reshape(len(y), -1), outputs.double()
-    sse = ((y - outputs) ** 2).sum(0)
-    sst = ((y - y.mean(0)) ** 2).sum(0).clamp(min=1e-12)
-    return float((1.0 - sse / sst).mean())
-
-
-def predict_outputs(module, forward, idx, batch_size):
-    """Concatenated ``forward(batch, train=False)`` outputs in eval mode.
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        Switched to eval mode.
-    forward : callable
-        ``forward(idx, train) -> (outputs, z)``.
-    idx : torch.Tensor of int
-        Samples to predict.
-    batch_size : int
-        Chunk size.
-
-    Returns
-    -------
-    outputs : torch.Tensor
-        Detached, on the module's device.
-    z : torch.Tensor
-        The fused embeddings, detached.
-    """
-    module.eval()
-    outs, zs = [], []
-    with torch.no_grad():
-        for start in range(0, len(idx), batch_size):
-            out, z = forward(idx[start:start + batch_size], False)
-            outs.append(out)
-            zs.append(z)
-    return torch.cat(outs), torch.cat(zs)
-
-
-def _task_loss(outputs, target, task):
-    if task == "classification":
-        return F.cross_entropy(outputs, target)
-    return F.mse_loss(outputs, target.reshape(outputs.shape))
-
-
-def _state_copy(module):
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
-
-
-def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
-               geo_loss=None, task="classification", generator=None,
-               max_epochs=15, batch_size=128, weight_decay=0.01, warmup=0.1,
-               clip_norm=1.0, n_iter_no_change=3, tol=1e-4, verbose=0,
-               desc="train", val_metric="score", keep_initial=False):
-    """Train ``module`` with AdamW, warmup + cosine, clipping and early stopping.
-
-    Each step draws a batch of ``train_idx`` (reshuffled every epoch from
-    ``generator``, last partial batch kept), computes
-    ``task loss + geo_loss(z, y)`` from ``forward(batch, True)`` and updates.
-    After each epoch the validation score is computed; the best epoch's
-    weights (ties: the earlier) are restored at the end. Without validation
-    samples, training stops when the training loss has not improved by
-    ``tol`` for ``n_iter_no_change`` epochs, and the final weights are kept.
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        Everything that trains (its ``state_dict`` is what gets restored).
-    param_groups : list of dict
-        AdamW groups, each with its ``"params"`` and ``"lr"``.
-    forward : callable
-        ``forward(idx, train) -> (outputs, z)`` for a LongTensor of sample
-        indices; ``train`` says whether dropout should be active.
-    y : torch.Tensor
-        Targets of all samples (class codes, or floats for regression), on the
-        device of ``outputs``.
-    train_idx, val_idx : torch.Tensor of int
-        Sample indices (CPU); ``val_idx`` None or empty means no validation.
-    geo_loss : GeoRegLoss or None, default=None
-        Regulariser on ``z``; with ``weight == 0`` its terms are only logged.
-    task : {"classification", "regression"}, default="classification"
-        Cross-entropy + accuracy, or MSE + R².
-    generator : torch.Generator or None, default=None
-        Source of shuffles, triplets and (through ``forward``) dropout.
-    max_epochs : int, default=15
-        Maximum number of epochs.
-    batch_size : int, default=128
-        Mini-batch size (the last partial batch is kept).
-    weight_decay : float, default=0.01
-        AdamW weight decay.
-    warmup : float, default=0.1
-        Share of the steps with a linear warmup (then cosine decay to 0).
-    clip_norm : float, default=1.0
-        Global gradient-norm clip; 0 disables it.
-    n_iter_no_change : int, default=3
-        Patience in epochs.
-    tol : float, default=1e-4
-        Minimal training-loss improvement when there is no validation split.
-    verbose : int, default=0
-        A tqdm progress bar over epochs when > 0.
-    desc : str, default="train"
-        Label of the progress bar and of error messages.
-    val_metric : {"score", "loss"}, default="score"
-        What early stopping watches on the validation samples: the score
-        (accuracy or R²; ``val_score``) or minus the task loss (``val_loss``,
-        smoother on a few dozen validation rows).
-    keep_initial : bool, default=False
-        Score the untrained module first (epoch 0): when no epoch beats it,
-        its weights are restored and ``best_epoch`` is 0.
-
-    Returns
-    -------
-    result : TrainResult
-    """
-    has_val = val_idx is not None and len(val_idx) > 0
-    n_steps = max_epochs * math.ceil(len(train_idx) / batch_size)
-    opt = torch.optim.AdamW(param_groups, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(n_steps, warmup))
-    params = [p for group in param_groups for p in group["params"]]
-    res, best, best_state, stall = TrainResult(), -np.inf, None, 0
-    epochs = range(1, max_epochs + 1)
-    if verbose:
-        from skloes.utils._optional import import_optional
-
-        epochs = import_optional("tqdm.auto").tqdm(epochs, desc=desc, leave=False)
-    if has_val and keep_initial:
-        best = _val_value(module, forward, y, val_idx, batch_size, task, val_metric)[0]
-        best_state = _state_copy(module)
-    for epoch in epochs:
-        row = _train_epoch(module, opt, sched, params, forward, y, train_idx,
-                           geo_loss, task, generator, batch_size, clip_norm,
-                           epoch, desc)
-        if has_val:
-            value, row["val_score"], row["val_loss"] = _val_value(
-                module, forward, y, val_idx, batch_size, task, val_metric)
-            improved = value > best
-        else:
-            row["val_score"] = float("nan")
-            improved = -row["loss"] > best + tol
-            value = -row["loss"]
-        res.history.append(row)
-        res.n_iter = epoch
-        if verbose:
-            epochs.set_postfix(loss=f"{row['loss']:.4f}", val=f"{row['val_score']:.4f}")
-        if improved:
-            best, stall, res.best_epoch = value, 0, epoch
-            if has_val:
-                best_state = _state_copy(module)
-        else:
-            stall += 1
-            if stall >= n_iter_no_change:
-                res.converged = True
-                break
-    if has_val and best_state is not None:
-        module.load_state_dict(best_state)
-    if not has_val:
-        res.best_epoch = res.n_iter
-    module.eval()
-    return res
-
-
-def _val_value(module, forward, y, val_idx, batch_size, task, val_metric):
-    """(value watched, score, loss) on the validation samples."""
-    out, _ = predict_outputs(module, forward, val_idx, max(batch_size, 256))
-    y_val = y[val_idx.to(y.device)]
-    score = score_outputs(out, y_val, task)
-    loss = float(_task_loss(out, y_val, task))
-    return (score if val_metric == "score" else -loss), score, loss
-
-
-def _train_epoch(module, opt, sched, params, forward, y, train_idx, geo_loss,
-                 task, generator, batch_size, clip_norm, epoch, desc):
-    module.train()
-    perm = train_idx[torch.randperm(len(train_idx), generator=generator)]
-    sums = dict.fromkeys(("loss", "task_loss", "geo_loss", "geo_spectral",
-                          "geo_triangle"), 0.0)
-    for step, start in enumerate(range(0, len(perm), batch_size), 1):
-        batch = perm[start:start + batch_size]
-        target = y[batch.to(y.device)]
-        out, z = forward(batch, True)
-        task_loss = _task_loss(out, target, task)
-        spec, tri, geo = _geo_terms(geo_loss, z, target, task, generator)
-        total = task_loss + geo
-        if not torch.isfinite(total):
-            raise FloatingPointError(
-                f"{desc}: the training loss is not finite at epoch {epoch}, step "
-                f"{step} (task loss {float(task_loss.detach())}, GeoReg "
-                f"{float(geo.detach())}); lower "
-                "`lr` or check the input features."
-            )
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        if clip_norm:
-            torch.nn.utils.clip_grad_norm_(params, clip_norm)
-        opt.step()
-        sched.step()
-        n = len(batch)
-        for key, val in zip(sums, (total, task_loss, geo, spec, tri), strict=True):
-            sums[key] += float(val.detach()) * n
-    row = {"epoch": epoch}
-    row.update({k: v / len(perm) for k, v in sums.items()})
-    row["lr"] = opt.param_groups[0]["lr"]
-    return row
-
-
-def _geo_terms(geo_loss, z, target, task, generator):
-    """(spectral, triangle, weighted total); logged without grad when w = 0."""
-    if geo_loss is None:
-        zero = z.new_zeros(())
-        return zero, zero, zero
-    labels = target if task == "classification" else None
-    if geo_loss.weight == 0:
-        with torch.no_grad():
-            spec, tri = geo_loss.terms(z.detach(), labels, generator)
-        return spec, tri, z.new_zeros(())
-    spec, tri = geo_loss.terms(z, labels, generator)
-    return spec, tri, geo_loss.weight * (spec + tri)
-
-
-def warn_not_converged(estimator, result, max_epochs):
-    """Raise ConvergenceWarning when the run used all ``max_epochs``."""
-    from sklearn.exceptions import ConvergenceWarning
-
-    if not result.converged and result.n_iter >= max_epochs:
-        warnings.warn(
-            f"{type(estimator).__name__}: stopped at `max_epochs`={max_epochs} "
-            "before the validation score (or, without validation, the training "
-            "loss) stopped improving; consider a larger `max_epochs`.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-
-
-# --------------------------------------------------------------------------
 # Backbone + head (end-to-end fine-tuning)
 # --------------------------------------------------------------------------
 class BackboneHead(nn.Module):
     """A Hugging Face backbone, cut after ``depth``, pooled, then a head.
 
     The forward pass runs blocks ``1..depth`` only (through
-    :func:`skloes._models.forward_hidden_states`), pools the ``layers`` with
-    :func:`skloes._pooling.pool_layers` (leaving out the tokens the caller
-    excludes, as :class:`~skloes.HiddenStatesTransformer` does) and feeds
+    :func:`skloes.models._forward.forward_hidden_states`), pools the ``layers`` with
+    :func:`skloes.core._pooling.pool_layers` (leaving out the tokens the caller
+    excludes, as :class:`~skloes.extraction.HiddenStatesTransformer` does) and feeds
     the ``(B, K, d)`` blocks to ``head``. :meth:`freeze_above_depth` stops
     gradients of the blocks above ``depth``; the embedding module and blocks
     ``1..depth`` stay trainable.
@@ -606,27 +322,27 @@ class BackboneHead(nn.Module):
     Parameters
     ----------
     backbone : transformers.PreTrainedModel
-        The model (from :func:`skloes._models.load_model`).
+        The model (from :func:`skloes.models._loading.load_model`).
     head : torch.nn.Module
         Maps ``(B, K, d)`` to ``(outputs, z)``, e.g. :class:`LayerFusionHead`.
     layers : sequence of int
         Hidden-state indices pooled for the head (0 is the embedding output).
     pooling : str
-        A pooling name understood by :func:`skloes._pooling.pool`.
+        A pooling name understood by :func:`skloes.core._pooling.pool`.
     processor : object or None, default=None
         The tokenizer (or image/audio processor) of ``backbone``; kept here so
         that :func:`pack_module` pickles it with the weights.
 
     Examples
     --------
-    >>> from skloes._heads import BackboneHead  # doctest: +SKIP
+    >>> from skloes.heads._modules import BackboneHead  # doctest: +SKIP
     >>> module = BackboneHead(backbone, head, [1, 3], "mean")  # doctest: +SKIP
     >>> outputs, z = module(inputs)  # doctest: +SKIP
     """
 
     def __init__(self, backbone, head, layers, pooling, processor=None):
         super().__init__()
-        from skloes._models import find_blocks
+        from skloes.models._forward import find_blocks
 
         self.processor = processor
         self.backbone = backbone
@@ -661,19 +377,20 @@ class BackboneHead(nn.Module):
         Parameters
         ----------
         inputs : dict of str to torch.Tensor
-            From :func:`skloes._models.text_batch` or
-            :func:`skloes._models.encode_batch`.
+            From :func:`skloes.models._inputs.text_batch` or
+            :func:`skloes.models._inputs.encode_batch`.
         exclude : torch.Tensor of shape (B, T) or None, default=None
             Tokens left out of ``"mean"`` and ``"max"`` pooling (from
-            :func:`skloes._models.text_batch`), as
-            :class:`~skloes.HiddenStatesTransformer` leaves them out.
+            :func:`skloes.models._inputs.text_batch`), as
+            :class:`~skloes.extraction.HiddenStatesTransformer` leaves them out.
 
         Returns
         -------
         pooled : torch.Tensor of shape (n_layers, B, d)
         """
-        from skloes._models import forward_hidden_states, token_mask
-        from skloes._pooling import pool_layers
+        from skloes.core._pooling import pool_layers
+        from skloes.models._forward import forward_hidden_states
+        from skloes.models._inputs import token_mask
 
         states = forward_hidden_states(self.backbone, inputs, self.depth,
                                        blocks=self._blocks)
@@ -686,8 +403,8 @@ class BackboneHead(nn.Module):
         Parameters
         ----------
         inputs : dict of str to torch.Tensor
-            From :func:`skloes._models.text_batch` or
-            :func:`skloes._models.encode_batch`.
+            From :func:`skloes.models._inputs.text_batch` or
+            :func:`skloes.models._inputs.encode_batch`.
         generator : torch.Generator or None, default=None
             Dropout masks of the head.
         exclude : torch.Tensor of shape (B, T) or None, default=None
@@ -753,7 +470,7 @@ def unpack_module(packed):
         module.load_state_dict(packed["state"])
         return module.eval()
     if packed["backbone"] is None:  # unchanged pretrained weights: reload them
-        from skloes._models import load_model
+        from skloes.models._loading import load_model
 
         backbone = load_model(packed["path"])
     else:

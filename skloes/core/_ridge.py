@@ -34,7 +34,7 @@ from numbers import Real
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve, lapack
 
-from skloes._geometry import rank_tol, thin_svd
+from skloes.core._geometry import rank_mask, thin_svd
 
 #: Exponents ``e`` of the GCV grid ``Λ = {s̄²·10^e}``: -6, -5.5, ..., 3 (19 points).
 GCV_EXPONENTS = np.linspace(-6.0, 3.0, 19)
@@ -82,7 +82,7 @@ class RidgeSolution:
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._ridge import ridge_fit
+    >>> from skloes.core._ridge import ridge_fit
     >>> rng = np.random.RandomState(0)
     >>> A, y = rng.normal(size=(20, 3)), rng.normal(size=20)
     >>> sol = ridge_fit(A, y, alpha=1.0)
@@ -169,7 +169,7 @@ def gcv_alpha_grid(s):
 
     Examples
     --------
-    >>> from skloes._ridge import gcv_alpha_grid
+    >>> from skloes.core._ridge import gcv_alpha_grid
     >>> grid = gcv_alpha_grid([1.0, 1.0])
     >>> len(grid), float(grid[0]), float(grid[-1])
     (19, 1e-06, 1000.0)
@@ -302,7 +302,7 @@ def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
         return None, None
     _, d, e, _ = reduction
     w = np.sort(lapack.dsterf(d, e)[0])[::-1]
-    s2 = w[(w > rank_tol(max(w[0], 0.0), size)) & (w > 0)]
+    s2 = w[rank_mask(w, size)]
     if not s2.size:
         return None, None
     lam = float(alpha) if isinstance(alpha, Real) else None
@@ -329,7 +329,7 @@ def _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha):
     """:func:`ridge_solve` by an eigendecomposition."""
     w, V = np.linalg.eigh(S)
     w, V = w[::-1], V[:, ::-1]
-    keep = (w > rank_tol(max(w[0], 0.0), size)) & (w > 0) if w.size else w > 0
+    keep = rank_mask(w, size)
     s2, V = w[keep], V[:, keep]
     if not s2.size:
         return (float(alpha) if isinstance(alpha, Real) else 0.0), np.zeros_like(B)
@@ -372,8 +372,8 @@ def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import thin_svd
-    >>> from skloes._ridge import gcv_alpha_grid, ridge_svd
+    >>> from skloes.core._geometry import thin_svd
+    >>> from skloes.core._ridge import gcv_alpha_grid, ridge_svd
     >>> rng = np.random.RandomState(0)
     >>> A = rng.normal(size=(30, 4))
     >>> y = A @ [1.0, -2.0, 0.0, 0.5] + 0.1 * rng.normal(size=30)
@@ -457,8 +457,8 @@ def ridge_train_loss(s, Z, tc2, n, *, alpha="gcv"):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._geometry import thin_svd
-    >>> from skloes._ridge import ridge_svd, ridge_train_loss
+    >>> from skloes.core._geometry import thin_svd
+    >>> from skloes.core._ridge import ridge_svd, ridge_train_loss
     >>> rng = np.random.RandomState(0)
     >>> A, T = rng.normal(size=(20, 4)), rng.normal(size=(20, 2))
     >>> U, s = thin_svd(A)
@@ -504,7 +504,7 @@ def ridge_fit(A, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._ridge import ridge_fit
+    >>> from skloes.core._ridge import ridge_fit
     >>> rng = np.random.RandomState(0)
     >>> A = rng.normal(size=(40, 3))
     >>> y = A @ [1.0, 2.0, -1.0] + 3.0
@@ -537,7 +537,7 @@ def center_gram(G):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._ridge import center_gram
+    >>> from skloes.core._ridge import center_gram
     >>> A = np.random.RandomState(0).normal(size=(5, 3))
     >>> Ac = A - A.mean(0)
     >>> bool(np.allclose(center_gram(A @ A.T), Ac @ Ac.T))
@@ -556,7 +556,7 @@ def center_cross_gram(K, G):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._ridge import center_cross_gram
+    >>> from skloes.core._ridge import center_cross_gram
     >>> rng = np.random.RandomState(0)
     >>> A, B = rng.normal(size=(6, 3)), rng.normal(size=(2, 3))
     >>> m = A.mean(0)
@@ -591,7 +591,7 @@ def gram_factors(G, *, centered=False, n_features=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._ridge import gram_factors
+    >>> from skloes.core._ridge import gram_factors
     >>> A = np.random.RandomState(0).normal(size=(6, 2))
     >>> U, s = gram_factors(A @ A.T, n_features=2)
     >>> s.shape
@@ -602,7 +602,7 @@ def gram_factors(G, *, centered=False, n_features=None):
     w, U = np.linalg.eigh((Gc + Gc.T) / 2.0)
     w, U = w[::-1], U[:, ::-1]
     width = n if n_features is None else max(n, int(n_features))
-    keep = (w > rank_tol(max(w[0], 0.0), width)) & (w > 0) if w.size else w > 0
+    keep = rank_mask(w, width)
     return U[:, keep], np.sqrt(w[keep])
 
 
@@ -640,7 +640,7 @@ def ridge_fit_gram(
     Examples
     --------
     >>> import numpy as np
-    >>> from skloes._ridge import ridge_fit, ridge_fit_gram
+    >>> from skloes.core._ridge import ridge_fit, ridge_fit_gram
     >>> rng = np.random.RandomState(0)
     >>> A, B, y = rng.normal(size=(30, 5)), rng.normal(size=(4, 5)), rng.normal(size=30)
     >>> g = ridge_fit_gram(A @ A.T, y, alpha=0.5, n_features=5)

@@ -97,7 +97,7 @@ def skloes_home() -> Path:
     --------
     >>> import os
     >>> from unittest import mock
-    >>> from skloes._registry import skloes_home
+    >>> from skloes.models._registry import skloes_home
     >>> with mock.patch.dict(os.environ, {"SKLOES_HOME": "/tmp/skloes-home"}):
     ...     str(skloes_home())
     '/tmp/skloes-home'
@@ -204,7 +204,7 @@ def mpnet_parts() -> list:
 # --------------------------------------------------------------------------
 def file_sha256(path) -> str:
     """sha256 of a file's bytes (hex), memoised per process on size and mtime."""
-    from skloes._cache import _file_digest
+    from skloes.core._cache import _file_digest
 
     return _file_digest(os.path.abspath(path))
 

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from skloes._cache import (
+from skloes.core._cache import (
     HiddenStatesCache,
     content_key,
     model_fingerprint,
@@ -20,40 +20,41 @@ from skloes._cache import (
     publish_output,
     read_output,
 )
-from skloes._models import (
-    DEVICE_CONSTRAINT,
-    check_inputs,
-    default_model,
-    detect_modality,
-    encode_batch,
-    find_blocks,
-    forward_pooled,
-    is_decoder_only,
-    load_model,
-    load_processor,
-    n_hidden_states,
-    read_config,
-    release_memory,
-    resolve_device,
-    resolve_model_path,
-    text_batch,
-    token_mask,
-    tokenize_texts,
+from skloes.core._contract import (
+    layer_feature_names,
+    mark_layers,
+    resolve_layer_indices,
 )
-from skloes._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
+from skloes.core._memory import release_memory
+from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
     AUTO_EXCLUDE,
     kept_tokens,
     pool,
     pool_layers,
     resolve_exclude_tokens,
 )
+from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device, torch
+from skloes.models._forward import find_blocks, forward_pooled
+from skloes.models._inputs import (
+    check_inputs,
+    encode_batch,
+    text_batch,
+    token_mask,
+    tokenize_texts,
+)
+from skloes.models._loading import (
+    default_model,
+    detect_modality,
+    is_decoder_only,
+    load_model,
+    load_processor,
+    n_hidden_states,
+    read_config,
+    resolve_model_path,
+)
+from skloes.utils._deprecation import renamed_params
 from skloes.utils._optional import import_optional
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
-from skloes.utils._validation import (
-    layer_feature_names,
-    mark_layers,
-    resolve_layer_indices,
-)
 
 __all__ = ["HiddenStatesTransformer", "default_model"]
 
@@ -67,6 +68,7 @@ PROGRESS_MIN_BATCHES = 8
 AUTO_BATCH_TOKENS = {"cpu": 256, "accelerator": 8192}
 
 
+@renamed_params(progress=("verbose", int))
 class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     """Extract the pooled hidden state of every layer of a Hugging Face model.
 
@@ -118,7 +120,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         ``"stack"`` returns ``(n_layers, n_samples, dim)``; ``"flat"`` returns
         ``(n_samples, n_layers * dim)`` with columns ``layer{l}_{j}``, the
         scikit-learn-native form (cross-validation, ``set_output``). The flat
-        array is a :class:`~skloes.utils._validation.LayerTable` that carries
+        array is a :class:`~skloes.core._contract.LayerTable` that carries
         its ``layer_dim``, so later steps read its layers without being told
         (see :ref:`data_contract`).
 
@@ -192,8 +194,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         Width of a pooled vector (the model width; ``k`` for a callable
         ``pooling`` once a transform has run).
 
-    device_ : str
-        Resolved torch device.
+    device_ : torch.device
+        Resolved torch device (the type of every skloes estimator's
+        ``device_``).
+
+        .. versionchanged:: 0.2
+           A ``torch.device``; it was a string.
 
     exclude_tokens_ : {"special", "first"} or None
         Resolved ``exclude_tokens``.
@@ -226,7 +232,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     Examples
     --------
     >>> from skloes import HiddenStatesTransformer
-    >>> from skloes.utils._testing import make_tiny_model
+    >>> from skloes.models._testing import make_tiny_model
     >>> path = make_tiny_model()  # doctest: +SKIP
     >>> hst = HiddenStatesTransformer(path, device="cpu")  # doctest: +SKIP
     >>> hst.fit_transform(["a good movie", "a dull plot"]).shape  # doctest: +SKIP
@@ -256,7 +262,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     def __init__(self, model=None, *, pooling="mean", exclude_tokens="auto",
                  layers="all", output="stack", batch_size=32,
                  max_batch_tokens="auto", max_length=512, device="auto",
-                 dtype="float32", cache=None, verbose=0, trust_remote_code=False):
+                 dtype="float32", cache=None, verbose=0, trust_remote_code=False,
+                 progress="deprecated"):
         self.model = model
         self.pooling = pooling
         self.exclude_tokens = exclude_tokens
@@ -270,6 +277,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.cache = cache
         self.verbose = verbose
         self.trust_remote_code = trust_remote_code
+        self.progress = progress
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -317,7 +325,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     def _fit(self, X, y):
         """Fit and return the checked inputs."""
         name = type(self).__name__
-        import_optional("torch")
+        require_torch()
         path = resolve_model_path(self.model, owner=name)
         config = read_config(path, trust_remote_code=self.trust_remote_code, owner=name)
         modality = detect_modality(config)
@@ -335,7 +343,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         )
         self.n_layers_ = len(self.layers_)
         self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
-        self.device_ = str(resolve_device(self.device, owner=name))
+        self.device_ = resolve_device(self.device, owner=name)
         self._decoder = modality == "text" and is_decoder_only(config)
         self.exclude_tokens_ = resolve_exclude_tokens(
             self.exclude_tokens, modality, self._decoder, owner=name)
@@ -348,7 +356,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             return None
         if self.max_batch_tokens != "auto":
             return self.max_batch_tokens
-        cpu = self.device_.split(":")[0] == "cpu"
+        cpu = self.device_.type == "cpu"
         return AUTO_BATCH_TOKENS["cpu" if cpu else "accelerator"]
 
     # ------------------------------------------------------------ transform
@@ -459,7 +467,6 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         Each batch's pooled states go to ``sink(index, pooled)`` (``index``:
         positions in ``items``; ``pooled``: ``(n_layers, len(index), dim)``).
         """
-        torch = import_optional("torch")
         model, processor = self.model_, self.processor_
         encoded = None
         if self.modality_ == "text":
@@ -658,7 +665,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 def _flat_table(stack, layers):
     """The flat output: blocks of ``dim`` columns, marked with their layout.
 
-    The :class:`~skloes.utils._validation.LayerTable` marker lets the next
+    The :class:`~skloes.core._contract.LayerTable` marker lets the next
     step of a numpy ``Pipeline`` read the layers without ``layer_dim``
     (see ``doc/user_guide/data_contract.rst``).
     """

@@ -4,8 +4,6 @@
 train a :mod:`torch` module (``module_``) and answer through it. This module
 holds the parts they share, so each exists once:
 
-- :func:`torch_module` imports torch or raises the install hint (from
-  :mod:`skloes.utils._torch`, which :mod:`skloes._heads` uses too);
 - :func:`validation_split` is the (stratified) early-stopping split;
 - :class:`TorchHeadMixin` pickles ``module_`` through CPU state dicts and
   reloads it on ``device_`` (or on the CPU when that device is gone);
@@ -24,26 +22,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from skloes.utils._torch import FUSIONS, torch_module
+from skloes.core._torch import torch
 
-__all__ = ["FUSIONS", "TorchClassifierMixin", "TorchHeadMixin", "head_outputs",
-           "layer_blocks", "torch_module", "validation_split"]
-
-
-def may_use_accelerator(device):
-    """Whether ``device`` may put a fit on a GPU (whose kernels are not
-    bit-reproducible): an explicit non-CPU device, or ``"auto"`` where one is
-    available. Used for the ``non_deterministic`` estimator tag."""
-    if str(device) == "cpu":
-        return False
-    if device != "auto":
-        return True
-    try:
-        import torch
-    except ImportError:  # no torch: nothing will run at all
-        return False
-    mps = getattr(torch.backends, "mps", None)
-    return torch.cuda.is_available() or bool(mps and mps.is_available())
+__all__ = ["TorchClassifierMixin", "TorchHeadMixin", "head_outputs",
+           "layer_blocks", "validation_split"]
 
 
 def validation_split(n, fraction, rng, *, codes=None, classes=None, owner="skloes"):
@@ -75,7 +57,6 @@ def validation_split(n, fraction, rng, *, codes=None, classes=None, owner="skloe
     ValueError
         When a stratified split cannot keep every class on both sides.
     """
-    torch = torch_module()
     all_idx = torch.arange(n)
     if fraction == 0:
         return all_idx, all_idx[:0]
@@ -106,7 +87,6 @@ def validation_split(n, fraction, rng, *, codes=None, classes=None, owner="skloe
 
 def layer_blocks(stack, layers):
     """Float32 CPU tensor (n_samples, K, dim) of the ``layers`` of a stack."""
-    torch = torch_module()
     blocks = np.stack([stack[l] for l in layers], axis=1)
     return torch.from_numpy(np.ascontiguousarray(blocks, dtype=np.float32))
 
@@ -122,9 +102,8 @@ def head_outputs(module, feats, batch_size):
     """
     import copy
 
-    from skloes._heads import predict_outputs
+    from skloes.heads._training import predict_outputs
 
-    torch = torch_module()
     module64 = copy.deepcopy(module).to(device="cpu", dtype=torch.float64)
     feats = feats.to(device="cpu", dtype=torch.float64)
 
@@ -138,7 +117,7 @@ def head_outputs(module, feats, batch_size):
 class TorchHeadMixin:
     """Pickling of ``module_`` (any device) through CPU state dicts.
 
-    The state holds :func:`skloes._heads.pack_module`'s CPU description of
+    The state holds :func:`skloes.heads._modules.pack_module`'s CPU description of
     ``module_``; unpickling rebuilds it on ``device_`` when that device exists,
     otherwise on the CPU (and ``device_`` then says so). A backbone whose
     weights did not train (``backbone_tuned_`` False) is stored as its model
@@ -149,7 +128,7 @@ class TorchHeadMixin:
         state = dict(super().__getstate__())  # object's is the live __dict__
         module = state.pop("module_", None)
         if module is not None:
-            from skloes._heads import pack_module
+            from skloes.heads._modules import pack_module
 
             state["_module_pickle"] = pack_module(
                 module, path=getattr(self, "model_path_", None),
@@ -161,9 +140,8 @@ class TorchHeadMixin:
         packed = state.pop("_module_pickle", None)
         super().__setstate__(state)
         if packed is not None:
-            from skloes._heads import unpack_module
+            from skloes.heads._modules import unpack_module
 
-            torch = torch_module()
             device = self.device_
             if device.type == "cuda" and not torch.cuda.is_available():
                 self.device_ = device = torch.device("cpu")

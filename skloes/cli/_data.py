@@ -1,0 +1,122 @@
+"""The probe's labelled data: built-in data sets or CSV/TSV/JSONL/Parquet files."""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from skloes.cli._args import BUILTIN_DATA, UserError, _first_line
+
+
+def _read_table(path, text_column, label_column):
+    from skloes.utils._optional import import_optional
+
+    pd = import_optional("pandas", extra="plot")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv"):
+            frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+        elif suffix in (".jsonl", ".json"):
+            frame = pd.read_json(path, lines=suffix == ".jsonl")
+        elif suffix in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        else:
+            raise UserError(
+                f"data file {str(path)!r} has an unknown extension {suffix!r}; use "
+                ".csv, .tsv, .jsonl, .json or .parquet"
+            )
+    except UserError:
+        raise
+    except ImportError as exc:
+        raise UserError(f"cannot read {str(path)!r}: {exc}") from None
+    except Exception as exc:  # a malformed file: pandas' own message
+        raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
+    for column, option in ((text_column, "--text-column"),
+                           (label_column, "--label-column")):
+        if column not in frame.columns:
+            raise UserError(
+                f"{option} {column!r} is not a column of {str(path)!r}; columns: "
+                f"{', '.join(map(str, frame.columns[:20]))}"
+            )
+    frame = frame[[text_column, label_column]].dropna()
+    if len(frame) == 0:
+        raise UserError(f"{str(path)!r} has no row with both a text and a label")
+    texts = frame[text_column].astype(str).to_numpy(dtype=object)
+    return texts, frame[label_column].to_numpy()
+
+
+def _subsample(texts, labels, n, seed):
+    from sklearn.model_selection import train_test_split
+    from sklearn.utils.multiclass import type_of_target
+
+    if n is None or n >= len(texts):
+        return texts, labels
+    stratify = labels if type_of_target(labels) in ("binary", "multiclass") else None
+    try:
+        index, _ = train_test_split(np.arange(len(texts)), train_size=n,
+                                    stratify=stratify, random_state=seed)
+    except ValueError:  # a class too small to stratify: uniform draw
+        index = np.random.RandomState(seed).choice(len(texts), n, replace=False)
+    index = np.sort(index)
+    return texts[index], labels[index]
+
+
+def load_data(data, text_column, label_column, max_samples, seed):
+    """Texts and labels of a built-in data set or a data file.
+
+    Returns
+    -------
+    texts : ndarray of str objects
+    labels : ndarray
+    label_names : ndarray or None
+    """
+    from skloes import datasets
+
+    if data in BUILTIN_DATA:
+        try:
+            bunch = datasets.load_dataset(data)
+        except ImportError as exc:
+            raise UserError(f"data set {data!r} is not installed: {exc}") from None
+        texts, labels = _subsample(bunch.data, bunch.target, max_samples, seed)
+        names = bunch.target_names
+    else:
+        path = Path(data).expanduser()
+        if not path.exists():
+            if path.suffix == "":
+                raise UserError(
+                    f"unknown data set {data!r}; use one of {', '.join(BUILTIN_DATA)} "
+                    "or a data file"
+                )
+            raise UserError(f"data file {data!r} does not exist")
+        texts, labels = _read_table(path, text_column, label_column)
+        texts, labels = _subsample(texts, labels, max_samples, seed)
+        names = None
+    _check_labels(labels)
+    return texts, labels, names
+
+
+def _check_labels(labels):
+    from sklearn.utils.multiclass import type_of_target
+
+    kind = type_of_target(labels)
+    if kind == "continuous":
+        if len(labels) < 10:
+            raise UserError(f"only {len(labels)} labelled rows; need at least 10")
+        return
+    if kind not in ("binary", "multiclass"):
+        raise UserError(
+            f"labels must be classes or one continuous target; got {kind} labels"
+        )
+    classes, counts = np.unique(labels, return_counts=True)
+    classes = classes.tolist()  # 'a' and 1, not np.str_('a') and np.int64(1)
+    if len(classes) < 2:
+        raise UserError(f"the labels hold a single class ({classes[0]!r}); need 2+")
+    if counts.min() < 2:
+        raise UserError(
+            f"class {classes[counts.argmin()]!r} has {counts.min()} sample; every "
+            "class needs at least 2 (use more --max-samples or drop it)"
+        )

@@ -1,0 +1,136 @@
+"""``skloes probe``: extract every layer, report on each, select with LOES.
+
+It extracts every layer of a model over a labelled data set, cross-validates a
+probe on each layer, computes the layer metrics, selects layers with LOES,
+compares the fused layers with the last layer, the best single layer and other
+baselines, prints the tables and writes a report folder (``layers.csv``,
+``profile.png``, ``selection.json``).
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from skloes.cli._args import UserError, _first_line
+from skloes.cli._data import load_data
+
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
+
+
+def check_out(out, force):
+    """Fail before any work when the report cannot be written to ``out``.
+
+    ``out`` must be a folder or not exist yet (it is created only when the
+    report is written); its parent chain must be writable; a report already
+    there is never overwritten without ``force``.
+    """
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--out {out!r} is a file, not a folder")
+    existing = [name for name in REPORT_FILES if (folder / name).exists()]
+    if existing and not force:
+        raise UserError(
+            f"--out {out!r} already holds {', '.join(existing)}; pass --force to "
+            "overwrite them or choose another --out"
+        )
+    probe = folder
+    while not probe.exists():  # the nearest existing folder must take files
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"--out {out!r}: {str(probe)!r} is a file, not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".skloes-write-test-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise UserError(f"--out {out!r} is not writable: {exc}") from None
+    for name in existing if force else ():
+        if not os.access(folder / name, os.W_OK):
+            raise UserError(f"--out {out!r}: {name} is not writable")
+
+
+def _log(message):
+    print(message, flush=True)
+
+
+def _extract(args, texts):
+    """Layer stack (and token metrics) of ``texts``, one forward pass each."""
+    from skloes.extraction._hidden_states import HiddenStatesTransformer
+    from skloes.metrics import TokenMetricPooling
+
+    pooling = args.pooling
+    token = None
+    if args.token_metrics:
+        token = TokenMetricPooling(pooling=args.pooling)
+        pooling = token
+    hst = HiddenStatesTransformer(
+        args.model, pooling=pooling, batch_size=args.batch_size,
+        max_length=args.max_length, device=args.device, verbose=1,
+    )
+    try:
+        hst.fit(texts)  # resolves the model folder, its config and the device
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        message = _first_line(exc)
+        if not message.startswith(type(hst).__name__):  # e.g. a raw JSON error
+            message = f"cannot load model {args.model or 'default'}: {message}"
+        raise UserError(message) from None
+    try:
+        _ = hst.model_  # load now, so that a broken model is a user error
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        raise UserError(
+            f"cannot load model {args.model or hst.model_path_!r}: {_first_line(exc)}"
+        ) from None
+    if hst.modality_ != "text":
+        raise UserError(f"model {hst.model_path_!r} takes {hst.modality_}, not text")
+    stack = hst.transform(list(texts))
+    if token is None:
+        return hst, stack, None
+    stack, metrics = token.split(stack, random_state=args.seed)
+    return hst, stack, metrics
+
+
+def run_probe(args):
+    """Run the probe job for parsed arguments; returns the fitted report."""
+    from skloes.report import LayerReport
+
+    start = time.perf_counter()
+    check_out(args.out, args.force)
+    texts, labels, names = load_data(args.data, args.text_column, args.label_column,
+                                     args.max_samples, args.seed)
+    n_classes = len(np.unique(labels))
+    _log(f"data: {args.data}, {len(texts)} texts, {n_classes} classes"
+         + (f" ({', '.join(map(str, names))})" if names is not None else ""))
+    hst, stack, token_metrics = _extract(args, texts)
+    t_extract = time.perf_counter() - start
+    _log(f"model: {hst.model_path_} ({stack.shape[0]} hidden states of width "
+         f"{stack.shape[2]}, pooling {args.pooling}); extracted in {t_extract:.1f} s")
+    report = LayerReport(
+        n_layers_to_select=args.n_layers_to_select, nested=args.nested,
+        random_state=args.seed, verbose=1,
+    )
+    report.fit(stack, labels, extra_metrics=token_metrics)
+    folder = report.save(args.out)
+    print(f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
+          "= embedding output)")
+    print(report.format_table())
+    how = ("selected inside each CV fold" if args.nested else
+           "selected on all rows, scored by CV")
+    print(f"\nSelection summary (layers {how})")
+    print(report.format_summary())
+    s = report.summary()
+    print(f"\nLOES layers {s['selected_layers']}: {s['fused_score']:.4f}  |  last "
+          f"layer {s['n_layers'] - 1}: {s['last_layer_score']:.4f}  |  best single "
+          f"layer {s['best_layer']}: {s['best_layer_score']:.4f}")
+    total = time.perf_counter() - start
+    print(f"report written to {os.fspath(folder)}/ (layers.csv, profile.png, "
+          f"selection.json) in {total:.1f} s")
+    return report
+

