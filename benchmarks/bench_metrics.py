@@ -58,7 +58,7 @@ def bench_cost(n=2000, d=768, n_tokens=24, repeat=2):
     from sklearn.preprocessing import StandardScaler
 
     from skloes import metrics as m
-    from skloes.report._layer_report import PROBE_C
+    from skloes.probe._estimators import PROBE_C
 
     X, rng = _layer(n, d, 0)
     y = (X[:, :5].sum(axis=1) + 0.5 * rng.normal(size=n) > 0).astype(int)

@@ -3,6 +3,7 @@
 Each family has one public home: :mod:`skloes.extraction`
 (``HiddenStatesTransformer``), :mod:`skloes.selection` (every layer selector and
 the ridge probes), :mod:`skloes.heads` (every torch-trained head),
+:mod:`skloes.probe` (text-in probes, pruning, saving),
 :mod:`skloes.metrics`, :mod:`skloes.report`, :mod:`skloes.datasets` and
 :mod:`skloes.plotting`. The most used names are also importable from
 ``skloes`` itself; they are the same objects.
@@ -26,12 +27,14 @@ _SHORTCUTS = {
     "GeoRegLoss": "skloes.heads",
     "GeoRegClassifier": "skloes.heads",
     "GeoRegFineTuner": "skloes.heads",
+    "LayerProbeClassifier": "skloes.probe",
+    "LayerProbeRegressor": "skloes.probe",
     "cache_info": "skloes.core._cache",
     "prune_cache": "skloes.core._cache",
     "offline_models": "skloes.models._registry",
 }
-_SUBPACKAGES = ("datasets", "extraction", "heads", "metrics", "plotting", "report",
-                "selection")
+_SUBPACKAGES = ("datasets", "extraction", "heads", "metrics", "plotting", "probe",
+                "report", "selection")
 # `skloes.baselines` is a deprecated alias (see skloes/baselines.py).
 _DEPRECATED_SUBPACKAGES = ("baselines",)
 

@@ -49,6 +49,9 @@ FLOORS = (
     Floor("heads", ("skloes.heads",),
           "every torch-trained head: ScalarMix, GeoReg's loss, classifier and "
           "fine-tuner, the shared modules and training loop"),
+    Floor("probe", ("skloes.probe",),
+          "the text-in probe estimators, pruning a fitted pipeline to its "
+          "layers, saving without the weights"),
     Floor("report", ("skloes.report",),
           "LayerReport: per-layer scores, metrics and the selection summary"),
     Floor("cli", ("skloes.cli", "skloes.__main__"),

@@ -44,13 +44,14 @@ def test_top_level_names_are_their_homes_objects():
         module = __import__(home, fromlist=[name])
         assert getattr(skloes, name) is getattr(module, name)
     for family in ("extraction", "selection", "heads", "metrics", "report",
-                   "datasets", "plotting"):
+                   "datasets", "plotting", "probe"):
         assert family in skloes.__all__
 
 
 def test_each_public_class_has_one_home():
     homes = {}
-    for family in ("extraction", "selection", "heads", "metrics", "report"):
+    for family in ("extraction", "selection", "heads", "metrics", "report",
+                   "probe"):
         module = getattr(skloes, family)
         for name in module.__all__:
             homes.setdefault(name, []).append(family)

@@ -294,3 +294,75 @@ def test_models_prepare_reuses_the_converted_smollm2(smollm2_path, capsys):
 def test_models_rejects_unknown_options(capsys):
     assert main(["models", "--bogus"]) == 2
     assert "skloes models: error" in capsys.readouterr().err
+
+
+# ----------------------------------------------------- probe --save, predict
+def _tiny_data(tmp_path, n=40, labels=None):
+    rng = np.random.RandomState(0)
+    words = "the a good bad great awful movie film plot actor story fun dull".split()
+    texts = [" ".join(rng.choice(words, size=rng.randint(3, 9))) for _ in range(n)]
+    labels = labels if labels is not None else ["pos", "neg"] * (n // 2)
+    return _write_csv(tmp_path / "train.csv", texts, labels, "text", "label"), texts
+
+
+@pytest.mark.torch
+def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_path):
+    from skloes.probe import load_probe
+
+    data, texts = _tiny_data(tmp_path)
+    saved = tmp_path / "saved"
+    status = main(["probe", "--model", tiny_model_path, "--data", str(data),
+                   "--n-layers-to-select", "2", "--out", str(tmp_path / "out"),
+                   "--save", str(saved), "--device", "cpu"])
+    assert status == 0, capsys.readouterr().err
+    stdout = capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "selection.json").read_text())
+    probe = load_probe(saved)
+    assert probe.selected_layers_.tolist() == report["selected_layers"]
+    assert f"saved to {saved}" in stdout
+    new = _write_csv(tmp_path / "new.csv", ["a good fun film", "dull plot"],
+                     ["?", "?"], "text", "unused")
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", str(saved), "--data", str(new), "--out", str(out)]) == 0
+    import pandas as pd
+
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["prediction", "proba_neg", "proba_pos"]
+    np.testing.assert_allclose(frame[["proba_neg", "proba_pos"]].to_numpy(),
+                               probe.predict_proba(["a good fun film", "dull plot"]),
+                               atol=1e-6)
+    assert frame["prediction"].tolist() == probe.predict(
+        ["a good fun film", "dull plot"]).tolist()
+    assert main(["predict", str(saved), "--data", str(new)]) == 0  # to stdout
+    assert capsys.readouterr().out.splitlines()[0] == "prediction,proba_neg,proba_pos"
+
+
+@pytest.mark.torch
+def test_predict_user_errors_are_one_line(tmp_path, capsys, tiny_model_path):
+    data, _ = _tiny_data(tmp_path)
+
+    def one_line(argv, needle):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("skloes predict: error:"), err
+        assert needle in err[0], err[0]
+
+    one_line(["predict", str(tmp_path / "nothing"), "--data", str(data)],
+             "not a saved probe")
+    one_line(["predict", str(tmp_path), "--data", str(tmp_path / "none.csv")],
+             "does not exist")
+    saved = tmp_path / "saved"
+    assert main(["probe", "--model", tiny_model_path, "--data", str(data),
+                 "--n-layers-to-select", "1", "--out", str(tmp_path / "o"),
+                 "--save", str(saved), "--device", "cpu"]) == 0
+    capsys.readouterr()
+    one_line(["predict", str(saved), "--data", str(data), "--text-column", "x"],
+             "--text-column 'x'")
+    (tmp_path / "p.csv").write_text("old")
+    one_line(["predict", str(saved), "--data", str(data), "--out",
+              str(tmp_path / "p.csv")], "--force")
+    blank = _write_csv(tmp_path / "blank.csv", ["a film", None], [1, 2], "text", "y")
+    one_line(["predict", str(saved), "--data", str(blank)], "have no text")
+    assert main(["probe", "--model", tiny_model_path, "--data", str(data),
+                 "--save", str(saved), "--out", str(tmp_path / "o2")]) == 2
+    assert "--save" in capsys.readouterr().err

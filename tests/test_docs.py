@@ -21,7 +21,7 @@ DOC = ROOT / "doc"
 
 # The public homes, one per family (the top-level names are shortcuts to them).
 PUBLIC_MODULES = ("datasets", "extraction", "heads", "metrics", "plotting",
-                  "report", "selection")
+                  "probe", "report", "selection")
 
 
 def _public_objects():

@@ -600,8 +600,13 @@ def test_minilm_cache_hit_runs_no_forward_and_loads_nothing(real, tmp_path, coun
     warm = HST(path, max_length=128, cache=tmp_path).fit_transform(subset)
     assert counters == {"samples": 0, "calls": 0, "loads": 0}
     np.testing.assert_array_equal(warm, cold)
-    # Another setting (layers) is another key: it computes again.
-    HST(path, max_length=128, cache=tmp_path, layers=[2]).fit_transform(subset[:5])
+    # Fewer layers are served by the every-layer entries: nothing runs.
+    part = HST(path, max_length=128, cache=tmp_path, layers=[2]).fit_transform(
+        subset[:5])
+    assert counters["samples"] == 0
+    np.testing.assert_array_equal(part, cold[[2], :5])
+    # Another setting (max_length) is another key: it computes again.
+    HST(path, max_length=64, cache=tmp_path, layers=[2]).fit_transform(subset[:5])
     assert counters["samples"] == 5
 
 

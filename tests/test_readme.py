@@ -38,10 +38,21 @@ def test_readme_python_example_runs(minilm_cache_home, monkeypatch, capsys,
     namespace = {"__name__": "__readme__"}
     exec(compile(code, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
-    assert "loesselector__n_layers_to_select" in out
+    assert "selector__n_layers_to_select" in out
+    assert out.splitlines()[-1] in ("[0]", "[1]")  # rotten, fresh
+    best = namespace["best"]
+    assert best.pipeline_[0].layers_.tolist() == best.selected_layers_.tolist()
+    assert len(best.selected_layers_) == \
+        namespace["search"].best_params_["selector__n_layers_to_select"]
+    from skloes.probe import load_probe
+
+    loaded = load_probe(minilm_cache_home / "rt_probe")
+    texts = list(namespace["X"][:5])
+    assert (loaded.predict_proba(texts) == best.predict_proba(texts)).all()
     # The cache was used: one settings folder holds every text, and only the
     # texts it lacked before went through the model, once each, for the search.
-    keys = {content_key(text) for text in namespace["X"]}
+    new = "a warm, funny and moving film"  # predicted with the cache: stored too
+    keys = {content_key(text) for text in [*namespace["X"], new]}
     (settings,) = [s for s, k in cache_entries("skloes_cache").items() if keys <= k]
     assert texts_through_model[0] == len(keys - before.get(settings, set()))
 

@@ -1,6 +1,7 @@
 """The ``skloes`` command: ``probe``, ``models`` and ``cache``.
 
-May import: utils, core, models, extraction, metrics, selection, heads, report.
+May import: utils, core, models, extraction, metrics, selection, heads, probe,
+report.
 """
 
 # Authors: The skloes developers

@@ -89,6 +89,7 @@ def build_parser():
     )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_probe_parser(sub)
+    _add_predict_parser(sub)
     _add_cache_parser(sub)
     _add_models_parser(sub)
     return parser
@@ -147,6 +148,33 @@ def _add_probe_parser(sub):
                        help="tokens kept per text (default: 128)")
     probe.add_argument("--seed", type=int, default=0,
                        help="random seed of the subsample, folds and selection")
+    probe.add_argument("--save", default=None, metavar="DIR",
+                       help="also fit a probe on every row with the reported layers "
+                       "and save it to DIR (for skloes predict)")
+
+
+def _add_predict_parser(sub):
+    predict = sub.add_parser(
+        "predict", help="predict new texts with a probe saved by probe --save",
+        description="Predict every text of a data file with a probe saved by "
+        "`skloes probe --save DIR`; writes one row per text: the prediction and, "
+        "for a classifier, the probability of each class.",
+    )
+    predict.add_argument("probe_dir", metavar="DIR",
+                         help="folder written by skloes probe --save")
+    predict.add_argument("--data", required=True, metavar="FILE",
+                         help="a .csv/.tsv/.jsonl/.parquet file of texts")
+    predict.add_argument("--text-column", default="text", metavar="C",
+                         help="text column of the data file (default: text)")
+    predict.add_argument("--out", default=None, metavar="FILE",
+                         help="CSV file to write (default: standard output)")
+    predict.add_argument("--force", action="store_true",
+                         help="overwrite --out if it exists")
+    predict.add_argument("--batch-size", type=_positive_int("--batch-size"),
+                         default=None, metavar="B",
+                         help="texts per forward pass (default: the probe's)")
+    predict.add_argument("--device", default=None, metavar="D",
+                         help="torch device (default: the probe's)")
 
 
 def _add_models_parser(sub):

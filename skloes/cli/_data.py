@@ -12,36 +12,66 @@ import numpy as np
 from skloes.cli._args import BUILTIN_DATA, UserError, _first_line
 
 
-def _read_table(path, text_column, label_column):
+def _read_frame(path):
+    """A data file as a DataFrame (CSV, TSV, JSONL, JSON or Parquet)."""
     from skloes.utils._optional import import_optional
 
     pd = import_optional("pandas", extra="plot")
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
-            frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-        elif suffix in (".jsonl", ".json"):
-            frame = pd.read_json(path, lines=suffix == ".jsonl")
-        elif suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
-        else:
-            raise UserError(
-                f"data file {str(path)!r} has an unknown extension {suffix!r}; use "
-                ".csv, .tsv, .jsonl, .json or .parquet"
-            )
-    except UserError:
-        raise
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+        if suffix in (".jsonl", ".json"):
+            return pd.read_json(path, lines=suffix == ".jsonl")
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
     except ImportError as exc:
         raise UserError(f"cannot read {str(path)!r}: {exc}") from None
     except Exception as exc:  # a malformed file: pandas' own message
         raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
-    for column, option in ((text_column, "--text-column"),
-                           (label_column, "--label-column")):
+    raise UserError(
+        f"data file {str(path)!r} has an unknown extension {suffix!r}; use "
+        ".csv, .tsv, .jsonl, .json or .parquet"
+    )
+
+
+def _check_columns(frame, path, columns):
+    for column, option in columns:
         if column not in frame.columns:
             raise UserError(
                 f"{option} {column!r} is not a column of {str(path)!r}; columns: "
                 f"{', '.join(map(str, frame.columns[:20]))}"
             )
+
+
+def read_texts(path, text_column):
+    """Every text of a data file, in row order (``skloes predict``'s input)."""
+    path = _existing_file(path)
+    frame = _read_frame(path)
+    _check_columns(frame, path, [(text_column, "--text-column")])
+    column = frame[text_column]
+    missing = int(column.isna().sum())
+    if missing:
+        raise UserError(f"{missing} of {len(column)} rows of {str(path)!r} have no "
+                        f"text in column {text_column!r}; fill or drop them")
+    if len(column) == 0:
+        raise UserError(f"{str(path)!r} has no rows")
+    return column.astype(str).to_numpy(dtype=object)
+
+
+def _existing_file(data):
+    path = Path(data).expanduser()
+    if not path.exists():
+        raise UserError(f"data file {data!r} does not exist")
+    if not path.is_file():
+        raise UserError(f"data file {data!r} is a folder, not a file")
+    return path
+
+
+def _read_table(path, text_column, label_column):
+    frame = _read_frame(path)
+    _check_columns(frame, path, [(text_column, "--text-column"),
+                                 (label_column, "--label-column")])
     frame = frame[[text_column, label_column]].dropna()
     if len(frame) == 0:
         raise UserError(f"{str(path)!r} has no row with both a text and a label")

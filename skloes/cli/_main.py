@@ -1,6 +1,7 @@
 """The ``skloes`` command line: its entry point and the dispatch to a command.
 
-``skloes probe`` runs the main job (:mod:`skloes.cli._probe`), ``skloes models``
+``skloes probe`` runs the main job (:mod:`skloes.cli._probe`), ``skloes predict``
+applies a saved probe (:mod:`skloes.cli._predict`), ``skloes models``
 and ``skloes cache`` manage the offline models and the hidden-states cache
 (:mod:`skloes.cli._admin`); the options are declared in :mod:`skloes.cli._args`
 and data files read in :mod:`skloes.cli._data`.
@@ -15,6 +16,7 @@ import sys
 
 from skloes.cli._admin import run_cache, run_models
 from skloes.cli._args import PROG, UserError, _quiet_libraries, build_parser
+from skloes.cli._predict import run_predict
 from skloes.cli._probe import run_probe
 from skloes.utils._deprecation import warn_renamed
 
@@ -53,12 +55,17 @@ def main(argv=None):
         if args.command == "models":
             run_models(args)
             return 0
+        if args.command == "predict":
+            _quiet_libraries()
+            run_predict(args)
+            return 0
         _quiet_libraries()
         _honour_renamed_options(args)
         run_probe(args)
     except UserError as exc:
         command = argv_command(argv)
-        prog = f"skloes {command}" if command in ("cache", "models") else PROG
+        prog = (f"skloes {command}" if command in ("cache", "models", "predict")
+                else PROG)
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0

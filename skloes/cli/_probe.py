@@ -103,6 +103,7 @@ def run_probe(args):
 
     start = time.perf_counter()
     check_out(args.out, args.force)
+    check_save(args.save)
     texts, labels, names = load_data(args.data, args.text_column, args.label_column,
                                      args.max_samples, args.seed)
     n_classes = len(np.unique(labels))
@@ -129,8 +130,40 @@ def run_probe(args):
     print(f"\nLOES layers {s['selected_layers']}: {s['fused_score']:.4f}  |  last "
           f"layer {s['n_layers'] - 1}: {s['last_layer_score']:.4f}  |  best single "
           f"layer {s['best_layer']}: {s['best_layer_score']:.4f}")
+    if args.save is not None:
+        _save_probe(args, report, hst, stack, labels, texts)
     total = time.perf_counter() - start
     print(f"report written to {os.fspath(folder)}/ (layers.csv, profile.png, "
           f"selection.json) in {total:.1f} s")
     return report
 
+
+def check_save(save):
+    """Fail before any work when ``--save`` cannot take a probe."""
+    if save is None:
+        return
+    folder = Path(save).expanduser()
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UserError(f"--save {save!r} exists and is not an empty folder; "
+                        "choose a new folder")
+
+
+def _save_probe(args, report, hst, stack, labels, texts):
+    """Fit a probe on every row with the report's selector (so its layers),
+    from the stack the report used."""
+    from skloes.probe import LayerProbeClassifier, LayerProbeRegressor, save_probe
+    from skloes.report._layer_report import _method_estimator
+
+    cls = (LayerProbeClassifier if report.task_ == "classification"
+           else LayerProbeRegressor)
+    selector = _method_estimator("loes", args.n_layers_to_select, args.seed, None)
+    probe = cls(args.model, selector=selector,
+        pooling=args.pooling, max_length=args.max_length,
+        batch_size=args.batch_size, device=args.device, random_state=args.seed)
+    extractor = probe._extractor().fit(list(texts))
+    probe._fit_stack(extractor, stack, probe._check_y(labels))
+    folder = save_probe(probe, args.save)
+    size = sum(f.stat().st_size for f in folder.iterdir())
+    _log(f"probe on layers {probe.selected_layers_.tolist()} saved to {folder}/ "
+         f"({size / 1e6:.1f} MB, no model weights): skloes predict {folder} "
+         "--data FILE")

@@ -27,13 +27,16 @@ import numpy as np
 
 _FORMAT = 1
 _HASHED_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".tiktoken", ".py")
-_FILE_DIGESTS: dict = {}  # (path, size, mtime_ns) -> sha256 hex, per process
+# (path, inode, size, mtime_ns, ctime_ns) -> sha256 hex, per process. The
+# change time cannot be set back by a user (os.utime sets the modification
+# time only), so a file rewritten in place never matches its old entry.
+_FILE_DIGESTS: dict = {}
 _CHUNK = 1 << 24
 
 
 def _file_digest(path: str) -> str:
     stat = os.stat(path)
-    memo = (path, stat.st_size, stat.st_mtime_ns)
+    memo = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     if memo not in _FILE_DIGESTS:
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
@@ -46,8 +49,9 @@ def _file_digest(path: str) -> str:
 def model_fingerprint(path: str) -> str:
     """Hash of the weights, config and processor files of a model folder.
 
-    Each file's hash is memoised per process on (path, size, mtime), so clones
-    of an estimator pay for hashing the weights once.
+    Each file's hash is memoised per process on its path, inode, size,
+    modification and change times, so clones of an estimator pay for hashing
+    the weights once, and a file replaced or rewritten is hashed again.
     """
     digest = hashlib.sha256()
     for name in sorted(os.listdir(path)):

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from numbers import Integral
 
@@ -178,6 +179,14 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     model_path_ : str
         Local folder the model loads from.
 
+    model_fingerprint_ : str
+        Hash of the model's weights, config and processor files at ``fit``.
+        When the model is loaded again (after unpickling, or after
+        :func:`~skloes.probe.load_probe`), its files must hash the same, or
+        the extractor refuses with an error naming the folder.
+
+        .. versionadded:: 0.2
+
     modality_ : {"text", "image", "audio"}
         Input type, from the model's main input.
 
@@ -336,6 +345,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 f"{len(y)} for {len(items)} samples."
             )
         self.model_path_ = path
+        self.model_fingerprint_ = model_fingerprint(path)
         self.modality_ = modality
         self.n_model_layers_ = n_hidden_states(config)
         self.layers_ = resolve_layer_indices(
@@ -417,8 +427,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         else:
             out = np.empty(shape, dtype=self.dtype)
         missing = {}
+        every_layer = self._every_layer_store()
         for key, i in first.items():
             entry = store.read(key)
+            if entry is None and every_layer is not None:
+                entry = every_layer.read(key)  # a superset entry serves a subset
+                entry = None if entry is None else entry[self.layers_]
             if entry is None:
                 missing[key] = i
             else:
@@ -443,22 +457,42 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             return stack
         return _flat_table(stack, self.layers_)
 
-    def _store(self):
+    def _store(self, layers=None):
+        """The cache of this configuration (of ``layers``, default the requested
+        ones), or None without a cache."""
         if self.cache is None or callable(self.pooling):
             return None
+        layers = self.layers_ if layers is None else layers
         settings = {
-            "model": model_fingerprint(self.model_path_),
+            "model": self.model_fingerprint_,
             "modality": self.modality_,
             "pooling": "first" if self.pooling == "cls" else self.pooling,
             "exclude_tokens": (self.exclude_tokens_
                                if self.pooling in ("mean", "max") else None),
             "max_length": int(self.max_length) if self.modality_ == "text" else None,
-            "layers": [int(l) for l in self.layers_],
+            "layers": [int(l) for l in layers],
             "dtype": self.dtype,
         }
         return HiddenStatesCache(
-            self.cache, settings, (self.n_layers_, self.dim_), self.dtype
+            self.cache, settings, (len(layers), self.dim_), self.dtype
         )
+
+    def _every_layer_store(self):
+        """The cache of every layer, which serves any subset (None if the
+        requested layers are every layer)."""
+        if self.n_layers_ == self.n_model_layers_:
+            return None
+        return self._store(np.arange(self.n_model_layers_))
+
+    def _with_layers(self, layers):
+        """A fitted copy that returns the hidden states ``layers`` (sorted
+        indices of the model's), sharing the loaded model (no reload)."""
+        other = copy.copy(self)
+        layers = np.asarray(layers, dtype=np.intp)
+        every = len(layers) == self.n_model_layers_
+        other.set_params(layers="all" if every else [int(l) for l in layers])
+        other.layers_, other.n_layers_ = layers, len(layers)
+        return other
 
     # ------------------------------------------------------------ extraction
     def _extract(self, items, sink):
@@ -589,6 +623,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         if getattr(self, "_model", None) is None:
             name = type(self).__name__
+            self._check_weights()
             self._processor = load_processor(
                 self.model_path_, self.modality_,
                 trust_remote_code=self.trust_remote_code, owner=name,
@@ -598,6 +633,30 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 device=self.device_, owner=name,
             )
             self._blocks = find_blocks(self._model)
+
+    def _check_weights(self):
+        """The weights behind ``model`` are those ``fit`` saw, or a clear error.
+
+        A model folder that moved (another machine, another ``SKLOES_HOME``)
+        is found again from ``model``; its files must hash as at ``fit``.
+        """
+        name, path = type(self).__name__, self.model_path_
+        if not os.path.isdir(path):
+            try:
+                path = resolve_model_path(self.model, owner=name)
+            except (OSError, ValueError) as exc:
+                raise ValueError(
+                    f"{name}: the model this extractor was fitted with is gone: "
+                    f"{self.model_path_!r} does not exist and `model`="
+                    f"{self.model!r} does not resolve here ({exc})."
+                ) from None
+        if model_fingerprint(path) != self.model_fingerprint_:
+            raise ValueError(
+                f"{name}: the model files in {path!r} (`model`={self.model!r}) "
+                "changed since this extractor was fitted; refit it, or restore "
+                "the files it was fitted with."
+            )
+        self.model_path_ = path
 
     @property
     def model_(self):

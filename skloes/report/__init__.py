@@ -3,7 +3,7 @@
 It fits the selectors and probes of the floors below on a layer stack and
 summarises them (table, JSON, plot). A new report column goes here.
 
-May import: utils, core, models, extraction, metrics, selection, heads.
+May import: utils, core, models, extraction, metrics, selection, heads, probe.
 """
 
 # Authors: The skloes developers

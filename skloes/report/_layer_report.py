@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -23,6 +22,7 @@ from skloes import selection
 from skloes.core._contract import fuse_layers, mark_layers, validate_layers
 from skloes.core._targets import check_classes, task_of
 from skloes.metrics._registry import METRICS
+from skloes.probe._estimators import default_head
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 
@@ -32,7 +32,6 @@ DATASET_METRICS = tuple(METRICS)  # the registry of skloes.metrics
 DEFAULT_METRICS = ("dataset_entropy", "erank_sigma", "isotropy", "intrinsic_dim")
 BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers", "entropy_top_k")
 DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
-PROBE_C = 0.01
 
 
 def _method_estimator(method, k, random_state, selector):
@@ -327,11 +326,7 @@ class LayerReport(BaseEstimator):
     def _probe(self):
         if self.probe is not None:
             return clone(self.probe)
-        if self.task_ == "classification":
-            return make_pipeline(
-                StandardScaler(), LogisticRegression(C=PROBE_C, max_iter=1000)
-            )
-        return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+        return make_pipeline(StandardScaler(), default_head(self.task_))
 
     def _cv(self, estimator, X, y, folds):
         scores = cross_validate(

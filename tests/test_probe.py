@@ -1,0 +1,385 @@
+"""The probe estimators, pruning a fitted pipeline, and saving without weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils import estimator_checks  # noqa: E402
+
+from skloes.extraction import HiddenStatesTransformer as HST  # noqa: E402
+from skloes.probe import (  # noqa: E402
+    LayerProbeClassifier,
+    LayerProbeRegressor,
+    SelectedLayerFusion,
+    load_probe,
+    prune_layers,
+    save_probe,
+)
+from skloes.selection import (  # noqa: E402
+    LastKSelector,
+    LOESSelector,
+    MetricTopKSelector,
+)
+
+TEXTS = ["a good movie", "the plot was dull and boring", "fun and warm",
+         "i really did not like it", "great acting", "bad", "a warm good film",
+         "boring boring dull", "what a fun ride", "not good at all",
+         "lovely and warm", "dull plot bad acting"] * 3
+Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
+NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
+
+
+def _blocks_run(model_path, fn):
+    """How many transformer blocks ran (forward calls) while ``fn()`` ran."""
+    calls = [0]
+
+    def hook(module, inputs, output):
+        if type(module).__name__ in ("BertLayer", "LlamaDecoderLayer"):
+            calls[0] += 1
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        fn()
+    finally:
+        handle.remove()
+    return calls[0]
+
+
+@pytest.fixture(scope="module")
+def deep_tiny(tmp_path_factory):
+    """A 6-block tiny BERT: deep enough for pruning to skip blocks."""
+    from skloes.models._testing import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny6"), num_hidden_layers=6)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    from skloes.models._testing import make_tiny_llama
+
+    return make_tiny_llama(tmp_path_factory.mktemp("probe-llama"), num_hidden_layers=4)
+
+
+def _first_layers(n, n_layers=7):
+    """A selector that keeps layers 1..n (the pruned pass stops after block n)."""
+    return MetricTopKSelector(metric="layer_scores", n_layers_to_select=n,
+                              layer_scores=-np.arange(n_layers),
+                              include_embedding=False)
+
+
+# ------------------------------------------------------------------- probe
+def test_probe_fits_predicts_and_uses_only_its_layers(deep_tiny):
+    probe = LayerProbeClassifier(deep_tiny, random_state=0).fit(TEXTS, Y)
+    assert probe.selected_layers_.size == 4
+    np.testing.assert_array_equal(probe.classes_, [0, 1])
+    np.testing.assert_array_equal(probe.pipeline_[0].layers_, probe.selected_layers_)
+    proba = probe.predict_proba(NEW)
+    assert proba.shape == (4, 2) and np.allclose(proba.sum(axis=1), 1)
+    np.testing.assert_array_equal(probe.predict(NEW), probe.classes_[proba.argmax(1)])
+    assert probe.decision_function(NEW).shape == (4,)
+    assert 0.0 <= probe.score(TEXTS, Y) <= 1.0
+
+
+def test_probe_predicts_what_the_full_pipeline_predicts(deep_tiny):
+    probe = LayerProbeClassifier(deep_tiny, random_state=0).fit(TEXTS, Y)
+    full = make_pipeline(
+        HST(deep_tiny, max_length=128), LOESSelector(random_state=0),
+        StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)).fit(TEXTS, Y)
+    np.testing.assert_array_equal(full[1].selected_layers_, probe.selected_layers_)
+    np.testing.assert_allclose(probe.predict_proba(NEW), full.predict_proba(NEW),
+                               atol=1e-6)
+
+
+def test_probe_predict_runs_only_through_the_deepest_selected_block(deep_tiny):
+    probe = LayerProbeClassifier(deep_tiny, selector=_first_layers(2)).fit(TEXTS, Y)
+    np.testing.assert_array_equal(probe.selected_layers_, [1, 2])
+    full = _blocks_run(deep_tiny, lambda: HST(deep_tiny).fit(NEW).transform(NEW))
+    pruned = _blocks_run(deep_tiny, lambda: probe.predict(NEW))
+    assert full == 6 and pruned == 2  # one batch: blocks 1..2 of 6
+
+
+def test_regressor_probe(deep_tiny):
+    y = np.arange(len(TEXTS), dtype=float) % 5
+    probe = LayerProbeRegressor(deep_tiny, selector=_first_layers(2)).fit(TEXTS, y)
+    assert probe.predict(NEW).shape == (4,)
+    assert np.isfinite(probe.score(TEXTS, y))
+    with pytest.raises(ValueError, match="`y` must be finite"):
+        LayerProbeRegressor(deep_tiny).fit(TEXTS, np.full(len(TEXTS), np.nan))
+
+
+def test_nested_parameters_of_the_default_selector_and_estimator(deep_tiny):
+    probe = LayerProbeClassifier(deep_tiny)
+    probe.set_params(selector__n_layers_to_select=2, estimator__C=0.5)
+    assert isinstance(probe.selector, LOESSelector)
+    assert probe.selector.n_layers_to_select == 2 and probe.estimator.C == 0.5
+    clone(probe)  # still a valid configuration
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        LayerProbeClassifier().set_params(estimator__no_such=1)
+
+
+def test_grid_search_with_a_cache_runs_each_text_once(deep_tiny, tmp_path):
+    bert_calls = [0]
+
+    def hook(module, inputs, output):
+        if type(module).__name__ == "BertEmbeddings":
+            bert_calls[0] += output.shape[0]
+
+    probe = LayerProbeClassifier(deep_tiny, cache=tmp_path / "cache", random_state=0)
+    search = GridSearchCV(probe, {"selector__n_layers_to_select": [1, 2, 4],
+                                  "estimator__C": [0.1, 1.0]}, cv=3)
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        search.fit(TEXTS, Y)
+    finally:
+        handle.remove()
+    assert bert_calls[0] == len(set(TEXTS))
+    assert search.best_estimator_.selected_layers_.size == \
+        search.best_params_["selector__n_layers_to_select"]
+
+
+def test_probe_rejects_bad_parameters_and_targets(deep_tiny):
+    with pytest.raises(ValueError, match="at least two classes"):
+        LayerProbeClassifier(deep_tiny).fit(TEXTS, np.zeros(len(TEXTS)))
+    with pytest.raises(ValueError, match="selector"):
+        LayerProbeClassifier(deep_tiny, selector=LogisticRegression()).fit(TEXTS, Y)
+    with pytest.raises(ValueError, match="max_length"):
+        LayerProbeClassifier(deep_tiny, max_length=0).fit(TEXTS, Y)
+    with pytest.raises(TypeError, match="strings"):
+        LayerProbeClassifier(deep_tiny).fit(np.zeros((len(Y), 3)), Y)
+
+
+# ------------------------------------------------ sklearn checks (text input)
+API_CHECKS = [
+    "check_estimator_cloneable", "check_estimator_tags_renamed",
+    "check_valid_tag_types", "check_estimator_repr",
+    "check_no_attributes_set_in_init", "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
+    "check_parameters_default_constructible", "check_get_params_invariance",
+    "check_set_params",
+]
+# Checks that feed a 2-D float array: the input here is raw text, so fit
+# raises a clear TypeError; what each guards is tested by hand below.
+NUMERIC_CHECKS = ["check_fit_score_takes_y", "check_estimators_overwrite_params",
+                  "check_dont_overwrite_parameters",
+                  "check_estimators_fit_returns_self", "check_fit_idempotent",
+                  "check_methods_sample_order_invariance",
+                  "check_methods_subset_invariance"]
+
+
+@pytest.mark.parametrize("cls", [LayerProbeClassifier, LayerProbeRegressor])
+@pytest.mark.parametrize("check", API_CHECKS)
+def test_sklearn_api_checks(deep_tiny, cls, check):
+    getattr(estimator_checks, check)(cls.__name__, cls(deep_tiny))
+
+
+@pytest.mark.parametrize("check", NUMERIC_CHECKS)
+def test_numeric_checks_fail_with_a_clear_type_error(deep_tiny, check):
+    with pytest.raises(TypeError, match="must hold strings for a text model"):
+        getattr(estimator_checks, check)("LayerProbeClassifier",
+                                         LayerProbeClassifier(deep_tiny))
+
+
+def test_probe_contract_on_text(deep_tiny):
+    probe = LayerProbeClassifier(deep_tiny, random_state=0)
+    params = probe.get_params()
+    assert probe.fit(TEXTS, Y) is probe
+    assert probe.get_params() == params  # fit overwrites no parameter
+    first = probe.predict_proba(NEW)
+    np.testing.assert_array_equal(probe.fit(TEXTS, Y).predict_proba(NEW), first)
+    order = [3, 0, 2, 1]
+    np.testing.assert_allclose(probe.predict_proba([NEW[i] for i in order]),
+                               first[order], atol=1e-6)
+    np.testing.assert_allclose(probe.predict_proba(NEW[:2]), first[:2], atol=1e-6)
+    import pickle
+
+    back = pickle.loads(pickle.dumps(probe))
+    np.testing.assert_array_equal(back.predict_proba(NEW), first)
+
+
+# ------------------------------------------------------------------ pruning
+@pytest.mark.parametrize("scaling", [None, "layer"])
+def test_pruned_pipeline_equals_the_full_one_on_an_encoder(deep_tiny, scaling):
+    full = make_pipeline(
+        HST(deep_tiny, output="flat"),
+        LOESSelector(n_layers_to_select=2, fusion_scaling=scaling, random_state=0),
+        StandardScaler(), LogisticRegression()).fit(TEXTS, Y)
+    pruned = prune_layers(full)
+    assert isinstance(pruned[1], SelectedLayerFusion)
+    np.testing.assert_array_equal(pruned[0].layers_, full[1].selected_layers_)
+    np.testing.assert_allclose(pruned.predict_proba(NEW), full.predict_proba(NEW),
+                               atol=1e-6)
+    assert full[0].layers == "all"  # the original is left as it was
+
+
+@pytest.mark.parametrize("padding", ["right", "left"])
+def test_pruned_pipeline_equals_the_full_one_on_a_decoder(tiny_llama, padding):
+    full = make_pipeline(HST(tiny_llama), _first_layers(2, 5), Ridge()).fit(
+        TEXTS, Y.astype(float))
+    tokenizer = full[0].processor_
+    tokenizer.padding_side = padding
+    pruned = prune_layers(full)
+    pruned[0].processor_.padding_side = padding
+    np.testing.assert_allclose(pruned.predict(NEW), full.predict(NEW), atol=1e-6)
+    assert _blocks_run(tiny_llama, lambda: pruned.predict(NEW)) == 2
+
+
+def test_pruning_keeps_a_subset_extractor_consistent(deep_tiny):
+    """The selector indexes the extractor's output, not hidden-state numbers."""
+    full = make_pipeline(HST(deep_tiny, layers=[2, 4, 6]),
+                         LastKSelector(n_layers_to_select=1),
+                         LogisticRegression()).fit(TEXTS, Y)
+    pruned = prune_layers(full)
+    np.testing.assert_array_equal(pruned[0].layers_, [6])
+    np.testing.assert_allclose(pruned.predict_proba(NEW), full.predict_proba(NEW),
+                               atol=1e-6)
+
+
+def test_prune_layers_refuses_what_it_cannot_prune(deep_tiny):
+    with pytest.raises(TypeError, match="fitted Pipeline"):
+        prune_layers(LOESSelector())
+    with pytest.raises(TypeError, match="HiddenStatesTransformer"):
+        prune_layers(make_pipeline(StandardScaler(), LOESSelector()))
+    with pytest.raises(TypeError, match="layer selector"):
+        prune_layers(make_pipeline(HST(deep_tiny), StandardScaler()))
+    with pytest.raises(Exception, match="not fitted"):
+        prune_layers(make_pipeline(HST(deep_tiny), LOESSelector()))
+
+
+def test_pruned_extractor_reads_the_every_layer_cache(deep_tiny, tmp_path):
+    full = make_pipeline(HST(deep_tiny, cache=tmp_path), _first_layers(2),
+                         LogisticRegression()).fit(TEXTS, Y)
+    full.predict(NEW)  # every layer of NEW is now in the cache
+    pruned = prune_layers(full)
+    assert _blocks_run(deep_tiny, lambda: pruned.predict(NEW)) == 0
+
+
+# --------------------------------------------------------------- save / load
+def _copy_model(src, dst):
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def _assert_no_weights(archive, model):
+    """The skops archive (a zip of .npy and JSON, not a pickle) holds no tensor
+    of the model's weights."""
+    import io
+    import zipfile
+
+    from safetensors.numpy import load_file
+
+    weights = load_file(os.path.join(model, "model.safetensors"))
+    with zipfile.ZipFile(archive) as zf:
+        arrays = [np.load(io.BytesIO(zf.read(n)), allow_pickle=False)
+                  for n in zf.namelist() if n.endswith(".npy")]
+    assert arrays  # the fitted state is there
+    for w in weights.values():
+        assert not any(a.shape == w.shape and np.array_equal(a, w) for a in arrays)
+
+
+def test_saved_probe_loads_in_a_fresh_process_with_identical_predictions(
+        deep_tiny, tmp_path):
+    model = _copy_model(deep_tiny, tmp_path / "model")
+    probe = LayerProbeClassifier(model, random_state=0).fit(TEXTS, Y)
+    folder = save_probe(probe, tmp_path / "saved")
+    names = sorted(os.listdir(folder))
+    assert names == ["estimator.skops", "manifest.json"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["model"] == model
+    assert manifest["model_fingerprint"] == probe.pipeline_[0].model_fingerprint_
+    _assert_no_weights(folder / "estimator.skops", model)
+    code = ("import sys, json, numpy as np; from skloes.probe import load_probe;"
+            "p = load_probe(sys.argv[1]);"
+            "print(json.dumps(p.predict_proba(json.loads(sys.argv[2])).tolist()))")
+    out = subprocess.run([sys.executable, "-c", code, str(folder), json.dumps(NEW)],
+                         capture_output=True, text=True, check=True, timeout=300)
+    np.testing.assert_array_equal(np.array(json.loads(out.stdout)),
+                                  probe.predict_proba(NEW))
+
+
+def test_load_refuses_changed_or_missing_weights(deep_tiny, tmp_path):
+    model = _copy_model(deep_tiny, tmp_path / "model")
+    probe = LayerProbeClassifier(model, selector=_first_layers(2)).fit(TEXTS, Y)
+    folder = save_probe(probe, tmp_path / "saved")
+    weights = os.path.join(model, "model.safetensors")
+    data = bytearray(open(weights, "rb").read())
+    data[-8:] = bytes(8)  # same size, other values
+    stat = os.stat(weights)
+    open(weights, "wb").write(bytes(data))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # time restored
+    with pytest.raises(ValueError, match="changed since this extractor was fitted"):
+        load_probe(folder)
+    shutil.rmtree(model)
+    with pytest.raises(ValueError, match="is gone"):
+        load_probe(folder)
+
+
+def test_a_pruned_pipeline_saves_and_loads(deep_tiny, tmp_path):
+    full = make_pipeline(HST(deep_tiny), _first_layers(2), StandardScaler(),
+                         LogisticRegression()).fit(TEXTS, Y)
+    pruned = prune_layers(full)
+    back = load_probe(save_probe(pruned, tmp_path / "p"))
+    np.testing.assert_array_equal(back.predict_proba(NEW), pruned.predict_proba(NEW))
+
+
+class _Custom(LogisticRegression):
+    """A class skops does not know: loading it must be asked for."""
+
+
+def test_load_refuses_untrusted_types_unless_trusted(deep_tiny, tmp_path):
+    pipe = prune_layers(make_pipeline(HST(deep_tiny), _first_layers(1),
+                                      _Custom()).fit(TEXTS, Y))
+    folder = save_probe(pipe, tmp_path / "p")
+    with pytest.raises(ValueError, match="not trusted.*_Custom"):
+        load_probe(folder)
+    name = f"{_Custom.__module__}._Custom"
+    assert load_probe(folder, trusted=[name]).predict(NEW).shape == (4,)
+
+
+def test_save_refuses_to_overwrite_and_bad_inputs(deep_tiny, tmp_path):
+    probe = LayerProbeClassifier(deep_tiny, selector=_first_layers(1)).fit(TEXTS, Y)
+    save_probe(probe, tmp_path / "p")
+    with pytest.raises(ValueError, match="overwrite=True"):
+        save_probe(probe, tmp_path / "p")
+    save_probe(probe, tmp_path / "p", overwrite=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="never overwritten"):
+        save_probe(probe, tmp_path / "other", overwrite=True)
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    with pytest.raises(TypeError, match="LayerProbeClassifier"):
+        save_probe(LogisticRegression(), tmp_path / "q")
+    with pytest.raises(ValueError, match="not a saved probe"):
+        load_probe(tmp_path / "other")
+
+
+# ------------------------------------------------------------- real models
+@pytest.mark.integration
+def test_probe_on_real_minilm_and_text(minilm_path, rotten_tomatoes_small):
+    X, y = rotten_tomatoes_small
+    X, y = list(X[:200]), np.asarray(y[:200])
+    probe = LayerProbeClassifier(minilm_path, random_state=0, max_length=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        probe.fit(X[:150], y[:150])
+    full = make_pipeline(HST(minilm_path, max_length=64), clone(probe.selector_),
+                         StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
+    full.fit(X[:150], y[:150])
+    np.testing.assert_allclose(probe.predict_proba(X[150:]),
+                               full.predict_proba(X[150:]), atol=1e-6)
+    assert probe.score(X[150:], y[150:]) > 0.5
