@@ -188,6 +188,18 @@ def test_sklearn_api_checks(deep_tiny, cls, check):
     getattr(estimator_checks, check)(cls.__name__, cls(deep_tiny))
 
 
+# SelectedLayerFusion takes a fitted selector and layer stacks (3-D): the API
+# checks apply; the checks that fit it on 2-D float tables do not (a plain
+# table is not a stack of the selector's layers), and its transform is tested
+# against the selector's below.
+@pytest.mark.parametrize("check", API_CHECKS)
+def test_selected_layer_fusion_api_checks(check):
+    H = np.random.RandomState(0).normal(size=(4, 20, 3))
+    selector = LastKSelector(n_layers_to_select=2).fit(H)
+    getattr(estimator_checks, check)("SelectedLayerFusion",
+                                     SelectedLayerFusion(selector))
+
+
 @pytest.mark.parametrize("check", NUMERIC_CHECKS)
 def test_numeric_checks_fail_with_a_clear_type_error(deep_tiny, check):
     with pytest.raises(TypeError, match="must hold strings for a text model"):
