@@ -338,6 +338,28 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
 
 
 @pytest.mark.torch
+def test_probe_and_predict_read_parquet(tmp_path, capsys, tiny_model_path):
+    """Parquet in, after the README's set-up (the ``cli`` extra brings pyarrow)."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from skloes.probe import load_probe
+
+    csv, texts = _tiny_data(tmp_path)
+    train = tmp_path / "train.parquet"
+    pd.read_csv(csv).to_parquet(train)
+    saved = tmp_path / "saved"
+    assert main(["probe", "--model", tiny_model_path, "--data", str(train),
+                 "--n-layers-to-select", "1", "--out", str(tmp_path / "out"),
+                 "--save", str(saved), "--device", "cpu"]) == 0
+    new = tmp_path / "new.parquet"
+    pd.DataFrame({"text": texts[:3]}).to_parquet(new)
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", str(saved), "--data", str(new), "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert frame["prediction"].tolist() == load_probe(saved).predict(texts[:3]).tolist()
+
+
+@pytest.mark.torch
 def test_predict_user_errors_are_one_line(tmp_path, capsys, tiny_model_path):
     data, _ = _tiny_data(tmp_path)
 

@@ -16,7 +16,7 @@ def _read_frame(path):
     """A data file as a DataFrame (CSV, TSV, JSONL, JSON or Parquet)."""
     from skloes.utils._optional import import_optional
 
-    pd = import_optional("pandas", extra="plot")
+    pd = import_optional("pandas", extra="cli")
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
@@ -24,9 +24,10 @@ def _read_frame(path):
         if suffix in (".jsonl", ".json"):
             return pd.read_json(path, lines=suffix == ".jsonl")
         if suffix in (".parquet", ".pq"):
+            import_optional("pyarrow", extra="cli")
             return pd.read_parquet(path)
     except ImportError as exc:
-        raise UserError(f"cannot read {str(path)!r}: {exc}") from None
+        raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
     except Exception as exc:  # a malformed file: pandas' own message
         raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
     raise UserError(
