@@ -6,11 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
-# The job's own default folder (./skloes_report) is rewritten on every run; a
-# folder given with --out is never overwritten unless --force is given too.
+# The job's own default folder (./skloes_report) is rewritten on every run, with
+# the fitted probe saved in skloes_report/probe (run it on new texts with
+# `skloes predict skloes_report/probe --data FILE`); a folder given with --out is
+# never overwritten unless --force is given too.
 args=("$@")
 case " $* " in
   *" --out "* | *" --out="*) ;;
-  *) args+=(--force) ;;
+  *) args+=(--force)
+     case " $* " in *" --save "* | *" --save="*) ;; *) args+=(--save skloes_report/probe) ;; esac ;;
 esac
 exec "${PYTHON:-python3}" -m skloes probe ${args[@]+"${args[@]}"}

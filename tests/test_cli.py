@@ -360,6 +360,37 @@ def test_probe_and_predict_read_parquet(tmp_path, capsys, tiny_model_path):
 
 
 @pytest.mark.torch
+def test_probe_save_replaces_a_saved_probe_only_with_force(tmp_path, capsys,
+                                                           tiny_model_path):
+    data, _ = _tiny_data(tmp_path)
+    saved = tmp_path / "saved"
+
+    def probe(save, *force):
+        return main(["probe", "--model", tiny_model_path, "--data", str(data),
+                     "--n-layers-to-select", "1", "--out", str(tmp_path / "out"),
+                     "--save", str(save), "--device", "cpu", "--force"][:-1] + list(force))
+
+    assert probe(saved) == 0
+    first = (saved / "manifest.json").stat().st_mtime_ns
+    capsys.readouterr()
+    (tmp_path / "out" / "layers.csv").unlink()  # so that only --save is in the way
+    (tmp_path / "out" / "profile.png").unlink()
+    (tmp_path / "out" / "selection.json").unlink()
+    assert probe(saved) == 2  # no --force: the saved probe stays
+    err = capsys.readouterr().err
+    assert "already holds a saved probe" in err and "--force" in err
+    assert (saved / "manifest.json").stat().st_mtime_ns == first
+    assert probe(saved, "--force") == 0
+    assert (saved / "manifest.json").stat().st_mtime_ns != first
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert probe(other, "--force") == 2
+    assert "holds no saved probe" in capsys.readouterr().err
+    assert (other / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.torch
 def test_predict_user_errors_are_one_line(tmp_path, capsys, tiny_model_path):
     data, _ = _tiny_data(tmp_path)
 

@@ -137,7 +137,8 @@ def _add_probe_parser(sub):
                        help="report folder (default: ./skloes_report)")
     probe.add_argument("--force", action="store_true",
                        help="overwrite a report (layers.csv, profile.png, "
-                       "selection.json) already in --out")
+                       "selection.json) already in --out, and a probe already "
+                       "saved in --save")
     probe.add_argument("--device", default="auto", metavar="D",
                        help="torch device: auto, cpu, cuda, mps (default: auto)")
     probe.add_argument("--batch-size", type=_positive_int("--batch-size"), default=32,

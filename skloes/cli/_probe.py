@@ -103,7 +103,7 @@ def run_probe(args):
 
     start = time.perf_counter()
     check_out(args.out, args.force)
-    check_save(args.save)
+    check_save(args.save, args.force)
     texts, labels, names = load_data(args.data, args.text_column, args.label_column,
                                      args.max_samples, args.seed)
     n_classes = len(np.unique(labels))
@@ -138,14 +138,26 @@ def run_probe(args):
     return report
 
 
-def check_save(save):
-    """Fail before any work when ``--save`` cannot take a probe."""
+def check_save(save, force=False):
+    """Fail before any work when ``--save`` cannot take a probe.
+
+    A folder that already holds a saved probe is replaced with ``force``; any
+    other non-empty folder never is.
+    """
     if save is None:
         return
+    from skloes.probe._persistence import MANIFEST_FILE
+
     folder = Path(save).expanduser()
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise UserError(f"--save {save!r} exists and is not an empty folder; "
-                        "choose a new folder")
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--save {save!r} is a file; choose a new folder")
+    if folder.is_dir() and any(folder.iterdir()):
+        if not (folder / MANIFEST_FILE).is_file():
+            raise UserError(f"--save {save!r} is not empty and holds no saved probe; "
+                            "choose a new folder")
+        if not force:
+            raise UserError(f"--save {save!r} already holds a saved probe; pass "
+                            "--force to replace it or choose a new folder")
 
 
 def _save_probe(args, report, hst, stack, labels, texts):
@@ -162,7 +174,7 @@ def _save_probe(args, report, hst, stack, labels, texts):
         batch_size=args.batch_size, device=args.device, random_state=args.seed)
     extractor = probe._extractor().fit(list(texts))
     probe._fit_stack(extractor, stack, probe._check_y(labels))
-    folder = save_probe(probe, args.save)
+    folder = save_probe(probe, args.save, overwrite=args.force)
     size = sum(f.stat().st_size for f in folder.iterdir())
     _log(f"probe on layers {probe.selected_layers_.tolist()} saved to {folder}/ "
          f"({size / 1e6:.1f} MB, no model weights): skloes predict {folder} "
