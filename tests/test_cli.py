@@ -368,7 +368,7 @@ def test_probe_save_replaces_a_saved_probe_only_with_force(tmp_path, capsys,
     def probe(save, *force):
         return main(["probe", "--model", tiny_model_path, "--data", str(data),
                      "--n-layers-to-select", "1", "--out", str(tmp_path / "out"),
-                     "--save", str(save), "--device", "cpu", "--force"][:-1] + list(force))
+                     "--save", str(save), "--device", "cpu", *force])
 
     assert probe(saved) == 0
     first = (saved / "manifest.json").stat().st_mtime_ns
