@@ -395,3 +395,34 @@ def test_probe_on_real_minilm_and_text(minilm_path, rotten_tomatoes_small):
     np.testing.assert_allclose(probe.predict_proba(X[150:]),
                                full.predict_proba(X[150:]), atol=1e-6)
     assert probe.score(X[150:], y[150:]) > 0.5
+
+
+@pytest.mark.integration
+def test_probe_on_real_smollm2_saves_and_runs_only_its_blocks(
+        smollm2_path, rotten_tomatoes_small, tmp_path):
+    """The decoder our users probe: fit, predict through the deepest selected
+    block only, save without the weights and load with identical predictions."""
+    X, y = rotten_tomatoes_small
+    X, y = list(X[:120]), np.asarray(y[:120])
+    probe = LayerProbeClassifier(
+        "HuggingFaceTB/SmolLM2-135M-Instruct", max_length=32, batch_size=40,
+        selector=LOESSelector(n_layers_to_select=2, random_state=0), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        probe.fit(X[:80], y[:80])
+    deepest = int(probe.selected_layers_.max())
+    assert probe.selected_layers_.size == 2 and 1 <= deepest <= 30
+    ran = set()  # the distinct decoder blocks that ran
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, i, o: ran.add(id(module))
+        if type(module).__name__ == "LlamaDecoderLayer" else None)
+    try:
+        probe.predict(X[80:])
+    finally:
+        hook.remove()
+    assert len(ran) == deepest  # no block past the deepest selected one ran
+    assert probe.score(X[80:], y[80:]) > 0.5
+    folder = save_probe(probe, tmp_path / "smollm2_probe")
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 1_000_000  # no weights
+    np.testing.assert_allclose(load_probe(folder).predict_proba(X[80:]),
+                               probe.predict_proba(X[80:]), atol=1e-6)
