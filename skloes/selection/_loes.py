@@ -24,7 +24,11 @@ from sklearn.utils.validation import check_is_fitted, check_memory
 from skloes.core._contract import FLOAT_DTYPES, validate_layers
 from skloes.core._contract import fuse_layers as _fuse
 from skloes.core._targets import cv_splits, resolve_task
-from skloes.selection._base import N_LAYERS_CONSTRAINT, LayerSelectorMixin
+from skloes.selection._base import (
+    N_LAYERS_CONSTRAINT,
+    LayerSelectorMixin,
+    no_candidates_message,
+)
 from skloes.selection._loes_path import (
     COMPONENTS,
     _loes_path,
@@ -702,6 +706,9 @@ class LOESSelectorCV(_BaseLOES):
         y_fit = y_arr if classification or y_arr.shape[1] > 1 else y_arr.ravel()
         first = 0 if self.include_embedding else 1
         k_max = min(self.max_layers_to_select, stack.shape[0] - first)
+        if k_max < 1:
+            raise ValueError(no_candidates_message(name, stack.shape[0],
+                                                   self.include_embedding))
         estimator = (_default_estimator(cfg["task"]) if self.estimator is None
                      else self.estimator)
         scorer = check_scoring(estimator, scoring=self.scoring)

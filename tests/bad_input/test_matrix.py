@@ -263,6 +263,114 @@ def test_constant_layer_warns(est_name):
         lambda: LAYER_ESTIMATORS[est_name]().fit(CONSTANT_LAYER, Y))
 
 
+# Scale (issue 20, class 3): a layer is degenerate by its own numbers (its
+# spread against its own values and their precision), never against the
+# largest layer; an overflow is an error naming the layer.
+SIGNAL = STACK.copy()
+SIGNAL[3, :, 0] += 3 * Y
+SIGNAL[2, :, 1] += 2 * Y
+
+
+def scaled(layer, factor, stack=SIGNAL):
+    X = stack.copy()
+    X[layer] = X[layer] * factor
+    return X
+
+
+def rounding_noise(layer=1):
+    """Layer ``layer`` constant up to a few float32 ulps (batch-dependent kernels)."""
+    X = SIGNAL.astype(np.float32)
+    ulps = RNG.randint(-3, 4, size=X[layer].shape).astype(np.float32)
+    X[layer] = 1.5 * (1 + ulps * np.finfo(np.float32).eps)
+    return X
+
+
+def no_degenerate_warning(est):
+    assert not getattr(est, "degenerate_layers_", np.array([])).size
+
+
+def selects(layers):
+    def check(est):
+        assert sorted(est.get_support(indices=True).tolist()) == layers
+    return check
+
+
+def all_of(*checks):
+    def check(est):
+        for c in checks:
+            c(est)
+    return check
+
+
+SCALE_SELECTORS = ["LOESSelector", "LOESSelectorCV", "BestSingleLayerSelector",
+                   "GreedyForwardSelector", "ExhaustiveSubsetSelector",
+                   "MetricTopKSelector"]
+LAYER_SCALE_CASES = [
+    # (id, X, outcome for every selector in SCALE_SELECTORS)
+    ("layer_times_1e6", scaled(1, 1e6), ok(no_degenerate_warning)),
+    ("layer_times_1e12", scaled(1, 1e12), ok(no_degenerate_warning)),
+    ("layer_times_1e-100", scaled(1, 1e-100), ok(no_degenerate_warning)),
+    ("offset_1e8_plus_noise", SIGNAL + np.array([1e8, 0, 0, 0])[:, None, None],
+     ok(no_degenerate_warning)),
+    ("float32_layer_times_1e6", scaled(1, 1e6).astype(np.float32),
+     ok(no_degenerate_warning)),
+    ("layer_times_1e200", scaled(1, 1e200), err(r"layer 1 of `X` overflows")),
+    ("layer_times_1e160", scaled(2, 1e160), err(r"layer 2 of `X` overflows")),
+    ("float32_rounding_noise_layer", rounding_noise(),
+     warns(r"layers \[1\] are degenerate", never_selects(1))),
+    ("constant_layer_next_to_1e9", scaled(1, 1e9, with_value(2.0, where=(2,))),
+     warns(r"layers \[2\] are degenerate", never_selects(2))),
+    ("every_layer_constant", np.ones((L, N, D)),
+     err(r"no candidate layers: every layer.*degenerate(?!.*n_layers_to_select)")),
+]
+
+
+@pytest.mark.parametrize("est_name", SCALE_SELECTORS)
+@pytest.mark.parametrize("X, outcome", [pytest.param(X, o, id=i)
+                                        for i, X, o in LAYER_SCALE_CASES])
+def test_layer_scale(est_name, X, outcome):
+    outcome.check(lambda: LAYER_ESTIMATORS[est_name]().fit(X, Y))
+
+
+@pytest.mark.parametrize("variant", ["robust", "reference"])
+@pytest.mark.parametrize("factor", [1e6, 1e-6, 1e12])
+def test_one_scaled_layer_leaves_the_others_candidates(variant, factor):
+    """The robust variant scales each layer to unit variance: the selection of
+    a stack with one layer scaled is the clean one. The reference variant is
+    not scale-free, but every layer stays a candidate."""
+    clean = LOESSelector(n_layers_to_select=2, variant=variant,
+                         random_state=0).fit(SIGNAL, Y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        est = LOESSelector(n_layers_to_select=2, variant=variant,
+                           random_state=0).fit(scaled(1, factor), Y)
+    assert list(est.candidates_) == list(range(L)) == list(clean.candidates_)
+    if variant == "robust":
+        np.testing.assert_array_equal(est.selection_order_, clean.selection_order_)
+
+
+ONE_LAYER = STACK[:1]
+NO_EMBEDDING_CASES = [  # include_embedding=False on a one-layer stack
+    ("LOESSelector", lambda: LOESSelector(include_embedding=False)),
+    ("LOESSelectorCV", lambda: LOESSelectorCV(include_embedding=False, cv=3)),
+    ("BestSingleLayerSelector", lambda: selection.BestSingleLayerSelector(
+        include_embedding=False, cv=3)),
+    ("GreedyForwardSelector", lambda: selection.GreedyForwardSelector(
+        include_embedding=False, **{K: 1})),
+    ("LastLayerSelector", lambda: selection.LastLayerSelector(
+        include_embedding=False)),
+    ("AllLayersSelector", lambda: selection.AllLayersSelector(
+        include_embedding=False)),
+]
+
+
+@pytest.mark.parametrize("make", [pytest.param(m, id=i)
+                                  for i, m in NO_EMBEDDING_CASES])
+def test_no_embedding_on_one_layer_names_include_embedding(make):
+    err(r"`include_embedding`=False leaves no candidate layer").check(
+        lambda: make().fit(ONE_LAYER, Y))
+
+
 # --------------------------------------------------------------------------
 # Parameters of the layer-data estimators: (id, make, X, y, outcome)
 # --------------------------------------------------------------------------
