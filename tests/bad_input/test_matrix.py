@@ -445,6 +445,27 @@ PARAM_CASES = [
 ]
 
 
+# Issue 20, class 4: more classes than rows per fold (500 classes in 600 rows)
+MANY_CLASSES = np.r_[np.arange(500), np.arange(100)]
+MANY_CLASS_CASES = [
+    ("LOESSelectorCV", lambda: LOESSelectorCV(max_layers_to_select=2, cv=5,
+                                              random_state=0),
+     err(r"LOESSelectorCV: `cv`=5 stratified folds.*largest of the 500 classes has 2")),
+    ("BestSingleLayerSelector", lambda: selection.BestSingleLayerSelector(cv=3),
+     err(r"BestSingleLayerSelector: `cv`=3 stratified folds")),
+    ("LOESSelectorCV_kfold", lambda: LOESSelectorCV(
+        max_layers_to_select=2, cv=__import__("sklearn").model_selection.KFold(3),
+        random_state=0), ok(selects_from(L))),
+]
+
+
+@pytest.mark.parametrize("make, outcome", [pytest.param(m, o, id=i)
+                                           for i, m, o in MANY_CLASS_CASES])
+def test_more_classes_than_fold_rows(make, outcome):
+    X = np.random.RandomState(1).randn(L, MANY_CLASSES.size, D)
+    outcome.check(lambda: make().fit(X, MANY_CLASSES))
+
+
 @pytest.mark.parametrize("make, outcome", [pytest.param(m, o, id=i)
                                            for i, m, o in PARAM_CASES])
 def test_parameters(make, outcome):
@@ -573,7 +594,13 @@ METRIC_CASES = [
      err("max_prompts")),
     ("isotropy-kind", lambda: metrics.isotropy(M, kind="x"), err("kind")),
     ("intrinsic_dim-constant", lambda: metrics.intrinsic_dim(np.ones((30, 6))),
-     err(r"distinct")),
+     err(r"30 rows, 1 distinct")),
+    ("intrinsic_dim-pairs_of_duplicates", lambda: metrics.intrinsic_dim(
+        np.repeat(M[:5], 2, axis=0)), err(r"`X` has 10 rows, 5 distinct, and 0 "
+                                          r"without a duplicate")),
+    ("intrinsic_dim-stack_duplicates", lambda: metrics.intrinsic_dim(
+        np.stack([M[:10], np.repeat(M[:5], 2, axis=0)])),
+     err(r"layer 1 of `X` has 10 rows, 5 distinct")),
     ("layer_similarity-kind", lambda: metrics.layer_similarity(STACK, kind="x"),
      err("kind")),
     ("layer_similarity-one_matrix", lambda: metrics.layer_similarity(M),
