@@ -420,7 +420,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         target = None
         if nbytes >= MEMMAP_MIN_BYTES:
             target = store.output_path(keys)
-            cached = read_output(target, shape)
+            cached = read_output(target, shape, self.dtype)
             if cached is not None:
                 return self._format(cached)
             tmp, out = open_output(target, shape, self.dtype)
@@ -644,11 +644,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if not os.path.isdir(path):
             try:
                 path = resolve_model_path(self.model, owner=name)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError):
                 raise ValueError(
-                    f"{name}: the model this extractor was fitted with is gone: "
-                    f"{self.model_path_!r} does not exist and `model`="
-                    f"{self.model!r} does not resolve here ({exc})."
+                    f"{name}: the `model` this extractor was fitted with is gone: "
+                    f"its folder {self.model_path_!r} does not exist any more and "
+                    f"`model`={self.model!r} resolves to no other copy here; "
+                    "restore the model files or refit the extractor."
                 ) from None
         if model_fingerprint(path) != self.model_fingerprint_:
             raise ValueError(

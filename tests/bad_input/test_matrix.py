@@ -865,6 +865,102 @@ def test_hst_interrupted_cache_write_leaves_a_working_cache(tiny_model_path, tmp
 
 
 # --------------------------------------------------------------------------
+# What was computed (issue 20, class 2): a cache entry carries its dtype,
+# shape and a digest of its key and payload, checked on read; a bad entry is
+# recomputed and rewritten. A fitted extractor refuses changed or gone
+# weights when it loads them again.
+# --------------------------------------------------------------------------
+def _other_entry(entry, good, entries):
+    return next(e for e in entries if e != entry).read_bytes()
+
+
+def _npy(array):
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+ENTRY_DAMAGE = {  # (entry path, its good bytes, every entry) -> new bytes
+    "foreign_float64": lambda e, g, es: _npy(RNG.randn(3, 8) * 3),
+    "garbage_behind_header": lambda e, g, es: g[:128] + RNG.randn(24).astype(
+        np.float32).tobytes() + g[-20:],
+    "plain_npy_float32": lambda e, g, es: _npy(RNG.randn(3, 8).astype(np.float32)),
+    "float16_right_shape": lambda e, g, es: _npy(RNG.randn(3, 8).astype(np.float16)),
+    "one_flipped_byte": lambda e, g, es: g[:140] + bytes([g[140] ^ 1]) + g[141:],
+    "another_inputs_entry": _other_entry,
+    "fortran_header": lambda e, g, es: g.replace(b"'fortran_order': False",
+                                                 b"'fortran_order': True "),
+    "bytes_after_trailer": lambda e, g, es: g + b"\x00" * 8,
+    "transposed_header": lambda e, g, es: g.replace(b"(3, 8)", b"(8, 3)"),
+}
+
+
+@pytest.mark.parametrize("damage", list(ENTRY_DAMAGE))
+def test_cache_entry_damage_is_recomputed_and_rewritten(tiny_model_path, tmp_path,
+                                                        damage):
+    cold = _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
+    entries = sorted(p for p in tmp_path.rglob("*.npy"))
+    good = {e: e.read_bytes() for e in entries}
+    entry = entries[0]
+    entry.write_bytes(ENTRY_DAMAGE[damage](entry, good[entry], entries))
+    ok(lambda out: np.testing.assert_array_equal(out, cold)).check(
+        lambda: _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS))
+    assert entry.read_bytes() == good[entry]  # rewritten
+
+
+def test_cache_memory_mapped_output_foreign_file_is_recomputed(tiny_model_path,
+                                                               tmp_path, monkeypatch):
+    from skloes.extraction import _hidden_states
+
+    monkeypatch.setattr(_hidden_states, "MEMMAP_MIN_BYTES", 1)
+    cold = np.array(_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS))
+    output = next(tmp_path.rglob("outputs/*.npy"))
+    np.save(output, RNG.randn(*cold.shape).astype(np.float32))
+    out = _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
+    np.testing.assert_array_equal(out, cold)
+
+
+def _swap_weights_keeping_size_and_time(folder, other):
+    weights = os.path.join(folder, "model.safetensors")
+    stat = os.stat(weights)
+    data = open(os.path.join(other, "model.safetensors"), "rb").read()
+    assert len(data) == stat.st_size
+    with open(weights, "wb") as handle:
+        handle.write(data)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+WEIGHT_CHANGES = {
+    "same_size_weights_mtime_restored": (
+        _swap_weights_keeping_size_and_time, r"`model`.*changed since"),
+    "config_edited": (lambda folder, other: open(os.path.join(
+        folder, "config.json"), "a").write(" "), r"`model`.*changed since"),
+    "folder_deleted": (lambda folder, other: __import__("shutil").rmtree(folder),
+                       r"`model`.*is gone"),
+    "weights_deleted": (lambda folder, other: os.remove(
+        os.path.join(folder, "model.safetensors")), r"`model`.*changed since"),
+}
+
+
+@pytest.mark.parametrize("change", list(WEIGHT_CHANGES))
+def test_fitted_extractor_refuses_changed_weights(tiny_model_path, tmp_path, change):
+    import pickle
+    import shutil
+
+    from skloes.models._testing import make_tiny_model
+
+    folder = str(tmp_path / "m")
+    shutil.copytree(tiny_model_path, folder)
+    other = make_tiny_model(tmp_path / "other", seed=1)
+    blob = pickle.dumps(_hst(folder).fit(TEXTS))
+    damage, needle = WEIGHT_CHANGES[change]
+    damage(folder, other)
+    err(needle).check(lambda: pickle.loads(blob).transform(TEXTS))
+
+
+# --------------------------------------------------------------------------
 # Data set loaders
 # --------------------------------------------------------------------------
 LOADERS = {
