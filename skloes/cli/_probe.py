@@ -65,6 +65,7 @@ def _extract(args, texts):
     """Layer stack (and token metrics) of ``texts``, one forward pass each."""
     from skloes.extraction._hidden_states import HiddenStatesTransformer
     from skloes.metrics import TokenMetricPooling
+    from skloes.models._loading import RemoteCodeError
 
     pooling = args.pooling
     token = None
@@ -77,6 +78,11 @@ def _extract(args, texts):
     )
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
+    except RemoteCodeError as exc:  # the command has no trust_remote_code
+        raise UserError(exc.message(
+            None, "skloes probe does not run a model's own code (use it from "
+            "Python: HiddenStatesTransformer(trust_remote_code=True), only if you "
+            "trust it)")) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
         message = _first_line(exc)
         if not message.startswith(type(hst).__name__):  # e.g. a raw JSON error

@@ -44,6 +44,7 @@ from skloes.models._inputs import (
     tokenize_texts,
 )
 from skloes.models._loading import (
+    check_weight_files,
     default_model,
     detect_modality,
     is_decoder_only,
@@ -337,6 +338,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         require_torch()
         path = resolve_model_path(self.model, owner=name)
         config = read_config(path, trust_remote_code=self.trust_remote_code, owner=name)
+        check_weight_files(path, owner=name)  # headers only: fail here, not later
         modality = detect_modality(config)
         items = check_inputs(X, modality, owner=name)
         if y is not None and len(y) != len(items):

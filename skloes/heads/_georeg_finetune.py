@@ -202,6 +202,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         """
         from skloes.extraction._hidden_states import HiddenStatesTransformer
         from skloes.models._inputs import check_inputs
+        from skloes.models._loading import RemoteCodeError
 
         name = type(self).__name__
         if y is None:
@@ -216,7 +217,13 @@ class GeoRegFineTuner(_BaseGeoReg):
                 exclude_tokens=self.exclude_tokens, max_length=self.max_length,
                 batch_size=self.batch_size, device=self.device,
                 verbose=self.verbose,
-            ).fit(_check_raw(X, name))
+            )
+            try:
+                hst.fit(_check_raw(X, name))
+            except RemoteCodeError as exc:  # no trust_remote_code option here
+                raise ValueError(exc.message(
+                    name, f"{name} does not run a model's own code: fine-tune a "
+                    "model that transformers supports natively")) from None
             self.model_path_, self.modality_ = hst.model_path_, hst.modality_
             self.n_model_layers_ = hst.n_model_layers_
             self.exclude_tokens_ = hst.exclude_tokens_

@@ -193,8 +193,16 @@ class _BaseLayerProbe(BaseEstimator):
         return HiddenStatesTransformer(**params)
 
     def _fit(self, X, y):
+        from skloes.models._loading import RemoteCodeError
+
         extractor = self._extractor()
-        return self._fit_stack(extractor, extractor.fit_transform(X, y), y)
+        try:
+            stack = extractor.fit_transform(X, y)
+        except RemoteCodeError as exc:  # the option lives in extractor_params
+            raise ValueError(exc.message(
+                type(self).__name__, "pass extractor_params={'trust_remote_code': "
+                "True} only if you trust it")) from None
+        return self._fit_stack(extractor, stack, y)
 
     def _fit_stack(self, extractor, stack, y):
         """Select and fit on the every-layer ``stack`` of the fitted

@@ -781,12 +781,33 @@ def broken_models(tiny_model_path, tmp_path_factory):
         if "token" in name or name == "vocab.txt":
             os.remove(no_tok / name)
     (root / "a_file").write_text("x")
+    decoy = copy("bin_and_decoy")
+    decoy.joinpath("model.safetensors").rename(decoy / "pytorch_model.bin")
+    decoy.joinpath("decoy.safetensors").write_bytes(b"\x02" + b"\x00" * 7 + b"{}")
+    sharded = copy("shard_missing")
+    sharded.joinpath("model.safetensors").rename(sharded / "model-00001.safetensors")
+    sharded.joinpath("model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001.safetensors",
+                        "b": "model-00002.safetensors"}}))
+    copy("bad_index").joinpath("model.safetensors.index.json").write_text("{")
+    inconsistent = copy("remote_inconsistent")
+    (inconsistent / "configuration_x.py").write_text(
+        "from transformers import BertConfig\n\n\nclass XConfig(BertConfig):\n"
+        "    model_type = 'xbert'\n")
+    (inconsistent / "modeling_x.py").write_text(  # its config_class is another
+        "from transformers import BertConfig, BertModel\n\n\n"
+        "class XModel(BertModel):\n    config_class = BertConfig\n")
+    config = json.loads((inconsistent / "config.json").read_text())
+    config["model_type"] = "xbert"
+    config["auto_map"] = {"AutoConfig": "configuration_x.XConfig",
+                          "AutoModel": "modeling_x.XModel"}
+    (inconsistent / "config.json").write_text(json.dumps(config))
     return root
 
 
 HST_MODEL_CASES = [
     ("missing_folder", "nowhere", err(r"`model`.*does not exist")),
-    ("a_file", "a_file", err(r"`model`")),
+    ("a_file", "a_file", err(r"`model`.*is a file, not a model folder")),
     ("empty_folder", "empty", err(r"`model`.*config.json")),
     ("truncated_config", "bad_json", err(r"`model`.*config.json")),
     ("config_not_object", "list_json", err(r"`model`.*config.json")),
@@ -798,6 +819,11 @@ HST_MODEL_CASES = [
     ("pickle_weights_only", "bin_only", err(r"`model`.*safetensors")),
     ("remote_code_untrusted", "remote", err(r"trust_remote_code")),
     ("no_tokenizer", "no_tokenizer", err(r"`model`.*tokenizer vocabulary")),
+    ("bin_and_decoy_safetensors", "bin_and_decoy",
+     err(r"`model`.*no model.safetensors.*decoy.safetensors, pytorch_model.bin")),
+    ("shard_missing", "shard_missing",
+     err(r"`model`.*lacks weight shards \['model-00002.safetensors'\]")),
+    ("bad_shard_index", "bad_index", err(r"`model`.*invalid model.safetensors.index")),
 ]
 
 
@@ -805,6 +831,54 @@ HST_MODEL_CASES = [
                                              for i, f, o in HST_MODEL_CASES])
 def test_hst_models(broken_models, folder, outcome):
     outcome.check(lambda: _hst(str(broken_models / folder)).fit_transform(TEXTS))
+
+
+# Issue 20, class 4: a model that cannot load fails at fit (headers only are
+# read), with an error that blames what is wrong.
+FIT_TIME_MODEL_CASES = ["half_weights", "empty_weights", "no_weights", "bin_only",
+                        "bin_and_decoy", "shard_missing", "bad_index"]
+
+
+@pytest.mark.parametrize("folder", FIT_TIME_MODEL_CASES)
+def test_hst_model_that_cannot_load_fails_at_fit(broken_models, folder):
+    err(r"`model`").check(lambda: _hst(str(broken_models / folder)).fit(TEXTS))
+
+
+MODEL_PATH_CASES = [
+    ("weights_file", "model.safetensors",
+     err(r"`model`.*is a file.*model.safetensors is a file of the model folder")),
+    ("config_file", "config.json", err(r"`model`.*is a file.*pass that folder")),
+]
+
+
+@pytest.mark.parametrize("name, outcome", [pytest.param(n, o, id=i)
+                                           for i, n, o in MODEL_PATH_CASES])
+def test_hst_model_path_of_a_file_in_the_folder(tiny_model_path, name, outcome):
+    outcome.check(lambda: _hst(os.path.join(tiny_model_path, name)).fit(TEXTS))
+
+
+def test_trusted_remote_code_that_fails_is_wrapped(broken_models):
+    hst = _hst(str(broken_models / "remote_inconsistent"), trust_remote_code=True)
+    err(r"`model`.*cannot be loaded by transformers \(its own code.*config_class"
+        ).check(lambda: hst.fit_transform(TEXTS))
+
+
+REMOTE_FRONT_ENDS = [  # each says what its user can do
+    ("GeoRegFineTuner", lambda path: __import__("skloes").GeoRegFineTuner(
+        path, max_epochs=1, device="cpu").fit(TEXTS, [0, 1, 0, 1]),
+     r"GeoRegFineTuner does not run a model's own code(?!.*trust_remote_code=True)"),
+    ("LayerProbeClassifier", lambda path: __import__(
+        "skloes.probe").probe.LayerProbeClassifier(path, device="cpu").fit(
+        TEXTS, [0, 1, 0, 1]), r"extractor_params=\{'trust_remote_code': True\}"),
+    ("HiddenStatesTransformer", lambda path: _hst(path).fit(TEXTS),
+     r"pass `trust_remote_code=True` only if you trust it"),
+]
+
+
+@pytest.mark.parametrize("run, needle", [pytest.param(r, n, id=i)
+                                         for i, r, n in REMOTE_FRONT_ENDS])
+def test_remote_code_refusal_names_what_the_caller_can_do(broken_models, run, needle):
+    err(needle).check(lambda: run(str(broken_models / "remote")))
 
 
 def test_hst_model_of_wrong_type():
@@ -1027,6 +1101,9 @@ CLI_CASES = [
     ("data_labels_missing", ["--data", "{tmp}/no_labels.csv"], "no row"),
     ("data_bad_json", ["--data", "{tmp}/bad.jsonl"], "cannot read"),
     ("data_a_folder", ["--data", "{tmp}/afolder.csv"], "cannot read|is a folder"),
+    ("model_a_file", ["--model", "{tmp}/ok.csv"], "is a file, not a model folder"),
+    ("model_remote_code", ["--model", "{remote}"],
+     "skloes probe does not run a model's own code"),
     ("out_a_file", ["--out", "{tmp}/ok.csv"], "--out"),
     ("out_existing_report", ["--out", "{tmp}/report"], "--force"),
     ("unknown_option", ["--frobnicate"], "unrecognized arguments"),
@@ -1050,10 +1127,12 @@ def cli_files(tmp_path):
 
 @pytest.mark.parametrize("argv, needle", [pytest.param(a, n, id=i)
                                           for i, a, n in CLI_CASES])
-def test_cli_options(cli_files, tiny_model_path, capsys, argv, needle):
+def test_cli_options(cli_files, tiny_model_path, broken_models, capsys, argv,
+                     needle):
     from skloes.cli import main
 
-    argv = [a.replace("{tmp}", str(cli_files)) for a in argv]
+    argv = [a.replace("{tmp}", str(cli_files)).replace(
+        "{remote}", str(broken_models / "remote")) for a in argv]
     if "--model" not in argv:
         argv = ["--model", tiny_model_path, *argv]
     if "--out" not in argv:
