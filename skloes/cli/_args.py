@@ -246,6 +246,21 @@ _n_layers_value = _int_or_word("--n-layers-to-select", 1, "auto", "auto")
 _max_samples = _int_or_word("--max-samples", 10, "all", None)
 
 
+# Estimator parameters that a probe option sets: an estimator's error names
+# the option instead (``as_options``).
+_OPTION_OF = {"max_length": "--max-length", "batch_size": "--batch-size",
+              "pooling": "--pooling", "device": "--device",
+              "n_layers_to_select": "--n-layers-to-select"}
+
+
+def as_options(message):
+    """``message`` with the estimator parameters that options set named as
+    those options (```max_length``` -> ```--max-length```)."""
+    for param, option in _OPTION_OF.items():
+        message = message.replace(f"`{param}`", f"`{option}`")
+    return message
+
+
 def _first_line(exc):
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

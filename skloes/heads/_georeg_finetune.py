@@ -84,7 +84,9 @@ class GeoRegFineTuner(_BaseGeoReg):
         None for other models; see :ref:`pooling-special-tokens`. Text models
         only.
     max_length : int, default=256
-        Token truncation.
+        Token truncation, capped at the model's limit; one that leaves no
+        token of the text after the tokenizer's special tokens is an error
+        (see :class:`~skloes.extraction.HiddenStatesTransformer`).
     device : str or torch.device, default="auto"
         Torch device; "auto" picks CUDA, then MPS, then CPU.
     random_state : int, RandomState instance or None, default=None
@@ -315,7 +317,8 @@ class GeoRegFineTuner(_BaseGeoReg):
                 ), None
 
             return batch
-        encoded = tokenize_texts(module.processor, items, self.max_length)
+        encoded = tokenize_texts(module.processor, items, self.max_length,
+                                 config=config, owner=type(self).__name__)
         decoder = is_decoder_only(config)
 
         def batch(idx):

@@ -72,7 +72,8 @@ _PARAMS_DOC = """
         Token pooling of the extractor.
 
     max_length : int, default=128
-        Tokens kept per text.
+        Tokens kept per text, capped at the model's limit; one that leaves no
+        token of the text after the tokenizer's special tokens is an error.
 
     batch_size : int, default=32
         Inputs per forward pass.

@@ -894,7 +894,7 @@ HST_PARAM_CASES = [
     ("layers_numpy", {"layers": np.array([0, 2])}, ok(lambda r: r.shape[0] == 2)),
     ("batch_size_0", {"batch_size": 0}, err("batch_size")),
     ("max_length_0", {"max_length": 0}, err("max_length")),
-    ("max_length_1", {"max_length": 1}, ok(finite)),
+    ("max_length_1", {"max_length": 1}, err(r"`max_length` must be at least 3")),
     ("max_length_huge", {"max_length": 10**9}, ok(finite)),
     ("pooling", {"pooling": "median"}, err("pooling")),
     ("callable_pooling_bad_shape", {"pooling": lambda h, m: h}, err("pooling")),
@@ -916,6 +916,89 @@ HST_PARAM_CASES = [
                                              for i, p, o in HST_PARAM_CASES])
 def test_hst_parameters(tiny_model_path, params, outcome):
     outcome.check(lambda: _hst(tiny_model_path, **params).fit_transform(TEXTS))
+
+
+# --------------------------------------------------------------------------
+# What the model can see (issue 20, class 1): a max_length that leaves no
+# token of the text is refused at fit, naming the smallest useful value;
+# every text is truncated at the model's limit.
+# --------------------------------------------------------------------------
+WORDS = ["good movie", "dull plot", "fun film", "the story", "awful actor"]
+
+
+@pytest.fixture(scope="module")
+def text_models(tiny_model_path, tmp_path_factory):
+    """Tokenizers that add 2 (BERT), 0 (Llama) and 1 (Llama with <s>) special
+    tokens, and a BERT whose tokenizer states no limit (only its positions do)."""
+    import json
+    import shutil
+
+    from skloes.models._testing import make_tiny_llama
+
+    root = tmp_path_factory.mktemp("text-models")
+    unbounded = root / "bert_no_tokenizer_limit"
+    shutil.copytree(tiny_model_path, unbounded)
+    config = unbounded / "tokenizer_config.json"
+    data = json.loads(config.read_text())
+    data.pop("model_max_length", None)
+    config.write_text(json.dumps(data))
+    return {"bert": tiny_model_path, "bert_unbounded": str(unbounded),
+            "llama": make_tiny_llama(root / "llama"),
+            "llama_bos": make_tiny_llama(root / "llama_bos", add_bos=True)}
+
+
+def distinct_rows(n):
+    def check(out):
+        assert len(np.unique(out[-1].round(6), axis=0)) == n, out[-1]
+    return check
+
+
+MAX_LENGTH_CASES = [
+    # (id, model, params, texts, outcome)
+    ("bert_1", "bert", {"max_length": 1}, WORDS,
+     err(r"`max_length` must be at least 3.*\[CLS\], \[SEP\].*got 1")),
+    ("bert_2", "bert", {"max_length": 2}, WORDS,
+     err(r"`max_length` must be at least 3.*got 2")),
+    ("bert_1_long_text", "bert", {"max_length": 1}, ["good " * 600],
+     err(r"`max_length` must be at least 3")),
+    ("bert_3_sees_one_word", "bert", {"max_length": 3}, WORDS, ok(distinct_rows(5))),
+    ("llama_1", "llama", {"max_length": 1}, WORDS, ok(distinct_rows(5))),
+    ("llama_bos_1", "llama_bos", {"max_length": 1}, WORDS,
+     err(r"`max_length` must be at least 2.*<s>")),
+    ("llama_bos_2", "llama_bos", {"max_length": 2}, WORDS, ok(distinct_rows(5))),
+    ("no_tokenizer_limit_long_text", "bert_unbounded", {"max_length": 10**6},
+     ["good " * 600], ok(n_rows(1))),
+    ("llama_long_text", "llama", {"max_length": 10**6}, ["fun " * 600],
+     ok(n_rows(1))),
+]
+
+
+@pytest.mark.parametrize("model, params, texts, outcome", [
+    pytest.param(m, p, t, o, id=i) for i, m, p, t, o in MAX_LENGTH_CASES])
+def test_max_length(text_models, model, params, texts, outcome):
+    outcome.check(lambda: _hst(text_models[model], **params).fit_transform(texts))
+
+
+@pytest.mark.parametrize("model", ["bert", "bert_unbounded", "llama"])
+def test_max_length_beyond_the_model_limit_is_the_limit(text_models, model):
+    """Positions 64: max_length 10**6 truncates where max_length 64 does."""
+    texts = ["good " * 200, "fun film"]
+    huge = _hst(text_models[model], max_length=10**6)
+    np.testing.assert_array_equal(huge.fit_transform(texts),
+                                  _hst(text_models[model], max_length=64)
+                                  .fit_transform(texts))
+    assert huge.max_length_ == 64
+
+
+def test_max_length_refused_by_every_text_estimator(tiny_model_path):
+    from skloes import GeoRegFineTuner
+    from skloes.probe import LayerProbeClassifier
+
+    y = [0, 1, 0, 1, 0]
+    err(r"`max_length` must be at least 3").check(lambda: GeoRegFineTuner(
+        tiny_model_path, max_length=2, max_epochs=1, device="cpu").fit(WORDS, y))
+    err(r"`max_length` must be at least 3").check(lambda: LayerProbeClassifier(
+        tiny_model_path, max_length=1, device="cpu").fit(WORDS, y))
 
 
 def test_hst_transform_before_fit(tiny_model_path):
@@ -1080,6 +1163,7 @@ CLI_CASES = [
     ("batch_size_word", ["--batch-size", "many"], "--batch-size"),
     ("max_length_0", ["--max-length", "0"], "--max-length"),
     ("max_length_neg", ["--max-length", "-4"], "--max-length"),
+    ("max_length_no_room", ["--max-length", "2"], r"`--max-length` must be at least 3"),
     ("budget_0", [CLI_BUDGET, "0"], CLI_BUDGET),
     ("budget_word", [CLI_BUDGET, "some"], CLI_BUDGET),
     ("max_samples_9", ["--max-samples", "9"], "--max-samples"),
@@ -1104,6 +1188,8 @@ CLI_CASES = [
     ("model_a_file", ["--model", "{tmp}/ok.csv"], "is a file, not a model folder"),
     ("model_remote_code", ["--model", "{remote}"],
      "skloes probe does not run a model's own code"),
+    ("data_the_model_cannot_tell_apart", ["--data", "{tmp}/unknown_words.csv"],
+     r"cannot probe .*no candidate layers"),
     ("out_a_file", ["--out", "{tmp}/ok.csv"], "--out"),
     ("out_existing_report", ["--out", "{tmp}/report"], "--force"),
     ("unknown_option", ["--frobnicate"], "unrecognized arguments"),
@@ -1116,6 +1202,7 @@ def cli_files(tmp_path):
     _csv(tmp_path / "empty.csv", "")
     _csv(tmp_path / "header.csv", "text,label\n")
     _csv(tmp_path / "ok.csv", "text,label\n" + "a b,0\nc d,1\n" * 6)
+    _csv(tmp_path / "unknown_words.csv", "text,label\n" + "zzz,0\nqqq,1\n" * 6)
     _csv(tmp_path / "one_class.csv", "text,label\n" + "a b,0\n" * 12)
     _csv(tmp_path / "no_labels.csv", "text,label\n" + "a b,\n" * 12)
     _csv(tmp_path / "bad.jsonl", '{"text": "a", "label": 0}\n{"text": ')
@@ -1140,5 +1227,8 @@ def test_cli_options(cli_files, tiny_model_path, broken_models, capsys, argv,
     status = main(["probe", *argv])
     err_lines = capsys.readouterr().err.strip().splitlines()
     assert status == 2, err_lines
-    assert len(err_lines) == 1 and re.search(needle, err_lines[0]), err_lines
+    # one error line (progress bars of a run that got far may precede it)
+    errors = [line for line in err_lines if "error:" in line]
+    assert len(errors) == 1 and re.search(needle, errors[0]), err_lines
+    assert not any("Traceback" in line for line in err_lines)
     assert not (cli_files / "fresh").exists()  # nothing written on failure
