@@ -21,7 +21,10 @@ def run_models(args):
         print(f"{model.name:8} {model.hub_id:42} {state}")
         if args.prepare and model.installed:
             start = time.perf_counter()
-            path = bundle_path(model, owner="skloes models")
+            try:
+                path = bundle_path(model, owner="skloes models")
+            except (ValueError, OSError) as exc:  # e.g. SKLOES_HOME unwritable
+                raise UserError(_first_line(exc)) from None
             print(f"{'':8} ready in {path} ({time.perf_counter() - start:.1f} s)")
     if args.prepare:
         print(f"user cache: {skloes_home()}")

@@ -18,7 +18,13 @@ import os
 import re
 import warnings
 
-from skloes.models._registry import bundle_for, bundle_path, convert_gguf, minilm_folder
+from skloes.models._registry import (
+    bundle_for,
+    bundle_path,
+    convert_gguf,
+    minilm_folder,
+    safetensors_problem,
+)
 from skloes.utils._optional import import_optional, quiet_transformers
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -440,29 +446,9 @@ def check_weight_files(path: str, *, owner: str = "skloes") -> None:
             "those names (pickled .bin weights can run arbitrary code)."
         )
     for shard in shards:
-        problem = _safetensors_problem(os.path.join(path, shard))
+        problem = safetensors_problem(os.path.join(path, shard))
         if problem:
             raise ValueError(
                 f"{owner}: `model` {path!r} has a broken weights file {shard} "
                 f"({problem}); it is truncated or not safetensors."
             )
-
-
-def _safetensors_problem(file: str):
-    size = os.path.getsize(file)
-    with open(file, "rb") as handle:
-        head = handle.read(8)
-        if len(head) < 8:
-            return f"{size} bytes"
-        n = int.from_bytes(head, "little")
-        if n > size - 8:
-            return f"header of {n} bytes in a file of {size}"
-        try:
-            header = json.loads(handle.read(n))
-            end = max((int(v["data_offsets"][1]) for k, v in header.items()
-                       if k != "__metadata__"), default=0)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            return "unreadable header"
-    if 8 + n + end > size:
-        return f"{size} bytes where the header needs {8 + n + end}"
-    return None

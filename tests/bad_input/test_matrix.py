@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1232,3 +1233,175 @@ def test_cli_options(cli_files, tiny_model_path, broken_models, capsys, argv,
     assert len(errors) == 1 and re.search(needle, errors[0]), err_lines
     assert not any("Traceback" in line for line in err_lines)
     assert not (cli_files / "fresh").exists()  # nothing written on failure
+
+
+# --------------------------------------------------------------------------
+# The user model cache (issue 20, class 5): every error names SKLOES_HOME and
+# the fix; prepared folders are as readable as the umask allows; stale
+# staging folders go at the next prepare, a live one stays; a prepared
+# folder with broken weights is prepared again.
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def zip_parts(tiny_model_path, tmp_path_factory):
+    """A tiny model zipped under all-mpnet-base-v2/, split in 3 parts."""
+    import zipfile
+
+    root = tmp_path_factory.mktemp("zip-parts")
+    archive = root / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name in sorted(os.listdir(tiny_model_path)):
+            zf.write(os.path.join(tiny_model_path, name), f"all-mpnet-base-v2/{name}")
+    data = archive.read_bytes()
+    parts = []
+    for i, (a, b) in enumerate([(0, 100), (100, 1000), (1000, len(data))]):
+        parts.append(root / f"all-mpnet-base-v2.zip.00{i + 1}")
+        parts[-1].write_bytes(data[a:b])
+    return parts
+
+
+def _prepare(parts):
+    from skloes.models._registry import reassemble_zip_parts
+
+    return reassemble_zip_parts(parts, "all-mpnet-base-v2")
+
+
+def _home_file(home):
+    home.parent.mkdir(parents=True, exist_ok=True)
+    home.write_text("not a folder")
+
+
+def _home_under_a_file(home):
+    _home_file(home)
+    os.environ["SKLOES_HOME"] = str(home / "sub")
+
+
+def _bundles_a_file(home):
+    home.mkdir(parents=True)
+    (home / "bundles").write_text("x")
+
+
+def _not_writable(home, monkeypatch):  # chmod cannot stop root: fake it
+    import tempfile as tf
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(kwargs.get("dir")))
+
+    monkeypatch.setattr(tf, "mkdtemp", denied)
+
+
+def _unreadable_prepared(home, monkeypatch):
+    from skloes.models import _registry
+
+    def denied(target):
+        raise PermissionError(13, "Permission denied", str(target / "config.json"))
+
+    monkeypatch.setattr(_registry, "_prepared", denied)
+
+
+HOME_CASES = {  # damage(home[, monkeypatch]) -> needle of the error
+    "home_is_a_file": (_home_file, r"SKLOES_HOME.*is a file.*set SKLOES_HOME"),
+    "home_under_a_file": (_home_under_a_file, r"SKLOES_HOME.*is a file"),
+    "bundles_is_a_file": (_bundles_a_file, r"SKLOES_HOME.*bundles is a file"),
+    "home_not_writable": (_not_writable,
+                          r"SKLOES_HOME.*permission denied.*folder you can write"),
+    "prepared_by_another_user": (_unreadable_prepared,
+                                 r"SKLOES_HOME.*permission denied.*another user"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOME_CASES))
+def test_user_model_cache_errors_name_skloes_home(zip_parts, tmp_path, monkeypatch,
+                                                  case):
+    home = tmp_path / "home"
+    monkeypatch.setenv("SKLOES_HOME", str(home))
+    damage, needle = HOME_CASES[case]
+    if damage.__code__.co_argcount == 2:
+        damage(home, monkeypatch)
+    else:
+        damage(home)
+    err(needle).check(lambda: _prepare(zip_parts))
+
+
+def test_user_model_cache_default_home_error_says_how_to_move_it(
+        zip_parts, tmp_path, monkeypatch):
+    monkeypatch.delenv("SKLOES_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    _home_file(tmp_path / "xdg" / "skloes")
+    err(r"default user model cache; set SKLOES_HOME to move it").check(
+        lambda: _prepare(zip_parts))
+
+
+def test_skloes_models_prepare_error_is_one_line(tmp_path, monkeypatch, capsys):
+    from skloes.cli import main
+
+    smollm2 = {m.name: m for m in __import__("skloes").offline_models()}["smollm2"]
+    if not smollm2.installed:
+        pytest.skip("the SmolLM2 bundle is not installed")
+    _home_file(tmp_path / "home")
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    assert main(["models", "--prepare"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert re.search(r"skloes models: error: .*SKLOES_HOME", lines[0]), lines
+
+
+def test_prepared_folder_is_readable_by_the_team(zip_parts, tmp_path, monkeypatch):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    old = os.umask(0o022)
+    try:
+        folder = _prepare(zip_parts)
+    finally:
+        os.umask(old)
+    assert os.stat(folder).st_mode & 0o777 == 0o755
+
+
+def _staging_dir(home, name, *, lock=True, age=0):
+    folder = home / "bundles" / f".tmp-all-mpnet-base-v2-{name}"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"\x00" * 4096)
+    if lock:
+        (folder / ".skloes-staging.lock").write_bytes(b"")
+    if age:
+        stamp = os.stat(folder).st_mtime - age
+        os.utime(folder, (stamp, stamp))
+    return folder
+
+
+STAGING_CASES = [  # (id, lock, age in seconds, held by a live process, removed)
+    ("killed_with_lock", True, 0, False, True),
+    ("killed_old_without_lock", False, 7200, False, True),
+    ("recent_without_lock", False, 0, False, False),
+    ("live_preparation", True, 0, True, False),
+]
+
+
+@pytest.mark.parametrize("lock, age, held, removed", [
+    pytest.param(*case[1:], id=case[0]) for case in STAGING_CASES])
+def test_stale_staging_folders_go_at_the_next_prepare(zip_parts, tmp_path, monkeypatch,
+                                                      lock, age, held, removed):
+    fcntl = pytest.importorskip("fcntl")
+    home = tmp_path / "home"
+    monkeypatch.setenv("SKLOES_HOME", str(home))
+    stale = _staging_dir(home, "x", lock=lock, age=age)
+    with open(stale / ".skloes-staging.lock", "rb") if held else open(os.devnull) as h:
+        if held:  # another open file description: conflicts like another process
+            fcntl.flock(h, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        folder = _prepare(zip_parts)
+        assert stale.exists() != removed
+    assert os.path.isfile(os.path.join(folder, "config.json"))
+    assert not (Path(folder) / ".skloes-staging.lock").exists()
+
+
+def test_prepared_folder_with_truncated_weights_is_prepared_again(
+        zip_parts, tiny_model_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    folder = _prepare(zip_parts)
+    weights = Path(folder) / "model.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[: len(good) // 2])
+    expected = _hst(tiny_model_path).fit_transform(TEXTS)
+    ok(lambda out: np.testing.assert_array_equal(out, expected)).check(
+        lambda: _hst(_prepare(zip_parts)).fit_transform(TEXTS))
+    assert weights.read_bytes() == good
+    assert [p.name for p in (tmp_path / "home" / "bundles").iterdir()] == [
+        Path(folder).name]
