@@ -49,6 +49,7 @@ from skloes.selection._loes_span import (
     _Span,
     _spectral_ridge,
 )
+from skloes.selection._memory import cached_call, memory_error
 
 #: Component values of each variant (see the user guide, :ref:`loes_variants`)
 #: and the isotropy weight. The robust variant scores
@@ -686,26 +687,35 @@ def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False,
     if memory is None or getattr(memory, "location", None) is None:
         path = _prepare_path(stack, y, cfg, random_state, name)
         return _run(path, _check_budget(n_select, path, stack, name, clip))
+    try:
+        return _memory_path(stack, y, n_select, cfg, random_state, name, clip, memory)
+    except OSError as exc:  # the folder, not the numbers
+        raise memory_error(exc, memory, name) from None
+
+
+def _memory_path(stack, y, n_select, cfg, random_state, name, clip, memory):
+    """:func:`_loes_path` through ``memory`` (an unreadable cached result is
+    computed again, see :func:`cached_call`)."""
     # SHA-1 runs on the CPU's hashing unit: twice MD5's speed on large stacks
     key = joblib.hash((np.asarray(stack), y, sorted(cfg.items()), random_state),
                       hash_name="sha1")
     run = memory.cache(_cached_run, ignore=["path", "start"])
     hit = None
     for k in range(stack.shape[0], 0, -1):
-        if run.check_call_in_cache(key, k, None, None):
-            hit = run(key, k, None, None)
+        hit = cached_call(run, LOESPath, name, key, k, None, None, compute=False)
+        if hit is not None:
             break
     if hit is not None:
         n = _check_budget(n_select, hit, stack, name, clip)
         if hit.selection_order.size >= n or hit.complete:
             return hit.truncate(n)
     prepare = memory.cache(_cached_prepare, ignore=["stack", "y", "name"])
-    path = prepare(key, stack, y, cfg, random_state, name)
+    path = cached_call(prepare, _Path, name, key, stack, y, cfg, random_state, name)
     n = _check_budget(n_select, path, stack, name, clip)
     if hit is not None:  # extend ahead (doubling): a budget search asks for more
         n_run = min(len(path.candidates), max(n, 2 * hit.selection_order.size))
-        return run(key, n_run, path, hit).truncate(n)
-    return run(key, n, path, None)
+        return cached_call(run, LOESPath, name, key, n_run, path, hit).truncate(n)
+    return cached_call(run, LOESPath, name, key, n, path, None)
 
 
 def _cached_prepare(key, stack, y, cfg, random_state, name):

@@ -1405,3 +1405,98 @@ def test_prepared_folder_with_truncated_weights_is_prepared_again(
     assert weights.read_bytes() == good
     assert [p.name for p in (tmp_path / "home" / "bundles").iterdir()] == [
         Path(folder).name]
+
+
+# --------------------------------------------------------------------------
+# LOESSelector(memory=...) (issue 20, class 6): a cached result that cannot be
+# read is removed with a warning and computed again; a folder that cannot be
+# used is an error naming `memory`.
+# --------------------------------------------------------------------------
+MEMORY_STACK = np.random.RandomState(7).randn(6, 40, 5)
+MEMORY_Y = np.arange(40) % 2
+
+
+def _loes(memory, k=3):
+    return LOESSelector(n_layers_to_select=k, memory=memory, random_state=0)
+
+
+def _cached_outputs(folder, function):
+    return sorted(p for p in Path(folder).rglob("output.pkl")
+                  if function in str(p))
+
+
+RESULT_DAMAGE = {  # bytes of a damaged output.pkl
+    "truncated": lambda good: good[: len(good) // 2],
+    "garbage": lambda good: RNG.bytes(len(good)),
+    "empty": lambda good: b"",
+    "another_object": lambda good: __import__("pickle").dumps(None),
+    "another_objects_pickle": lambda good: __import__("pickle").dumps({"run": 1}),
+}
+
+
+@pytest.mark.parametrize("function", ["_cached_run", "_cached_prepare"])
+@pytest.mark.parametrize("damage", list(RESULT_DAMAGE))
+def test_memory_unreadable_result_is_computed_again(tmp_path, damage, function):
+    k = 3 if function == "_cached_run" else 5  # 5: the 3-path cannot serve it
+    expected = _loes(None, k).fit(MEMORY_STACK, MEMORY_Y).get_support(indices=True)
+    _loes(str(tmp_path)).fit(MEMORY_STACK, MEMORY_Y)
+    outputs = _cached_outputs(tmp_path, function)
+    assert outputs
+    for output in outputs:
+        output.write_bytes(RESULT_DAMAGE[damage](output.read_bytes()))
+    warns(r"`memory`.*could not be read.*computed again", then=lambda est: (
+        np.testing.assert_array_equal(est.get_support(indices=True), expected))
+    ).check(lambda: _loes(str(tmp_path), k).fit(MEMORY_STACK, MEMORY_Y))
+    with warnings.catch_warnings():  # rewritten: the next fit reads it
+        warnings.simplefilter("error")
+        again = _loes(str(tmp_path), k).fit(MEMORY_STACK, MEMORY_Y)
+    np.testing.assert_array_equal(again.get_support(indices=True), expected)
+
+
+def test_memory_damaged_longer_path_serves_a_smaller_budget(tmp_path):
+    expected = _loes(None, k=2).fit(MEMORY_STACK, MEMORY_Y).get_support(indices=True)
+    _loes(str(tmp_path), k=4).fit(MEMORY_STACK, MEMORY_Y)
+    for output in _cached_outputs(tmp_path, "_cached_run"):
+        output.write_bytes(b"\x80\x04garbage")
+    warns(r"`memory`", then=lambda est: np.testing.assert_array_equal(
+        est.get_support(indices=True), expected)).check(
+        lambda: _loes(str(tmp_path), k=2).fit(MEMORY_STACK, MEMORY_Y))
+
+
+def _memory_then_a_file(tmp):
+    import shutil
+
+    import joblib
+
+    memory = joblib.Memory(str(tmp / "m"), verbose=0)
+    shutil.rmtree(tmp / "m")
+    (tmp / "m").write_text("x")
+    return memory
+
+
+MEMORY_FOLDER_CASES = {
+    "a_file": (lambda tmp: (tmp / "f").write_text("x") and str(tmp / "f"),
+               r"`memory` folder .*is a file.*memory=None"),
+    "under_a_file": (lambda tmp: (tmp / "f").write_text("x") and str(tmp / "f" / "m"),
+                     r"`memory` folder .*is a file"),
+    "joblib_memory_folder_replaced_by_a_file": (
+        _memory_then_a_file, r"`memory` folder .*is a file"),
+}
+
+
+@pytest.mark.parametrize("case", list(MEMORY_FOLDER_CASES))
+def test_memory_folder_that_cannot_be_used(tmp_path, case):
+    make, needle = MEMORY_FOLDER_CASES[case]
+    err(needle).check(lambda: _loes(make(tmp_path)).fit(MEMORY_STACK, MEMORY_Y))
+
+
+def test_memory_folder_that_fails_to_write_names_memory(tmp_path, monkeypatch):
+    """A full disk or a read-only folder (root ignores chmod: faked)."""
+    from joblib import _store_backends
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path))
+
+    monkeypatch.setattr(_store_backends.FileSystemStoreBackend, "dump_item", full)
+    err(r"`memory` folder .*No space left on device").check(
+        lambda: _loes(str(tmp_path)).fit(MEMORY_STACK, MEMORY_Y))
