@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from skloes.cli._args import UserError, _first_line, _quiet_libraries
@@ -36,10 +37,12 @@ def run_cache(args):
 
     if args.action is None:
         raise UserError("say which action: skloes cache info or prune DIR")
+    if args.action == "prune" and args.max_bytes is None and args.older_than is None:
+        raise UserError("prune needs --max-bytes or --older-than (or both)")
+    if not os.path.exists(os.path.expanduser(args.path)):  # not "0 entries"
+        raise UserError(f"cache folder {args.path!r} does not exist")
     try:
         if args.action == "prune":
-            if args.max_bytes is None and args.older_than is None:
-                raise UserError("prune needs --max-bytes or --older-than (or both)")
             removed = prune_cache(args.path, max_bytes=args.max_bytes,
                                   older_than=args.older_than)
             print(f"removed {removed['n_entries']} entries "

@@ -1500,3 +1500,116 @@ def test_memory_folder_that_fails_to_write_names_memory(tmp_path, monkeypatch):
     monkeypatch.setattr(_store_backends.FileSystemStoreBackend, "dump_item", full)
     err(r"`memory` folder .*No space left on device").check(
         lambda: _loes(str(tmp_path)).fit(MEMORY_STACK, MEMORY_Y))
+
+
+# --------------------------------------------------------------------------
+# The CLI's data (issue 20, class 7): a text column holding anything but
+# strings is refused (as the Python API refuses it), the texts are read as
+# the file holds them, left-out rows are counted, `cache info` on a missing
+# folder says so.
+# --------------------------------------------------------------------------
+def _jsonl(path, texts, labels=None):
+    import json
+
+    labels = labels if labels is not None else [i % 2 for i in range(len(texts))]
+    path.write_text("".join(json.dumps({"text": t, "label": y}) + "\n"
+                            for t, y in zip(texts, labels, strict=True)))
+    return path
+
+
+NON_TEXT = {
+    "lists": [["a", "b"]] * 12,
+    "dicts": [{"a": 1}] * 12,
+    "booleans": [True, False] * 6,
+    "numbers": list(range(12)),
+    "one_list_among_texts": ["a b"] * 7 + [["x"]] + ["c d"] * 4,
+    "nested_null": [None] * 2 + [[None]] * 10,
+}
+
+
+@pytest.mark.parametrize("case", list(NON_TEXT))
+def test_cli_text_column_of_non_text_is_refused(tmp_path, tiny_model_path, capsys,
+                                                case):
+    from skloes.cli import main
+
+    data = _jsonl(tmp_path / "d.jsonl", NON_TEXT[case])
+    status = main(["probe", "--model", tiny_model_path, "--data", str(data),
+                   "--out", str(tmp_path / "out")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2, lines
+    assert re.search(r"error: --text-column 'text' .* not text \(row \d+: "
+                     r"(list|dict|bool|int)", lines[-1]), lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_parquet_text_column_of_lists_is_refused(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from skloes.cli._args import UserError
+    from skloes.cli._data import load_data
+
+    path = tmp_path / "d.parquet"
+    pd.DataFrame({"text": [["a"], ["b"]] * 6, "label": [0, 1] * 6}).to_parquet(path)
+    with pytest.raises(UserError, match=r"--text-column 'text'.*not text"):
+        load_data(str(path), "text", "label", None, 0)
+
+
+TEXT_AS_WRITTEN = [  # (id, file name, file text, the first text read)
+    ("csv_leading_zeros", "d.csv", "text,label\n" + "007,0\n0042,1\n" * 6, "007"),
+    ("csv_number_with_missing", "d.csv",
+     "text,label\n1,0\n,1\n" + "2,0\n3,1\n" * 6, "1"),
+    ("jsonl_date_string", "d.jsonl", None, "2020-01-01"),
+    ("jsonl_numeric_string", "d.jsonl", None, "1e3"),
+]
+
+
+@pytest.mark.parametrize("name, text, first", [
+    pytest.param(*case[1:], id=case[0]) for case in TEXT_AS_WRITTEN])
+def test_cli_texts_are_read_as_written(tmp_path, name, text, first):
+    from skloes.cli._data import load_data
+
+    path = tmp_path / name
+    if text is None:
+        _jsonl(path, [first, "a b"] * 6)
+    else:
+        path.write_text(text)
+    texts, _, _ = load_data(str(path), "text", "label", None, 0)
+    assert texts[0] == first and isinstance(texts[0], str)
+
+
+DROPPED_ROWS = [  # (id, file text, rows left out, rows in all)
+    ("missing_texts", "text,label\n" + ",0\n,1\n" + "a b,0\nc d,1\n" * 6, 2, 14),
+    ("missing_labels", "text,label\n" + "a b,\n" * 3 + "a b,0\nc d,1\n" * 6, 3, 15),
+    ("both", "text,label\n,\n" + "a b,0\nc d,1\n" * 6, 1, 13),
+]
+
+
+@pytest.mark.parametrize("text, dropped, total", [
+    pytest.param(*case[1:], id=case[0]) for case in DROPPED_ROWS])
+def test_cli_rows_left_out_are_counted(tmp_path, capsys, text, dropped, total):
+    from skloes.cli._data import load_data
+
+    (tmp_path / "d.csv").write_text(text)
+    texts, _, _ = load_data(str(tmp_path / "d.csv"), "text", "label", None, 0)
+    assert len(texts) == total - dropped
+    assert re.search(rf"note: {dropped} of {total} rows .* left out",
+                     capsys.readouterr().err)
+
+
+def test_cli_no_row_left_out_says_nothing(tmp_path, capsys):
+    from skloes.cli._data import load_data
+
+    (tmp_path / "d.csv").write_text("text,label\n" + "a b,0\nc d,1\n" * 6)
+    load_data(str(tmp_path / "d.csv"), "text", "label", None, 0)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("action", [["info"], ["prune", "--max-bytes", "0"]])
+def test_cli_cache_on_a_missing_folder_says_so(tmp_path, capsys, action):
+    from skloes.cli import main
+
+    missing = str(tmp_path / "nowhere")
+    assert main(["cache", action[0], missing, *action[1:]]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "does not exist" in lines[0], lines
+    assert not os.path.exists(missing)
