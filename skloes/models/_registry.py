@@ -510,3 +510,58 @@ def _extract_root(archive: Path, root: str, dest: Path) -> None:
                 shutil.copyfileobj(src, dst, _CHUNK)
     if not (dest / "config.json").is_file():
         raise ValueError(f"the archive has no {prefix}config.json")
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:  # removed meanwhile
+            continue
+    return total
+
+
+def model_cache_info() -> dict:
+    """What the user model cache (:func:`skloes_home`) holds.
+
+    Returns
+    -------
+    info : dict
+        ``path``; ``folders``: one dict per prepared or stale folder with
+        ``path``, ``n_bytes`` and ``state`` (``"prepared"``, ``"broken"``:
+        prepared but its weights are broken, ``"stale"``: left by a killed
+        preparation, ``"preparing"``: a live preparation).
+    """
+    home = skloes_home()
+    folders = []
+    for kind in ("gguf", "bundles"):
+        root = home / kind
+        if not root.is_dir():
+            continue
+        for path in sorted(root.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.startswith(".tmp-"):
+                state = "stale" if _is_stale(path) else "preparing"
+            elif _prepared(path):
+                weights = path / "model.safetensors"
+                broken = weights.exists() and safetensors_problem(str(weights))
+                state = "broken" if broken else "prepared"
+            else:
+                state = "stale"
+            folders.append({"path": str(path), "state": state,
+                            "n_bytes": _folder_bytes(path)})
+    return {"path": str(home), "folders": folders}
+
+
+def prune_model_cache() -> list:
+    """Remove what a killed preparation left in the user model cache (its
+    staging folders); a live preparation's folder stays. Returns the removed
+    paths."""
+    removed = []
+    for kind in ("gguf", "bundles"):
+        if (skloes_home() / kind).is_dir():
+            removed += remove_stale_staging(skloes_home() / kind)
+    return removed

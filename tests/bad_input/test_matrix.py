@@ -1407,6 +1407,28 @@ def test_prepared_folder_with_truncated_weights_is_prepared_again(
         Path(folder).name]
 
 
+def test_skloes_cache_covers_the_user_model_cache(zip_parts, tmp_path, monkeypatch,
+                                                   capsys):
+    from skloes.cli import main
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SKLOES_HOME", str(home))
+    folder = _prepare(zip_parts)
+    stale = _staging_dir(home, "dead")
+    broken = home / "bundles" / "other-0123"
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(folder, broken)
+    (broken / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7)
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"user model cache\): 3 folder", out), out
+    for state, path in [("prepared", folder), ("stale", stale), ("broken", broken)]:
+        assert re.search(rf"{state} .*{re.escape(str(path))}", out), out
+    assert main(["cache", "prune"]) == 0
+    assert "removed 1 folder" in capsys.readouterr().out
+    assert not stale.exists() and os.path.isdir(folder)
+
+
 # --------------------------------------------------------------------------
 # LOESSelector(memory=...) (issue 20, class 6): a cached result that cannot be
 # read is removed with a warning and computed again; a folder that cannot be
