@@ -14,15 +14,18 @@ SETTINGS = {"model": "abc", "pooling": "mean", "max_length": 64, "layers": [0, 1
             "dtype": "float32"}
 
 
-def test_entry_round_trip_is_a_plain_npy(tmp_path):
+def test_entry_round_trip_is_an_npy_with_a_checksum(tmp_path):
     store = HiddenStatesCache(tmp_path, SETTINGS, (2, 3), "float32")
     value = np.arange(6, dtype=np.float32).reshape(2, 3)
     key = content_key("a text")
     assert store.read(key) is None
     store.write(key, value)
     np.testing.assert_array_equal(store.read(key), value)
-    # Readable by numpy with pickling disabled: no pickle inside.
+    # Readable by numpy with pickling disabled: no pickle inside; numpy
+    # ignores the trailer (magic + digest of the header and payload).
     np.testing.assert_array_equal(np.load(store.path(key), allow_pickle=False), value)
+    data = store.path(key).read_bytes()
+    assert data[-20:-16] == b"SKLC" and len(data) == 128 + value.nbytes + 20
     assert (store.root / "settings.json").exists()
 
 
@@ -47,11 +50,12 @@ def test_no_half_written_entry_is_ever_read(tmp_path, monkeypatch):
     store = HiddenStatesCache(tmp_path, SETTINGS, (2, 3), "float32")
     key = content_key("x")
 
-    def crash(handle, array, allow_pickle):
-        handle.write(b"\x93NUMPY partial")
+    from skloes.core import _cache
+
+    def crash(src, dst):  # killed after the temporary file, before the rename
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(np.lib.format, "write_array", crash)
+    monkeypatch.setattr(_cache.os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
         store.write(key, np.zeros((2, 3), np.float32))
     assert store.read(key) is None
@@ -159,10 +163,13 @@ def test_damaged_entry_is_recomputed_and_overwritten(tiny_model_path, tmp_path, 
         entry.write_bytes(b"")
     elif damage == "header_only":
         entry.write_bytes(good[:128])
-    elif damage in ("nan", "inf"):
+    elif damage in ("nan", "inf"):  # with a valid digest: the finite check
+        from skloes.core import _cache
+
         value = np.load(entry)
         value[0, 0] = np.nan if damage == "nan" else np.inf
-        np.save(entry, value)
+        body = good[:-20 - value.nbytes] + value.tobytes()
+        entry.write_bytes(body + _cache._trailer(entry.stem, body))
         assert len(entry.read_bytes()) == len(good)  # the header is valid
     elif damage == "wrong_shape":
         np.save(entry, np.zeros((1, 3), np.float32))
@@ -298,7 +305,7 @@ def test_cache_info_counts_settings_entries_and_bytes(tiny_model_path, tmp_path)
                                   if p.is_file())
     assert len(info["settings"]) == 2
     lengths = sorted(s["settings"]["max_length"] for s in info["settings"])
-    assert lengths == [8, 512]
+    assert lengths == [8, 64]  # 512 capped at the tiny model's 64 positions
     assert all(s["n_entries"] == len(set(TEXTS)) for s in info["settings"])
 
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from skloes.cli._args import UserError, _first_line, _quiet_libraries
@@ -21,7 +22,10 @@ def run_models(args):
         print(f"{model.name:8} {model.hub_id:42} {state}")
         if args.prepare and model.installed:
             start = time.perf_counter()
-            path = bundle_path(model, owner="skloes models")
+            try:
+                path = bundle_path(model, owner="skloes models")
+            except (ValueError, OSError) as exc:  # e.g. SKLOES_HOME unwritable
+                raise UserError(_first_line(exc)) from None
             print(f"{'':8} ready in {path} ({time.perf_counter() - start:.1f} s)")
     if args.prepare:
         print(f"user cache: {skloes_home()}")
@@ -33,10 +37,14 @@ def run_cache(args):
 
     if args.action is None:
         raise UserError("say which action: skloes cache info or prune DIR")
+    if args.path is None:
+        return _model_cache(args.action)
+    if args.action == "prune" and args.max_bytes is None and args.older_than is None:
+        raise UserError("prune needs --max-bytes or --older-than (or both)")
+    if not os.path.exists(os.path.expanduser(args.path)):  # not "0 entries"
+        raise UserError(f"cache folder {args.path!r} does not exist")
     try:
         if args.action == "prune":
-            if args.max_bytes is None and args.older_than is None:
-                raise UserError("prune needs --max-bytes or --older-than (or both)")
             removed = prune_cache(args.path, max_bytes=args.max_bytes,
                                   older_than=args.older_than)
             print(f"removed {removed['n_entries']} entries "
@@ -54,6 +62,28 @@ def run_cache(args):
             what += f", {len(layers)} layers"
         print(f"  {group['digest']}  {group['n_entries']:>8} entries  "
               f"{_human(group['n_bytes']):>9}  {what}")
+
+
+def _model_cache(action):
+    """``skloes cache info|prune`` without DIR: the user model cache."""
+    from skloes.models._registry import model_cache_info, prune_model_cache
+
+    try:
+        if action == "prune":
+            removed = prune_model_cache()
+            print(f"removed {len(removed)} folder(s) left by killed preparations")
+        info = model_cache_info()
+    except OSError as exc:
+        raise UserError(f"user model cache (SKLOES_HOME): {_first_line(exc)}") from None
+    total = sum(f["n_bytes"] for f in info["folders"])
+    print(f"{info['path']} (user model cache): {len(info['folders'])} folder(s), "
+          f"{_human(total)}")
+    for folder in info["folders"]:
+        print(f"  {folder['state']:9} {_human(folder['n_bytes']):>9}  "
+              f"{folder['path']}")
+    if any(f["state"] == "stale" for f in info["folders"]):
+        print("stale folders are removed by the next preparation or by "
+              "skloes cache prune")
 
 
 def _human(n):

@@ -197,14 +197,20 @@ def _add_cache_parser(sub):
         "of HiddenStatesTransformer) per settings, or prune it.",
     )
     actions = cache.add_subparsers(dest="action", parser_class=_Parser)
-    info = actions.add_parser("info", help="entries and bytes per settings")
-    info.add_argument("path", metavar="DIR", help="the cache folder")
+    info = actions.add_parser(
+        "info", help="entries and bytes per settings",
+        description="Entries and bytes per settings of a hidden-states cache "
+        "folder; without DIR, the folders of the user model cache (SKLOES_HOME).")
+    info.add_argument("path", metavar="DIR", nargs="?", default=None,
+                      help="the cache folder (default: the user model cache)")
     prune = actions.add_parser(
         "prune", help="remove old entries, then the oldest down to a size",
         description="Remove entries written more than --older-than ago, then the "
-        "oldest until the cache holds at most --max-bytes.",
+        "oldest until the cache holds at most --max-bytes. Without DIR, remove "
+        "what killed preparations left in the user model cache (SKLOES_HOME).",
     )
-    prune.add_argument("path", metavar="DIR", help="the cache folder")
+    prune.add_argument("path", metavar="DIR", nargs="?", default=None,
+                       help="the cache folder (default: the user model cache)")
     prune.add_argument("--max-bytes", type=_size, default=None, metavar="SIZE",
                        help="size bound, e.g. 500M, 2G (suffixes K, M, G, T: "
                        "powers of 1024)")
@@ -245,6 +251,21 @@ _n_layers_value = _int_or_word("--n-layers-to-select", 1, "auto", "auto")
 
 
 _max_samples = _int_or_word("--max-samples", 10, "all", None)
+
+
+# Estimator parameters that a probe option sets: an estimator's error names
+# the option instead (``as_options``).
+_OPTION_OF = {"max_length": "--max-length", "batch_size": "--batch-size",
+              "pooling": "--pooling", "device": "--device",
+              "n_layers_to_select": "--n-layers-to-select"}
+
+
+def as_options(message):
+    """``message`` with the estimator parameters that options set named as
+    those options (```max_length``` -> ```--max-length```)."""
+    for param, option in _OPTION_OF.items():
+        message = message.replace(f"`{param}`", f"`{option}`")
+    return message
 
 
 def _first_line(exc):

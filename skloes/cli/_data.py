@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +13,24 @@ import numpy as np
 from skloes.cli._args import BUILTIN_DATA, UserError, _first_line
 
 
-def _read_frame(path):
-    """A data file as a DataFrame (CSV, TSV, JSONL, JSON or Parquet)."""
+def _read_frame(path, text_column=None):
+    """A data file as a DataFrame (CSV, TSV, JSONL, JSON or Parquet).
+
+    The cells of ``text_column`` keep what the file holds: a CSV or TSV cell
+    is read as a string (``007`` stays ``007``), a JSON value as what it is
+    (no number inference), so :func:`_texts` can refuse non-text.
+    """
     from skloes.utils._optional import import_optional
 
     pd = import_optional("pandas", extra="cli")
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",",
+                               dtype=None if text_column is None
+                               else {text_column: str})
         if suffix in (".jsonl", ".json"):
-            return pd.read_json(path, lines=suffix == ".jsonl")
+            return pd.read_json(path, lines=suffix == ".jsonl", dtype=False)
         if suffix in (".parquet", ".pq"):
             import_optional("pyarrow", extra="cli")
             return pd.read_parquet(path)
@@ -48,7 +56,7 @@ def _check_columns(frame, path, columns):
 def read_texts(path, text_column):
     """Every text of a data file, in row order (``skloes predict``'s input)."""
     path = _existing_file(path)
-    frame = _read_frame(path)
+    frame = _read_frame(path, text_column)
     _check_columns(frame, path, [(text_column, "--text-column")])
     column = frame[text_column]
     missing = int(column.isna().sum())
@@ -57,7 +65,24 @@ def read_texts(path, text_column):
                         f"text in column {text_column!r}; fill or drop them")
     if len(column) == 0:
         raise UserError(f"{str(path)!r} has no rows")
-    return column.astype(str).to_numpy(dtype=object)
+    return _texts(column, path)
+
+
+def _texts(column, path):
+    """The cells of a text column as an object array of ``str``; any other
+    value (a JSON list, object, boolean or number) is an error naming the
+    column and its first such row, as the Python API refuses them too."""
+    values = column.to_numpy(dtype=object)
+    bad = [i for i, value in enumerate(values) if not isinstance(value, str)]
+    if bad:
+        first = values[bad[0]]
+        raise UserError(
+            f"--text-column {column.name!r} of {str(path)!r} holds {len(bad)} "
+            f"value(s) that are not text (row {column.index[bad[0]]}: "
+            f"{type(first).__name__} {repr(first)[:40]}); every text must be a "
+            "string"
+        )
+    return values
 
 
 def _existing_file(data):
@@ -70,14 +95,18 @@ def _existing_file(data):
 
 
 def _read_table(path, text_column, label_column):
-    frame = _read_frame(path)
+    frame = _read_frame(path, text_column)
     _check_columns(frame, path, [(text_column, "--text-column"),
                                  (label_column, "--label-column")])
+    n_rows = len(frame)
     frame = frame[[text_column, label_column]].dropna()
     if len(frame) == 0:
         raise UserError(f"{str(path)!r} has no row with both a text and a label")
-    texts = frame[text_column].astype(str).to_numpy(dtype=object)
-    return texts, frame[label_column].to_numpy()
+    if len(frame) < n_rows:  # said, never silent
+        print(f"skloes probe: note: {n_rows - len(frame)} of {n_rows} rows of "
+              f"{str(path)!r} have no text ({text_column!r}) or no label "
+              f"({label_column!r}) and are left out", file=sys.stderr)
+    return _texts(frame[text_column], path), frame[label_column].to_numpy()
 
 
 def _subsample(texts, labels, n, seed):

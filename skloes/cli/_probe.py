@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import UserError, _first_line
+from skloes.cli._args import UserError, _first_line, as_options
 from skloes.cli._data import load_data
 
 REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
@@ -65,6 +65,7 @@ def _extract(args, texts):
     """Layer stack (and token metrics) of ``texts``, one forward pass each."""
     from skloes.extraction._hidden_states import HiddenStatesTransformer
     from skloes.metrics import TokenMetricPooling
+    from skloes.models._loading import RemoteCodeError
 
     pooling = args.pooling
     token = None
@@ -77,8 +78,13 @@ def _extract(args, texts):
     )
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
+    except RemoteCodeError as exc:  # the command has no trust_remote_code
+        raise UserError(exc.message(
+            None, "skloes probe does not run a model's own code (use it from "
+            "Python: HiddenStatesTransformer(trust_remote_code=True), only if you "
+            "trust it)")) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        message = _first_line(exc)
+        message = as_options(_first_line(exc))
         if not message.startswith(type(hst).__name__):  # e.g. a raw JSON error
             message = f"cannot load model {args.model or 'default'}: {message}"
         raise UserError(message) from None
@@ -117,7 +123,11 @@ def run_probe(args):
         n_layers_to_select=args.n_layers_to_select, nested=args.nested,
         random_state=args.seed, verbose=1,
     )
-    report.fit(stack, labels, extra_metrics=token_metrics)
+    try:
+        report.fit(stack, labels, extra_metrics=token_metrics)
+    except ValueError as exc:  # what the layers or labels cannot give
+        raise UserError(f"cannot probe {args.data}: "
+                        f"{as_options(_first_line(exc))}") from None
     folder = report.save(args.out)
     print(f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
           "= embedding output)")

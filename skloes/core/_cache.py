@@ -3,8 +3,13 @@
 Layout: ``<folder>/<settings digest>/<key[:2]>/<key>.npy``. The settings digest
 covers the model identity (a hash of its weights, config and processor files),
 pooling, ``max_length``, the resolved layers and the output dtype; the key is a
-hash of one input's content. Entries are plain ``.npy`` files (no pickle),
-written to a temporary name and renamed, so a half-written entry is never read.
+hash of one input's content. Entries are ``.npy`` files (no pickle) followed
+by a 20-byte trailer, ``SKLC`` and a BLAKE2b digest of the entry's key, header
+and payload (numpy's readers ignore it), written to a temporary name and renamed, so a
+half-written entry is never read. An entry is served only when its header
+states this cache's dtype and shape and its digest matches: anything else (a
+foreign ``.npy``, finite garbage behind a valid header, an entry of an older
+skloes, another input's entry) is a miss, recomputed and rewritten.
 """
 
 # Authors: The skloes developers
@@ -26,6 +31,11 @@ from pathlib import Path
 import numpy as np
 
 _FORMAT = 1
+# An entry's trailer: this magic, then the BLAKE2b-128 digest of its key and
+# of everything before it (the .npy header, which holds the dtype and shape,
+# and the payload): an entry copied under another key is a miss too.
+_TRAILER_MAGIC = b"SKLC"
+_TRAILER_SIZE = len(_TRAILER_MAGIC) + 16
 _HASHED_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".tiktoken", ".py")
 # (path, inode, size, mtime_ns, ctime_ns) -> sha256 hex, per process. The
 # change time cannot be set back by a user (os.utime sets the modification
@@ -71,25 +81,30 @@ def content_key(item) -> str:
     return hashlib.sha256(head + array.tobytes()).hexdigest()
 
 
-def _atomic_save(path: Path, array: np.ndarray) -> None:
+def _checksum(*chunks) -> bytes:
+    digest = hashlib.blake2b(digest_size=16)
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.digest()
+
+
+def _trailer(key: str, *chunks) -> bytes:
+    """The trailer of the entry of ``key`` whose bytes are ``chunks``."""
+    return _TRAILER_MAGIC + _checksum(key.encode(), *chunks)
+
+
+def _atomic_save(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as handle:
-            np.lib.format.write_array(handle, array, allow_pickle=False)
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def _load_foreign(data: bytes):
-    """A ``.npy`` from bytes (no pickle), or None when it is not one."""
-    try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except (OSError, ValueError, EOFError):
-        return None
 
 
 class HiddenStatesCache:
@@ -117,9 +132,7 @@ class HiddenStatesCache:
         self.settings = blob
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
-        buffer = io.BytesIO()
-        np.lib.format.write_array(buffer, np.zeros(self.shape, self.dtype))
-        self._header = buffer.getvalue()[: -np.zeros(self.shape, self.dtype).nbytes]
+        self._header = _npy_header(self.shape, self.dtype)
         self._nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
 
     def path(self, key: str) -> Path:
@@ -129,24 +142,28 @@ class HiddenStatesCache:
     def read(self, key: str):
         """The entry of ``key``, or None when absent, unreadable or invalid.
 
-        An entry is valid when it is a ``.npy`` of this cache's shape whose
-        values are all finite (the transformer never stores NaN or inf); a
-        0-byte, truncated, foreign or non-finite file is a miss, recomputed and
-        overwritten by the caller.
+        An entry is valid when its ``.npy`` header states this cache's dtype
+        and shape, its trailer's digest matches ``key``, the header and the
+        payload, and
+        its values are all finite (the transformer never stores NaN or inf).
+        Anything else (0 bytes, truncated, a foreign ``.npy`` even of the
+        right shape, garbage behind a valid header, an entry without a
+        trailer, another key's entry) is a miss, recomputed and overwritten
+        by the caller.
         """
         try:
             with open(self.path(key), "rb") as handle:
                 data = handle.read()
         except OSError:
             return None
-        head = len(self._header)
-        if len(data) == head + self._nbytes and data[:head] == self._header:
-            array = np.frombuffer(data, self.dtype, offset=head).reshape(self.shape)
-        else:
-            array = _load_foreign(data)  # a valid .npy written differently
-        if array is None or array.shape != self.shape or not np.isfinite(array).all():
+        head, end = len(self._header), len(self._header) + self._nbytes
+        if (len(data) != end + _TRAILER_SIZE or data[:head] != self._header
+                or data[end:] != _trailer(key, memoryview(data)[:end])):
             return None
-        return array
+        array = np.frombuffer(data, self.dtype, offset=head,
+                              count=self._nbytes // self.dtype.itemsize)
+        array = array.reshape(self.shape)
+        return array if np.isfinite(array).all() else None
 
     def write(self, key: str, array: np.ndarray) -> None:
         """Store one entry atomically (temporary file, then rename).
@@ -174,11 +191,14 @@ class HiddenStatesCache:
             self.root.mkdir(parents=True, exist_ok=True)
         settings = self.root / "settings.json"
         if not settings.exists():
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".part")
-            with os.fdopen(fd, "w") as handle:
-                handle.write(self.settings)
-            os.replace(tmp, settings)
-        _atomic_save(self.path(key), np.ascontiguousarray(array, dtype=self.dtype))
+            _atomic_save(settings, self.settings.encode())
+        payload = np.ascontiguousarray(array, dtype=self.dtype)
+        if payload.shape != self.shape:
+            raise ValueError(f"cache entry of shape {payload.shape}, expected "
+                             f"{self.shape}")
+        payload = payload.tobytes()
+        _atomic_save(self.path(key),
+                     self._header + payload + _trailer(key, self._header, payload))
 
     def output_path(self, keys) -> Path:
         """File for a memory-mapped output assembling ``keys`` in order."""
@@ -186,13 +206,45 @@ class HiddenStatesCache:
         return self.root / "outputs" / f"{digest}.npy"
 
 
-def read_output(path: Path, shape):
-    """A published memory-mapped output of ``shape``, or None when absent or bad."""
+def _npy_header(shape, dtype) -> bytes:
+    """The ``.npy`` header numpy writes for an array of ``shape`` and ``dtype``."""
+    buffer = io.BytesIO()
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+              "fortran_order": False, "shape": tuple(int(s) for s in shape)}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+def _file_checksum(key: str, path, size) -> bytes:
+    """BLAKE2b digest of ``key`` and the first ``size`` bytes of a file."""
+    digest = hashlib.blake2b(key.encode(), digest_size=16)
+    with open(path, "rb") as handle:
+        left = size
+        while left > 0:
+            chunk = handle.read(min(_CHUNK, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.digest()
+
+
+def read_output(path: Path, shape, dtype):
+    """A published memory-mapped output of ``shape`` and ``dtype``, or None
+    when absent or invalid (its header, size or trailer digest differs)."""
+    header = _npy_header(shape, dtype)
+    size = len(header) + int(np.prod(shape)) * np.dtype(dtype).itemsize
     try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
+        with open(path, "rb") as handle:
+            head = handle.read(len(header))
+            handle.seek(size)
+            trailer = handle.read()
+        digest = _file_checksum(path.stem, path, size)
+        if head != header or trailer != _TRAILER_MAGIC + digest:
+            return None
+        return np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError):
         return None
-    return array if array.shape == tuple(shape) else None
 
 
 def open_output(path: Path, shape, dtype):
@@ -212,7 +264,8 @@ def open_output(path: Path, shape, dtype):
 
 
 def publish_output(tmp, array, path: Path):
-    """Flush a memory-mapped output, rename it into place and reopen read-only.
+    """Flush a memory-mapped output, seal it with its trailer, rename it into
+    place and reopen it read-only.
 
     With ``tmp=None`` (no memory map) the array is returned as is; a failure to
     flush or rename warns and returns the values in memory.
@@ -221,6 +274,9 @@ def publish_output(tmp, array, path: Path):
         return array
     try:
         array.flush()
+        size = os.path.getsize(tmp)
+        with open(tmp, "ab") as handle:
+            handle.write(_TRAILER_MAGIC + _file_checksum(path.stem, tmp, size))
         os.replace(tmp, path)
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except OSError as exc:

@@ -143,10 +143,23 @@ def cv_splits(cv, y, name, param="cv"):
         )
     with warnings.catch_warnings():
         if isinstance(cv, StratifiedKFold):
+            _check_stratifiable(cv.n_splits, y, name, param)
             _warn_small_classes(cv.n_splits, y, name, param)
             warnings.filterwarnings("ignore", "The least populated class",
                                     UserWarning)
         return list(cv.split(np.zeros((n, 1)), y))
+
+
+def _check_stratifiable(n_splits, y, name, param):
+    """Stratified folds need one class with at least ``n_splits`` samples."""
+    classes, counts = np.unique(y, return_counts=True)
+    if counts.max() < n_splits:
+        raise ValueError(
+            f"{name}: `{param}`={n_splits} stratified folds need a class with at "
+            f"least {n_splits} samples; the largest of the {classes.size} classes "
+            f"has {counts.max()} ({len(y)} samples); lower `{param}` to at most "
+            f"{max(counts.max(), 2)} or pass a KFold splitter."
+        )
 
 
 def _warn_small_classes(n_splits, y, name, param):

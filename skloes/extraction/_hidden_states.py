@@ -38,12 +38,15 @@ from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device,
 from skloes.models._forward import find_blocks, forward_pooled
 from skloes.models._inputs import (
     check_inputs,
+    check_max_length,
     encode_batch,
     text_batch,
+    text_limits,
     token_mask,
     tokenize_texts,
 )
 from skloes.models._loading import (
+    check_weight_files,
     default_model,
     detect_modality,
     is_decoder_only,
@@ -67,6 +70,9 @@ PROGRESS_MIN_BATCHES = 8
 # and SmolLM2 (doc/user_guide/hidden_states.rst, extraction memory); on an
 # accelerator, 32 texts of up to 256 tokens per pass (not measured).
 AUTO_BATCH_TOKENS = {"cpu": 256, "accelerator": 8192}
+# (model folder, fingerprint, trust_remote_code) -> text_limits(tokenizer, config),
+# per process: clones fitted in a search load the tokenizer once.
+_TEXT_LIMITS: dict = {}
 
 
 @renamed_params(progress=("verbose", int))
@@ -145,8 +151,17 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         models only (images and audio batch by ``batch_size``).
 
     max_length : int, default=512
-        Texts longer than this many tokens are truncated (no error); the
-        tokenizer's own limit applies too. Ignored for images and audio.
+        Texts longer than this many tokens are truncated (no error), and so
+        is every text at the model's own limit (the tokenizer's
+        ``model_max_length`` and the model's position embeddings), whatever
+        ``max_length`` says. A ``max_length`` that leaves no token of the text
+        after the special tokens the tokenizer adds (below 3 for BERT's
+        ``[CLS] ... [SEP]``) is an error at ``fit``. Ignored for images and
+        audio.
+
+        .. versionchanged:: 0.2
+           Refused at ``fit`` when it leaves no room for the text (it turned
+           truncation off); truncation always applies at the model's limit.
 
     device : str or torch.device, default="auto"
         Torch device; ``"auto"`` picks CUDA, then MPS, then CPU. A device that
@@ -215,6 +230,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 
     max_batch_tokens_ : int or None
         Resolved ``max_batch_tokens`` (None for images and audio).
+
+    max_length_ : int or None
+        The length texts are truncated to: ``max_length`` capped at the
+        model's limit (None for images and audio).
+
+        .. versionadded:: 0.2
 
     model_ : transformers.PreTrainedModel
         The backbone in eval mode, loaded on first access (not pickled).
@@ -337,6 +358,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         require_torch()
         path = resolve_model_path(self.model, owner=name)
         config = read_config(path, trust_remote_code=self.trust_remote_code, owner=name)
+        check_weight_files(path, owner=name)  # headers only: fail here, not later
         modality = detect_modality(config)
         items = check_inputs(X, modality, owner=name)
         if y is not None and len(y) != len(items):
@@ -358,8 +380,22 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.exclude_tokens_ = resolve_exclude_tokens(
             self.exclude_tokens, modality, self._decoder, owner=name)
         self.max_batch_tokens_ = self._resolve_batch_tokens()
+        self.max_length_ = None
+        if modality == "text":
+            self.max_length_ = check_max_length(
+                self.max_length, self._text_limits(config), owner=name)
         self._drop_loaded()
         return items
+
+    def _text_limits(self, config):
+        """:func:`text_limits` of this model's tokenizer (memoised per process)."""
+        key = (self.model_path_, self.model_fingerprint_, bool(self.trust_remote_code))
+        if key not in _TEXT_LIMITS:
+            tokenizer = load_processor(
+                self.model_path_, "text", trust_remote_code=self.trust_remote_code,
+                owner=type(self).__name__)
+            _TEXT_LIMITS[key] = text_limits(tokenizer, config)
+        return _TEXT_LIMITS[key]
 
     def _resolve_batch_tokens(self):
         if self.modality_ != "text":
@@ -420,7 +456,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         target = None
         if nbytes >= MEMMAP_MIN_BYTES:
             target = store.output_path(keys)
-            cached = read_output(target, shape)
+            cached = read_output(target, shape, self.dtype)
             if cached is not None:
                 return self._format(cached)
             tmp, out = open_output(target, shape, self.dtype)
@@ -469,7 +505,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             "pooling": "first" if self.pooling == "cls" else self.pooling,
             "exclude_tokens": (self.exclude_tokens_
                                if self.pooling in ("mean", "max") else None),
-            "max_length": int(self.max_length) if self.modality_ == "text" else None,
+            "max_length": self.max_length_,
             "layers": [int(l) for l in layers],
             "dtype": self.dtype,
         }
@@ -504,7 +540,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         model, processor = self.model_, self.processor_
         encoded = None
         if self.modality_ == "text":
-            encoded = tokenize_texts(processor, items, self.max_length)
+            encoded = tokenize_texts(processor, items, self.max_length_,
+                                     config=model.config, owner=type(self).__name__)
             self._check_not_empty(encoded)
         with torch.inference_mode():
             for index in self._progress(self._batches(items, encoded)):
@@ -644,11 +681,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if not os.path.isdir(path):
             try:
                 path = resolve_model_path(self.model, owner=name)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError):
                 raise ValueError(
-                    f"{name}: the model this extractor was fitted with is gone: "
-                    f"{self.model_path_!r} does not exist and `model`="
-                    f"{self.model!r} does not resolve here ({exc})."
+                    f"{name}: the `model` this extractor was fitted with is gone: "
+                    f"its folder {self.model_path_!r} does not exist any more and "
+                    f"`model`={self.model!r} resolves to no other copy here; "
+                    "restore the model files or refit the extractor."
                 ) from None
         if model_fingerprint(path) != self.model_fingerprint_:
             raise ValueError(

@@ -84,7 +84,9 @@ class GeoRegFineTuner(_BaseGeoReg):
         None for other models; see :ref:`pooling-special-tokens`. Text models
         only.
     max_length : int, default=256
-        Token truncation.
+        Token truncation, capped at the model's limit; one that leaves no
+        token of the text after the tokenizer's special tokens is an error
+        (see :class:`~skloes.extraction.HiddenStatesTransformer`).
     device : str or torch.device, default="auto"
         Torch device; "auto" picks CUDA, then MPS, then CPU.
     random_state : int, RandomState instance or None, default=None
@@ -202,6 +204,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         """
         from skloes.extraction._hidden_states import HiddenStatesTransformer
         from skloes.models._inputs import check_inputs
+        from skloes.models._loading import RemoteCodeError
 
         name = type(self).__name__
         if y is None:
@@ -216,7 +219,13 @@ class GeoRegFineTuner(_BaseGeoReg):
                 exclude_tokens=self.exclude_tokens, max_length=self.max_length,
                 batch_size=self.batch_size, device=self.device,
                 verbose=self.verbose,
-            ).fit(_check_raw(X, name))
+            )
+            try:
+                hst.fit(_check_raw(X, name))
+            except RemoteCodeError as exc:  # no trust_remote_code option here
+                raise ValueError(exc.message(
+                    name, f"{name} does not run a model's own code: fine-tune a "
+                    "model that transformers supports natively")) from None
             self.model_path_, self.modality_ = hst.model_path_, hst.modality_
             self.n_model_layers_ = hst.n_model_layers_
             self.exclude_tokens_ = hst.exclude_tokens_
@@ -308,7 +317,8 @@ class GeoRegFineTuner(_BaseGeoReg):
                 ), None
 
             return batch
-        encoded = tokenize_texts(module.processor, items, self.max_length)
+        encoded = tokenize_texts(module.processor, items, self.max_length,
+                                 config=config, owner=type(self).__name__)
         decoder = is_decoder_only(config)
 
         def batch(idx):

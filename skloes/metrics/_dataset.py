@@ -338,7 +338,7 @@ def intrinsic_dim(X, *, normalization="raw", max_prompts=1000, random_state=None
     check_option(owner, "normalization", normalization, ("raw", "logN"))
     stack, single = _rows(owner, X, max_prompts, random_state, min_samples=3)
     values = []
-    for P in stack:
+    for layer, P in enumerate(stack):
         dist, _ = cKDTree(P).query(P, k=3)
         r1, r2 = dist[:, 1], dist[:, 2]
         keep = r1 > 0
@@ -346,9 +346,14 @@ def intrinsic_dim(X, *, normalization="raw", max_prompts=1000, random_state=None
         m = mu.size
         n_fit = int(np.floor(0.9 * m))
         if n_fit < 1:
+            where = "`X`" if single else f"layer {layer} of `X`"
+            distinct = len(np.unique(P, axis=0))
             raise ValueError(
-                f"{owner}: fewer than 2 distinct points in a layer; TwoNN needs "
-                "distinct neighbours."
+                f"{owner}: TwoNN leaves out every point that has a duplicate (its "
+                "nearest neighbour is at distance 0) and needs at least 2 points "
+                f"without one; {where} has {P.shape[0]} rows, {distinct} distinct, "
+                f"and {m} without a duplicate. Pass its distinct rows "
+                "(np.unique(X, axis=0)) or more samples."
             )
         x = np.log(mu[:n_fit])
         yv = -np.log(1.0 - np.arange(1, n_fit + 1) / m)

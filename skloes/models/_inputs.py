@@ -18,13 +18,80 @@ from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._torch import torch
 
+# Model families whose position ids start after the pad id (RoBERTa's
+# embeddings): a text may use ``max_position_embeddings - pad_token_id - 1``.
+_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert",
+                               "mpnet", "data2vec-text", "longformer", "ibert"})
 
-def effective_max_length(processor, max_length: int) -> int:
-    """``max_length`` capped by the tokenizer's own limit when it has a sane one."""
-    limit = getattr(processor, "model_max_length", None)
-    if isinstance(limit, Integral) and 0 < limit < 1_000_000:
-        return int(min(max_length, limit))
-    return int(max_length)
+
+def _sane(limit):
+    return isinstance(limit, Integral) and 0 < limit < 1_000_000
+
+
+def text_limits(tokenizer, config=None) -> tuple:
+    """What a text model can see: ``(smallest useful max_length, its limit, added)``.
+
+    The smallest useful ``max_length`` leaves one token of the text after the
+    special tokens the tokenizer adds to every text (``[CLS]`` and ``[SEP]``
+    for BERT, none for most decoders): below it, the tokenizer cannot truncate
+    and gives the text untruncated. The limit is the smaller of the
+    tokenizer's ``model_max_length`` and the model's position embeddings
+    (``config.max_position_embeddings``), when they are set.
+
+    Parameters
+    ----------
+    tokenizer : transformers.PreTrainedTokenizerBase
+        From :func:`~skloes.models._loading.load_processor`.
+    config : transformers.PretrainedConfig or None, default=None
+        The model's config, for its position limit.
+
+    Returns
+    -------
+    minimum : int
+        The smallest ``max_length`` that keeps a token of every text.
+    limit : int or None
+        The longest input the model takes (None when neither says).
+    added : list of str
+        The special tokens added to every text.
+    """
+    added = tokenizer.convert_ids_to_tokens(
+        tokenizer("", add_special_tokens=True)["input_ids"])
+    limits = [tokenizer.model_max_length] if _sane(getattr(
+        tokenizer, "model_max_length", None)) else []
+    positions = getattr(config, "max_position_embeddings", None)
+    if _sane(positions):
+        if getattr(config, "model_type", None) in _OFFSET_POSITIONS:
+            positions -= int(getattr(config, "pad_token_id", None) or 0) + 1
+        limits.append(positions)
+    return len(added) + 1, (min(limits) if limits else None), list(added)
+
+
+def check_max_length(max_length: int, limits: tuple, *, owner: str = "skloes") -> int:
+    """The length every text is truncated to, or an error naming ``max_length``.
+
+    Parameters
+    ----------
+    max_length : int
+        The estimator's ``max_length``.
+    limits : tuple
+        From :func:`text_limits`.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    length : int
+        ``max_length`` capped at the model's limit.
+    """
+    minimum, limit, added = limits
+    if max_length < minimum:
+        raise ValueError(
+            f"{owner}: `max_length` must be at least {minimum} for this tokenizer, "
+            f"which adds {len(added)} special token(s) to every text "
+            f"({', '.join(added)}); got {max_length}, which leaves no token of the "
+            "text (every text would give the same vector)."
+        )
+    return int(max_length if limit is None else min(max_length, limit))
 
 
 def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
@@ -142,7 +209,8 @@ def _check_audio(items, owner):
     return out
 
 
-def tokenize_texts(tokenizer, texts, max_length: int, *, chunk: int = 256) -> dict:
+def tokenize_texts(tokenizer, texts, max_length: int, *, config=None,
+                   owner: str = "skloes", chunk: int = 256) -> dict:
     """Tokenize every text once, truncated, unpadded, in chunks.
 
     Parameters
@@ -152,7 +220,12 @@ def tokenize_texts(tokenizer, texts, max_length: int, *, chunk: int = 256) -> di
     texts : list of str
         Checked by :func:`check_inputs`.
     max_length : int
-        Truncation length, capped by :func:`effective_max_length`.
+        Truncation length, checked and capped at the model's limit by
+        :func:`check_max_length`.
+    config : transformers.PretrainedConfig or None, default=None
+        The model's config (its position limit caps ``max_length``).
+    owner : str, default="skloes"
+        Name used in error messages.
     chunk : int, default=256
         Texts per tokenizer call. Small chunks keep the tokenizer's Python
         lists of token ids small: with 4,096, about 4 MiB of them stayed in
@@ -165,7 +238,7 @@ def tokenize_texts(tokenizer, texts, max_length: int, *, chunk: int = 256) -> di
         one unpadded int32 row per text (``attention_mask`` is None: it is
         rebuilt from the lengths); batch them with :func:`pad_batch`.
     """
-    limit = effective_max_length(tokenizer, max_length)
+    limit = check_max_length(max_length, text_limits(tokenizer, config), owner=owner)
     encoded: dict = {}
     for start in range(0, len(texts), chunk):
         part = tokenizer(texts[start:start + chunk], truncation=True, max_length=limit,
@@ -274,8 +347,9 @@ def encode_batch(processor, modality: str, batch, *, max_length: int = 512,
     batch : list
         Raw inputs already checked by :func:`check_inputs`.
     max_length : int, default=512
-        Texts are truncated to this many tokens (capped by the tokenizer's own
-        limit, see :func:`effective_max_length`); ignored for images and audio.
+        Texts are truncated to this many tokens (checked and capped at the
+        model's limit, see :func:`check_max_length`); ignored for images and
+        audio.
     device : str or torch.device, default="cpu"
         Where the tensors go.
     config : transformers.PretrainedConfig or None, default=None
@@ -291,7 +365,7 @@ def encode_batch(processor, modality: str, batch, *, max_length: int = 512,
     if modality == "text":
         inputs = processor(
             list(batch), padding=True, truncation=True, return_tensors="pt",
-            max_length=effective_max_length(processor, max_length),
+            max_length=check_max_length(max_length, text_limits(processor, config)),
         )
     elif modality == "image":
         inputs = _encode_images(processor, batch, config)

@@ -18,7 +18,13 @@ import os
 import re
 import warnings
 
-from skloes.models._registry import bundle_for, bundle_path, convert_gguf, minilm_folder
+from skloes.models._registry import (
+    bundle_for,
+    bundle_path,
+    convert_gguf,
+    minilm_folder,
+    safetensors_problem,
+)
 from skloes.utils._optional import import_optional, quiet_transformers
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -83,6 +89,15 @@ def resolve_model_path(model, *, owner: str = "skloes") -> str:
         return convert_gguf(expanded, owner=owner)
     if os.path.isdir(expanded):
         return _local_folder(expanded, text, owner)
+    if os.path.isfile(expanded):
+        parent = os.path.dirname(os.path.abspath(expanded))
+        hint = (f" ({os.path.basename(expanded)} is a file of the model folder "
+                f"{parent!r}: pass that folder)"
+                if os.path.isfile(os.path.join(parent, "config.json")) else "")
+        raise ValueError(
+            f"{owner}: `model` {text!r} is a file, not a model folder (with a "
+            f"config.json) or a .gguf file{hint}."
+        )
     looks_local = isinstance(model, os.PathLike) or text.startswith(("/", ".", "~"))
     if looks_local or not _HUB_ID.match(text) or os.path.exists(expanded):
         raise ValueError(f"{owner}: `model` folder or file {text!r} does not exist.")
@@ -171,15 +186,33 @@ def _read_config_json(path: str, owner: str) -> dict:
     return raw
 
 
+class RemoteCodeError(ValueError):
+    """A model that needs its own Python code, refused before any of it runs.
+
+    The message tells a :class:`~skloes.extraction.HiddenStatesTransformer`
+    user to pass ``trust_remote_code=True``; a front end that takes the
+    option under another name, or not at all, rewords the remedy with
+    :meth:`message`.
+    """
+
+    def __init__(self, owner, path, files):
+        self.path, self.files = path, files
+        super().__init__(self.message(
+            owner, "pass `trust_remote_code=True` only if you trust it"))
+
+    def message(self, owner, remedy):
+        """The refusal in the words of ``owner`` (None: no prefix), ending with
+        ``remedy``."""
+        prefix = f"{owner}: " if owner else ""
+        return (f"{prefix}the model in {self.path!r} needs its own Python code "
+                f"(config `auto_map`, files {self.files}); {remedy}.")
+
+
 def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
     """Refuse a model's own Python code unless trusted; warn when it will run."""
     files = sorted(name for name in os.listdir(path) if name.endswith(".py"))
     if not trust_remote_code:
-        raise ValueError(
-            f"{owner}: the model in {path!r} needs its own Python code (config "
-            f"`auto_map`, files {files}); pass `trust_remote_code=True` only if you "
-            "trust it."
-        )
+        raise RemoteCodeError(owner, path, files)
     warnings.warn(
         f"{owner}: `trust_remote_code=True` runs Python code shipped with the model "
         f"in {path!r} ({', '.join(files) or 'from its auto_map'}).",
@@ -345,51 +378,77 @@ def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",
     """
     read_config(path, trust_remote_code=trust_remote_code, owner=owner)
     transformers = import_optional("transformers")
-    if not any(name.endswith(".safetensors") for name in os.listdir(path)):
-        raise ValueError(
-            f"{owner}: `model` {path!r} has no .safetensors weights; skloes only "
-            "loads safetensors (pickled .bin weights can run arbitrary code)."
-        )
-    check_safetensors(path, owner=owner)
+    check_weight_files(path, owner=owner)
     kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
     if torch_dtype is not None:
         kwargs["dtype"] = torch_dtype
-    with quiet_transformers():
-        model = transformers.AutoModel.from_pretrained(path, **kwargs)
+    try:
+        with quiet_transformers():
+            model = transformers.AutoModel.from_pretrained(path, **kwargs)
+    except Exception as exc:  # transformers' or the model's own code's error
+        own = " (its own code, trust_remote_code=True)" if trust_remote_code else ""
+        raise ValueError(
+            f"{owner}: `model` {path!r} cannot be loaded by transformers{own}: "
+            f"{type(exc).__name__}: {_first_line(exc)}"
+        ) from None
     return model.to(device).eval()
 
 
-def check_safetensors(path: str, *, owner: str = "skloes") -> None:
-    """Raise one clear ValueError when a ``.safetensors`` file is truncated.
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no message"
 
-    Reads only each file's header (8-byte length, then JSON) and checks that
-    the file is as long as the header's largest data offset says.
+
+SAFE_WEIGHTS = "model.safetensors"
+SAFE_INDEX = "model.safetensors.index.json"
+
+
+def check_weight_files(path: str, *, owner: str = "skloes") -> None:
+    """The weights transformers will load from ``path`` are there and whole.
+
+    transformers loads ``model.safetensors``, or the shards listed in
+    ``model.safetensors.index.json``; any other ``.safetensors`` file is not
+    read, and pickled ``.bin`` weights are never loaded (they can run code).
+    Each file's header is checked against the file's size.
+    Cheap (headers only): run at ``fit``, so a model that cannot load fails
+    there rather than at the first ``transform``.
+
+    Parameters
+    ----------
+    path : str
+        Folder returned by :func:`resolve_model_path`.
+    owner : str, default="skloes"
+        Name used in error messages.
     """
-    for name in sorted(os.listdir(path)):
-        if name.endswith(".safetensors"):
-            problem = _safetensors_problem(os.path.join(path, name))
-            if problem:
-                raise ValueError(
-                    f"{owner}: `model` {path!r} has a broken weights file {name} "
-                    f"({problem}); it is truncated or not safetensors."
-                )
-
-
-def _safetensors_problem(file: str):
-    size = os.path.getsize(file)
-    with open(file, "rb") as handle:
-        head = handle.read(8)
-        if len(head) < 8:
-            return f"{size} bytes"
-        n = int.from_bytes(head, "little")
-        if n > size - 8:
-            return f"header of {n} bytes in a file of {size}"
+    names = sorted(os.listdir(path))
+    if SAFE_INDEX in names:
         try:
-            header = json.loads(handle.read(n))
-            end = max((int(v["data_offsets"][1]) for k, v in header.items()
-                       if k != "__metadata__"), default=0)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            return "unreadable header"
-    if 8 + n + end > size:
-        return f"{size} bytes where the header needs {8 + n + end}"
-    return None
+            with open(os.path.join(path, SAFE_INDEX), encoding="utf-8") as handle:
+                shards = sorted(set(json.load(handle)["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ValueError(f"{owner}: `model` {path!r} has an invalid {SAFE_INDEX}."
+                             ) from None
+        missing = [shard for shard in shards if shard not in names]
+        if missing:
+            raise ValueError(
+                f"{owner}: `model` {path!r} lacks weight shards {missing} listed in "
+                f"{SAFE_INDEX}; the download is incomplete."
+            )
+    elif SAFE_WEIGHTS in names:
+        shards = [SAFE_WEIGHTS]
+    else:
+        found = [n for n in names if n.endswith((".safetensors", ".bin", ".pt",
+                                                   ".pth", ".h5", ".msgpack"))]
+        held = f" (it holds {', '.join(found)})" if found else ""
+        raise ValueError(
+            f"{owner}: `model` {path!r} has no {SAFE_WEIGHTS} (or {SAFE_INDEX}) "
+            f"safetensors weights{held}; skloes only loads safetensors weights by "
+            "those names (pickled .bin weights can run arbitrary code)."
+        )
+    for shard in shards:
+        problem = safetensors_problem(os.path.join(path, shard))
+        if problem:
+            raise ValueError(
+                f"{owner}: `model` {path!r} has a broken weights file {shard} "
+                f"({problem}); it is truncated or not safetensors."
+            )

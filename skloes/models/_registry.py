@@ -213,23 +213,174 @@ def _prepared(target: Path) -> bool:
     return (target / _DONE).is_file() and (target / "config.json").is_file()
 
 
-def _publish(tmp: Path, target: Path, source: dict) -> str:
-    """Mark ``tmp`` complete and rename it to ``target`` (a racing twin wins)."""
-    (tmp / _DONE).write_text(json.dumps(source, indent=1, sort_keys=True))
+def home_error(exc: OSError, owner: str = "skloes") -> ValueError:
+    """The error of the user model cache failing with ``exc``: it names
+    ``SKLOES_HOME``, the path at fault and the fix."""
+    home = skloes_home()
+    where = ("SKLOES_HOME" if os.environ.get("SKLOES_HOME")
+             else "the default user model cache; set SKLOES_HOME to move it")
+    path = exc.filename or home
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        why = f"{path} is a file, not a folder"
+    elif isinstance(exc, PermissionError):
+        why = (f"permission denied on {path} (not writable or readable by you, "
+               "e.g. prepared by another user)")
+    else:
+        why = f"{exc.strerror or type(exc).__name__} on {path}"
+    return ValueError(
+        f"{owner}: cannot prepare a model in the user model cache {str(home)!r} "
+        f"({where}): {why}; set SKLOES_HOME to a folder you can write."
+    )
+
+
+def safetensors_problem(file: str):
+    """What is wrong with a ``.safetensors`` file's header against its size, or
+    None (reads only the 8-byte length and the JSON header)."""
+    size = os.path.getsize(file)
+    with open(file, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"{size} bytes"
+        n = int.from_bytes(head, "little")
+        if n > size - 8:
+            return f"header of {n} bytes in a file of {size}"
+        try:
+            header = json.loads(handle.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items()
+                       if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "unreadable header"
+    if 8 + n + end > size:
+        return f"{size} bytes where the header needs {8 + n + end}"
+    return None
+
+
+def _ready(target: Path, owner: str) -> bool:
+    """``target`` is a prepared folder whose weights are whole. A prepared
+    folder with broken weights (truncated by a full disk, say) is moved away
+    and removed, so that it is prepared again."""
     try:
-        os.rename(tmp, target)
-    except OSError:  # another process published first
         if not _prepared(target):
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        weights = target / "model.safetensors"
+        if not weights.exists() or safetensors_problem(str(weights)) is None:
+            return True
+        doomed = Path(tempfile.mkdtemp(dir=target.parent,
+                                       prefix=f".tmp-{target.name}-"))
+        os.replace(target, doomed / "broken")  # atomic: one process wins
+    except FileNotFoundError:  # another process moved it first
+        return False
+    except OSError as exc:
+        raise home_error(exc, owner) from None
+    shutil.rmtree(doomed, ignore_errors=True)
+    return False
+
+
+def _shared_mode(folder: Path) -> None:
+    """Give ``folder`` the mode the user's umask gives a new folder: mkdtemp
+    makes it 0700, which a team sharing one cache cannot read."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(folder, 0o777 & ~mask)
+
+
+def _publish(tmp: Path, target: Path, source: dict, owner: str = "skloes") -> str:
+    """Mark ``tmp`` complete and rename it to ``target`` (a racing twin wins)."""
+    try:
+        (tmp / _DONE).write_text(json.dumps(source, indent=1, sort_keys=True))
+        _shared_mode(tmp)
+        _unlock(tmp)
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process published first
+            if not _prepared(target):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        _discard(tmp)
+        raise home_error(exc, owner) from None
     return str(target)
 
 
-def _staging(target: Path) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists() and not _prepared(target):  # left by an older crash
-        shutil.rmtree(target, ignore_errors=True)
-    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".tmp-{target.name}-"))
+def _discard(tmp: Path) -> None:
+    """Remove a staging folder of this process."""
+    _unlock(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _staging(target: Path, owner: str = "skloes") -> Path:
+    """A new locked staging folder next to ``target``; stale ones go first."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(target.parent)
+        if target.exists() and not _prepared(target):  # left by an older crash
+            shutil.rmtree(target, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".tmp-{target.name}-"))
+    except OSError as exc:
+        raise home_error(exc, owner) from None
+    _lock(tmp)
+    return tmp
+
+
+# --------------------------------------------------------------------------
+# Staging folders: locked while their process lives, removed once it died
+# --------------------------------------------------------------------------
+_LOCK = ".skloes-staging.lock"
+_HELD: dict = {}  # staging folder -> open lock file, in this process
+_STALE_UNLOCKED_SECONDS = 3600  # a staging folder without a lock file
+
+
+def _lock(tmp: Path) -> None:
+    """Hold an exclusive lock in ``tmp`` until :func:`_unlock` or exit."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): only the age rule applies
+        return
+    handle = open(tmp / _LOCK, "wb")
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _HELD[str(tmp)] = handle
+
+
+def _unlock(tmp: Path) -> None:
+    handle = _HELD.pop(str(tmp), None)
+    if handle is not None:
+        (tmp / _LOCK).unlink(missing_ok=True)
+        handle.close()
+
+
+def _is_stale(folder: Path) -> bool:
+    """A staging folder whose process died: its lock is free (the kernel
+    drops a dead process's lock), or it has none and is an hour old."""
+    import time
+
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    lock = folder / _LOCK
+    if fcntl is None or not lock.exists():
+        return time.time() - folder.stat().st_mtime > _STALE_UNLOCKED_SECONDS
+    with open(lock, "rb") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a live process is preparing in it
+            return False
+        return True
+
+
+def remove_stale_staging(folder: Path) -> list:
+    """Remove the staging folders (``.tmp-*``) that a killed preparation left
+    in ``folder``; a live preparation's folder is kept. Returns the removed
+    paths."""
+    removed = []
+    for path in sorted(Path(folder).glob(".tmp-*")):
+        try:
+            if path.is_dir() and str(path) not in _HELD and _is_stale(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return removed
 
 
 def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
@@ -259,14 +410,14 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
     gguf_path = Path(gguf_path).expanduser().resolve()
     digest = file_sha256(gguf_path)
     target = skloes_home() / "gguf" / f"{gguf_path.stem}-{digest[:16]}"
-    if _prepared(target):
+    if _ready(target, owner):
         return str(target)
     for module in ("gguf", "accelerate"):
         import_optional(module, extra="gguf")
     transformers = import_optional("transformers")
     from skloes.utils._optional import quiet_transformers
 
-    tmp = _staging(target)
+    tmp = _staging(target, owner)
     try:
         with quiet_transformers():
             folder, name = str(gguf_path.parent), gguf_path.name
@@ -282,14 +433,14 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
     except Exception as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _discard(tmp)
         if isinstance(exc, ImportError):
             raise
         raise ValueError(
             f"{owner}: `model` {str(gguf_path)!r} is a GGUF file transformers cannot "
             f"convert: {type(exc).__name__}: {exc}"
         ) from None
-    return _publish(tmp, target, {"gguf": gguf_path.name, "sha256": digest})
+    return _publish(tmp, target, {"gguf": gguf_path.name, "sha256": digest}, owner)
 
 
 def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes",
@@ -318,9 +469,9 @@ def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes",
     for part in parts:
         digest.update(file_sha256(part).encode())
     target = skloes_home() / "bundles" / f"{root}-{digest.hexdigest()[:16]}"
-    if _prepared(target):
+    if _ready(target, owner):
         return str(target)
-    tmp = _staging(target)
+    tmp = _staging(target, owner)
     try:
         archive = tmp / ".archive.zip"
         with open(archive, "wb") as out:
@@ -333,13 +484,13 @@ def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes",
             raise ValueError("model.safetensors does not have the pinned sha256 "
                              f"{sha256[:16]}...")
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _discard(tmp)
         raise ValueError(
             f"{owner}: cannot reassemble the {root!r} bundle from {len(parts)} parts: "
             f"{exc}"
         ) from None
     return _publish(tmp, target, {"parts": [Path(p).name for p in parts],
-                                  "sha256": digest.hexdigest()})
+                                  "sha256": digest.hexdigest()}, owner)
 
 
 def _extract_root(archive: Path, root: str, dest: Path) -> None:
@@ -359,3 +510,58 @@ def _extract_root(archive: Path, root: str, dest: Path) -> None:
                 shutil.copyfileobj(src, dst, _CHUNK)
     if not (dest / "config.json").is_file():
         raise ValueError(f"the archive has no {prefix}config.json")
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:  # removed meanwhile
+            continue
+    return total
+
+
+def model_cache_info() -> dict:
+    """What the user model cache (:func:`skloes_home`) holds.
+
+    Returns
+    -------
+    info : dict
+        ``path``; ``folders``: one dict per prepared or stale folder with
+        ``path``, ``n_bytes`` and ``state`` (``"prepared"``, ``"broken"``:
+        prepared but its weights are broken, ``"stale"``: left by a killed
+        preparation, ``"preparing"``: a live preparation).
+    """
+    home = skloes_home()
+    folders = []
+    for kind in ("gguf", "bundles"):
+        root = home / kind
+        if not root.is_dir():
+            continue
+        for path in sorted(root.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.startswith(".tmp-"):
+                state = "stale" if _is_stale(path) else "preparing"
+            elif _prepared(path):
+                weights = path / "model.safetensors"
+                broken = weights.exists() and safetensors_problem(str(weights))
+                state = "broken" if broken else "prepared"
+            else:
+                state = "stale"
+            folders.append({"path": str(path), "state": state,
+                            "n_bytes": _folder_bytes(path)})
+    return {"path": str(home), "folders": folders}
+
+
+def prune_model_cache() -> list:
+    """Remove what a killed preparation left in the user model cache (its
+    staging folders); a live preparation's folder stays. Returns the removed
+    paths."""
+    removed = []
+    for kind in ("gguf", "bundles"):
+        if (skloes_home() / kind).is_dir():
+            removed += remove_stale_staging(skloes_home() / kind)
+    return removed

@@ -72,7 +72,8 @@ _PARAMS_DOC = """
         Token pooling of the extractor.
 
     max_length : int, default=128
-        Tokens kept per text.
+        Tokens kept per text, capped at the model's limit; one that leaves no
+        token of the text after the tokenizer's special tokens is an error.
 
     batch_size : int, default=32
         Inputs per forward pass.
@@ -193,8 +194,16 @@ class _BaseLayerProbe(BaseEstimator):
         return HiddenStatesTransformer(**params)
 
     def _fit(self, X, y):
+        from skloes.models._loading import RemoteCodeError
+
         extractor = self._extractor()
-        return self._fit_stack(extractor, extractor.fit_transform(X, y), y)
+        try:
+            stack = extractor.fit_transform(X, y)
+        except RemoteCodeError as exc:  # the option lives in extractor_params
+            raise ValueError(exc.message(
+                type(self).__name__, "pass extractor_params={'trust_remote_code': "
+                "True} only if you trust it")) from None
+        return self._fit_stack(extractor, stack, y)
 
     def _fit_stack(self, extractor, stack, y):
         """Select and fit on the every-layer ``stack`` of the fitted

@@ -2,8 +2,9 @@
 
 ``resolve_n_layers`` turns a budget (an int or ``"auto"``) into a number of
 layers; ``calibration_rows`` draws the rows a selector looks at (stratified
-for classification); ``degenerate_layers`` finds the constant layers that are
-never candidates. ``LayerSupportMixin`` reads the fitted ``support_`` mask over
+for classification); ``layer_spread`` finds the layers that are constant by
+their own numbers, and ``candidate_layers`` states the one candidate-layer
+policy (and its errors). ``LayerSupportMixin`` reads the fitted ``support_`` mask over
 layers; ``LayerFeatureNamesMixin`` adds the ``layer{l}_{j}`` names of the fused
 columns from ``selected_layers_`` and ``dim_in_``. Mixins go left of
 ``BaseEstimator``.
@@ -38,9 +39,13 @@ AUTO_N_LAYERS = 4
 N_LAYERS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"),
                        StrOptions({"auto"})]
 
-#: A layer is degenerate when its total variance is at most this fraction of
-#: the largest layer's (it carries no signal on the calibration rows).
-DEGENERATE_VARIANCE = 1e-12
+#: A feature is constant when its standard deviation over the calibration
+#: rows is at most this many units of rounding (the input dtype's epsilon) of
+#: its largest absolute value; a layer whose features are all constant is
+#: degenerate. A layer is judged by its own numbers only, never against
+#: another layer: a layer a million times larger than the others leaves them
+#: candidates.
+ROUNDING_UNITS = 64
 
 
 def resolve_n_layers(n_layers_to_select, n_candidates, name):
@@ -114,46 +119,94 @@ def calibration_rows(max_samples, n, codes, rng):
     return np.sort(rng.choice(n, size=count, replace=False))
 
 
-def degenerate_layers(variances):
-    """Indices of the layers whose total variance is negligible.
+def input_epsilon(dtype) -> float:
+    """Rounding unit of the values a selector was given (float64 for ints)."""
+    dtype = np.dtype(dtype)
+    return float(np.finfo(dtype if dtype.kind == "f" else np.float64).eps)
+
+
+def layer_spread(X, eps, owner, layer):
+    """Mean, scale and degeneracy of one layer on the calibration rows.
+
+    The layer is divided by its largest absolute value first, so that neither
+    a huge nor a tiny layer overflows or underflows on the way.
 
     Parameters
     ----------
-    variances : ndarray of shape (n_layers,)
-        Total variance (sum over features) of each layer on the calibration
-        rows.
+    X : ndarray of shape (n_rows, dim), float64
+        The layer's calibration rows.
+    eps : float
+        Rounding unit of the input (:func:`input_epsilon`).
+    owner : str
+        Estimator name for the error message.
+    layer : int
+        The layer's index, named in the error message.
 
     Returns
     -------
-    layers : ndarray of int
-        Layers with variance ``<= DEGENERATE_VARIANCE`` times the largest.
+    mean : ndarray of shape (dim,)
+    scale : float
+        Root of the total variance (sum over features).
+    degenerate : bool
+        Whether every feature is constant to the precision of its own values
+        (numerical rank 0 once centred; see :data:`ROUNDING_UNITS`).
+
+    Raises
+    ------
+    ValueError
+        When the layer's total variance overflows float64, naming the layer.
     """
-    variances = np.asarray(variances, dtype=np.float64)
-    if not variances.size:
-        return np.array([], dtype=int)
-    return np.flatnonzero(variances <= DEGENERATE_VARIANCE * variances.max())
+    peak = np.abs(X).max(axis=0)
+    top = float(peak.max()) if peak.size else 0.0
+    if top == 0.0:
+        return np.zeros(X.shape[1]), 0.0, True
+    unit = X / top
+    mean = unit.mean(axis=0)
+    centred = unit - mean
+    spread = np.sqrt(np.einsum("ij,ij->j", centred, centred) / X.shape[0])
+    with np.errstate(over="ignore"):
+        scale = top * float(np.sqrt(np.sum(spread ** 2)))
+        overflow = not np.isfinite(scale * scale)
+    if overflow:
+        raise ValueError(
+            f"{owner}: layer {layer} of `X` overflows float64 arithmetic (values "
+            f"up to {top:.3g}: its variance exceeds {np.finfo(np.float64).max:.3g}"
+            "); divide that layer by its scale."
+        )
+    degenerate = bool(np.all(spread <= ROUNDING_UNITS * eps * (peak / top)))
+    return mean * top, scale, degenerate
 
 
-def total_variances(stack):
-    """Total variance of each layer of a float64 stack (one value per layer)."""
-    return np.array([((layer - layer.mean(axis=0)) ** 2).sum() / layer.shape[0]
-                     for layer in stack])
+def layer_statistics(stack, eps, owner):
+    """Scale and degeneracy of every layer of a float64 stack.
+
+    Returns
+    -------
+    scales : ndarray of shape (n_layers,)
+        Root total variance of each layer.
+    degenerate : ndarray of bool of shape (n_layers,)
+        See :func:`layer_spread`.
+    """
+    spreads = [layer_spread(layer, eps, owner, l)[1:] for l, layer in enumerate(stack)]
+    return (np.array([v for v, _ in spreads], dtype=np.float64),
+            np.array([d for _, d in spreads], dtype=bool))
 
 
-def candidate_layers(variances, include_embedding, owner, stacklevel=4):
-    """The candidate-layer policy every selector follows, and its one warning.
+def candidate_layers(degenerate, include_embedding, owner, stacklevel=4):
+    """The candidate-layer policy every selector follows, its warning and error.
 
     Layer 0 is a candidate only with ``include_embedding``; a degenerate layer
-    (:func:`degenerate_layers`) never is, and a warning names it.
+    (:func:`layer_spread`) never is, and a warning names it. No candidate
+    left is an error that says why.
 
     Parameters
     ----------
-    variances : ndarray of shape (n_layers,)
-        Total variance of each layer on the calibration rows.
+    degenerate : ndarray of bool of shape (n_layers,)
+        Whether each layer is degenerate on the calibration rows.
     include_embedding : bool
         Whether layer 0 (the embedding output) may be selected.
     owner : str
-        Estimator name for the warning.
+        Estimator name for the warning and the error.
     stacklevel : int, default=4
         Passed to :func:`warnings.warn` (the user's ``fit`` call).
 
@@ -164,15 +217,36 @@ def candidate_layers(variances, include_embedding, owner, stacklevel=4):
     degenerate : ndarray of int
         The degenerate layers.
     """
-    degenerate = degenerate_layers(variances)
+    mask = np.asarray(degenerate, dtype=bool)
+    degenerate = np.flatnonzero(mask)
     if degenerate.size:
         warnings.warn(
-            f"{owner}: layers {degenerate.tolist()} are degenerate (near-constant "
-            "on the calibration rows) and are not candidates.",
+            f"{owner}: layers {degenerate.tolist()} are degenerate (constant on the "
+            "calibration rows, to the precision of their own values) and are not "
+            "candidates.",
             UserWarning, stacklevel=stacklevel,
         )
-    layers = np.arange(0 if include_embedding else 1, len(variances))
-    return np.setdiff1d(layers, degenerate), degenerate
+    layers = np.arange(0 if include_embedding else 1, mask.size)
+    candidates = np.setdiff1d(layers, degenerate)
+    if not candidates.size:
+        raise ValueError(no_candidates_message(owner, mask.size, include_embedding,
+                                               degenerate))
+    return candidates, degenerate
+
+
+def no_candidates_message(owner, n_layers, include_embedding, degenerate=()):
+    """Why no layer is a candidate (the error of :func:`candidate_layers`)."""
+    degenerate = [int(l) for l in degenerate]
+    if n_layers == 1 and not include_embedding:
+        return (f"{owner}: `include_embedding`=False leaves no candidate layer: `X` "
+                "has one layer, layer 0 (the embedding output); pass "
+                "include_embedding=True or a stack of more layers.")
+    why = (" with `include_embedding`=False (layer 0 left out)"
+           if not include_embedding else "")
+    return (f"{owner}: no candidate layers: every layer{why} is degenerate, "
+            f"constant on the calibration rows (layers {degenerate}); do the "
+            "samples differ? (For texts: a `max_length` or a vocabulary that "
+            "gives every text the same tokens.)")
 
 
 class LayerSupportMixin:

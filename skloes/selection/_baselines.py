@@ -24,8 +24,10 @@ from skloes.selection._base import (
     LayerSelectorMixin,
     calibration_rows,
     candidate_layers,
+    input_epsilon,
+    layer_statistics,
+    no_candidates_message,
     resolve_n_layers,
-    total_variances,
 )
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._docstrings import fill_doc
@@ -134,7 +136,8 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
             target = (target[0], target[1], target[2][cal])
             if target[1] is not None and self._needs_y:
                 self.classes_ = target[1]
-        candidates = self._candidates(stack.shape[0], cal_stack)
+        candidates = self._candidates(stack.shape[0], cal_stack,
+                                      input_epsilon(stack.dtype))
         n_select = self._check_budget(len(candidates))
         order = np.asarray(self._select(cal_stack, target, candidates, rng, n_select),
                            np.intp)
@@ -145,31 +148,29 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
         self.n_selected_ = order.size
         return self
 
-    def _candidates(self, n_layers, stack):
-        layers = np.arange(n_layers)
-        if not self.include_embedding:
-            layers = layers[1:]
-        if not self._data_driven:
-            return layers
+    def _candidates(self, n_layers, stack, eps):
         name = type(self).__name__
+        if not self._data_driven:  # fixed rules: only the embedding policy
+            candidates, _ = candidate_layers(np.zeros(n_layers, dtype=bool),
+                                             self.include_embedding, name)
+            return candidates
         if stack.shape[1] < 3:
             raise ValueError(
                 f"{name}: needs at least 3 calibration samples; got n_samples = "
                 f"{stack.shape[1]}."
             )
+        _, degenerate = layer_statistics(stack, eps, name)
         candidates, self.degenerate_layers_ = candidate_layers(
-            total_variances(stack), self.include_embedding, name)
+            degenerate, self.include_embedding, name)
         return candidates
 
     def _check_budget(self, n_candidates):
         """The number of layers to pick (``n_layers_to_select`` resolved)."""
         name = type(self).__name__
         if n_candidates == 0:
-            raise ValueError(
-                f"{name}: no candidate layers (n_layers={self.n_layers_in_}, "
-                f"`include_embedding`={self.include_embedding}, constant layers "
-                "excluded)."
-            )
+            raise ValueError(no_candidates_message(
+                name, self.n_layers_in_, self.include_embedding,
+                getattr(self, "degenerate_layers_", ())))
         budget = getattr(self, "n_layers_to_select", None)
         if budget is None:
             return None

@@ -19,17 +19,22 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
-from sklearn.utils.validation import check_is_fitted, check_memory
+from sklearn.utils.validation import check_is_fitted
 
 from skloes.core._contract import FLOAT_DTYPES, validate_layers
 from skloes.core._contract import fuse_layers as _fuse
 from skloes.core._targets import cv_splits, resolve_task
-from skloes.selection._base import N_LAYERS_CONSTRAINT, LayerSelectorMixin
+from skloes.selection._base import (
+    N_LAYERS_CONSTRAINT,
+    LayerSelectorMixin,
+    no_candidates_message,
+)
 from skloes.selection._loes_path import (
     COMPONENTS,
     _loes_path,
     _resolve_config,
 )
+from skloes.selection._memory import check_selector_memory
 from skloes.selection._ridge_probe import (
     RidgeProbeClassifier,
     RidgeProbeRegressor,
@@ -366,7 +371,16 @@ class LOESSelector(_BaseLOES):
         larger one extends it from its last step. Works across joblib
         workers, so ``GridSearchCV`` over ``n_layers_to_select`` computes one
         path per fold (see :ref:`scaling`). Results are identical to
-        ``memory=None``.
+        ``memory=None``. A cached result that cannot be read (truncated,
+        garbage, written by another joblib or numpy) is removed with a warning
+        and computed again; a folder that cannot be used is an error naming
+        ``memory``. The cached results are pickles, as with
+        :class:`~sklearn.pipeline.Pipeline`'s ``memory``: reading a folder
+        from an untrusted source can run code, so use only folders you
+        trust.
+
+        .. versionchanged:: 0.2
+           An unreadable cached result is computed again (it crashed).
 
 {PARAMS}
 
@@ -464,9 +478,10 @@ default=None
             The fitted selector.
         """
         stack, y_arr, cfg = self._path_config(X, y)
+        name = type(self).__name__
         path = _loes_path(stack, y_arr, self.n_layers_to_select, cfg,
-                          self.random_state, type(self).__name__,
-                          memory=check_memory(self.memory))
+                          self.random_state, name,
+                          memory=check_selector_memory(self.memory, name))
         return self._set_path(path, path.selection_order.size, cfg)
 
 
@@ -702,6 +717,9 @@ class LOESSelectorCV(_BaseLOES):
         y_fit = y_arr if classification or y_arr.shape[1] > 1 else y_arr.ravel()
         first = 0 if self.include_embedding else 1
         k_max = min(self.max_layers_to_select, stack.shape[0] - first)
+        if k_max < 1:
+            raise ValueError(no_candidates_message(name, stack.shape[0],
+                                                   self.include_embedding))
         estimator = (_default_estimator(cfg["task"]) if self.estimator is None
                      else self.estimator)
         scorer = check_scoring(estimator, scoring=self.scoring)

@@ -36,7 +36,12 @@ from skloes.core._ridge import (
     ridge_train_loss,
 )
 from skloes.selection._base import calibration_rows as _calibration_rows
-from skloes.selection._base import candidate_layers, resolve_n_layers
+from skloes.selection._base import (
+    candidate_layers,
+    input_epsilon,
+    layer_spread,
+    resolve_n_layers,
+)
 from skloes.selection._loes_fused import _FastFit, _FusedLoss, standardized_components
 from skloes.selection._loes_span import (
     _Residual,
@@ -44,6 +49,7 @@ from skloes.selection._loes_span import (
     _Span,
     _spectral_ridge,
 )
+from skloes.selection._memory import cached_call, memory_error
 
 #: Component values of each variant (see the user guide, :ref:`loes_variants`)
 #: and the isotropy weight. The robust variant scores
@@ -247,17 +253,18 @@ class _Path:
             self.denom = float(np.sum((self.Y - self.Y.mean(axis=0)) ** 2))
 
     def _prepare(self, stack, rows):
-        n_layers = stack.shape[0]
-        means, var, raws = [], np.empty(n_layers), []
+        n_layers, eps = stack.shape[0], input_epsilon(stack.dtype)
+        means, scale, raws = [], np.empty(n_layers), []
+        degenerate = np.zeros(n_layers, dtype=bool)
         for l in range(n_layers):
             X = np.asarray(stack[l][rows], dtype=np.float64)
-            means.append(X.mean(axis=0))
-            var[l] = float(np.sum((X - means[-1]) ** 2)) / self.n
+            mean, scale[l], degenerate[l] = layer_spread(X, eps, self.name, l)
+            means.append(mean)
             raws.append(X)
         self.layer_mean = np.vstack(means)
-        self.layer_scale = np.sqrt(var)
+        self.layer_scale = scale
         candidates, self.degenerate = candidate_layers(
-            var, self.cfg["include_embedding"], self.name, stacklevel=6)
+            degenerate, self.cfg["include_embedding"], self.name, stacklevel=6)
         self.candidates = candidates.tolist()
         fused = _LIGHT and self.cfg["objective"] == "fused" and self.Y is not None
         self.light = light = _light_path(self.cfg, self.Y is not None)
@@ -632,18 +639,27 @@ def _prepare_path(stack, y, cfg, random_state, name):
     return _Path(stack, y, cfg, check_random_state(random_state), name)
 
 
-def _check_budget(n_select, candidates, stack, name, clip):
+def _check_budget(n_select, path, stack, name, clip):
     """The budget as an int (``"auto"``: ``min(4, #candidates)``); ``clip``
-    lowers an int above the number of candidates to it instead of raising."""
+    lowers an int above the number of candidates to it instead of raising.
+    ``path`` is a prepared path or a cached result (its candidates and
+    degenerate layers)."""
+    candidates = path.candidates
     if isinstance(n_select, str):
         return resolve_n_layers(n_select, len(candidates), name)
     if clip:
         n_select = min(n_select, len(candidates))
     if n_select > len(candidates):  # the feature count helps on flat tables
+        degenerate = getattr(path, "degenerate", None)
+        if degenerate is None:
+            degenerate = path.degenerate_layers
+        left_out = (f"; layers {np.asarray(degenerate).tolist()} are degenerate"
+                    if len(degenerate) else "")
         raise ValueError(
             f"{name}: `n_layers_to_select` must be at most the number of candidate "
             f"layers; got {n_select} for {len(candidates)} candidate layer(s) "
-            f"of {stack.shape[0]} ({stack.shape[0] * stack.shape[2]} feature(s))."
+            f"of {stack.shape[0]} ({stack.shape[0] * stack.shape[2]} feature(s))"
+            f"{left_out}."
         )
     return int(n_select)
 
@@ -670,27 +686,36 @@ def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False,
     """
     if memory is None or getattr(memory, "location", None) is None:
         path = _prepare_path(stack, y, cfg, random_state, name)
-        return _run(path, _check_budget(n_select, path.candidates, stack, name, clip))
+        return _run(path, _check_budget(n_select, path, stack, name, clip))
+    try:
+        return _memory_path(stack, y, n_select, cfg, random_state, name, clip, memory)
+    except OSError as exc:  # the folder, not the numbers
+        raise memory_error(exc, memory, name) from None
+
+
+def _memory_path(stack, y, n_select, cfg, random_state, name, clip, memory):
+    """:func:`_loes_path` through ``memory`` (an unreadable cached result is
+    computed again, see :func:`cached_call`)."""
     # SHA-1 runs on the CPU's hashing unit: twice MD5's speed on large stacks
     key = joblib.hash((np.asarray(stack), y, sorted(cfg.items()), random_state),
                       hash_name="sha1")
     run = memory.cache(_cached_run, ignore=["path", "start"])
     hit = None
     for k in range(stack.shape[0], 0, -1):
-        if run.check_call_in_cache(key, k, None, None):
-            hit = run(key, k, None, None)
+        hit = cached_call(run, LOESPath, name, key, k, None, None, compute=False)
+        if hit is not None:
             break
     if hit is not None:
-        n = _check_budget(n_select, hit.candidates, stack, name, clip)
+        n = _check_budget(n_select, hit, stack, name, clip)
         if hit.selection_order.size >= n or hit.complete:
             return hit.truncate(n)
     prepare = memory.cache(_cached_prepare, ignore=["stack", "y", "name"])
-    path = prepare(key, stack, y, cfg, random_state, name)
-    n = _check_budget(n_select, path.candidates, stack, name, clip)
+    path = cached_call(prepare, _Path, name, key, stack, y, cfg, random_state, name)
+    n = _check_budget(n_select, path, stack, name, clip)
     if hit is not None:  # extend ahead (doubling): a budget search asks for more
         n_run = min(len(path.candidates), max(n, 2 * hit.selection_order.size))
-        return run(key, n_run, path, hit).truncate(n)
-    return run(key, n, path, None)
+        return cached_call(run, LOESPath, name, key, n_run, path, hit).truncate(n)
+    return cached_call(run, LOESPath, name, key, n, path, None)
 
 
 def _cached_prepare(key, stack, y, cfg, random_state, name):

@@ -18,6 +18,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.model_selection import check_cv
 
+from skloes.core._targets import cv_splits
 from skloes.selection._baselines import (
     _ATTR_DOC,
     _COMMON_CONSTRAINTS,
@@ -103,9 +104,12 @@ class BestSingleLayerSelector(_ProbeSelector):
         classification = target[0] == "classification"
         cv = check_cv(self.cv, target[2] if classification else None,
                       classifier=classification)
+        y = target[2] if classification else np.zeros(stack.shape[1])
         try:
-            splits = list(cv.split(stack[0], target[2] if classification else None))
+            splits = cv_splits(cv, y, type(self).__name__)
         except ValueError as exc:
+            if str(exc).startswith(type(self).__name__):
+                raise
             raise ValueError(
                 f"{type(self).__name__}: `cv`={self.cv!r} cannot split the "
                 f"{stack.shape[1]} calibration rows: {exc}"
