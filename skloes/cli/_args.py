@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
-BUILTIN_DATA = ("rotten_tomatoes", "bbc_news", "chatterbot_langid")
+BUILTIN_DATA = ("rotten_tomatoes", "bbc_news", "chatterbot_langid", "trec6",
+                "sms_spam", "vader_tweets3", "vader_nyt3")
 
 
 # The main job: the offline SmolLM2 decoder, where intermediate layers matter most
