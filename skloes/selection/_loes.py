@@ -25,6 +25,7 @@ from skloes.core._contract import FLOAT_DTYPES, validate_layers
 from skloes.core._contract import fuse_layers as _fuse
 from skloes.core._targets import cv_splits, resolve_task
 from skloes.selection._base import N_LAYERS_CONSTRAINT, LayerSelectorMixin
+from skloes.selection._loes_grid import resolve_grid
 from skloes.selection._loes_path import (
     COMPONENTS,
     _loes_path,
@@ -74,6 +75,7 @@ _LOES_CONSTRAINTS = {
                     Interval(RealNotInt, 0, 1, closed="right"), None],
     "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
     "task": [StrOptions({"auto", "classification", "regression", "label_free"})],
+    "candidate_grid": [StrOptions({"auto", "all"}), "array-like"],
     "random_state": ["random_state"],
 }
 
@@ -177,6 +179,19 @@ _PARAMS_DOC = """
 default="auto"
         Resolved from ``y`` with ``"auto"`` (``y=None`` gives label-free).
 
+    candidate_grid : {"auto", "all"} or array-like of int, default="auto"
+        Layers the greedy search may pick from. ``"all"``: every layer (the
+        behaviour before 0.2). ``"auto"``: for the robust variant, one layer
+        per block of ``step`` neighbours, counted down from the last layer,
+        with ``G = min(L, max(2K, ceil(L/4)))`` blocks of ``step =
+        ceil(L/G)`` layers (K the budget, or ``max_layers_to_select``, at
+        least 4): layers 2, 6, ..., 30 of a 31-layer stack at K <= 4, every
+        layer of a stack of 8 or fewer; every layer for the reference variant
+        (the authors' search).
+        A list gives the layers explicitly. See :ref:`loes_grid`.
+
+        .. versionadded:: 0.2
+
     random_state : int, RandomState instance or None, default=None
         Seeds the calibration subsample and the triangle triplets."""
 
@@ -204,8 +219,13 @@ _ATTRS_DOC = """
         Isotropy of each candidate layer (NaN for non-candidates).
 
     candidates_ : ndarray of shape (n_candidates,)
-        Layers offered to the greedy search: every layer except the
-        degenerate ones and, with ``include_embedding=False``, layer 0.
+        Layers offered to the greedy search: the layers of ``grid_layers_``
+        except the degenerate ones and, with ``include_embedding=False``,
+        layer 0.
+
+    grid_layers_ : ndarray of int
+        The layers of the candidate grid, ascending (every layer with
+        ``candidate_grid="all"``).
 
     n_selected_ : int
         Number of layers selected (fewer than asked only after a warning).
@@ -273,7 +293,13 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
             stack, y_checked = validate_layers(self, X, y, **kw)
         name = type(self).__name__
         task, classes, y_arr = resolve_task(y_checked, self.task, name)
-        return stack, y_arr, _resolve_config(self, task)
+        cfg = _resolve_config(self, task)
+        budget = getattr(self, "n_layers_to_select", None)
+        if budget is None:  # LOESSelectorCV: room for its largest budget
+            budget = self.max_layers_to_select
+        cfg["grid"] = resolve_grid(self.candidate_grid, self.variant,
+                                   stack.shape[0], budget, name)
+        return stack, y_arr, cfg
 
     def _set_path(self, path, n_select, cfg):
         """Name the fitted attributes from a :class:`LOESPath` (first ``n_select``
@@ -297,6 +323,9 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
         self.support_[order] = True
         self.task_, self.variant_ = cfg["task"], self.variant
+        grid = cfg["grid"]
+        self.grid_layers_ = (np.arange(self.n_layers_in_) if grid is None
+                             else np.asarray(grid, dtype=np.intp))
         self.components_ = {k: cfg[k] for k in (*COMPONENTS, "redundancy_weight",
                                                  "volume_weight")}
         return self
@@ -355,8 +384,9 @@ class LOESSelector(_BaseLOES):
     ----------
     n_layers_to_select : int or "auto", default="auto"
         Budget K. ``"auto"`` is ``min(4, number of candidate layers)``, valid
-        on any input. Paths are nested: every K-selection is a prefix of a
-        longer one.
+        on any input. Paths over one candidate grid are nested: every
+        K-selection is a prefix of a longer one (the automatic grid is the
+        same for every K <= 4).
 
     memory : str, joblib.Memory or None, default=None
         Caches the selection path on disk (a folder, or a
@@ -413,7 +443,8 @@ class LOESSelector(_BaseLOES):
                  objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None,
+                 layer_dim=None, task="auto", candidate_grid="auto",
+                 random_state=None,
                  alpha="deprecated", gamma="deprecated", eta="deprecated"):
         self.n_layers_to_select = n_layers_to_select
         self.memory = memory
@@ -440,6 +471,7 @@ class LOESSelector(_BaseLOES):
         self.orth_max_rank = orth_max_rank
         self.layer_dim = layer_dim
         self.task = task
+        self.candidate_grid = candidate_grid
         self.random_state = random_state
         self.alpha = alpha
         self.gamma = gamma
@@ -632,7 +664,8 @@ class LOESSelectorCV(_BaseLOES):
                  objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None,
+                 layer_dim=None, task="auto", candidate_grid="auto",
+                 random_state=None,
                  alpha="deprecated", gamma="deprecated", eta="deprecated"):
         self.estimator = estimator
         self.max_layers_to_select = max_layers_to_select
@@ -662,6 +695,7 @@ class LOESSelectorCV(_BaseLOES):
         self.orth_max_rank = orth_max_rank
         self.layer_dim = layer_dim
         self.task = task
+        self.candidate_grid = candidate_grid
         self.random_state = random_state
         self.alpha = alpha
         self.gamma = gamma
