@@ -33,6 +33,9 @@ DATASET_METRICS = tuple(METRICS)  # the registry of skloes.metrics
 DEFAULT_METRICS = ("dataset_entropy", "erank_sigma", "isotropy", "intrinsic_dim")
 BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers", "entropy_top_k")
 DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
+# Baselines whose layers do not depend on the rows: nested selection picks the
+# same layers in every fold, so they are scored as fixed layers (same numbers).
+_FIXED = ("last_layer", "last_k", "all_layers")
 
 
 def _method_estimator(method, k, random_state, selector, inner_cv=5):
@@ -419,7 +422,10 @@ class LayerReport(BaseEstimator):
                     fitted = clone(est).fit(flat, y)
                     layers = [int(v) for v in fitted.get_support(indices=True)]
                 entry = {"method": method, "layers": layers}
-                if self.nested:
+                if self.nested and method in _FIXED:  # no rows: same in every fold
+                    entry["fold_layers"] = [layers] * self.n_splits_
+                    score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
+                elif self.nested:
                     pipe = make_pipeline(est, clone(probe))
                     score, std, entry["fold_layers"] = self._nested_cv(
                         pipe, flat, y, folds)
