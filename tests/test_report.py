@@ -57,7 +57,9 @@ def test_summary_compares_loes_with_baselines(report):
     by = {m["method"]: m for m in s["methods"]}
     assert by["last_layer"]["layers"] == [3]
     assert by["last_layer"]["score"] == pytest.approx(report.probe_scores_[3])
-    assert by["best_single_layer"]["layers"] == [int(np.argmax(report.probe_scores_))]
+    assert by["best_single_layer"]["layers"] == [s["best_layer"]]  # by inner CV
+    assert s["best_layer_score"] == by["best_single_layer"]["score"]
+    assert s["profile_best_layer"] == int(np.argmax(report.probe_scores_))
     assert by["last_k"]["layers"] == [2, 3]
     assert by["all_layers"]["layers"] == [0, 1, 2, 3]
     assert s["fused_score"] == by["loes"]["score"]
@@ -84,7 +86,7 @@ def test_save_writes_well_formed_files(report, tmp_path):
         rows = list(csv.DictReader(f))
     assert len(rows) == 4
     assert list(rows[0]) == ["layer", "probe_score", "probe_score_std", "selected",
-                             *report.metrics_]
+                             "selection_frequency", *report.metrics_]
     assert [int(r["layer"]) for r in rows] == [0, 1, 2, 3]
     np.testing.assert_allclose([float(r["probe_score"]) for r in rows],
                                report.probe_scores_)
@@ -92,7 +94,8 @@ def test_save_writes_well_formed_files(report, tmp_path):
     payload = json.loads((folder / "selection.json").read_text())
     for key in ("task", "scoring", "n_layers", "selected_layers", "selection_order",
                 "fused_score", "last_layer_score", "best_layer", "best_layer_score",
-                "methods"):
+                "profile_best_layer", "fold_selections", "selection_stability",
+                "selection_frequency", "methods"):
         assert key in payload
     assert payload["selected_layers"] == [int(v) for v in report.selected_layers_]
     image = mpimg.imread(folder / "profile.png")
@@ -107,6 +110,7 @@ def test_plot_has_integer_layer_ticks_and_marks_selection(report):
     labels = [t.get_text() for t in score_ax.get_legend().get_texts()]
     assert any(label.startswith("LOES layers") for label in labels)
     assert any(label.startswith("last layer") for label in labels)
+    assert any(label.startswith("picked in folds") for label in labels)
     assert len(metric_ax.get_lines()) == 2
     with pytest.raises(ValueError, match="unknown metric"):
         report.plot(metrics=["nope"])
@@ -169,3 +173,36 @@ def test_a_metric_undefined_on_a_layer_is_nan_and_named(planted):
                              baselines=("last_layer",)).fit(H, y)
     values = report.metrics_["intrinsic_dim"]
     assert np.isnan(values[1]) and np.all(np.isfinite(np.delete(values, 1)))
+
+
+def test_nested_default_reports_fold_picks_and_their_stability(report):
+    from skloes.metrics import selection_stability
+
+    assert report.nested and len(report.fold_selections_) == report.n_splits_
+    assert all(f.size == 2 for f in report.fold_selections_)
+    by = {e["method"]: e for e in report.summary_}
+    assert [list(f) for f in report.fold_selections_] == by["loes"]["fold_layers"]
+    assert report.selection_stability_ == pytest.approx(
+        selection_stability(report.fold_selections_, 4))
+    counts = np.bincount(np.concatenate(report.fold_selections_), minlength=4)
+    np.testing.assert_allclose(report.selection_frequency_,
+                               counts / report.n_splits_)
+    text = report.format_summary()
+    assert "LOES layers per fold" in text and "selection stability" in text
+    s = report.summary()
+    assert s["selection_stability"] == report.selection_stability_
+    assert s["selection_frequency"] == report.selection_frequency_.tolist()
+
+
+def test_not_nested_has_no_fold_picks_and_quotes_the_profile(planted):
+    H, y = planted
+    rep = LayerReport(n_layers_to_select=2, metrics=("isotropy",), nested=False,
+                      cv=3).fit(H, y)
+    assert rep.fold_selections_ is None and rep.selection_frequency_ is None
+    assert np.isnan(rep.selection_stability_)
+    s = rep.summary()
+    assert s["selection_stability"] is None and not s["nested"]
+    assert s["best_layer"] == s["profile_best_layer"] == int(np.argmax(
+        rep.probe_scores_))
+    assert "selection_frequency" not in rep.to_frame().columns
+    json.dumps(s)  # no NaN to trip strict readers

@@ -16,6 +16,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skloes.selection._loes as selection
+import skloes.selection._loes_cv as _loes_cv
 from skloes import LOESSelector, LOESSelectorCV
 from skloes.core._geometry import thin_svd
 from skloes.selection._loes_path import VARIANTS
@@ -710,6 +711,7 @@ def _count_paths(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(selection, "_loes_path", counting)
+    monkeypatch.setattr(_loes_cv, "_loes_path", counting)  # the folds' paths
     return calls
 
 
@@ -722,7 +724,8 @@ def test_cv_matches_grid_search_with_far_fewer_paths(monkeypatch, variant):
               layer_dim=8, random_state=0)
     est = LogisticRegression(max_iter=500)
     calls = _count_paths(monkeypatch)
-    cv = LOESSelectorCV(est, max_layers_to_select=5, cv=folds, **kw).fit(flat, y)
+    cv = LOESSelectorCV(est, max_layers_to_select=5, cv=folds, budget_rule="best",
+                        **kw).fit(flat, y)
     cv_calls = len(calls)
     calls.clear()
     grid = GridSearchCV(
@@ -769,7 +772,8 @@ def test_cv_scores_the_ridge_probe_from_grams_as_grid_search_fits_it(
     real_fit = _RidgeProbe._fit_scaled
     monkeypatch.setattr(_RidgeProbe, "_fit_scaled",
                         lambda self, *a: fits.append(1) or real_fit(self, *a))
-    cv = LOESSelectorCV(probe, max_layers_to_select=5, cv=folds, **kw).fit(flat, y)
+    cv = LOESSelectorCV(probe, max_layers_to_select=5, cv=folds, budget_rule="best",
+                        **kw).fit(flat, y)
     assert not fits
     grid = GridSearchCV(
         Pipeline([("loes", LOESSelector(**kw)), ("probe", probe)]),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
-BUILTIN_DATA = ("rotten_tomatoes", "bbc_news", "chatterbot_langid")
+BUILTIN_DATA = ("rotten_tomatoes", "bbc_news", "chatterbot_langid", "trec6",
+                "sms_spam", "vader_tweets3", "vader_nyt3")
 
 
 # The main job: the offline SmolLM2 decoder, where intermediate layers matter most
@@ -131,8 +132,12 @@ def _add_probe_parser(sub):
     probe.add_argument("--token-metrics", action="store_true",
                        help="also compute prompt entropy and curvature (token level, "
                        "same forward pass)")
-    probe.add_argument("--nested", action="store_true",
-                       help="select layers inside each CV fold (unbiased, slower)")
+    probe.add_argument("--nested", action=argparse.BooleanOptionalAction,
+                       default=True,
+                       help="select layers inside each CV fold, so LOES and the best "
+                       "single layer are scored alike and the report shows each "
+                       "fold's picks and their stability (default); --no-nested "
+                       "selects once on all rows (faster, optimistic)")
     probe.add_argument("--out", default="skloes_report", metavar="DIR",
                        help="report folder (default: ./skloes_report)")
     probe.add_argument("--force", action="store_true",

@@ -103,6 +103,22 @@ def _extract(args, texts):
     return hst, stack, metrics
 
 
+def _headline(s):
+    """One line that quotes the summary table's numbers (no other source)."""
+    by = {e["method"]: e for e in s["methods"]}
+    how = "inner CV" if s["nested"] else "per-layer table"
+    parts = [f"LOES layers {s['selected_layers']}: {s['fused_score']:.4f}",
+             f"last layer {s['n_layers'] - 1}: {s['last_layer_score']:.4f}",
+             f"best single layer ({how}) {s['best_layer']}: "
+             f"{s['best_layer_score']:.4f}"]
+    if "all_layers" in by:
+        parts.append(f"all layers: {by['all_layers']['score']:.4f}")
+    if s["selection_stability"] is not None:
+        parts.append(f"stability of the LOES layers across folds: "
+                     f"{s['selection_stability']:.2f}")
+    return "  |  ".join(parts)
+
+
 def run_probe(args):
     """Run the probe job for parsed arguments; returns the fitted report."""
     from skloes.report import LayerReport
@@ -136,10 +152,7 @@ def run_probe(args):
            "selected on all rows, scored by CV")
     print(f"\nSelection summary (layers {how})")
     print(report.format_summary())
-    s = report.summary()
-    print(f"\nLOES layers {s['selected_layers']}: {s['fused_score']:.4f}  |  last "
-          f"layer {s['n_layers'] - 1}: {s['last_layer_score']:.4f}  |  best single "
-          f"layer {s['best_layer']}: {s['best_layer_score']:.4f}")
+    print("\n" + _headline(report.summary()))
     if args.save is not None:
         _save_probe(args, report, hst, stack, labels, texts)
     total = time.perf_counter() - start

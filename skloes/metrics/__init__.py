@@ -7,6 +7,8 @@ streaming token path (:class:`TokenMetricPooling`), matplotlib only to plot
 and pandas only for :meth:`LayerReport.to_frame`. A new metric is a function
 here plus one entry in the registry (``_registry``), which the report and
 :class:`~skloes.selection.MetricTopKSelector` both read.
+:func:`selection_stability` is not a per-layer metric: it measures how much a
+selector's picks move across resamples, and is not in the registry.
 
 May import: utils, core, models, extraction.
 """
@@ -25,6 +27,7 @@ from skloes.metrics._dataset import (
     layer_similarity,
     simplex_volume,
 )
+from skloes.metrics._stability import selection_stability
 from skloes.metrics._token import (
     TokenMetricPooling,
     curvature,
@@ -48,6 +51,7 @@ __all__ = [
     "lidar",
     "prompt_entropy",
     "prompt_vectors",
+    "selection_stability",
     "simplex_volume",
     "smooth_rank",
 ]

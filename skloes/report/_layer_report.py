@@ -22,6 +22,7 @@ from skloes import selection
 from skloes.core._contract import fuse_layers, mark_layers, validate_layers
 from skloes.core._targets import check_classes, task_of
 from skloes.metrics._registry import METRICS
+from skloes.metrics._stability import selection_stability
 from skloes.probe._estimators import default_head
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
@@ -32,13 +33,17 @@ DATASET_METRICS = tuple(METRICS)  # the registry of skloes.metrics
 DEFAULT_METRICS = ("dataset_entropy", "erank_sigma", "isotropy", "intrinsic_dim")
 BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers", "entropy_top_k")
 DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
+# Baselines whose layers do not depend on the rows: nested selection picks the
+# same layers in every fold, so they are scored as fixed layers (same numbers).
+_FIXED = ("last_layer", "last_k", "all_layers")
 
 
-def _method_estimator(method, k, random_state, selector):
+def _method_estimator(method, k, random_state, selector, inner_cv=5):
     """The selector of a summary method (imported lazily).
 
     Every selector reads the layout from the marked flat table it is fitted on
-    (see :ref:`data_contract`), so none needs ``layer_dim``.
+    (see :ref:`data_contract`), so none needs ``layer_dim``. ``inner_cv`` is
+    the best single layer's own number of folds.
     """
     if method == "loes":
         if selector is not None:
@@ -49,7 +54,7 @@ def _method_estimator(method, k, random_state, selector):
     make = {
         "last_layer": lambda: selection.LastLayerSelector(),
         "best_single_layer": lambda: selection.BestSingleLayerSelector(
-            random_state=random_state
+            cv=inner_cv, random_state=random_state
         ),
         "last_k": lambda: selection.LastKSelector(n_layers_to_select=k),
         "all_layers": lambda: selection.AllLayersSelector(),
@@ -90,8 +95,13 @@ class LayerReport(BaseEstimator):
     dataset-level Layer-by-Layer metrics, adds any precomputed per-layer
     values (token-level or view metrics), fits LOES, and scores the fused LOES
     layers against baselines (last layer, best single layer, last k, all
-    layers) with the same probe and folds; with ``nested=True`` each method
-    selects its layers inside the cross-validation.
+    layers) with the same probe and folds. By default (``nested=True``) each
+    method selects its layers inside the cross-validation, so LOES and the
+    best single layer (chosen by inner CV) are scored alike, and the report
+    says which layers each fold picked and how stable that answer is
+    (:func:`~skloes.metrics.selection_stability`). The per-layer table is a
+    description of the model, not a contest: its best row is the maximum of
+    many CV scores, hence optimistic.
 
     Layer ``0`` is the embedding output and ``1..L`` are the blocks.
 
@@ -122,13 +132,17 @@ class LayerReport(BaseEstimator):
     cv : int, default=5
         Number of folds (stratified and shuffled for classification), reduced
         to the smallest class size when that is smaller.
-    nested : bool, default=False
+    nested : bool, default=True
         If True, every summary method selects its layers inside each CV fold
-        (a ``Pipeline`` of selector and probe): unbiased, but one selector fit
-        per fold. If False, each selector is fitted once on all rows and its
-        layers are scored with the probe's CV; the best single layer is then
-        the argmax of the per-layer table. The label-driven methods (LOES,
-        best single layer) are then slightly optimistic.
+        (a ``Pipeline`` of selector and probe): unbiased, one selector fit per
+        fold, and the folds' picks give ``fold_selections_``. If False, each
+        selector is fitted once on all rows and its layers are scored with the
+        probe's CV; the best single layer is then the argmax of the per-layer
+        table. The label-driven methods (LOES, best single layer) are then
+        optimistic.
+
+        .. versionchanged:: 0.2
+           The default is True (it was False).
     alpha : float, default=1.0
         Rényi order of ``dataset_entropy``.
     normalization : str, default="maxEntropy"
@@ -169,7 +183,17 @@ class LayerReport(BaseEstimator):
         One entry per method (``"loes"`` first): ``method``, ``layers``
         (chosen on all rows), ``score`` and ``score_std`` (mean and standard
         deviation of the CV score of the probe on those layers, or of the
-        selection and the probe together when ``nested``).
+        selection and the probe together when ``nested``), and when
+        ``nested`` ``fold_layers`` (the layers each fold picked).
+    fold_selections_ : list of ndarray or None
+        The layers the LOES selector picked in each CV fold, in pick order
+        (``nested``, or a ``LOESSelectorCV`` selector's folds); else None.
+    selection_stability_ : float
+        Chance-corrected stability of ``fold_selections_`` over the layers
+        (Nogueira et al., 2018): 1 when every fold picked the same layers, 0
+        for chance; NaN without fold selections.
+    selection_frequency_ : ndarray of shape (n_layers,) or None
+        Fraction of the folds that picked each layer.
     selector_ : estimator
         The LOES selector fitted on all rows.
     n_splits_ : int
@@ -219,7 +243,7 @@ class LayerReport(BaseEstimator):
         baselines=DEFAULT_BASELINES,
         probe=None,
         cv=5,
-        nested=False,
+        nested=True,
         alpha=1.0,
         normalization="maxEntropy",
         max_prompts=1000,
@@ -385,8 +409,10 @@ class LayerReport(BaseEstimator):
         flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, L * d)
         flat = mark_layers(flat, d)
         self.summary_, cache = [], {}
+        inner_cv = self._inner_cv(flat, y, folds)
         for method in _progress(methods, self.verbose, "scoring selections"):
-            est = _method_estimator(method, k, self.random_state, self.selector)
+            est = _method_estimator(method, k, self.random_state, self.selector,
+                                    inner_cv)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
                 if method == "best_single_layer" and not self.nested:
@@ -395,18 +421,68 @@ class LayerReport(BaseEstimator):
                 else:
                     fitted = clone(est).fit(flat, y)
                     layers = [int(v) for v in fitted.get_support(indices=True)]
-                if self.nested:
+                entry = {"method": method, "layers": layers}
+                if self.nested and method in _FIXED:  # no rows: same in every fold
+                    entry["fold_layers"] = [layers] * self.n_splits_
+                    score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
+                elif self.nested:
                     pipe = make_pipeline(est, clone(probe))
-                    score, std = self._cv(pipe, flat, y, folds)
+                    score, std, entry["fold_layers"] = self._nested_cv(
+                        pipe, flat, y, folds)
                 else:
                     score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
-            self.summary_.append({"method": method, "layers": layers, "score": score,
-                                  "score_std": std})
+            self.summary_.append({**entry, "score": score, "score_std": std})
             if method == "loes":
                 order = getattr(fitted, "selection_order_", layers)
                 self.selection_order_ = np.asarray(order, dtype=int)
                 self.selected_layers_ = np.asarray(sorted(layers), dtype=int)
                 self.selector_ = fitted
+                self._fold_stability(entry.get("fold_layers"), fitted, L)
+
+    def _inner_cv(self, X, y, folds):
+        """Folds of a selector's own CV: 5, fewer when a nested training fold
+        holds fewer rows of a class (at least 2)."""
+        if not self.nested:
+            return 5
+        if self.task_ == "regression":
+            smallest = min(train.size for train, _ in folds.split(X, y))
+        else:
+            smallest = min(np.unique(y[train], return_counts=True)[1].min()
+                           for train, _ in folds.split(X, y))
+        return int(max(2, min(5, smallest)))
+
+    def _fold_stability(self, fold_layers, fitted, n_layers):
+        """``fold_selections_``, their stability and per-layer frequency."""
+        if fold_layers is None:
+            fold_layers = getattr(fitted, "fold_selections_", None)
+        self.fold_selections_ = (None if fold_layers is None else
+                                 [np.asarray(f, dtype=int) for f in fold_layers])
+        self.selection_stability_ = np.nan
+        self.selection_frequency_ = None
+        if self.fold_selections_ is None:
+            return
+        picked = np.zeros((len(self.fold_selections_), n_layers))
+        for i, layers in enumerate(self.fold_selections_):
+            picked[i, layers] = 1
+        self.selection_frequency_ = picked.mean(axis=0)
+        if n_layers > 1 and len(self.fold_selections_) > 1:
+            self.selection_stability_ = float(
+                selection_stability(self.fold_selections_, n_layers))
+
+    def _nested_cv(self, pipe, X, y, folds):
+        """Score, spread and each fold's picked layers of a selector pipeline."""
+        out = cross_validate(pipe, X, y, cv=folds, scoring=self.scoring_,
+                             n_jobs=self.n_jobs, error_score="raise",
+                             return_estimator=True)
+        fold_layers = []
+        for fitted in out["estimator"]:
+            sel = fitted[0]
+            order = getattr(sel, "selection_order_", None)
+            if order is None:
+                order = sel.get_support(indices=True)
+            fold_layers.append([int(v) for v in order])
+        scores = out["test_score"]
+        return float(scores.mean()), float(scores.std()), fold_layers
 
     def _fused_cv(self, stack, y, probe, folds, layers, cache):
         key = tuple(layers)
@@ -429,6 +505,8 @@ class LayerReport(BaseEstimator):
             "probe_score_std": self.probe_scores_std_,
             "selected": selected,
         }
+        if self.selection_frequency_ is not None:
+            cols["selection_frequency"] = self.selection_frequency_
         cols.update(self.metrics_)
         return cols
 
@@ -438,8 +516,8 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         frame : pandas.DataFrame
-            Columns ``probe_score``, ``probe_score_std``, ``selected`` and one
-            per metric.
+            Columns ``probe_score``, ``probe_score_std``, ``selected``,
+            ``selection_frequency`` (with fold selections) and one per metric.
         """
         from skloes.utils._optional import import_optional
 
@@ -452,24 +530,43 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         summary : dict
-            The task, the scoring, the selected layers and order, the fused
-            score, the last layer's and best single layer's scores, and every
-            method of ``summary_``.
+            The task, the scoring, whether the selection was ``nested``, the
+            selected layers and order, the fused (LOES) score, the last
+            layer's score, the best single layer and its score (from the
+            ``best_single_layer`` method when it is a baseline, so with
+            ``nested`` chosen by inner CV; else the profile's best), the
+            profile's best layer and score (``profile_best_layer``: the
+            argmax of the per-layer table, a description), the fold
+            selections, their stability and per-layer frequency (None
+            without), and every method of ``summary_``.
         """
         check_is_fitted(self, "summary_")
         by = {e["method"]: e for e in self.summary_}
-        best = int(np.argmax(self.probe_scores_))
+        top = int(np.argmax(self.probe_scores_))
+        best = by.get("best_single_layer", {"layers": [top],
+                                            "score": float(self.probe_scores_[top])})
+        last = by.get("last_layer", {"score": float(self.probe_scores_[-1])})
+        folds = self.fold_selections_
+        freq = self.selection_frequency_
+        stability = self.selection_stability_
         return {
             "task": self.task_,
             "scoring": self.scoring_,
+            "nested": bool(self.nested),
             "n_layers": int(len(self.layers_)),
             "n_splits": self.n_splits_,
             "selected_layers": [int(v) for v in self.selected_layers_],
             "selection_order": [int(v) for v in self.selection_order_],
             "fused_score": by["loes"]["score"],
-            "last_layer_score": float(self.probe_scores_[-1]),
-            "best_layer": best,
-            "best_layer_score": float(self.probe_scores_[best]),
+            "last_layer_score": last["score"],
+            "best_layer": int(best["layers"][0]),
+            "best_layer_score": best["score"],
+            "profile_best_layer": top,
+            "profile_best_layer_score": float(self.probe_scores_[top]),
+            "fold_selections": (None if folds is None
+                                else [[int(v) for v in f] for f in folds]),
+            "selection_stability": None if np.isnan(stability) else stability,
+            "selection_frequency": None if freq is None else freq.tolist(),
             "methods": self.summary_,
         }
 
@@ -496,7 +593,8 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         summary : str
-            A header line, then one line per method.
+            A header line, one line per method, then (with fold selections)
+            the layers each fold picked and their stability.
         """
         check_is_fitted(self, "summary_")
         lines = [f"{'method':<18}{'layers':<22}{self.scoring_ + ' (CV)':>14}"]
@@ -505,6 +603,12 @@ class LayerReport(BaseEstimator):
             layers = layers if len(layers) <= 20 else layers[:17] + "..."
             score = f"{e['score']:.4f} ± {e['score_std']:.3f}"
             lines.append(f"{e['method']:<18}{layers:<22}{score:>14}")
+        if self.fold_selections_ is not None:
+            folds = " | ".join(",".join(map(str, f)) for f in self.fold_selections_)
+            lines.append(f"LOES layers per fold: {folds}")
+            lines.append(f"selection stability {self.selection_stability_:.2f} "
+                         "(Nogueira et al. 2018; 1 = the same layers in every "
+                         "fold, 0 = chance)")
         return "\n".join(lines)
 
     def plot(self, metrics=None, *, ax=None, figsize=(10.0, 6.0)):

@@ -7,8 +7,8 @@ random k, metric top-k; ``_baselines``), the probe-scored ones (best single
 layer, greedy forward, exhaustive subsets; ``_probe_search``) and the
 closed-form ridge probes that score layer subsets (``_ridge_probe``). The
 shared selector base (``_base``) and the LOES path engine (``_loes_path``,
-``_loes_span``, ``_loes_fused``) live here too. A new selector goes here. No
-module of this package imports torch.
+``_loes_span``, ``_loes_fused``, ``_loes_grid``, ``_loes_cv``) live here too. A new
+selector goes here. No module of this package imports torch.
 
 May import: utils, core, models, extraction, metrics.
 """

@@ -16,30 +16,32 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.base import BaseEstimator, clone
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted
 
 from skloes.core._contract import FLOAT_DTYPES, validate_layers
-from skloes.core._contract import fuse_layers as _fuse
 from skloes.core._targets import cv_splits, resolve_task
+from skloes.metrics._stability import selection_stability
 from skloes.selection._base import (
     N_LAYERS_CONSTRAINT,
     LayerSelectorMixin,
     no_candidates_message,
 )
+from skloes.selection._loes_cv import (
+    _choose_budget,
+    _default_estimator,
+    _probe_scaling,
+    _score_fold,
+)
+from skloes.selection._loes_grid import resolve_grid
 from skloes.selection._loes_path import (
     COMPONENTS,
     _loes_path,
     _resolve_config,
 )
 from skloes.selection._memory import check_selector_memory
-from skloes.selection._ridge_probe import (
-    RidgeProbeClassifier,
-    RidgeProbeRegressor,
-    _SubsetScorer,
-)
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
@@ -79,6 +81,7 @@ _LOES_CONSTRAINTS = {
                     Interval(RealNotInt, 0, 1, closed="right"), None],
     "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
     "task": [StrOptions({"auto", "classification", "regression", "label_free"})],
+    "candidate_grid": [StrOptions({"auto", "all"}), "array-like"],
     "random_state": ["random_state"],
 }
 
@@ -182,6 +185,19 @@ _PARAMS_DOC = """
 default="auto"
         Resolved from ``y`` with ``"auto"`` (``y=None`` gives label-free).
 
+    candidate_grid : {"auto", "all"} or array-like of int, default="auto"
+        Layers the greedy search may pick from. ``"all"``: every layer (the
+        behaviour before 0.2). ``"auto"``: for the robust variant, one layer
+        per block of ``step`` neighbours, counted down from the last layer,
+        with ``G = min(L, max(2K, ceil(L/4)))`` blocks of ``step =
+        ceil(L/G)`` layers (K the budget, or ``max_layers_to_select``, at
+        least 4): layers 2, 6, ..., 30 of a 31-layer stack at K <= 4, every
+        layer of a stack of 8 or fewer; every layer for the reference variant
+        (the authors' search).
+        A list gives the layers explicitly. See :ref:`loes_grid`.
+
+        .. versionadded:: 0.2
+
     random_state : int, RandomState instance or None, default=None
         Seeds the calibration subsample and the triangle triplets."""
 
@@ -209,8 +225,13 @@ _ATTRS_DOC = """
         Isotropy of each candidate layer (NaN for non-candidates).
 
     candidates_ : ndarray of shape (n_candidates,)
-        Layers offered to the greedy search: every layer except the
-        degenerate ones and, with ``include_embedding=False``, layer 0.
+        Layers offered to the greedy search: the layers of ``grid_layers_``
+        except the degenerate ones and, with ``include_embedding=False``,
+        layer 0.
+
+    grid_layers_ : ndarray of int
+        The layers of the candidate grid, ascending (every layer with
+        ``candidate_grid="all"``).
 
     n_selected_ : int
         Number of layers selected (fewer than asked only after a warning).
@@ -278,7 +299,13 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
             stack, y_checked = validate_layers(self, X, y, **kw)
         name = type(self).__name__
         task, classes, y_arr = resolve_task(y_checked, self.task, name)
-        return stack, y_arr, _resolve_config(self, task)
+        cfg = _resolve_config(self, task)
+        budget = getattr(self, "n_layers_to_select", None)
+        if budget is None:  # LOESSelectorCV: room for its largest budget
+            budget = self.max_layers_to_select
+        cfg["grid"] = resolve_grid(self.candidate_grid, self.variant,
+                                   stack.shape[0], budget, name)
+        return stack, y_arr, cfg
 
     def _set_path(self, path, n_select, cfg):
         """Name the fitted attributes from a :class:`LOESPath` (first ``n_select``
@@ -302,6 +329,9 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
         self.support_[order] = True
         self.task_, self.variant_ = cfg["task"], self.variant
+        grid = cfg["grid"]
+        self.grid_layers_ = (np.arange(self.n_layers_in_) if grid is None
+                             else np.asarray(grid, dtype=np.intp))
         self.components_ = {k: cfg[k] for k in (*COMPONENTS, "redundancy_weight",
                                                  "volume_weight")}
         return self
@@ -360,8 +390,9 @@ class LOESSelector(_BaseLOES):
     ----------
     n_layers_to_select : int or "auto", default="auto"
         Budget K. ``"auto"`` is ``min(4, number of candidate layers)``, valid
-        on any input. Paths are nested: every K-selection is a prefix of a
-        longer one.
+        on any input. Paths over one candidate grid are nested: every
+        K-selection is a prefix of a longer one (the automatic grid is the
+        same for every K <= 4).
 
     memory : str, joblib.Memory or None, default=None
         Caches the selection path on disk (a folder, or a
@@ -427,7 +458,8 @@ class LOESSelector(_BaseLOES):
                  objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None,
+                 layer_dim=None, task="auto", candidate_grid="auto",
+                 random_state=None,
                  alpha="deprecated", gamma="deprecated", eta="deprecated"):
         self.n_layers_to_select = n_layers_to_select
         self.memory = memory
@@ -454,6 +486,7 @@ class LOESSelector(_BaseLOES):
         self.orth_max_rank = orth_max_rank
         self.layer_dim = layer_dim
         self.task = task
+        self.candidate_grid = candidate_grid
         self.random_state = random_state
         self.alpha = alpha
         self.gamma = gamma
@@ -483,72 +516,6 @@ default=None
                           self.random_state, name,
                           memory=check_selector_memory(self.memory, name))
         return self._set_path(path, path.selection_order.size, cfg)
-
-
-def _default_estimator(task):
-    """The ridge probe for the task."""
-    return RidgeProbeClassifier() if task == "classification" else RidgeProbeRegressor()
-
-
-def _fold_path(selector, stack, y):
-    """The selection order of ``selector`` on one fold (budget clipped)."""
-    stack, y_arr, cfg = selector._path_config(stack, y)
-    path = _loes_path(stack, y_arr, selector.n_layers_to_select, cfg,
-                       selector.random_state, type(selector).__name__, clip=True)
-    return path.selection_order
-
-
-def _probe_scaling(estimator, scoring, fusion_scaling, dim):
-    """How the subset scorer must scale blocks to be ``estimator`` exactly.
-
-    The ridge probe scored by its own ``score`` (accuracy or R²) on the fused
-    table is the probe of :class:`~skloes.selection._ridge_probe._SubsetScorer`:
-    one scale for the plain table (``"global"``), or per layer when the table
-    is fused with ``fusion_scaling="layer"`` or the probe's ``layer_dim`` is
-    the layer width (a global factor on top does not move the GCV ridge).
-    None: any other estimator or scoring, fitted as it is.
-    """
-    if scoring is not None or type(estimator) not in (RidgeProbeClassifier,
-                                                      RidgeProbeRegressor):
-        return None
-    if estimator.layer_dim == dim or fusion_scaling == "layer":
-        return "layer"
-    return "global" if estimator.layer_dim is None else None
-
-
-def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer,
-                probe=None):
-    """One fold of LOESSelectorCV: one path, then every budget 1..k_max.
-
-    With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`_probe_scaling`)
-    the prefixes are scored from per-layer Grams of the fold, which equals
-    fitting the ridge probe on each fused prefix.
-    """
-    sub = stack[:, train]
-    order = _fold_path(selector, sub, y[train])
-    scores = np.full(k_max, np.nan)
-    if probe is not None:
-        target = (("classification", *np.unique(y, return_inverse=True))
-                  if is_classifier(estimator)
-                  else ("regression", None, y.reshape(y.shape[0], -1)))
-        subsets = _SubsetScorer(stack, target, train, test, scaling=probe,
-                                alpha=estimator.ridge_alpha)
-        for k in range(1, order.size + 1):
-            scores[k - 1] = subsets(sorted(order[:k].tolist()))
-        return scores, order
-    mean = scale = None
-    if selector.fusion_scaling == "layer":
-        mean = np.stack([sub[l].mean(axis=0, dtype=np.float64) for l in range(
-            stack.shape[0])])
-        scale = np.array([np.sqrt(np.sum((sub[l] - mean[l]) ** 2) / train.size)
-                          for l in range(stack.shape[0])])
-    for k in range(1, order.size + 1):
-        layers = np.sort(order[:k])
-        X_tr = _fuse(sub, layers, mean, scale)
-        X_te = _fuse(stack[:, test], layers, mean, scale)
-        est = clone(estimator).fit(X_tr, y[train])
-        scores[k - 1] = scorer(est, X_te, y[test])
-    return scores, order
 
 
 @renamed_params(alpha="isotropy_weight", gamma="redundancy_weight",
@@ -586,12 +553,34 @@ class LOESSelectorCV(_BaseLOES):
     n_jobs : int or None, default=None
         Folds run in parallel with joblib.
 
+    budget_rule : {"one_se", "best"}, default="one_se"
+        How the budget is read off the cross-validated scores: the smallest
+        budget whose mean score is within one standard error of the best
+        (``"one_se"``: a larger budget must beat the noise of the folds), or
+        the smallest budget with the best mean score (``"best"``, the rule
+        before 0.2). See :ref:`loes_cv`.
+
+        .. versionadded:: 0.2
+
 {PARAMS}
 
     Attributes
     ----------
     n_layers_to_select_ : int
-        The smallest budget with the best mean score.
+        The budget chosen by ``budget_rule``.
+
+    fold_selections_ : list of ndarray
+        The layers each fold's path picked at that budget, in pick order.
+
+        .. versionadded:: 0.2
+
+    selection_stability_ : float
+        Chance-corrected stability of ``fold_selections_`` (Nogueira et al.,
+        2018; :func:`~skloes.metrics.selection_stability` over the
+        ``n_layers_in_`` layers): 1 when every fold picked the same layers,
+        0 for chance.
+
+        .. versionadded:: 0.2
 
     cv_results_ : dict of ndarray
         ``n_layers``, ``mean_test_score``, ``std_test_score``,
@@ -635,11 +624,12 @@ class LOESSelectorCV(_BaseLOES):
         "cv": ["cv_object"],
         "scoring": [str, callable, None],
         "n_jobs": [Integral, None],
+        "budget_rule": [StrOptions({"best", "one_se"})],
         **_LOES_CONSTRAINTS,
     }
 
     def __init__(self, estimator=None, *, max_layers_to_select=10, cv=5,
-                 scoring=None, n_jobs=None, variant="robust",
+                 scoring=None, n_jobs=None, budget_rule="one_se", variant="robust",
                  isotropy_weight=None, redundancy_weight=None, volume_weight=0.1,
                  ridge_alpha=None, scaling=None, loss=None,
                  orthogonalization=None, isotropy=None, redundancy=None,
@@ -647,13 +637,15 @@ class LOESSelectorCV(_BaseLOES):
                  objective=None, fused_rank=64,
                  include_embedding=True, max_samples=2000, exclude_duplicates=True,
                  fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", random_state=None,
+                 layer_dim=None, task="auto", candidate_grid="auto",
+                 random_state=None,
                  alpha="deprecated", gamma="deprecated", eta="deprecated"):
         self.estimator = estimator
         self.max_layers_to_select = max_layers_to_select
         self.cv = cv
         self.scoring = scoring
         self.n_jobs = n_jobs
+        self.budget_rule = budget_rule
         self.variant = variant
         self.isotropy_weight = isotropy_weight
         self.redundancy_weight = redundancy_weight
@@ -677,6 +669,7 @@ class LOESSelectorCV(_BaseLOES):
         self.orth_max_rank = orth_max_rank
         self.layer_dim = layer_dim
         self.task = task
+        self.candidate_grid = candidate_grid
         self.random_state = random_state
         self.alpha = alpha
         self.gamma = gamma
@@ -746,7 +739,10 @@ class LOESSelectorCV(_BaseLOES):
             padded = np.full(k_max, -1, dtype=np.intp)
             padded[: order.size] = order
             self.cv_results_[f"split{i}_selection_order"] = padded
-        best = np.where(np.isnan(mean), -np.inf, mean)
-        self.n_layers_to_select_ = int(np.argmax(best)) + 1  # first max: smallest K
+        k = self.n_layers_to_select_ = _choose_budget(scores, self.budget_rule)
+        self.fold_selections_ = [order[:k] for _, order in out]
+        self.selection_stability_ = (  # undefined on one layer
+            selection_stability(self.fold_selections_, stack.shape[0])
+            if stack.shape[0] > 1 else np.nan)
         path = _loes_path(stack, y_arr, k_max, cfg, seed, name, clip=True)
-        return self._set_path(path, self.n_layers_to_select_, cfg)
+        return self._set_path(path, k, cfg)

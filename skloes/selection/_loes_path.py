@@ -265,6 +265,8 @@ class _Path:
         self.layer_scale = scale
         candidates, self.degenerate = candidate_layers(
             degenerate, self.cfg["include_embedding"], self.name, stacklevel=6)
+        if self.cfg.get("grid") is not None:  # the candidate grid (_loes_grid)
+            candidates = candidates[np.isin(candidates, self.cfg["grid"])]
         self.candidates = candidates.tolist()
         fused = _LIGHT and self.cfg["objective"] == "fused" and self.Y is not None
         self.light = light = _light_path(self.cfg, self.Y is not None)

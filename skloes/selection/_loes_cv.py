@@ -1,0 +1,119 @@
+"""The folds of ``LOESSelectorCV``: one path per fold, every budget scored.
+
+:func:`_score_fold` runs one LOES path on a fold's training rows and scores
+each prefix of it on the held-out rows; :func:`_choose_budget` turns the
+per-fold scores into a budget (the best mean, or the smallest budget within
+one standard error of it). Used by :mod:`skloes.selection._loes` only.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import clone, is_classifier
+
+from skloes.core._contract import fuse_layers as _fuse
+from skloes.selection._loes_path import _loes_path
+from skloes.selection._ridge_probe import (
+    RidgeProbeClassifier,
+    RidgeProbeRegressor,
+    _SubsetScorer,
+)
+
+
+def _default_estimator(task):
+    """The ridge probe for the task."""
+    return RidgeProbeClassifier() if task == "classification" else RidgeProbeRegressor()
+
+
+def _fold_path(selector, stack, y):
+    """The selection order of ``selector`` on one fold (budget clipped)."""
+    stack, y_arr, cfg = selector._path_config(stack, y)
+    path = _loes_path(stack, y_arr, selector.n_layers_to_select, cfg,
+                       selector.random_state, type(selector).__name__, clip=True)
+    return path.selection_order
+
+
+def _probe_scaling(estimator, scoring, fusion_scaling, dim):
+    """How the subset scorer must scale blocks to be ``estimator`` exactly.
+
+    The ridge probe scored by its own ``score`` (accuracy or R²) on the fused
+    table is the probe of :class:`~skloes.selection._ridge_probe._SubsetScorer`:
+    one scale for the plain table (``"global"``), or per layer when the table
+    is fused with ``fusion_scaling="layer"`` or the probe's ``layer_dim`` is
+    the layer width (a global factor on top does not move the GCV ridge).
+    None: any other estimator or scoring, fitted as it is.
+    """
+    if scoring is not None or type(estimator) not in (RidgeProbeClassifier,
+                                                      RidgeProbeRegressor):
+        return None
+    if estimator.layer_dim == dim or fusion_scaling == "layer":
+        return "layer"
+    return "global" if estimator.layer_dim is None else None
+
+
+def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer,
+                probe=None):
+    """One fold of LOESSelectorCV: one path, then every budget 1..k_max.
+
+    With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`_probe_scaling`)
+    the prefixes are scored from per-layer Grams of the fold, which equals
+    fitting the ridge probe on each fused prefix.
+    """
+    sub = stack[:, train]
+    order = _fold_path(selector, sub, y[train])
+    scores = np.full(k_max, np.nan)
+    if probe is not None:
+        target = (("classification", *np.unique(y, return_inverse=True))
+                  if is_classifier(estimator)
+                  else ("regression", None, y.reshape(y.shape[0], -1)))
+        subsets = _SubsetScorer(stack, target, train, test, scaling=probe,
+                                alpha=estimator.ridge_alpha)
+        for k in range(1, order.size + 1):
+            scores[k - 1] = subsets(sorted(order[:k].tolist()))
+        return scores, order
+    mean = scale = None
+    if selector.fusion_scaling == "layer":
+        mean = np.stack([sub[l].mean(axis=0, dtype=np.float64) for l in range(
+            stack.shape[0])])
+        scale = np.array([np.sqrt(np.sum((sub[l] - mean[l]) ** 2) / train.size)
+                          for l in range(stack.shape[0])])
+    for k in range(1, order.size + 1):
+        layers = np.sort(order[:k])
+        X_tr = _fuse(sub, layers, mean, scale)
+        X_te = _fuse(stack[:, test], layers, mean, scale)
+        est = clone(estimator).fit(X_tr, y[train])
+        scores[k - 1] = scorer(est, X_te, y[test])
+    return scores, order
+
+
+def _choose_budget(scores, rule):
+    """The budget (1-based) from the per-fold scores of every budget.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_splits, k_max)
+        Held-out score of each fold and budget; NaN where a fold's path
+        stopped early.
+    rule : {"best", "one_se"}
+        ``"best"``: the smallest budget with the best mean score. ``"one_se"``:
+        the smallest budget whose mean score is within one standard error of
+        the best mean (Breiman et al., 1984; Hastie, Tibshirani and Friedman,
+        2009, section 7.10), the standard error being the fold scores'
+        standard deviation (``ddof=1``) over the square root of the number
+        of folds.
+
+    Returns
+    -------
+    budget : int
+    """
+    mean = scores.mean(axis=0)
+    best = np.where(np.isnan(mean), -np.inf, mean)
+    k_best = int(np.argmax(best))  # first max: smallest K
+    if rule == "best" or scores.shape[0] < 2:
+        return k_best + 1
+    se = scores[:, k_best].std(ddof=1) / np.sqrt(scores.shape[0])
+    within = np.flatnonzero(best >= best[k_best] - se)
+    return int(within[0]) + 1
