@@ -138,12 +138,6 @@ def _add_probe_parser(sub):
                        "single layer are scored alike and the report shows each "
                        "fold's picks and their stability (default); --no-nested "
                        "selects once on all rows (faster, optimistic)")
-    probe.add_argument("--out", default="skloes_report", metavar="DIR",
-                       help="report folder (default: ./skloes_report)")
-    probe.add_argument("--force", action="store_true",
-                       help="overwrite a report (layers.csv, profile.png, "
-                       "selection.json) already in --out, and a probe already "
-                       "saved in --save")
     probe.add_argument("--device", default="auto", metavar="D",
                        help="torch device: auto, cpu, cuda, mps (default: auto)")
     probe.add_argument("--batch-size", type=_positive_int("--batch-size"), default=32,
@@ -154,6 +148,17 @@ def _add_probe_parser(sub):
                        help="tokens kept per text (default: 128)")
     probe.add_argument("--seed", type=int, default=0,
                        help="random seed of the subsample, folds and selection")
+    _add_probe_output_options(probe)
+
+
+def _add_probe_output_options(probe):
+    """Where ``skloes probe`` writes its report and its fitted probe."""
+    probe.add_argument("--out", default="skloes_report", metavar="DIR",
+                       help="report folder (default: ./skloes_report)")
+    probe.add_argument("--force", action="store_true",
+                       help="overwrite a report (layers.csv, profile.png, "
+                       "selection.json) already in --out, and a probe already "
+                       "saved in --save")
     probe.add_argument("--save", default=None, metavar="DIR",
                        help="also fit a probe on every row with the reported layers "
                        "and save it to DIR (for skloes predict)")
