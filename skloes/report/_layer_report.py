@@ -444,6 +444,12 @@ class LayerReport(BaseEstimator):
         holds fewer rows of a class (at least 2)."""
         if not self.nested:
             return 5
+        rows = min(train.size for train, _ in folds.split(X, y))
+        if rows < 3:  # a selection needs 3 calibration rows
+            raise ValueError(
+                f"LayerReport: nested selection needs at least 3 training rows in "
+                f"every CV fold; the smallest of the {self.n_splits_} folds has "
+                f"{rows}. Pass nested=False or more rows.")
         if self.task_ == "regression":
             smallest = min(train.size for train, _ in folds.split(X, y))
         else:

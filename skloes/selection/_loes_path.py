@@ -218,6 +218,9 @@ class _Path:
         rows = _calibration_rows(cfg["max_samples"], n_all,
                                  codes_all if classes is not None else None, rng)
         n = rows.size
+        if n_all < 3:
+            raise ValueError(f"{name}: needs at least 3 samples to select layers; "
+                             f"got {n_all}.")
         if n < 3:
             raise ValueError(f"{name}: `max_samples` must leave at least 3 "
                              f"calibration rows; got {n}.")

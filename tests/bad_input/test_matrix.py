@@ -528,8 +528,14 @@ REPORT_CASES = [
     ("layer_dim_bad", lambda: layer_report(STACK[0], Y, layer_dim=2),
      err("layer_dim")),
     ("tiny_classes", lambda: layer_report(STACK[:, :5], [0, 0, 0, 1, 1],
-                                          n_layers_to_select=1),
+                                          n_layers_to_select=1, nested=False),
      ok(lambda r: r.n_splits_ == 2)),
+    ("tiny_nested", lambda: layer_report(STACK[:, :5], [0, 0, 0, 1, 1],
+                                         n_layers_to_select=1),
+     err(r"nested=False")),
+    ("tiny_regression_nested", lambda: layer_report(STACK[:, :4], RNG.randn(4),
+                                                    n_layers_to_select=1, cv=2),
+     err(r"nested")),
     ("singleton_class", lambda: layer_report(STACK[:, :5], [0, 0, 0, 0, 1]),
      err(r"class 1 has 1")),  # not np.int64(1)
     ("regression_target", lambda: layer_report(STACK, RNG.randn(N),
@@ -1635,3 +1641,14 @@ def test_cli_cache_on_a_missing_folder_says_so(tmp_path, capsys, action):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "does not exist" in lines[0], lines
     assert not os.path.exists(missing)
+
+
+@pytest.mark.parametrize("n_samples", [1, 2])
+def test_loes_on_too_few_rows_blames_the_rows_not_max_samples(n_samples):
+    from skloes.selection import LOESSelector
+
+    X, y = STACK[:, :n_samples], np.arange(n_samples) % 2
+    with pytest.raises(ValueError) as info:
+        LOESSelector(n_layers_to_select=1, task="regression").fit(X, y.astype(float))
+    assert "max_samples" not in str(info.value)
+    assert re.search(r"sample", str(info.value))
