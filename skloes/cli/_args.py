@@ -138,6 +138,16 @@ def _add_probe_parser(sub):
     probe.add_argument("--force", action="store_true",
                        help="overwrite a report (layers.csv, profile.png, "
                        "selection.json) already in --out")
+    _add_extraction_options(probe)
+    probe.add_argument("--seed", type=int, default=0,
+                       help="random seed of the subsample, folds and selection")
+    probe.add_argument("--save", default=None, metavar="DIR",
+                       help="also fit a probe on every row with the reported layers "
+                       "and save it to DIR (for skloes predict)")
+
+
+def _add_extraction_options(probe):
+    """The forward-pass options of ``skloes probe``."""
     probe.add_argument("--device", default="auto", metavar="D",
                        help="torch device: auto, cpu, cuda, mps (default: auto)")
     probe.add_argument("--batch-size", type=_positive_int("--batch-size"), default=32,
@@ -146,11 +156,11 @@ def _add_probe_parser(sub):
     probe.add_argument("--max-length", type=_positive_int("--max-length"), default=128,
                        metavar="T",
                        help="tokens kept per text (default: 128)")
-    probe.add_argument("--seed", type=int, default=0,
-                       help="random seed of the subsample, folds and selection")
-    probe.add_argument("--save", default=None, metavar="DIR",
-                       help="also fit a probe on every row with the reported layers "
-                       "and save it to DIR (for skloes predict)")
+    probe.add_argument("--precision", default="float32",
+                       choices=["float32", "bfloat16", "int8"],
+                       help="arithmetic of the model's linear layers: int8 and "
+                       "bfloat16 are faster on CPUs with int8/bfloat16 units and "
+                       "move the features slightly (default: float32)")
 
 
 def _add_predict_parser(sub):

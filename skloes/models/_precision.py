@@ -1,0 +1,185 @@
+"""Compute precision of the forward pass: float32, bfloat16 or int8 linear layers.
+
+:func:`apply_precision` turns a loaded float32 backbone into one that computes
+its linear layers (attention projections and feed-forward layers, some 95 % of
+a small transformer's multiply-adds) in a reduced precision, keeping the module
+tree, so the truncated forward pass and its hooks
+(:func:`~skloes.models._forward.forward_pooled`) run unchanged and the blocks
+still return float32 states on the CPU:
+
+* ``"int8"``: :class:`Int8Linear`, dynamic W8A8 quantization. Weights are int8
+  with one scale per output channel, computed once (about a second for
+  SmolLM2-135M); activations are quantized per token (one scale per row) at
+  run time, and the int8 product is accumulated in int32 by
+  ``torch._int_mm`` (oneDNN's VNNI kernels). Per-token scales are what
+  decoder activations need: a few outlier channels make one scale per tensor
+  (``torch.ao``'s dynamic quantization) lose the other tokens (Dettmers et al.,
+  2022, "LLM.int8()"; Xiao et al., 2023, "SmoothQuant").
+* ``"bfloat16"`` on the CPU: :class:`Bf16Linear`, weights stored in bfloat16,
+  activations cast to bfloat16 at each linear layer and its output cast back
+  to float32; norms, softmax, residual sums and pooling stay float32. On an
+  accelerator the whole model is loaded in bfloat16 instead
+  (:func:`load_dtype`).
+
+Why these engines (measured): see the user guide, :ref:`extraction-precision`.
+This module imports torch at its top: import it inside functions.
+
+May import: utils, core.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import re
+
+from skloes.core._torch import torch
+
+__all__ = ["PRECISIONS", "Bf16Linear", "Int8Linear", "apply_precision",
+           "check_precision", "load_dtype"]
+
+nn = torch.nn
+
+PRECISIONS = ("float32", "bfloat16", "int8")
+
+# Linear layers int8 keeps in float32: none (measured, see the user guide:
+# quantizing the feed-forward output projection too was faster at one thread
+# and kept the quality targets). A regular expression on module names.
+INT8_KEEP_FLOAT = None
+
+
+def check_precision(precision, device, *, owner: str = "skloes") -> None:
+    """Refuse a precision the device cannot run, naming ``precision``.
+
+    ``"int8"`` runs on the CPU only: its kernels (``torch._int_mm`` with
+    per-token scales) were measured on the CPU, and on an accelerator
+    ``"bfloat16"`` is the reduced precision to use.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"{owner}: `precision` must be one of {', '.join(map(repr, PRECISIONS))}"
+            f"; got {precision!r}."
+        )
+    if precision == "int8" and torch.device(device).type != "cpu":
+        raise ValueError(
+            f"{owner}: `precision='int8'` runs on the CPU only; got device "
+            f"{str(device)!r}. On an accelerator use precision='bfloat16' (the "
+            "whole model in bfloat16), or device='cpu'."
+        )
+
+
+def load_dtype(precision, device):
+    """The ``torch_dtype`` to load the weights in: bfloat16 for ``"bfloat16"``
+    on an accelerator (the whole model), else None (float32)."""
+    if precision == "bfloat16" and torch.device(device).type != "cpu":
+        return torch.bfloat16
+    return None
+
+
+def apply_precision(model, precision, device):
+    """Return ``model`` computing in ``precision`` (its linear layers replaced
+    in place; float32 and accelerator bfloat16 leave it as loaded).
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A backbone loaded by :func:`~skloes.models._loading.load_model` with
+        :func:`load_dtype`'s dtype.
+    precision : {"float32", "bfloat16", "int8"}
+        The compute precision.
+    device : torch.device
+        Where the model runs.
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+        The same object, in eval mode.
+    """
+    if precision == "float32" or load_dtype(precision, device) is not None:
+        return model
+    if precision == "int8":
+        replace_linears(model, Int8Linear, keep=INT8_KEEP_FLOAT)
+    else:
+        replace_linears(model, Bf16Linear)
+    return model.eval()
+
+
+def replace_linears(model, factory, *, keep=None) -> int:
+    """Replace every ``nn.Linear`` of ``model`` whose name does not match the
+    regular expression ``keep`` by ``factory(linear)``; return how many."""
+    pattern = None if keep is None else re.compile(keep)
+    swaps = []
+    for parent_name, parent in model.named_modules():
+        for attr, child in parent.named_children():
+            name = f"{parent_name}.{attr}" if parent_name else attr
+            if type(child) is nn.Linear and not (pattern and pattern.search(name)):
+                swaps.append((parent, attr, child))
+    with torch.no_grad():
+        for parent, attr, child in swaps:
+            setattr(parent, attr, factory(child))
+    return len(swaps)
+
+
+class Int8Linear(nn.Module):
+    """``y = x W^T + b`` in int8: weights per output channel, activations per
+    token, int32 accumulation (``torch._int_mm``), float32 in and out.
+
+    Parameters
+    ----------
+    linear : torch.nn.Linear
+        The float layer; its weights are quantized once, here.
+    """
+
+    def __init__(self, linear):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        scale = weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+        quantized = torch.round(weight / scale[:, None]).clamp(-127, 127)
+        self.register_buffer("weight_t", quantized.to(torch.int8).t().contiguous())
+        self.register_buffer("weight_scale", scale.contiguous())
+        bias = linear.bias
+        self.register_buffer(
+            "bias", None if bias is None else bias.detach().float().clone())
+
+    def forward(self, x):
+        shape = x.shape
+        rows = x.reshape(-1, shape[-1]).float()
+        scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(127.0)
+        quantized = torch.round(rows / scale).to(torch.int8)
+        y = torch._int_mm(quantized, self.weight_t).float()
+        y.mul_(scale).mul_(self.weight_scale)
+        if self.bias is not None:
+            y.add_(self.bias)
+        return y.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}"
+
+
+class Bf16Linear(nn.Module):
+    """``y = x W^T + b`` with bfloat16 weights and inputs, float32 output.
+
+    Parameters
+    ----------
+    linear : torch.nn.Linear
+        The float layer; its weights are converted once, here.
+    """
+
+    def __init__(self, linear):
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.register_buffer("weight", linear.weight.detach().to(torch.bfloat16))
+        bias = linear.bias
+        self.register_buffer(
+            "bias", None if bias is None else bias.detach().to(torch.bfloat16))
+
+    def forward(self, x):
+        y = torch.nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias)
+        return y.float()
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}"
