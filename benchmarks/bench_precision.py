@@ -12,7 +12,8 @@ Three parts, each writing a JSON file under ``benchmarks/results/precision/``;
     arms sharing one process and running in rotated order ``--repeats``
     times: float32, the library's ``"int8"`` and ``"bfloat16"``, and the
     candidate engines they were chosen against (int8 with the feed-forward
-    output projection kept in float32; the whole model cast to bfloat16).
+    output projection kept in float32; bfloat16 linear layers with float32
+    states between them).
     Achieved GFLOP/s counts the linear layers only: 2 x (multiply-adds per
     token) x padded tokens / seconds (attention's score products are left
     out, a few percent at these lengths).
@@ -160,7 +161,7 @@ def padded_tokens(hst, X):
 def speed_arms(model, X, max_length):
     """name -> (fitted HST with its model loaded, preparation seconds)."""
     from skloes.models._forward import find_blocks
-    from skloes.models._precision import Int8Linear, replace_linears
+    from skloes.models._precision import Bf16Linear, Int8Linear, replace_linears
 
     arms = {}
     for precision in ("float32", "int8", "bfloat16"):
@@ -173,9 +174,12 @@ def speed_arms(model, X, max_length):
         replace_linears(model, Int8Linear, keep=FFN_OUT)
         return model
 
-    for name, build in (
-            ("int8, FFN output in float32", int8_ffn_float),
-            ("bfloat16, whole model", lambda m: m.to(dtype=_torch().bfloat16))):
+    def bf16_linears(model):
+        replace_linears(model, Bf16Linear)
+        return model
+
+    for name, build in (("int8, FFN output in float32", int8_ffn_float),
+                        ("bfloat16, linear layers only", bf16_linears)):
         hst = fitted(model, X, max_length)
         start = time.perf_counter()
         hst._model = build(copy.deepcopy(base._model))
@@ -183,12 +187,6 @@ def speed_arms(model, X, max_length):
         arms[name] = [hst, time.perf_counter() - start]
     arms["float32"][1] = None  # preparation beyond loading: the others'
     return arms
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 def speed(args):

@@ -42,15 +42,16 @@ def test_int8_linear_matches_float_within_quantization_error():
         assert (y - exact).norm() / exact.norm() < tol
 
 
-def test_int8_replaces_every_linear_and_bfloat16_on_cpu_too(tiny_model_path):
-    from skloes.models._precision import Bf16Linear, Int8Linear
+def test_int8_replaces_every_linear_and_bfloat16_casts_the_model(tiny_model_path):
+    from skloes.models._precision import Int8Linear
 
-    for precision, kind in (("int8", Int8Linear), ("bfloat16", Bf16Linear)):
-        hst = HiddenStatesTransformer(tiny_model_path, device="cpu",
-                                      precision=precision).fit(TEXTS)
-        modules = list(hst.model_.modules())
-        assert not any(type(m) is torch.nn.Linear for m in modules)
-        assert any(isinstance(m, kind) for m in modules)
+    hst = HiddenStatesTransformer(tiny_model_path, device="cpu",
+                                  precision="int8").fit(TEXTS)
+    modules = list(hst.model_.modules())
+    assert not any(type(m) is torch.nn.Linear for m in modules)
+    assert any(isinstance(m, Int8Linear) for m in modules)
+    hst.set_params(precision="bfloat16").fit(TEXTS)
+    assert {p.dtype for p in hst.model_.parameters()} == {torch.bfloat16}
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "int8"])
@@ -110,11 +111,11 @@ def test_int8_on_an_accelerator_is_refused_clearly():
     check_precision("bfloat16", torch.device("cuda"))  # the whole model in bf16
 
 
-def test_load_dtype_is_bfloat16_on_accelerators_only():
+def test_load_dtype_is_bfloat16_for_bfloat16_only():
     from skloes.models._precision import load_dtype
 
     assert load_dtype("bfloat16", torch.device("cuda")) is torch.bfloat16
-    assert load_dtype("bfloat16", torch.device("cpu")) is None
+    assert load_dtype("bfloat16", torch.device("cpu")) is torch.bfloat16
     assert load_dtype("int8", torch.device("cpu")) is None
     assert load_dtype("float32", torch.device("cuda")) is None
 

@@ -160,11 +160,10 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     precision : {"float32", "bfloat16", "int8"}, default="float32"
         Arithmetic of the model's linear layers. ``"int8"``: dynamic int8
         quantization (weights per output channel, activations per token,
-        prepared in about a second at load), CPU only. ``"bfloat16"``: on
-        the CPU, bfloat16 linear layers with float32 states between them; on
-        an accelerator, the whole model in bfloat16. Both are faster on CPUs
-        with int8/bfloat16 units and move the features slightly; the returned
-        array still has ``dtype``. Measured speed, quality and the choice of
+        prepared in about a second at load), CPU only. ``"bfloat16"``: the
+        whole model in bfloat16 (pooling stays float32). Both are faster on
+        CPUs with int8/bfloat16 units and move the features slightly; the
+        returned array still has ``dtype``. Measured speed, quality and the choice of
         engines: :ref:`extraction-precision`.
 
         .. versionadded:: 0.2

@@ -1,25 +1,23 @@
-"""Compute precision of the forward pass: float32, bfloat16 or int8 linear layers.
+"""Compute precision of the forward pass: float32, bfloat16 or int8.
 
-:func:`apply_precision` turns a loaded float32 backbone into one that computes
-its linear layers (attention projections and feed-forward layers, some 95 % of
-a small transformer's multiply-adds) in a reduced precision, keeping the module
-tree, so the truncated forward pass and its hooks
-(:func:`~skloes.models._forward.forward_pooled`) run unchanged and the blocks
-still return float32 states on the CPU:
+:func:`load_dtype` and :func:`apply_precision` turn a loaded float32 backbone
+into one that computes in a reduced precision, keeping the module tree, so the
+truncated forward pass and its hooks
+(:func:`~skloes.models._forward.forward_pooled`) run unchanged:
 
-* ``"int8"``: :class:`Int8Linear`, dynamic W8A8 quantization. Weights are int8
-  with one scale per output channel, computed once (about a second for
-  SmolLM2-135M); activations are quantized per token (one scale per row) at
-  run time, and the int8 product is accumulated in int32 by
-  ``torch._int_mm`` (oneDNN's VNNI kernels). Per-token scales are what
-  decoder activations need: a few outlier channels make one scale per tensor
-  (``torch.ao``'s dynamic quantization) lose the other tokens (Dettmers et al.,
-  2022, "LLM.int8()"; Xiao et al., 2023, "SmoothQuant").
-* ``"bfloat16"`` on the CPU: :class:`Bf16Linear`, weights stored in bfloat16,
-  activations cast to bfloat16 at each linear layer and its output cast back
-  to float32; norms, softmax, residual sums and pooling stay float32. On an
-  accelerator the whole model is loaded in bfloat16 instead
-  (:func:`load_dtype`).
+* ``"int8"``: every linear layer (attention projections and feed-forward
+  layers, some 95 % of a small transformer's multiply-adds) becomes an
+  :class:`Int8Linear`, dynamic W8A8 quantization. Weights are int8 with one
+  scale per output channel, computed once (about a second for SmolLM2-135M);
+  activations are quantized per token (one scale per row) at run time, and
+  the int8 product is accumulated in int32 by ``torch._int_mm`` (oneDNN's
+  VNNI kernels); states between the layers stay float32. Per-token scales are
+  what decoder activations need: a few outlier channels make one scale per
+  tensor (``torch.ao``'s dynamic quantization) lose the other tokens
+  (Dettmers et al., 2022, "LLM.int8()"; Xiao et al., 2023, "SmoothQuant").
+* ``"bfloat16"``: the whole model loaded in bfloat16, on the CPU as on an
+  accelerator. :class:`Bf16Linear` (bfloat16 linear layers, float32 states
+  between them) is the alternative it was measured against.
 
 Why these engines (measured): see the user guide, :ref:`extraction-precision`.
 This module imports torch at its top: import it inside functions.
@@ -69,17 +67,15 @@ def check_precision(precision, device, *, owner: str = "skloes") -> None:
         )
 
 
-def load_dtype(precision, device):
+def load_dtype(precision, device=None):
     """The ``torch_dtype`` to load the weights in: bfloat16 for ``"bfloat16"``
-    on an accelerator (the whole model), else None (float32)."""
-    if precision == "bfloat16" and torch.device(device).type != "cpu":
-        return torch.bfloat16
-    return None
+    (the whole model, on any device), else None (float32)."""
+    return torch.bfloat16 if precision == "bfloat16" else None
 
 
 def apply_precision(model, precision, device):
-    """Return ``model`` computing in ``precision`` (its linear layers replaced
-    in place; float32 and accelerator bfloat16 leave it as loaded).
+    """Return ``model`` computing in ``precision`` (for int8 its linear layers
+    replaced in place; float32 and bfloat16 leave it as loaded).
 
     Parameters
     ----------
@@ -96,12 +92,9 @@ def apply_precision(model, precision, device):
     model : transformers.PreTrainedModel
         The same object, in eval mode.
     """
-    if precision == "float32" or load_dtype(precision, device) is not None:
+    if precision != "int8":
         return model
-    if precision == "int8":
-        replace_linears(model, Int8Linear, keep=INT8_KEEP_FLOAT)
-    else:
-        replace_linears(model, Bf16Linear)
+    replace_linears(model, Int8Linear, keep=INT8_KEEP_FLOAT)
     return model.eval()
 
 
@@ -161,6 +154,9 @@ class Int8Linear(nn.Module):
 
 class Bf16Linear(nn.Module):
     """``y = x W^T + b`` with bfloat16 weights and inputs, float32 output.
+
+    Not used by ``precision="bfloat16"``: the candidate that the whole model
+    in bfloat16 was measured against (``benchmarks/bench_precision.py``).
 
     Parameters
     ----------
