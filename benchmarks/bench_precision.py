@@ -321,7 +321,8 @@ def table():
                   f"{m['affinity']}, load average {m['loadavg']} before and "
                   f"{m['loadavg_after']} after (other jobs on the machine), torch "
                   f"{m['torch']}; {run['repeats']} interleaved repeats, median; "
-                  f"loading the float32 model: {run['load_s']:.1f} s.", "",
+                  f"loading the float32 model: {run['load_s']:.1f} s. "
+                  + run.get("note", ""), "",
                   "| arm | texts/s | x float32 (paired range) | linear GFLOP/s "
                   "| of peak | preparation (s) | cosine, min layer |",
                   "|---|---|---|---|---|---|---|"]
@@ -361,9 +362,41 @@ def table():
                   f"{TARGETS['acc_mean']} point on average and {TARGETS['acc_worst']} "
                   f"at worst, the same picks in {TARGETS['same_picks']} of 5 folds.",
                   ""]
+    lines += _targets(quality_rows)
     text = "\n".join(lines)
     (RESULTS / "precision.md").write_text(text)
+    doc = Path(__file__).parent.parent / "doc" / "benchmarks_precision.md"
+    doc.write_text(text.replace("# Compute precision", "# Compute precision "
+                                "(copied from benchmarks/results/precision.md)", 1))
     print(text)
+
+
+def _targets(quality_rows):
+    """The issue's int8 targets, each met or missed."""
+    def verdict(ok):
+        return "met" if ok else "**missed**"
+
+    lines = ["## int8 against its targets", "", "| target | measured | verdict |",
+             "|---|---|---|"]
+    for model in MODELS:
+        run = _read(f"speed_{model}")
+        if run:
+            x = run["arms"]["int8"]["speedup"]
+            lines.append(f"| >= {TARGETS['speedup']}x float32, {model} | {x:.2f}x "
+                         f"| {verdict(x >= TARGETS['speedup'])} |")
+    for run in quality_rows:
+        r, where = run["int8"], f"{run['model']}, {run['dataset']}"
+        lines += [
+            f"| accuracy diff. mean <= {TARGETS['acc_mean']}, {where} | "
+            f"{r['diff_mean']:.2f} | "
+            f"{verdict(r['diff_mean'] <= TARGETS['acc_mean'])} |",
+            f"| accuracy diff. worst <= {TARGETS['acc_worst']}, {where} | "
+            f"{r['diff_worst']:.2f} | "
+            f"{verdict(r['diff_worst'] <= TARGETS['acc_worst'])} |",
+            f"| same picks >= {TARGETS['same_picks']}/5, {where} | "
+            f"{r['same_picks']}/5 | "
+            f"{verdict(r['same_picks'] >= TARGETS['same_picks'])} |"]
+    return lines + [""]
 
 
 def main(argv=None):
