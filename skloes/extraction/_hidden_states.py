@@ -649,8 +649,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             self._model = precision.apply_precision(load_model(
                 self.model_path_, trust_remote_code=self.trust_remote_code,
                 device=self.device_, owner=name,
-                torch_dtype=precision.load_dtype(self.precision, self.device_),
-            ), self.precision, self.device_)
+                torch_dtype=precision.load_dtype(self.precision),
+            ), self.precision)
             self._blocks = find_blocks(self._model)
 
     def _check_weights(self):
