@@ -86,7 +86,7 @@ def bare_loop(model, tokenizer, texts, batch_size, max_length, batches=None):
 def sorted_batches(tokenizer, texts, max_length, batch_size, max_batch_tokens):
     """HST's batches: token length, longest first (stable), split at
     ``max_batch_tokens`` padded tokens."""
-    from skloes.extraction._hidden_states import token_batches
+    from skloes.models._inputs import token_batches
 
     lengths = np.asarray([len(ids) for ids in tokenizer(
         texts, truncation=True, max_length=max_length)["input_ids"]])

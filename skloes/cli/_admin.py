@@ -55,8 +55,8 @@ def run_cache(args):
     print(f"{info['path']}: {info['n_entries']} entries, {_human(info['n_bytes'])}")
     for group in sorted(info["settings"], key=lambda g: -g["n_bytes"]):
         s = group["settings"] or {}
-        what = ", ".join(f"{k}={s[k]}" for k in ("pooling", "max_length", "dtype")
-                         if k in s)
+        shown = ("pooling", "max_length", "dtype", "precision")
+        what = ", ".join(f"{k}={s[k]}" for k in shown if k in s)
         layers = s.get("layers")
         if layers is not None:
             what += f", {len(layers)} layers"

@@ -138,6 +138,14 @@ def _add_probe_parser(sub):
                        "single layer are scored alike and the report shows each "
                        "fold's picks and their stability (default); --no-nested "
                        "selects once on all rows (faster, optimistic)")
+    _add_extraction_options(probe)
+    probe.add_argument("--seed", type=int, default=0,
+                       help="random seed of the subsample, folds and selection")
+    _add_probe_output_options(probe)
+
+
+def _add_extraction_options(probe):
+    """The forward-pass options of ``skloes probe``."""
     probe.add_argument("--device", default="auto", metavar="D",
                        help="torch device: auto, cpu, cuda, mps (default: auto)")
     probe.add_argument("--batch-size", type=_positive_int("--batch-size"), default=32,
@@ -146,9 +154,11 @@ def _add_probe_parser(sub):
     probe.add_argument("--max-length", type=_positive_int("--max-length"), default=128,
                        metavar="T",
                        help="tokens kept per text (default: 128)")
-    probe.add_argument("--seed", type=int, default=0,
-                       help="random seed of the subsample, folds and selection")
-    _add_probe_output_options(probe)
+    probe.add_argument("--precision", default="float32",
+                       choices=["float32", "bfloat16", "int8"],
+                       help="arithmetic of the forward pass: int8 and "
+                       "bfloat16 are faster on CPUs with int8/bfloat16 units and "
+                       "move the features slightly (default: float32)")
 
 
 def _add_probe_output_options(probe):

@@ -75,6 +75,7 @@ def _extract(args, texts):
     hst = HiddenStatesTransformer(
         args.model, pooling=pooling, batch_size=args.batch_size,
         max_length=args.max_length, device=args.device, verbose=1,
+        precision=args.precision,
     )
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
@@ -194,7 +195,8 @@ def _save_probe(args, report, hst, stack, labels, texts):
     selector = _method_estimator("loes", args.n_layers_to_select, args.seed, None)
     probe = cls(args.model, selector=selector,
         pooling=args.pooling, max_length=args.max_length,
-        batch_size=args.batch_size, device=args.device, random_state=args.seed)
+        batch_size=args.batch_size, device=args.device, random_state=args.seed,
+        extractor_params={"precision": args.precision})
     extractor = probe._extractor().fit(list(texts))
     probe._fit_stack(extractor, stack, probe._check_y(labels))
     folder = save_probe(probe, args.save, overwrite=args.force)

@@ -427,3 +427,13 @@ def fuse_layers(stack, layers, mean=None, scale=None, dtype=None):
     return out if dtype is None else out.astype(dtype, copy=False)
 
 
+def flat_table(stack, layers):
+    """The flat output: blocks of ``dim`` columns, marked with their layout.
+
+    The :class:`LayerTable` marker lets the next
+    step of a numpy ``Pipeline`` read the layers without ``layer_dim``
+    (see ``doc/user_guide/data_contract.rst``).
+    """
+    n_layers, n, dim = stack.shape
+    flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, n_layers * dim)
+    return mark_layers(flat, dim, layers)

@@ -22,8 +22,8 @@ from skloes.core._cache import (
     read_output,
 )
 from skloes.core._contract import (
+    flat_table,
     layer_feature_names,
-    mark_layers,
     resolve_layer_indices,
 )
 from skloes.core._memory import release_memory
@@ -42,6 +42,7 @@ from skloes.models._inputs import (
     encode_batch,
     text_batch,
     text_limits,
+    token_batches,
     token_mask,
     tokenize_texts,
 )
@@ -169,16 +170,27 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 
     dtype : {"float32", "float16"}, default="float32"
         Dtype of the returned array (``"float16"`` halves its memory); the
-        model computes in float32. There is no ``"bfloat16"``: numpy has no
-        such dtype.
+        model computes in ``precision``. There is no ``"bfloat16"``: numpy
+        has no such dtype (``precision="bfloat16"`` computes in it).
+
+    precision : {"float32", "bfloat16", "int8"}, default="float32"
+        Arithmetic of the forward pass. ``"int8"``: dynamic int8
+        quantization (weights per output channel, activations per token,
+        prepared in about a second at load), CPU only. ``"bfloat16"``: the
+        whole model in bfloat16 (pooling stays float32). Both are faster on
+        CPUs with int8/bfloat16 units and move the features slightly; the
+        returned array still has ``dtype``. Measured speed, quality and the choice of
+        engines: :ref:`extraction-precision`.
+
+        .. versionadded:: 0.2
 
     cache : str, os.PathLike or None, default=None
         Folder of a content-addressed cache of pooled states, one ``.npy`` per
         input, keyed by the model's weights, ``pooling``, ``max_length``, the
-        resolved layers, ``dtype`` and the input content. Inputs found there
-        are not recomputed, and a transform whose inputs are all cached does
-        not load the model. A cached output of at least 1 GiB is returned
-        memory-mapped (read-only) from the cache folder.
+        resolved layers, ``dtype``, ``precision`` and the input content.
+        Inputs found there are not recomputed, and a transform whose inputs
+        are all cached does not load the model. A cached output of at least
+        1 GiB is returned memory-mapped (read-only) from the cache folder.
 
     verbose : int, default=0
         ``>= 1`` shows a tqdm bar on stderr for extractions of at least 8
@@ -284,6 +296,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         "max_length": [Interval(Integral, 1, None, closed="left")],
         "device": DEVICE_CONSTRAINT,
         "dtype": [StrOptions({"float32", "float16"})],
+        "precision": [StrOptions({"float32", "bfloat16", "int8"})],
         "cache": [str, os.PathLike, None],
         "verbose": ["verbose"],
         "trust_remote_code": ["boolean"],
@@ -292,8 +305,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     def __init__(self, model=None, *, pooling="mean", exclude_tokens="auto",
                  layers="all", output="stack", batch_size=32,
                  max_batch_tokens="auto", max_length=512, device="auto",
-                 dtype="float32", cache=None, verbose=0, trust_remote_code=False,
-                 progress="deprecated"):
+                 dtype="float32", precision="float32", cache=None, verbose=0,
+                 trust_remote_code=False, progress="deprecated"):
         self.model = model
         self.pooling = pooling
         self.exclude_tokens = exclude_tokens
@@ -304,6 +317,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.max_length = max_length
         self.device = device
         self.dtype = dtype
+        self.precision = precision
         self.cache = cache
         self.verbose = verbose
         self.trust_remote_code = trust_remote_code
@@ -376,6 +390,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         self.n_layers_ = len(self.layers_)
         self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
         self.device_ = resolve_device(self.device, owner=name)
+        _precision().check_precision(self.precision, self.device_, owner=name)
         self._decoder = modality == "text" and is_decoder_only(config)
         self.exclude_tokens_ = resolve_exclude_tokens(
             self.exclude_tokens, modality, self._decoder, owner=name)
@@ -491,7 +506,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     def _format(self, stack):
         if self.output == "stack":
             return stack
-        return _flat_table(stack, self.layers_)
+        return flat_table(stack, self.layers_)
 
     def _store(self, layers=None):
         """The cache of this configuration (of ``layers``, default the requested
@@ -509,6 +524,8 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             "layers": [int(l) for l in layers],
             "dtype": self.dtype,
         }
+        if self.precision != "float32":  # float32 keys as before 0.2
+            settings["precision"] = self.precision
         return HiddenStatesCache(
             self.cache, settings, (len(layers), self.dim_), self.dtype
         )
@@ -582,13 +599,14 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     def _pool_fn(self, mask, exclude):
         """One layer's ``(B, T, D)`` states -> ``(B, k)`` under this batch's mask."""
         if not callable(self.pooling):
-            return lambda hidden: pool(hidden, mask, self.pooling, exclude)
+            return lambda hidden: pool(hidden.float(), mask, self.pooling, exclude)
         owner, widths = type(self).__name__, []
         if exclude is not None:  # a callable sees the tokens mean pooling keeps
             mask = kept_tokens(mask, exclude)
 
         def call(hidden):
-            value = pool_layers([hidden], [0], mask, self.pooling, owner=owner)[0]
+            value = pool_layers([hidden.float()], [0], mask, self.pooling,
+                                owner=owner)[0]
             if widths and value.shape[1] != widths[0]:
                 raise ValueError(
                     f"{owner}: callable `pooling` must return the same width k for "
@@ -665,10 +683,12 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 self.model_path_, self.modality_,
                 trust_remote_code=self.trust_remote_code, owner=name,
             )
-            self._model = load_model(
+            precision = _precision()
+            self._model = precision.apply_precision(load_model(
                 self.model_path_, trust_remote_code=self.trust_remote_code,
                 device=self.device_, owner=name,
-            )
+                torch_dtype=precision.load_dtype(self.precision),
+            ), self.precision)
             self._blocks = find_blocks(self._model)
 
     def _check_weights(self):
@@ -759,37 +779,11 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         return tags
 
 
-def _flat_table(stack, layers):
-    """The flat output: blocks of ``dim`` columns, marked with their layout.
+def _precision():
+    """:mod:`skloes.models._precision`, which imports torch at its top."""
+    from skloes.models import _precision
 
-    The :class:`~skloes.core._contract.LayerTable` marker lets the next
-    step of a numpy ``Pipeline`` read the layers without ``layer_dim``
-    (see ``doc/user_guide/data_contract.rst``).
-    """
-    n_layers, n, dim = stack.shape
-    flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, n_layers * dim)
-    return mark_layers(flat, dim, layers)
-
-
-def token_batches(order, lengths, batch_size, max_tokens):
-    """Split ``order`` into batches of at most ``batch_size`` inputs and
-    ``max_tokens`` padded tokens (``n_inputs * longest length``).
-
-    ``lengths[i]`` is the length of input ``order[i]``; batches are consecutive
-    runs of ``order``, so under a longest-first order each is as large as the
-    budget allows. An input longer than ``max_tokens`` forms a batch alone.
-    """
-    batches, start, n = [], 0, len(order)
-    while start < n:
-        stop, longest = start + 1, lengths[start]
-        while stop < n and stop - start < batch_size:
-            longest = max(longest, lengths[stop])
-            if (stop - start + 1) * longest > max_tokens:
-                break
-            stop += 1
-        batches.append(order[start:stop])
-        start = stop
-    return batches
+    return _precision
 
 
 def _copy_duplicates(out, keys, first):

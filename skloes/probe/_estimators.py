@@ -92,7 +92,9 @@ _PARAMS_DOC = """
     extractor_params : dict or None, default=None
         Further :class:`~skloes.extraction.HiddenStatesTransformer`
         parameters (``exclude_tokens``, ``max_batch_tokens``,
-        ``trust_remote_code``...).
+        ``precision``, ``trust_remote_code``...); ``{"precision": "int8"}``
+        computes the features in int8 (see :ref:`extraction-precision`), and
+        a saved probe predicts in the precision it was fitted with.
 
     random_state : int, RandomState instance or None, default=None
         Seeds the default selector.
