@@ -22,8 +22,8 @@ from sklearn.preprocessing import FunctionTransformer  # noqa: E402
 from sklearn.utils import estimator_checks  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
-from skloes.models._inputs import token_batches  # noqa: E402
 from skloes.models._forward import find_blocks, forward_hidden_states  # noqa: E402
+from skloes.models._inputs import token_batches  # noqa: E402
 from skloes.models._loading import (  # noqa: E402
     DEFAULT_MODEL_ID,
     default_model,
