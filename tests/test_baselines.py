@@ -583,7 +583,7 @@ def test_bad_dimensions_and_layer_dim():
         LastLayerSelector(layer_dim=7).fit(_flat(H), y)
     with pytest.raises(ValueError, match="at least 3 calibration samples"):
         BestSingleLayerSelector().fit(H[:, :2], y[:2])
-    with pytest.raises(ValueError, match="`cv`=5 cannot split the 4 calibration"):
+    with pytest.raises(ValueError, match="`cv`=5 folds need at least 5 samples; got 4"):
         BestSingleLayerSelector().fit(H[:, :4], [0, 1, 0, 1])
 
 
