@@ -223,6 +223,25 @@ def scaling_rows(stack, y, repeats, sizes, axis):
     return f"| {axis} | {' / '.join(map(str, sizes))} | " + " | ".join(cells) + " |"
 
 
+def _cv_lines(lines, stack, y, n_rows, cv_k, repeats):
+    """The two LOESSelectorCV lines at ``n_rows`` rows."""
+    rows = _rows(y, n_rows)
+    sub = np.ascontiguousarray(stack[:, rows])
+    k = min(cv_k, sub.shape[0])
+    print(f"LOESSelectorCV on {sub.shape}, K={k}", flush=True)
+    t, diff = cv_ratios(sub, y[rows], max(1, repeats - 1), k)
+    ratio = np.array(t["LOESSelectorCV"]) / np.array(t["one fit at K"])
+    lines.append(f"| LOESSelectorCV (K≤{k}, cv=5) / one LOESSelector fit at "
+                 f"K={k} | {rows.size} | {_summary(ratio)} | ≤ 6.5 | "
+                 f"{np.median(t['LOESSelectorCV']):.1f} / "
+                 f"{np.median(t['one fit at K']):.1f} |")
+    ratio = np.median(t["LOESSelectorCV"]) / t["GridSearchCV"][0]
+    lines.append(f"| LOESSelectorCV / GridSearchCV, budgets 1..{k} (max score "
+                 f"diff {diff:.1e}) | {rows.size} | {ratio:.2f} | ≤ 0.3 | "
+                 f"{np.median(t['LOESSelectorCV']):.1f} / "
+                 f"{t['GridSearchCV'][0]:.1f} |")
+
+
 class _Lines(list):
     """A list of table lines that prints each line as it is added."""
 
@@ -237,8 +256,11 @@ class _Lines(list):
 
 
 def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
-               cv_k=7, parts=("floor", "search", "cv")):
+               cv_k=7, parts=("floor", "search", "cv"), cv_rows=None):
     """Markdown lines with every timing ratio for one model's features.
+
+    ``cv_rows`` (default ``(search_rows,)``) are the row counts of the
+    LOESSelectorCV timings, one pair of lines each.
 
     Each line is also printed as soon as it is measured.
     """
@@ -304,19 +326,6 @@ def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
                         f"{np.median(t['all budgets, memory']):.1f} / "
                         f"{np.median(t[base]):.1f} |")
         if "cv" in parts:
-            rows = _rows(y, search_rows)
-            sub = np.ascontiguousarray(stack[:, rows])
-            k = min(cv_k, sub.shape[0])
-            print(f"LOESSelectorCV on {sub.shape}, K={k}", flush=True)
-            t, diff = cv_ratios(sub, y[rows], max(1, repeats - 1), k)
-            ratio = np.array(t["LOESSelectorCV"]) / np.array(t["one fit at K"])
-            lines.append(f"| LOESSelectorCV (K≤{k}, cv=5) / one LOESSelector fit at "
-                         f"K={k} | {rows.size} | {_summary(ratio)} | ≤ 6.5 | "
-                         f"{np.median(t['LOESSelectorCV']):.1f} / "
-                         f"{np.median(t['one fit at K']):.1f} |")
-            ratio = np.median(t["LOESSelectorCV"]) / t["GridSearchCV"][0]
-            lines.append(f"| LOESSelectorCV / GridSearchCV, budgets 1..{k} (max score "
-                         f"diff {diff:.1e}) | {rows.size} | {ratio:.2f} | ≤ 0.3 | "
-                         f"{np.median(t['LOESSelectorCV']):.1f} / "
-                         f"{t['GridSearchCV'][0]:.1f} |")
+            for n_rows in cv_rows or (search_rows,):
+                _cv_lines(lines, stack, y, n_rows, cv_k, repeats)
     return lines

@@ -601,6 +601,12 @@ def main(argv=None):
                         help="of floor, greedy, scaling, search, cv")
     parser.add_argument("--search-rows", type=int, default=1000,
                         help="rows of the budget-search and LOESSelectorCV timings")
+    parser.add_argument("--cv-rows", type=int, nargs="+", default=None,
+                        help="row counts of the LOESSelectorCV timings (default: "
+                             "--search-rows), e.g. 1000 1600 4000")
+    parser.add_argument("--blocks-only", action="store_true",
+                        help="--timing: leave out the first layer of the stack "
+                             "(the embedding output)")
     args = parser.parse_args(argv)
     if args.timing:
         return timing_main(args)
@@ -689,8 +695,11 @@ def timing_main(args):
         sys.exit("--model smollm2 needs --features PATH (an .npz of its stack)")
     model = "mpnet" if args.mpnet and not args.features else args.model
     label = f"{model}, {args.datasets[0] if not args.features else args.features}"
+    if args.blocks_only:
+        stack, label = stack[1:], f"{label}, blocks only"
     lines = run_timing(stack, y, label, repeats=args.repeats,
-                       search_rows=args.search_rows, parts=args.timing_parts)
+                       search_rows=args.search_rows, parts=args.timing_parts,
+                       cv_rows=args.cv_rows)
     text = "\n".join(lines) + "\n"
     print(text)
     out = RESULTS.with_name("selection_speed_runs.md")

@@ -946,6 +946,22 @@ def test_path_equals_the_frozen_original(kind, params, K):
             np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-8)
 
 
+@pytest.mark.parametrize("form", ["eigen", "singular vectors"])
+def test_reference_projection_forms_equal_the_frozen_original(form, monkeypatch):
+    """The reference ridge projection without its Cholesky certificate (the
+    eigen forms of the factor rows) and without factor rows (the layers'
+    singular vectors) gives the original's selections and scores too."""
+    from skloes.selection import _loes_path, _loes_ridge
+
+    if form == "eigen":
+        monkeypatch.setattr(_loes_ridge, "_certified", lambda *args: False)
+    else:
+        monkeypatch.setattr(_loes_path, "_FACTOR_ROWS", False)
+    for kind, params, K in _ORACLE_CASES:
+        if params["variant"] == "reference":
+            test_path_equals_the_frozen_original(kind, params, K)
+
+
 # --------------------------------------------------------------------------
 # One path for every budget: ``memory``
 # --------------------------------------------------------------------------

@@ -418,3 +418,14 @@ def spectral_imbalance_torch(Z, variant="robust"):
     top = torch.clamp(lam[-r:] + delta, min=0.0)
     scaled = top / torch.clamp(top.mean(), min=1e-12)
     return ((scaled - 1.0) ** 2).mean()
+
+
+def draw_triplets(rule, n_classes, rng):
+    """The triangle triplets, drawn once per fit (``triplets`` parameter)."""
+    kind, count = rule
+    if kind == "sampled":  # uniform over {0..C-1}³, repeats allowed
+        count = min(200, 3 * n_classes) if count is None else count
+        return rng.randint(0, n_classes, size=(count, 3)).astype(np.intp)
+    if count is None and n_classes <= 30:
+        return all_triplets(n_classes)
+    return sample_distinct_triplets(n_classes, 200 if count is None else count, rng)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, lapack
+from scipy.linalg import cho_factor, lapack
 
 from skloes.core._geometry import rank_mask, thin_svd
 
@@ -225,8 +225,9 @@ def tridiagonalize(S):
     return None if info else (c, d, e, tau)
 
 
-def tridiagonal_rotate(reduction, B):
-    """``PᵀB`` for a reduction ``S = P M Pᵀ`` from :func:`tridiagonalize`.
+def tridiagonal_rotate(reduction, B, *, back=False):
+    """``PᵀB`` (``P B`` with ``back``) for a reduction ``S = P M Pᵀ`` from
+    :func:`tridiagonalize`.
 
     ``P = diag(1, H_1 ⋯ H_{m-1})`` whose reflectors sit below the first
     subdiagonal in QR layout, so LAPACK's ``dormqr`` applies them.
@@ -234,7 +235,7 @@ def tridiagonal_rotate(reduction, B):
     c, _, _, tau = reduction
     B = np.array(B, dtype=np.float64)
     m, q = B.shape
-    B[1:] = lapack.dormqr("L", "T", c[1:, :-1], tau, B[1:],
+    B[1:] = lapack.dormqr("L", "N" if back else "T", c[1:, :-1], tau, B[1:],
                           lwork=max(64 * q, m))[0]
     return B
 
@@ -264,12 +265,12 @@ def ridge_solve(S, B, tc2, n, *, kernel, size, alpha="gcv"):
     with ``B = A_cᵀT_c``, or ``A_cA_cᵀ`` with ``B = T_c`` (``kernel=True``).
     One tridiagonal reduction ``S = P M Pᵀ`` gives the spectrum (the grid and
     the degrees of freedom) and, by one tridiagonal solve per grid point, the
-    residual; a Cholesky factor of ``S + λI`` gives the solution. It costs
-    about half an eigendecomposition with vectors. Components under the rank
-    rule (``size`` is ``max`` of the shape of ``A_c``) enter the residual only
-    at rounding level, so λ is the one of :func:`ridge_svd` unless two GCV
-    scores tie to rounding. A tiny ``S``, one with no component kept, or a
-    numerical failure takes the eigendecomposition route instead.
+    residual; the solution is ``P (M + λI)⁻¹PᵀB``, one more tridiagonal solve.
+    It costs about half an eigendecomposition with vectors. Components under
+    the rank rule (``size`` is ``max`` of the shape of ``A_c``) enter the
+    residual only at rounding level, so λ is the one of :func:`ridge_svd`
+    unless two GCV scores tie to rounding. A tiny ``S``, one with no component
+    kept, or a numerical failure takes the eigendecomposition route instead.
 
     Returns
     -------
@@ -280,11 +281,16 @@ def ridge_solve(S, B, tc2, n, *, kernel, size, alpha="gcv"):
         route; zeros when no component is kept).
     """
     B = _as_2d_target(B)
-    lam, factor = ridge_factor(S, B, tc2, n, kernel=kernel, size=size, alpha=alpha)
-    if factor is None:
-        return _ridge_solve_eigh(np.asarray(S, dtype=np.float64), B, tc2, n, kernel,
-                                 size, alpha)
-    return lam, cho_solve(factor, B, check_finite=False)
+    lam, reduction, Bp = _ridge_reduce(S, B, tc2, n, kernel=kernel, size=size,
+                                       alpha=alpha)
+    if reduction is not None:
+        d, e = reduction[1:3]
+        Bp = tridiagonal_rotate(reduction, B) if Bp is None else Bp
+        x, info = lapack.dptsv(d + lam, e, Bp)[2:4]
+        if not info:
+            return lam, tridiagonal_rotate(reduction, x, back=True)
+    return _ridge_solve_eigh(np.asarray(S, dtype=np.float64), B, tc2, n, kernel,
+                             size, alpha)
 
 
 def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
@@ -295,34 +301,47 @@ def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
     a numerical failure): the caller then takes the eigendecomposition route.
     """
     S = np.asarray(S, dtype=np.float64)
-    B = _as_2d_target(B)
-    m = S.shape[0]
-    reduction = tridiagonalize(S) if m >= 2 else None  # LAPACK wants m >= 2
+    lam, reduction, _ = _ridge_reduce(S, _as_2d_target(B), tc2, n, kernel=kernel,
+                                      size=size, alpha=alpha)
     if reduction is None:
         return None, None
+    try:
+        return lam, cho_factor(S + lam * np.eye(S.shape[0]), lower=True,
+                               check_finite=False)
+    except np.linalg.LinAlgError:
+        return None, None
+
+
+def _ridge_reduce(S, B, tc2, n, *, kernel, size, alpha):
+    """λ of :func:`ridge_solve`, the reduction of ``S`` and ``PᵀB``.
+
+    ``PᵀB`` is None when λ is given (no GCV scan); everything is None when
+    there is no reduction to use (``S`` under 2 × 2, no component kept, or a
+    numerical failure).
+    """
+    S = np.asarray(S, dtype=np.float64)
+    reduction = tridiagonalize(S) if S.shape[0] >= 2 else None  # LAPACK: m >= 2
+    if reduction is None:
+        return None, None, None
     _, d, e, _ = reduction
     w = np.sort(lapack.dsterf(d, e)[0])[::-1]
     s2 = w[rank_mask(w, size)]
     if not s2.size:
-        return None, None
-    lam = float(alpha) if isinstance(alpha, Real) else None
-    if lam is None:
-        Bp = tridiagonal_rotate(reduction, B)
+        return None, None, None
+    if isinstance(alpha, Real):
+        return float(alpha), reduction, None
+    Bp = tridiagonal_rotate(reduction, B)
 
-        def explained(lam):
-            value, info = tridiagonal_explained(reduction, Bp, lam, kernel=kernel)
-            if info:
-                raise np.linalg.LinAlgError
-            return value
+    def explained(lam):
+        value, info = tridiagonal_explained(reduction, Bp, lam, kernel=kernel)
+        if info:
+            raise np.linalg.LinAlgError
+        return value
 
-        try:
-            lam = _gcv_scan(s2, explained, tc2, n)[0]
-        except np.linalg.LinAlgError:
-            return None, None
     try:
-        return lam, cho_factor(S + lam * np.eye(m), lower=True, check_finite=False)
+        return _gcv_scan(s2, explained, tc2, n)[0], reduction, Bp
     except np.linalg.LinAlgError:
-        return None, None
+        return None, None, None
 
 
 def _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha):

@@ -71,8 +71,7 @@ def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer,
                   else ("regression", None, y.reshape(y.shape[0], -1)))
         subsets = _SubsetScorer(stack, target, train, test, scaling=probe,
                                 alpha=estimator.ridge_alpha)
-        for k in range(1, order.size + 1):
-            scores[k - 1] = subsets(sorted(order[:k].tolist()))
+        scores[:order.size] = subsets.prefix_scores(order.tolist())
         return scores, order
     mean = scale = None
     if selector.fusion_scaling == "layer":

@@ -21,12 +21,11 @@ from scipy.linalg import cho_solve, solve_triangular
 from sklearn.utils import check_random_state
 
 from skloes.core._geometry import (
-    all_triplets,
     class_centroids,
+    draw_triplets,
     isotropy_erank,
     isotropy_inv_cv,
     rank_mask,
-    sample_distinct_triplets,
     thin_svd,
     triangle_areas,
 )
@@ -43,6 +42,8 @@ from skloes.selection._base import (
     resolve_n_layers,
 )
 from skloes.selection._loes_fused import _FastFit, _FusedLoss, standardized_components
+from skloes.selection._loes_ridge import _RidgeResidual, _RidgeSpan
+from skloes.selection._loes_ridge import factor_rows as _factor_rows
 from skloes.selection._loes_span import (
     _Residual,
     _RowResidual,
@@ -75,17 +76,6 @@ SCORE_KEYS = ("score", "loss", "isotropy", "redundancy", "triangle", "ridge_alph
 DUPLICATE_CKA = 1 - 1e-10  # the duplicate guard's threshold
 EXHAUSTED = 1e-10          # ‖X̃‖²/‖X‖² below which a candidate is exhausted
 
-def _draw_triplets(rule, n_classes, rng):
-    """The triangle triplets, drawn once per fit (``triplets`` parameter)."""
-    kind, count = rule
-    if kind == "sampled":  # uniform over {0..C-1}³, repeats allowed
-        count = min(200, 3 * n_classes) if count is None else count
-        return rng.randint(0, n_classes, size=(count, 3)).astype(np.intp)
-    if count is None and n_classes <= 30:
-        return all_triplets(n_classes)
-    return sample_distinct_triplets(n_classes, 200 if count is None else count, rng)
-
-
 # --------------------------------------------------------------------------
 # The selection path
 # --------------------------------------------------------------------------
@@ -100,10 +90,14 @@ class _Layer:
     ``X_cX_cᵀ`` when ``n <= d``), which the fused components reuse, and
     ``U``/``s`` are computed only by :meth:`factors` (a layer that joins the
     selected span). ``rows`` keeps the prepared rows ``Xp`` for that, and for
-    a candidate's residual against the span (:class:`_RowResidual`).
+    a candidate's residual against the span (:class:`_RowResidual`). With
+    ``factor_rows`` (the ridge projection, :mod:`skloes.selection._loes_ridge`)
+    the layer is held as factor rows ``F`` and their Gram ``H`` instead of
+    ``U`` (no ``n × d × m`` product).
     """
 
-    def __init__(self, X, mean, scale, cfg, light=False, share=False, rows=False):
+    def __init__(self, X, mean, scale, cfg, light=False, share=False, rows=False,
+                 factor_rows=False):
         Xp = X - mean
         unit = cfg["scaling"] == "unit_variance"
         if unit:
@@ -111,6 +105,10 @@ class _Layer:
         n, self.dim = X.shape
         iso = isotropy_erank if cfg["isotropy"] == "erank" else isotropy_inv_cv
         self.gram = None
+        if factor_rows:
+            self.F, self.H, self.s, turn = _factor_rows(Xp)
+            self._finish(X, Xp, mean, scale, cfg, iso, lambda: turn(mean))
+            return
         if light or (share and n > self.dim):
             Xc = X - mean
             self.gram = Xc.T @ Xc if n > self.dim else Xc @ Xc.T
@@ -125,13 +123,18 @@ class _Layer:
             return
         self.U, self.s = thin_svd(Xp, center=False, gram=None if self.gram is None
                                   else self.gram / (scale**2 if unit else 1.0))
+        self._finish(X, Xp, mean, scale, cfg, iso,
+                     lambda: (self.U.T @ (Xp @ mean)) / self.s)
+
+    def _finish(self, X, Xp, mean, scale, cfg, iso, mean_coords):
+        """Spectrum, energy, isotropy and the overlap's raw-data moments."""
         self.spectrum = self.s
         self.energy = float(np.sum(self.s**2))
-        self.iso = float(iso(self.s, n, self.dim))
+        self.iso = float(iso(self.s, *X.shape))
         if cfg["redundancy"] == "overlap":  # raw-data moments for the overlap
             self.mean, self.raw_norm2 = mean, float(np.sum(X**2))
             self.factor = scale if cfg["scaling"] == "unit_variance" else 1.0
-            self.p = (self.U.T @ (Xp @ mean)) / self.s if self.s.size else self.s
+            self.p = mean_coords() if self.s.size else self.s
 
     def factors(self):
         """The thin SVD ``(U, s)`` of a light layer, on first use."""
@@ -158,6 +161,10 @@ def _light_path(cfg, has_targets):
 #: Switch of the light preparation and of the shared Gram (the tests turn it
 #: off to compare with the full path).
 _LIGHT = True
+
+#: Switch of the factor-row form of the ridge projection
+#: (:mod:`skloes.selection._loes_ridge`; the tests turn it off to compare).
+_FACTOR_ROWS = True
 
 
 @dataclass
@@ -228,7 +235,7 @@ class _Path:
         self._targets(y, codes_all if classes is not None else None)
         self.triplets = None
         if task == "classification" and self.n_present >= 3:
-            self.triplets = _draw_triplets(cfg["triplet_rule"], self.n_present, rng)
+            self.triplets = draw_triplets(cfg["triplet_rule"], self.n_present, rng)
         self._prepare(stack, rows)
 
     @property
@@ -273,8 +280,11 @@ class _Path:
         self.candidates = candidates.tolist()
         fused = _LIGHT and self.cfg["objective"] == "fused" and self.Y is not None
         self.light = light = _light_path(self.cfg, self.Y is not None)
+        self.factor_rows = (_FACTOR_ROWS and self.cfg["objective"] == "residual"
+                            and self.cfg["orthogonalization"] == "ridge")
         self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
-                                 self.cfg, light, fused, rows=light and self.triangle)
+                                 self.cfg, light, fused, rows=light and self.triangle,
+                                 factor_rows=self.factor_rows)
                        for l in self.candidates}
         self._red, self._cka, self._cross = {}, {}, {}
         self._twins = {}
@@ -305,20 +315,37 @@ class _Path:
         return keep
 
     def cross(self, a, b):
-        """``U_aᵀU_b``, computed once per pair."""
+        """``U_aᵀU_b`` (``F_aᵀF_b`` in factor-row form), computed once per pair."""
         if (a, b) in self._cross:
             return self._cross[(a, b)]
         if (b, a) in self._cross:
             return self._cross[(b, a)].T
-        self._cross[(a, b)] = self.layers[a].U.T @ self.layers[b].U
+        if self.factor_rows:
+            la, lb = self.layers[a], self.layers[b]
+            self._cross[(a, b)] = la.H if a == b else la.F.T @ lb.F
+        else:
+            self._cross[(a, b)] = self.layers[a].U.T @ self.layers[b].U
         return self._cross[(a, b)]
 
-    def centroids_U(self, l):
-        """Class centroids of the rows of ``U_l``, computed once."""
+    def layer_centroids(self, l):
+        """Class centroids of the rows of ``U_l`` (``F_l``), computed once."""
         layer = self.layers[l]
         if not hasattr(layer, "cent_U"):
-            layer.cent_U = class_centroids(layer.U, self.codes, self.n_present)
+            rows = layer.F if self.factor_rows else layer.U
+            layer.cent_U = class_centroids(rows, self.codes, self.n_present)
         return layer.cent_U
+
+    def _moments(self, a, b):
+        """``s_a U_aᵀU_b s_b`` (``F_aᵀF_b``): the centred cross-moments of a pair."""
+        if self.factor_rows:
+            return self.cross(a, b)
+        la, lb = self.layers[a], self.layers[b]
+        return (la.s[:, None] * self.cross(a, b)) * lb.s[None, :]
+
+    def _coords(self, l, T):
+        """``U_lᵀT`` (``F_lᵀT``): a sample-space ``T`` in the layer's columns."""
+        layer = self.layers[l]
+        return (layer.F if self.factor_rows else layer.U).T @ T
 
     def cka(self, a, b):
         key = (min(a, b), max(a, b))
@@ -327,7 +354,7 @@ class _Path:
             if not la.s.size or not lb.s.size:
                 self._cka[key] = 0.0
             else:
-                c = (la.s[:, None] * self.cross(a, b)) * lb.s[None, :]
+                c = self._moments(a, b)
                 denom = np.sqrt((la.s**4).sum()) * np.sqrt((lb.s**4).sum())
                 self._cka[key] = float(min((c**2).sum() / denom, 1.0))
         return self._cka[key]
@@ -387,13 +414,23 @@ class _Path:
         (:func:`skloes.core._geometry.overlap_redundancy` is the direct form).
         """
         la, lb, n = self.layers[a], self.layers[b], self.n
-        K = (la.s[:, None] * self.cross(a, b)) * lb.s[None, :]
+        K = self._moments(a, b)
         ca, cb = la.factor, lb.factor
         num2 = (ca * cb) ** 2 * float(np.sum(K**2)) \
             + 2 * n * ca * cb * float(la.p @ K @ lb.p) \
             + n**2 * float(la.mean @ la.mean) * float(lb.mean @ lb.mean)
         denom = np.sqrt(la.raw_norm2) * np.sqrt(lb.raw_norm2)
         return float(np.sqrt(max(num2, 0.0)) / denom) if denom > 0 else 0.0
+
+    def _svd_factors(self, l):
+        """``(U, s)`` of layer ``l``; in factor-row form from ``eigh(H)``."""
+        layer = self.layers[l]
+        if not self.factor_rows:
+            return layer.U, layer.s
+        w, W = np.linalg.eigh(layer.H)
+        m = layer.s.size
+        s = np.sqrt(np.maximum(w[::-1][:m], 0.0))
+        return layer.F @ (W[:, ::-1][:, :m] / s), s
 
     def ridge(self, U, s, T):
         cfg = self.cfg
@@ -478,10 +515,10 @@ class _Path:
             return ctx
         if cfg["objective"] == "fused":
             return self._fused_context(ctx, order)
-        span = ctx["span"] = _Span(self, order)
+        span = ctx["span"] = (_RidgeSpan if self.factor_rows else _Span)(self, order)
         ctx["QtR"] = span.Qt(M=R)
         if self.triangle:
-            ctx["cent_Q"] = span.centroids(self.centroids_U)
+            ctx["cent_Q"] = span.centroids(self.layer_centroids)
         if cfg["loss_normalization"] == "relative":
             null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
                              loo_denominator=self.denom)
@@ -496,7 +533,7 @@ class _Path:
                 for j in order:
                     self.layers[j].factors()
             span = ctx["span"] = _Span(self, order)
-            ctx["cent_Q"] = span.centroids(self.centroids_U)
+            ctx["cent_Q"] = span.centroids(self.layer_centroids)
         if cfg["loss_normalization"] == "relative":
             ctx["scale"] = 1.0 / max(self.fused(order).loss, 1e-300)
         return ctx
@@ -551,10 +588,13 @@ class _Path:
                    else _RowResidual(self, l, ctx["span"]) if self.light
                    else _Residual(layer, ctx["span"], l, gram=False))
             return sol.loss, sol.alpha, res, sol
-        if not k:
+        if self.factor_rows:  # step 0 too: the layer's factor rows, no span
+            res = _RidgeResidual(self, l, ctx["span"])
+        elif not k:
             sol = self.ridge(layer.U, layer.s, ctx["R"])
             return sol.loss, sol.alpha, None, sol
-        res = _Residual(layer, ctx["span"], l)
+        else:
+            res = _Residual(layer, ctx["span"], l)
         exhausted = res.energy / layer.energy < EXHAUSTED
         w = None if exhausted else res.full_rank(n)
         if w is None:  # exact eigendecomposition route
@@ -563,7 +603,8 @@ class _Path:
                 sigma, W = sigma[:0], W[:, :0]  # rounding noise only
                 res._eig = (sigma, W)
             if cfg["loss"] == "train":
-                Z = (W / sigma).T @ res.b(layer.U.T @ ctx["R"], ctx["QtR"])
+                Z = (W / sigma).T @ res.b(self._coords(l, ctx["R"]),
+                                          ctx.get("QtR"))
                 lam, loss = ridge_train_loss(sigma, Z, ctx["tc2"], n,
                                              alpha=cfg["ridge_alpha"])
                 return loss, lam, res, (res, lam)
@@ -571,7 +612,7 @@ class _Path:
             sol = self.ridge(U, sigma, ctx["R"])
             return sol.loss, sol.alpha, res, sol
         R = ctx["R"]
-        b = res.b(layer.U.T @ R, ctx["QtR"])
+        b = res.b(self._coords(l, R), ctx.get("QtR"))
         lam, rss = _spectral_ridge(res, w, b, ctx["tc2"], n, cfg["ridge_alpha"])
         if cfg["loss"] == "train":
             return rss / (n * R.shape[1]), lam, res, (res, lam)
@@ -587,12 +628,12 @@ class _Path:
         n = self.n
         L = np.linalg.cholesky(res.G + lam * np.eye(res.G.shape[0]))
         c = cho_solve((L, True), b)
-        M = res.M()
         t_mean = R.mean(axis=0)
-        fit_c = M @ c
         if not hat:
-            res.fit = _FastFit(lam, np.nan, t_mean + fit_c)
+            res.fit = _FastFit(lam, np.nan, t_mean + res.apply(c))
             return np.nan, lam
+        M = res.M()
+        fit_c = M @ c
         E = (R - t_mean) - fit_c
         hat = 1.0 / n + np.sum(solve_triangular(L, M.T, lower=True) ** 2, axis=0)
         E_loo = E / np.maximum(1.0 - hat, LOO_FLOOR)[:, None]
@@ -614,12 +655,11 @@ class _Path:
         if self.cfg["objective"] == "fused":  # the fused fit replaces Ŷ
             fit = sol.fitted - self.Y_hat
         elif self.cfg["update"] == "refit" and k:
-            layer = self.layers[best]
-            fit = self.ridge(layer.U, layer.s, self.Y).fitted
+            fit = self.ridge(*self._svd_factors(best), self.Y).fitted
         elif isinstance(sol, tuple) and hasattr(sol[0], "tri"):  # full rank
             res, lam = sol
             R = ctx["R"]
-            b = res.b(res.layer.U.T @ R, ctx["QtR"])
+            b = res.b(self._coords(best, R), ctx.get("QtR"))
             self._loo(res, b, lam, R, hat=False)
             fit = res.fit.fitted
         elif isinstance(sol, tuple):  # spectral-only scoring: build the fit now

@@ -100,11 +100,11 @@ class _Span:
         return self.T.T @ np.vstack([path.layers[j].s[:, None] * path.cross(j, l)
                                      for j in self.order])
 
-    def centroids(self, centroids_U):
+    def centroids(self, layer_centroids):
         """Class centroids of the rows of ``Q`` (from those of each ``U_j``)."""
         if self.T is None:
             return class_centroids(self._Q, self.path.codes, self.path.n_present)
-        blocks = [centroids_U(j) * self.path.layers[j].s for j in self.order]
+        blocks = [layer_centroids(j) * self.path.layers[j].s for j in self.order]
         return np.hstack(blocks) @ self.T
 
     def times(self, C):
@@ -210,6 +210,10 @@ class _Residual:
             return (self.layer.U - self.span.Q @ self.At) * self.layer.s
         return (self.layer.U - self.span.times(self.At)) * self.layer.s
 
+    def apply(self, c):
+        """``M c``."""
+        return self.M() @ c
+
     def left(self, n):
         """``U_M = M W / σ`` (n × m′) of the kept components."""
         sigma, W = self.eig(n)
@@ -217,7 +221,7 @@ class _Residual:
 
     def centroids(self, cent_Q):
         """Class centroids of the rows of ``M`` (V coordinates)."""
-        cent_U = self.span.path.centroids_U(self.l)
+        cent_U = self.span.path.layer_centroids(self.l)
         return (cent_U - cent_Q @ self.At) * self.layer.s
 
 

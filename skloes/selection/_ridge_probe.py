@@ -65,9 +65,10 @@ class _SubsetScorer:
     total variance (the probe with one block per layer), ``"global"`` divides
     the subset's concatenation by its root total variance (the probe on a
     plain table). A subset is solved in whichever form is smaller: the
-    concatenated features when their width is below ``n_fit``, else the fit
-    Gram ``Σ_l G_l`` (and cross-Gram ``Σ_l K_l``) of cached per-layer Grams;
-    either costs one tridiagonal reduction (:func:`skloes.core._ridge.ridge_solve`).
+    features' Gram ``AᵀA`` (from the layers' cross products) when their width
+    is below ``n_fit``, else the fit Gram ``Σ_l G_l`` (and cross-Gram
+    ``Σ_l K_l``) of cached per-layer Grams; either costs one tridiagonal
+    reduction (:func:`skloes.core._ridge.ridge_solve`).
     """
 
     def __init__(self, stack, target, fit, held_out, scaling="layer", alpha="gcv"):
@@ -109,23 +110,69 @@ class _SubsetScorer:
             var = np.full(var.size, var.sum())
         return 1.0 / np.sqrt(np.where(var > 0, var, 1.0))
 
-    def predict(self, subset):
-        """Held-out predictions of the probe fitted on ``subset``."""
+    def _primal(self, subset, a, crosses):
+        """The fit Gram ``AᵀA`` and ``AᵀT_c`` of the scaled concatenation ``A``,
+        from the layers' cross products (kept in ``crosses`` when given)."""
+        blocks = [self._block(l)[0] for l in subset]
+        offs = np.concatenate([[0], np.cumsum([X.shape[1] for X in blocks])])
+        S = np.empty((offs[-1], offs[-1]))
+        for i, (li, fi) in enumerate(zip(subset, a, strict=True)):
+            for j in range(i, len(subset)):
+                C = None if crosses is None else crosses.get((li, subset[j]))
+                if C is None:
+                    C = blocks[i].T @ blocks[j]
+                    if crosses is not None:
+                        crosses[li, subset[j]] = C
+                block = (fi * a[j]) * C
+                S[offs[i]:offs[i + 1], offs[j]:offs[j + 1]] = block
+                S[offs[j]:offs[j + 1], offs[i]:offs[i + 1]] = block.T
+        B = np.vstack([f * (X.T @ self.Tc) for X, f in zip(blocks, a, strict=True)])
+        return S, B, offs
+
+    def _kernel(self, subset, a, kept):
+        """``Σ_l f_l² G_l`` and ``Σ_l f_l² K_l`` over ``subset``; with per-layer
+        scales, the sums of a smaller subset kept in ``kept`` are extended."""
+        done, G, K = (), 0.0, 0.0
+        if kept is not None and self.scaling == "layer":
+            done, G, K = kept.get("kernel", ((), 0.0, 0.0))
+            if not set(done) <= set(subset):
+                done, G, K = (), 0.0, 0.0
+        for l, f in zip(subset, a, strict=True):
+            if l not in done:
+                G_l, K_l = self._gram(l)
+                G, K = G + f**2 * G_l, K + f**2 * K_l
+        if kept is not None:
+            kept["kernel"] = (tuple(subset), G, K)
+        return G, K
+
+    def predict(self, subset, crosses=None):
+        """Held-out predictions of the probe fitted on ``subset``.
+
+        ``crosses`` (a dict) keeps the layers' cross products and the kernel
+        sums for the next subsets (the nested prefixes of :meth:`prefix_scores`).
+        """
         a = self._factors(subset)
         n = self.fit.size
         width = sum(self._block(l)[0].shape[1] for l in subset)
         if width < n:
-            pairs = list(zip(subset, a, strict=True))
-            A = np.hstack([self._block(l)[0] * f for l, f in pairs])
-            A_held = np.hstack([self._block(l)[1] * f for l, f in pairs])
-            _, coef = ridge_solve(A.T @ A, A.T @ self.Tc, self.tc2, n,
-                                  kernel=False, size=n, alpha=self.alpha)
-            return self.t_mean + A_held @ coef
-        G = sum(self._gram(l)[0] * f**2 for l, f in zip(subset, a, strict=True))
-        K = sum(self._gram(l)[1] * f**2 for l, f in zip(subset, a, strict=True))
+            S, B, offs = self._primal(subset, a, crosses)
+            _, coef = ridge_solve(S, B, self.tc2, n, kernel=False, size=n,
+                                  alpha=self.alpha)
+            pred = self.t_mean
+            for i, (l, f) in enumerate(zip(subset, a, strict=True)):
+                pred = pred + f * (self._block(l)[1] @ coef[offs[i]:offs[i + 1]])
+            return pred
+        G, K = self._kernel(subset, a, crosses)
         _, dual = ridge_solve(G, self.Tc, self.tc2, n, kernel=True, size=width,
                               alpha=self.alpha)
         return self.t_mean + K @ dual
+
+    def prefix_scores(self, order):
+        """Scores of the prefixes of ``order`` (each fitted on its sorted layers),
+        every pair's cross product and every layer's kernel term added once."""
+        crosses = {}
+        return [_probe_score(self.predict(sorted(order[:k]), crosses), self.target,
+                             self.held_out) for k in range(1, len(order) + 1)]
 
     def __call__(self, subset):
         return _probe_score(self.predict(subset), self.target, self.held_out)
