@@ -80,9 +80,7 @@ def _finish(texts, labels, *, n_samples, random_state, return_X_y, descr, name):
     return Bunch(data=texts, target=target, target_names=target_names, DESCR=descr)
 
 
-def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
-    """Load the Rotten Tomatoes critic snippets, labelled fresh or rotten.
-
+_LOADER_PARAMS = """
     Parameters
     ----------
     n_samples : int, float or None, default=None
@@ -91,13 +89,33 @@ def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
     random_state : int, RandomState instance or None, default=0
         Seeds the stratified subsample.
     return_X_y : bool, default=False
-        Return ``(data, target)`` instead of a Bunch.
+        Return ``(data, target)`` instead of a Bunch.{extra}
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
         ``data`` (object array of str), ``target`` (int codes into
-        ``target_names``, which are sorted), ``target_names`` and ``DESCR``.
+        ``target_names``, which are sorted), ``target_names`` and ``DESCR``."""
+
+_THRESHOLD = """
+    threshold : float, default=0.5
+        A mean rating below ``-threshold`` is negative, above ``threshold``
+        positive, else neutral."""
+
+_MIN_PER_LANGUAGE = """
+    min_per_language : int, default=150
+        Languages with fewer distinct utterances are dropped."""
+
+_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=""))
+_vader_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_THRESHOLD))
+_langid_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_MIN_PER_LANGUAGE))
+
+
+@_params
+def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
+    """Load the Rotten Tomatoes critic snippets, labelled fresh or rotten.
+
+{PARAMS}
 
     Notes
     -----
@@ -125,24 +143,11 @@ def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
     )
 
 
+@_params
 def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
     """Load the BBC News articles, labelled by topic.
 
-    Parameters
-    ----------
-    n_samples : int, float or None, default=None
-        Size of a stratified subsample (a count, or a fraction in (0, 1]);
-        None returns every text.
-    random_state : int, RandomState instance or None, default=0
-        Seeds the stratified subsample.
-    return_X_y : bool, default=False
-        Return ``(data, target)`` instead of a Bunch.
-
-    Returns
-    -------
-    data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
-        ``data`` (object array of str), ``target`` (int codes into
-        ``target_names``, which are sorted), ``target_names`` and ``DESCR``.
+{PARAMS}
 
     Notes
     -----
@@ -169,28 +174,13 @@ def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
     )
 
 
+@_langid_params
 def load_chatterbot_langid(
     *, n_samples=None, random_state=0, return_X_y=False, min_per_language=150
 ):
     """Load chatterbot utterances, labelled by language.
 
-    Parameters
-    ----------
-    n_samples : int, float or None, default=None
-        Size of a stratified subsample (a count, or a fraction in (0, 1]);
-        None returns every text.
-    random_state : int, RandomState instance or None, default=0
-        Seeds the stratified subsample.
-    return_X_y : bool, default=False
-        Return ``(data, target)`` instead of a Bunch.
-    min_per_language : int, default=150
-        Languages with fewer distinct utterances are dropped.
-
-    Returns
-    -------
-    data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
-        ``data`` (object array of str), ``target`` (int codes into
-        ``target_names``, which are sorted), ``target_names`` and ``DESCR``.
+{PARAMS}
 
     Notes
     -----
@@ -248,32 +238,6 @@ def _distinct(texts, labels):
             out_texts.append(text)
             out_labels.append(label)
     return out_texts, out_labels
-
-
-_LOADER_PARAMS = """
-    Parameters
-    ----------
-    n_samples : int, float or None, default=None
-        Size of a stratified subsample (a count, or a fraction in (0, 1]);
-        None returns every text.
-    random_state : int, RandomState instance or None, default=0
-        Seeds the stratified subsample.
-    return_X_y : bool, default=False
-        Return ``(data, target)`` instead of a Bunch.{extra}
-
-    Returns
-    -------
-    data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
-        ``data`` (object array of str), ``target`` (int codes into
-        ``target_names``, which are sorted), ``target_names`` and ``DESCR``."""
-
-_THRESHOLD = """
-    threshold : float, default=0.5
-        A mean rating below ``-threshold`` is negative, above ``threshold``
-        positive, else neutral."""
-
-_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=""))
-_vader_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_THRESHOLD))
 
 
 @_params
