@@ -444,17 +444,15 @@ class LayerReport(BaseEstimator):
         holds fewer rows of a class (at least 2)."""
         if not self.nested:
             return 5
-        rows = min(train.size for train, _ in folds.split(X, y))
+        trains = [train for train, _ in folds.split(X, y)]
+        rows = min(train.size for train in trains)
         if rows < 3:  # a selection needs 3 calibration rows
             raise ValueError(
                 f"LayerReport: nested selection needs at least 3 training rows in "
                 f"every CV fold; the smallest of the {self.n_splits_} folds has "
                 f"{rows}. Pass nested=False or more rows.")
-        if self.task_ == "regression":
-            smallest = min(train.size for train, _ in folds.split(X, y))
-        else:
-            smallest = min(np.unique(y[train], return_counts=True)[1].min()
-                           for train, _ in folds.split(X, y))
+        smallest = rows if self.task_ == "regression" else min(
+            np.unique(y[train], return_counts=True)[1].min() for train in trains)
         return int(max(2, min(5, smallest)))
 
     def _fold_stability(self, fold_layers, fitted, n_layers):
