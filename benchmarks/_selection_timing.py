@@ -38,8 +38,9 @@ def _rows(y, n_rows, seed=0):
 
     if n_rows >= y.size:
         return np.arange(y.size)
-    rows, _ = train_test_split(np.arange(y.size), train_size=n_rows, stratify=y,
-                               random_state=seed)
+    rows, _ = train_test_split(
+        np.arange(y.size), train_size=n_rows, stratify=y, random_state=seed
+    )
     return np.sort(rows)
 
 
@@ -73,8 +74,9 @@ def floor_ratios(stack, y, repeats):
             if arm == "floor":
                 seconds, _ = _clock(lambda: floor_seconds(stack))
             else:
-                sel = LOESSelector(n_layers_to_select=4, variant=arm, max_samples=None,
-                                   random_state=0)
+                sel = LOESSelector(
+                    n_layers_to_select=4, variant=arm, max_samples=None, random_state=0
+                )
                 seconds, _ = _clock(lambda sel=sel: sel.fit(stack, y))
             times[arm].append(seconds)
     return times
@@ -101,8 +103,15 @@ def _flat(stack):
     return np.ascontiguousarray(stack.transpose(1, 0, 2).reshape(n, -1))
 
 
-def budget_search(stack, y, repeats, budgets=(1, 2, 3, 4, 5, 6, 7), n_folds=5,
-                  check_identity=True, downstream="logistic"):
+def budget_search(
+    stack,
+    y,
+    repeats,
+    budgets=(1, 2, 3, 4, 5, 6, 7),
+    n_folds=5,
+    check_identity=True,
+    downstream="logistic",
+):
     """GridSearchCV over budgets with ``memory`` against one budget.
 
     The one budget is 4 (``"auto"``) and, separately, the largest of the grid
@@ -126,13 +135,23 @@ def budget_search(stack, y, repeats, budgets=(1, 2, 3, 4, 5, 6, 7), n_folds=5,
     budgets = [k for k in budgets if k <= stack.shape[0]]
 
     def search(grid, memory):
-        pipe = Pipeline([("loesselector", LOESSelector(layer_dim=dim, random_state=0,
-                                                       memory=memory)),
-                         ("logisticregression",
-                          LogisticRegression(max_iter=200) if downstream == "logistic"
-                          else DummyClassifier())])
-        return GridSearchCV(pipe, {"loesselector__n_layers_to_select": grid},
-                            cv=folds).fit(flat, y)
+        pipe = Pipeline(
+            [
+                (
+                    "loesselector",
+                    LOESSelector(layer_dim=dim, random_state=0, memory=memory),
+                ),
+                (
+                    "logisticregression",
+                    LogisticRegression(max_iter=200)
+                    if downstream == "logistic"
+                    else DummyClassifier(),
+                ),
+            ]
+        )
+        return GridSearchCV(
+            pipe, {"loesselector__n_layers_to_select": grid}, cv=folds
+        ).fit(flat, y)
 
     times = {"one budget": [], "largest budget": [], "all budgets, memory": []}
     scores = None
@@ -165,22 +184,38 @@ def cv_ratios(stack, y, repeats, k_max, n_folds=5):
     kw = dict(layer_dim=dim, random_state=0)
     times = {"one fit at K": [], "LOESSelectorCV": [], "GridSearchCV": []}
     for rep in range(repeats):
-        seconds, _ = _clock(lambda: LOESSelector(n_layers_to_select=k_max, **kw)
-                            .fit(flat, y))
+        seconds, _ = _clock(
+            lambda: LOESSelector(n_layers_to_select=k_max, **kw).fit(flat, y)
+        )
         times["one fit at K"].append(seconds)
-        seconds, cv = _clock(lambda: LOESSelectorCV(
-            RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
-        ).fit(flat, y))
+        seconds, cv = _clock(
+            lambda: LOESSelectorCV(
+                RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
+            ).fit(flat, y)
+        )
         times["LOESSelectorCV"].append(seconds)
         if rep == 0:  # the slow arm once: its spread is not the question
-            seconds, grid = _clock(lambda: GridSearchCV(
-                Pipeline([("loes", LOESSelector(**kw)),
-                          ("probe", RidgeProbeClassifier())]),
-                {"loes__n_layers_to_select": list(range(1, k_max + 1))}, cv=folds,
-            ).fit(flat, y))
+            seconds, grid = _clock(
+                lambda: GridSearchCV(
+                    Pipeline(
+                        [
+                            ("loes", LOESSelector(**kw)),
+                            ("probe", RidgeProbeClassifier()),
+                        ]
+                    ),
+                    {"loes__n_layers_to_select": list(range(1, k_max + 1))},
+                    cv=folds,
+                ).fit(flat, y)
+            )
             times["GridSearchCV"].append(seconds)
-            diff = float(np.max(np.abs(cv.cv_results_["mean_test_score"]
-                                       - grid.cv_results_["mean_test_score"])))
+            diff = float(
+                np.max(
+                    np.abs(
+                        cv.cv_results_["mean_test_score"]
+                        - grid.cv_results_["mean_test_score"]
+                    )
+                )
+            )
     return times, diff
 
 
@@ -208,18 +243,24 @@ def scaling_rows(stack, y, repeats, sizes, axis):
                 if arm == "floor":
                     seconds, _ = _clock(lambda sub=sub: floor_seconds(sub))
                 else:
-                    sel = LOESSelector(n_layers_to_select=4, max_samples=None,
-                                       random_state=0,
-                                       variant="robust" if arm == "default" else arm)
-                    seconds, _ = _clock(lambda sel=sel, sub=sub, yy=yy:
-                                        sel.fit(sub, yy))
+                    sel = LOESSelector(
+                        n_layers_to_select=4,
+                        max_samples=None,
+                        random_state=0,
+                        variant="robust" if arm == "default" else arm,
+                    )
+                    seconds, _ = _clock(
+                        lambda sel=sel, sub=sub, yy=yy: sel.fit(sub, yy)
+                    )
                 per[arm].append(seconds)
         for arm in times:
             times[arm].append(float(np.median(per[arm])))
     span = np.log(sizes[-1] / sizes[0])
-    cells = [" / ".join(f"{t:.2f}" for t in times[arm])
-             + f" ({np.log(times[arm][-1] / times[arm][0]) / span:.2f})"
-             for arm in times]
+    cells = [
+        " / ".join(f"{t:.2f}" for t in times[arm])
+        + f" ({np.log(times[arm][-1] / times[arm][0]) / span:.2f})"
+        for arm in times
+    ]
     return f"| {axis} | {' / '.join(map(str, sizes))} | " + " | ".join(cells) + " |"
 
 
@@ -231,15 +272,19 @@ def _cv_lines(lines, stack, y, n_rows, cv_k, repeats):
     print(f"LOESSelectorCV on {sub.shape}, K={k}", flush=True)
     t, diff = cv_ratios(sub, y[rows], max(1, repeats - 1), k)
     ratio = np.array(t["LOESSelectorCV"]) / np.array(t["one fit at K"])
-    lines.append(f"| LOESSelectorCV (K≤{k}, cv=5) / one LOESSelector fit at "
-                 f"K={k} | {rows.size} | {_summary(ratio)} | ≤ 6.5 | "
-                 f"{np.median(t['LOESSelectorCV']):.1f} / "
-                 f"{np.median(t['one fit at K']):.1f} |")
+    lines.append(
+        f"| LOESSelectorCV (K≤{k}, cv=5) / one LOESSelector fit at "
+        f"K={k} | {rows.size} | {_summary(ratio)} | ≤ 6.5 | "
+        f"{np.median(t['LOESSelectorCV']):.1f} / "
+        f"{np.median(t['one fit at K']):.1f} |"
+    )
     ratio = np.median(t["LOESSelectorCV"]) / t["GridSearchCV"][0]
-    lines.append(f"| LOESSelectorCV / GridSearchCV, budgets 1..{k} (max score "
-                 f"diff {diff:.1e}) | {rows.size} | {ratio:.2f} | ≤ 0.3 | "
-                 f"{np.median(t['LOESSelectorCV']):.1f} / "
-                 f"{t['GridSearchCV'][0]:.1f} |")
+    lines.append(
+        f"| LOESSelectorCV / GridSearchCV, budgets 1..{k} (max score "
+        f"diff {diff:.1e}) | {rows.size} | {ratio:.2f} | ≤ 0.3 | "
+        f"{np.median(t['LOESSelectorCV']):.1f} / "
+        f"{t['GridSearchCV'][0]:.1f} |"
+    )
 
 
 class _Lines(list):
@@ -255,8 +300,18 @@ class _Lines(list):
         super().append(line)
 
 
-def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
-               cv_k=7, parts=("floor", "search", "cv"), cv_rows=None):
+def run_timing(
+    stack,
+    y,
+    label,
+    *,
+    repeats=3,
+    floor_rows=1600,
+    search_rows=1000,
+    cv_k=7,
+    parts=("floor", "search", "cv"),
+    cv_rows=None,
+):
     """Markdown lines with every timing ratio for one model's features.
 
     ``cv_rows`` (default ``(search_rows,)``) are the row counts of the
@@ -268,9 +323,14 @@ def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
 
     warnings.filterwarnings("ignore", category=UserWarning)
     y = np.unique(np.asarray(y), return_inverse=True)[1]
-    lines = _Lines([f"### {label} ({stack.shape[0]} layers × {stack.shape[2]})", "",
-                    "| ratio | rows | median (range) | target | seconds, median |",
-                    "|---|---|---|---|---|"])
+    lines = _Lines(
+        [
+            f"### {label} ({stack.shape[0]} layers × {stack.shape[2]})",
+            "",
+            "| ratio | rows | median (range) | target | seconds, median |",
+            "|---|---|---|---|---|",
+        ]
+    )
     with threadpool_limits(limits=1, user_api="blas"):
         if "floor" in parts:
             rows = _rows(y, floor_rows)
@@ -279,52 +339,71 @@ def run_timing(stack, y, label, *, repeats=3, floor_rows=1600, search_rows=1000,
             t = floor_ratios(sub, y[rows], repeats)
             for arm in ("robust", "reference"):
                 ratio = np.array(t[arm]) / np.array(t["floor"])
-                lines.append(f"| LOES {arm} fit (K=4) / floor | {rows.size} | "
-                             f"{_summary(ratio)} | ≤ 2 | {np.median(t[arm]):.2f} / "
-                             f"{np.median(t['floor']):.2f} |")
+                lines.append(
+                    f"| LOES {arm} fit (K=4) / floor | {rows.size} | "
+                    f"{_summary(ratio)} | ≤ 2 | {np.median(t[arm]):.2f} / "
+                    f"{np.median(t['floor']):.2f} |"
+                )
         if "greedy" in parts:
             rows = _rows(y, floor_rows)
             sub = np.ascontiguousarray(stack[:, rows])
             for max_samples in (2000, 500):
-                print(f"LOES vs greedy on {sub.shape}, max_samples={max_samples}",
-                      flush=True)
+                print(
+                    f"LOES vs greedy on {sub.shape}, max_samples={max_samples}",
+                    flush=True,
+                )
                 t = greedy_ratios(sub, y[rows], repeats, max_samples)
                 ratio = np.array(t["loes"]) / np.array(t["greedy"])
-                lines.append(f"| LOES default fit / GreedyForwardSelector fit (K=4, "
-                             f"max_samples={max_samples}) | {rows.size} | "
-                             f"{_summary(ratio)} | ≤ 1 | {np.median(t['loes']):.2f} / "
-                             f"{np.median(t['greedy']):.2f} |")
+                lines.append(
+                    f"| LOES default fit / GreedyForwardSelector fit (K=4, "
+                    f"max_samples={max_samples}) | {rows.size} | "
+                    f"{_summary(ratio)} | ≤ 1 | {np.median(t['loes']):.2f} / "
+                    f"{np.median(t['greedy']):.2f} |"
+                )
         if "scaling" in parts:
-            for line in ("", "| varied | sizes | floor | default fit | reference fit "
-                         "(medians, s; log-log slope) |", "|---|---|---|---|---|"):
+            for line in (
+                "",
+                "| varied | sizes | floor | default fit | reference fit "
+                "(medians, s; log-log slope) |",
+                "|---|---|---|---|---|",
+            ):
                 lines.append(line)
             n_max, dim = min(floor_rows, y.size), stack.shape[2]
             n_layers = stack.shape[0]
-            lines.append(scaling_rows(stack, y, repeats,
-                                      [n_max // 4, n_max // 2, n_max], "n"))
+            lines.append(
+                scaling_rows(stack, y, repeats, [n_max // 4, n_max // 2, n_max], "n")
+            )
             sub_rows = _rows(y, n_max)
             sub, yy = stack[:, sub_rows], y[sub_rows]
             layer_sizes = [max(n_layers // 4, 5), max(n_layers // 2, 6), n_layers]
             lines.append(scaling_rows(sub, yy, repeats, layer_sizes, "L"))
-            lines.append(scaling_rows(sub[:8], yy, repeats,
-                                      [dim // 4, dim // 2, dim], "d"))
+            lines.append(
+                scaling_rows(sub[:8], yy, repeats, [dim // 4, dim // 2, dim], "d")
+            )
         if "search" in parts:
             rows = _rows(y, search_rows)
             sub = np.ascontiguousarray(stack[:, rows])
             print(f"budget search on {sub.shape}", flush=True)
             for downstream in ("logistic", "dummy"):
-                t, diff = budget_search(sub, y[rows], max(1, repeats - 1),
-                                        check_identity=downstream == "logistic",
-                                        downstream=downstream)
-                for base, name in (("one budget", "one budget (4)"),
-                                   ("largest budget", "the largest budget (7)")):
+                t, diff = budget_search(
+                    sub,
+                    y[rows],
+                    max(1, repeats - 1),
+                    check_identity=downstream == "logistic",
+                    downstream=downstream,
+                )
+                for base, name in (
+                    ("one budget", "one budget (4)"),
+                    ("largest budget", "the largest budget (7)"),
+                ):
                     ratio = np.array(t["all budgets, memory"]) / np.array(t[base])
                     lines.append(
                         f"| GridSearchCV budgets 1..7 with memory / {name}, "
                         f"{downstream} downstream (max score diff vs no memory "
                         f"{diff:.1e}) | {rows.size} | {_summary(ratio)} | ≤ 1.5 | "
                         f"{np.median(t['all budgets, memory']):.1f} / "
-                        f"{np.median(t[base]):.1f} |")
+                        f"{np.median(t[base]):.1f} |"
+                    )
         if "cv" in parts:
             for n_rows in cv_rows or (search_rows,):
                 _cv_lines(lines, stack, y, n_rows, cv_k, repeats)

@@ -60,16 +60,18 @@ def run(n=500, n_layers=10, dims=(384, 768), k=3):
     for dim in dims:
         H, y = _data(n, n_layers, dim)
         start = time.perf_counter()
-        sel = ExhaustiveSubsetSelector(n_layers_to_select=k, max_samples=None,
-                                       random_state=0).fit(H, y)
+        sel = ExhaustiveSubsetSelector(
+            n_layers_to_select=k, max_samples=None, random_state=0
+        ).fit(H, y)
         t_fast = time.perf_counter() - start
         start = time.perf_counter()
         naive = _naive_exhaustive(H, y, k, sel.held_out_indices_)
         t_naive = time.perf_counter() - start
         assert np.allclose(naive, sel.subset_scores_), "naive and cached disagree"
         start = time.perf_counter()
-        GreedyForwardSelector(n_layers_to_select=k, max_samples=None,
-                              random_state=0).fit(H, y)
+        GreedyForwardSelector(
+            n_layers_to_select=k, max_samples=None, random_state=0
+        ).fit(H, y)
         t_greedy = time.perf_counter() - start
         rows.append((dim, len(sel.subsets_), t_fast, t_naive, t_greedy))
     return rows

@@ -64,21 +64,28 @@ def bare_loop(model, tokenizer, texts, batch_size, max_length, batches=None):
     import torch
 
     if batches is None:
-        batches = [np.arange(start, min(start + batch_size, len(texts)))
-                   for start in range(0, len(texts), batch_size)]
+        batches = [
+            np.arange(start, min(start + batch_size, len(texts)))
+            for start in range(0, len(texts), batch_size)
+        ]
     out = None
     with torch.inference_mode():
         for index in batches:
-            batch = tokenizer([texts[i] for i in index], padding=True,
-                              truncation=True, max_length=max_length,
-                              return_tensors="pt")
+            batch = tokenizer(
+                [texts[i] for i in index],
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="pt",
+            )
             states = model(**batch, output_hidden_states=True).hidden_states
             mask = batch["attention_mask"].unsqueeze(-1).to(states[0].dtype)
             count = mask.sum(1)
             pooled = torch.stack([(h * mask).sum(1) / count for h in states]).numpy()
             if out is None:
-                out = np.empty((pooled.shape[0], len(texts), pooled.shape[2]),
-                               np.float32)
+                out = np.empty(
+                    (pooled.shape[0], len(texts), pooled.shape[2]), np.float32
+                )
             out[:, index] = pooled
     return out
 
@@ -88,12 +95,20 @@ def sorted_batches(tokenizer, texts, max_length, batch_size, max_batch_tokens):
     ``max_batch_tokens`` padded tokens."""
     from skloes.models._inputs import token_batches
 
-    lengths = np.asarray([len(ids) for ids in tokenizer(
-        texts, truncation=True, max_length=max_length)["input_ids"]])
+    lengths = np.asarray(
+        [
+            len(ids)
+            for ids in tokenizer(texts, truncation=True, max_length=max_length)[
+                "input_ids"
+            ]
+        ]
+    )
     order = np.argsort(-lengths, kind="stable")
     if max_batch_tokens is None:
-        return [order[start:start + batch_size]
-                for start in range(0, len(order), batch_size)]
+        return [
+            order[start : start + batch_size]
+            for start in range(0, len(order), batch_size)
+        ]
     return token_batches(order, lengths[order], batch_size, max_batch_tokens)
 
 
@@ -145,21 +160,35 @@ print(json.dumps({{"growth": peak - before, "growth_with_imports": peak - first,
                   "load_s": loaded - start, "transform_s": done - loaded,
                   "n": len(X), "layers": out.shape[0], "dim": out.shape[2]}}))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def rss_rows(args, model, budget, offline_models):
     """The fresh-process RSS rows: the main model, then SmolLM2 if installed."""
     name = "all-mpnet-base-v2" if args.mpnet else "all-MiniLM-L6-v2"
-    rows = {name: rss_child(model, args.n_samples, args.batch_size,
-                            args.max_length, args.threads, budget)}
+    rows = {
+        name: rss_child(
+            model,
+            args.n_samples,
+            args.batch_size,
+            args.max_length,
+            args.threads,
+            budget,
+        )
+    }
     smollm2 = {m.name: m for m in offline_models()}["smollm2"]
     if args.smollm2_samples and smollm2.installed:
         rows["SmolLM2-135M-Instruct"] = rss_child(
-            SMOLLM2, args.smollm2_samples, args.batch_size, args.max_length,
-            args.threads, budget)
+            SMOLLM2,
+            args.smollm2_samples,
+            args.batch_size,
+            args.max_length,
+            args.threads,
+            budget,
+        )
     return rows
 
 
@@ -174,23 +203,42 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch.set_num_threads (default: torch's choice)")
-    parser.add_argument("--mpnet", action="store_true",
-                        help="all-mpnet-base-v2 instead of MiniLM")
-    parser.add_argument("--smollm2-samples", type=int, default=200,
-                        help="texts for the SmolLM2 row (0: skip it)")
-    parser.add_argument("--max-batch-tokens", default="default",
-                        help="HST's max_batch_tokens: an int, 'none', or "
-                             "'default' (the estimator's default)")
-    parser.add_argument("--rss-only", action="store_true",
-                        help="only the fresh-process RSS rows (no timed arms); "
-                             "print, do not write")
-    parser.add_argument("--cache-only", action="store_true",
-                        help="only the warm-cache / cold-run arms; print, do not "
-                             "write")
-    parser.add_argument("--no-write", action="store_true",
-                        help="print only; do not write benchmarks/results")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads (default: torch's choice)",
+    )
+    parser.add_argument(
+        "--mpnet", action="store_true", help="all-mpnet-base-v2 instead of MiniLM"
+    )
+    parser.add_argument(
+        "--smollm2-samples",
+        type=int,
+        default=200,
+        help="texts for the SmolLM2 row (0: skip it)",
+    )
+    parser.add_argument(
+        "--max-batch-tokens",
+        default="default",
+        help="HST's max_batch_tokens: an int, 'none', or "
+        "'default' (the estimator's default)",
+    )
+    parser.add_argument(
+        "--rss-only",
+        action="store_true",
+        help="only the fresh-process RSS rows (no timed arms); print, do not write",
+    )
+    parser.add_argument(
+        "--cache-only",
+        action="store_true",
+        help="only the warm-cache / cold-run arms; print, do not write",
+    )
+    parser.add_argument(
+        "--no-write",
+        action="store_true",
+        help="print only; do not write benchmarks/results",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -203,16 +251,22 @@ def main(argv=None):
     from skloes.models._loading import default_model
 
     model = MPNET if args.mpnet else default_model()
-    X, _ = load_rotten_tomatoes(n_samples=args.n_samples, random_state=0,
-                                return_X_y=True)
+    X, _ = load_rotten_tomatoes(
+        n_samples=args.n_samples, random_state=0, return_X_y=True
+    )
     X = [str(t) for t in X]
-    params = {"batch_size": args.batch_size, "max_length": args.max_length,
-              "device": "cpu"}
+    params = {
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "device": "cpu",
+    }
     if args.max_batch_tokens != "default":
-        params["max_batch_tokens"] = (None if args.max_batch_tokens == "none"
-                                      else int(args.max_batch_tokens))
-    budget = ", ".join(f"{k}={v!r}" for k, v in params.items()
-                       if k == "max_batch_tokens")
+        params["max_batch_tokens"] = (
+            None if args.max_batch_tokens == "none" else int(args.max_batch_tokens)
+        )
+    budget = ", ".join(
+        f"{k}={v!r}" for k, v in params.items() if k == "max_batch_tokens"
+    )
     if args.rss_only:
         print(render_rss(rss_rows(args, model, budget, offline_models)))
         return
@@ -225,15 +279,18 @@ def main(argv=None):
     subset = HiddenStatesTransformer(model, layers=[1, 2], **params).fit(X)
     subset._model, subset._processor, subset._blocks = backbone, tokenizer, full._blocks
     args.resolved_budget = full.max_batch_tokens_
-    batches = sorted_batches(tokenizer, X, args.max_length, args.batch_size,
-                             full.max_batch_tokens_)
+    batches = sorted_batches(
+        tokenizer, X, args.max_length, args.batch_size, full.max_batch_tokens_
+    )
     full.transform(X[:64])  # warm-up
 
     arms = {
-        "bare": lambda: bare_loop(backbone, tokenizer, X, args.batch_size,
-                                  args.max_length),
-        "bare_sorted": lambda: bare_loop(backbone, tokenizer, X, args.batch_size,
-                                         args.max_length, batches),
+        "bare": lambda: bare_loop(
+            backbone, tokenizer, X, args.batch_size, args.max_length
+        ),
+        "bare_sorted": lambda: bare_loop(
+            backbone, tokenizer, X, args.batch_size, args.max_length, batches
+        ),
         "hst": lambda: full.transform(X),
         "layers12": lambda: subset.transform(X),
     }
@@ -262,8 +319,10 @@ def main(argv=None):
         "HST (smart batching) / bare loop (input order)": ratio("hst", "bare"),
         "HST layers=[1, 2] / HST all layers": ratio("layers12", "hst"),
         "warm-cache rerun / cold run": ratio("warm", "cold"),
-        "peak RSS growth / (output + model bytes)":
-            (rss["growth"] / (rss["output"] + rss["model"]),) * 3,
+        "peak RSS growth / (output + model bytes)": (
+            rss["growth"] / (rss["output"] + rss["model"]),
+        )
+        * 3,
     }
     table = render(args, torch, times, rows, ratios)
     print(table)
@@ -284,13 +343,19 @@ def cache_arms(args, model, params, X, repeats=None):
     cold, warm = [], []
     for _ in range(args.repeats if repeats is None else repeats):
         with tempfile.TemporaryDirectory() as folder:
-            seconds, first = timed(lambda: HiddenStatesTransformer(
-                model, cache=folder, **params).fit_transform(X))
+            seconds, first = timed(
+                lambda: HiddenStatesTransformer(
+                    model, cache=folder, **params
+                ).fit_transform(X)
+            )
             cold.append(seconds)
             _cache._FILE_DIGESTS.clear()  # a rerun in a new process hashes again
             _hidden_states._TEXT_LIMITS.clear()  # and loads the tokenizer at fit
-            seconds, again = timed(lambda: HiddenStatesTransformer(
-                model, cache=folder, **params).fit_transform(X))
+            seconds, again = timed(
+                lambda: HiddenStatesTransformer(
+                    model, cache=folder, **params
+                ).fit_transform(X)
+            )
             warm.append(seconds)
             assert np.array_equal(again, first)
     return cold, warm
@@ -300,12 +365,14 @@ def render_cache(args, torch, arms):
     cold, warm = arms
     med, lo, hi = spread(np.asarray(warm) / np.asarray(cold))
     load = os.getloadavg()
-    return (f"warm-cache rerun / cold run: {med:.4f} [{lo:.4f}, {hi:.4f}] "
-            f"(target <= 0.05) over {args.repeats} repeats; cold "
-            f"{np.median(cold):.2f} s, warm {np.median(warm):.3f} s; "
-            f"{args.n_samples} texts, torch {torch.get_num_threads()} thread(s), "
-            f"load average at the end {load[0]:.1f} / {load[1]:.1f} / "
-            f"{load[2]:.1f}")
+    return (
+        f"warm-cache rerun / cold run: {med:.4f} [{lo:.4f}, {hi:.4f}] "
+        f"(target <= 0.05) over {args.repeats} repeats; cold "
+        f"{np.median(cold):.2f} s, warm {np.median(warm):.3f} s; "
+        f"{args.n_samples} texts, torch {torch.get_num_threads()} thread(s), "
+        f"load average at the end {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f}"
+    )
 
 
 def render(args, torch, times, rows, ratios):
@@ -325,8 +392,11 @@ def render(args, torch, times, rows, ratios):
         f"Command: `python benchmarks/bench_extraction.py --n-samples "
         f"{args.n_samples} --repeats {args.repeats} --smollm2-samples "
         f"{args.smollm2_samples}"
-        + (f" --max-batch-tokens {args.max_batch_tokens}"
-           if args.max_batch_tokens != "default" else "")
+        + (
+            f" --max-batch-tokens {args.max_batch_tokens}"
+            if args.max_batch_tokens != "default"
+            else ""
+        )
         + (f" --threads {args.threads}`." if args.threads else "`."),
         "",
         "| ratio | median [min, max] | target | met |",
@@ -334,8 +404,10 @@ def render(args, torch, times, rows, ratios):
     ]
     for label, (med, lo, hi) in ratios.items():
         op, target = TARGETS[label]
-        lines.append(f"| {label} | {med:.3f} [{lo:.3f}, {hi:.3f}] | {op} {target} | "
-                     f"{'yes' if med <= target else 'NO'} |")
+        lines.append(
+            f"| {label} | {med:.3f} [{lo:.3f}, {hi:.3f}] | {op} {target} | "
+            f"{'yes' if med <= target else 'NO'} |"
+        )
     labels = {
         "bare": "bare loop (input order, all layers)",
         "bare_sorted": "bare loop (HST's sorted batches)",
@@ -365,14 +437,15 @@ def render_rss(rows):
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for model, r in rows.items():
-        mib = 2 ** 20
+        mib = 2**20
         lines.append(
             f"| {model} | {r['n']} | {r['layers']} x {r['dim']} | {r['load_s']:.1f} | "
             f"{r['n'] / r['transform_s']:.1f} | {r['growth'] / mib:.0f} "
             f"({r['growth_with_imports'] / mib:.0f}) | {r['file'] / mib:.0f} | "
             f"{r['output'] / mib:.1f} | "
             f"{r['model'] / mib:.0f} | "
-            f"{r['growth'] / (r['output'] + r['model']):.2f} |")
+            f"{r['growth'] / (r['output'] + r['model']):.2f} |"
+        )
     lines.append("")
     return "\n".join(lines)
 

@@ -55,8 +55,11 @@ RESULTS = HERE / "results" / "lmprobe"
 TABLE = HERE / "results" / "lmprobe.md"
 VENV_PYTHON = HERE / ".venv-lmprobe" / "bin" / "python"
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
-LOADERS = {"rt": "load_rotten_tomatoes", "langid": "load_chatterbot_langid",
-           "bbc": "load_bbc_news"}
+LOADERS = {
+    "rt": "load_rotten_tomatoes",
+    "langid": "load_chatterbot_langid",
+    "bbc": "load_bbc_news",
+}
 # lmprobe never truncates and caches per-token states: BBC articles are cut to
 # 256 SmolLM2 tokens for both tools (skloes then uses max_length=256).
 TRUNCATE = {"bbc": 256}
@@ -87,21 +90,42 @@ def prepare(dataset, n_samples=1000, n_folds=5, seed=0):
         tok = AutoTokenizer.from_pretrained(_smollm2_folder(), local_files_only=True)
         cut = TRUNCATE[dataset]
         ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        texts = [tok.decode(i[:cut]) if len(i) > cut else t
-                 for t, i in zip(texts, ids, strict=True)]
+        texts = [
+            tok.decode(i[:cut]) if len(i) > cut else t
+            for t, i in zip(texts, ids, strict=True)
+        ]
     y = np.asarray(bunch.target, dtype=int)
     digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]
     skf = StratifiedKFold(n_folds, shuffle=True, random_state=seed)
-    folds = [{"train": tr.tolist(), "test": te.tolist()}
-             for tr, te in skf.split(np.zeros(len(y)), y)]
+    folds = [
+        {"train": tr.tolist(), "test": te.tolist()}
+        for tr, te in skf.split(np.zeros(len(y)), y)
+    ]
     WORK.mkdir(parents=True, exist_ok=True)
-    data_file.write_text(json.dumps({
-        "dataset": dataset, "texts_sha256_16": digest, "texts": texts,
-        "y": y.tolist(), "target_names": [str(n) for n in bunch.target_names],
-        "truncate_tokens": TRUNCATE.get(dataset)}, ensure_ascii=False))
-    folds_file.write_text(json.dumps({
-        "spec": f"StratifiedKFold({n_folds}, shuffle=True, random_state={seed})",
-        "texts_sha256_16": digest, "folds": folds}))
+    data_file.write_text(
+        json.dumps(
+            {
+                "dataset": dataset,
+                "texts_sha256_16": digest,
+                "texts": texts,
+                "y": y.tolist(),
+                "target_names": [str(n) for n in bunch.target_names],
+                "truncate_tokens": TRUNCATE.get(dataset),
+            },
+            ensure_ascii=False,
+        )
+    )
+    folds_file.write_text(
+        json.dumps(
+            {
+                "spec": (
+                    f"StratifiedKFold({n_folds}, shuffle=True, random_state={seed})"
+                ),
+                "texts_sha256_16": digest,
+                "folds": folds,
+            }
+        )
+    )
     return data_file, folds_file
 
 
@@ -122,34 +146,61 @@ def run_skloes(dataset, data_file, folds_file, threads):
         for k, fold in enumerate(folds):
             tr, te = np.asarray(fold["train"]), np.asarray(fold["test"])
             t0, c0 = time.perf_counter(), time.process_time()
-            probe = LayerProbeClassifier(SMOLLM2, cache=cache, random_state=0,
-                                         max_length=MAX_LENGTH[dataset])
+            probe = LayerProbeClassifier(
+                SMOLLM2, cache=cache, random_state=0, max_length=MAX_LENGTH[dataset]
+            )
             probe.fit([texts[i] for i in tr], y[tr])
             acc = float(probe.score([texts[i] for i in te], y[te]))
             accs.append(acc)
-            rows.append({"fold": k, "accuracy": acc,
-                         "layers_used_hf": probe.selected_layers_.tolist(),
-                         "wall_s": round(time.perf_counter() - t0, 2),
-                         "cpu_s": round(time.process_time() - c0, 2)})
-            print(f"[skloes] fold {k}: acc={acc:.4f} layers="
-                  f"{probe.selected_layers_.tolist()} ({rows[-1]['wall_s']} s)",
-                  flush=True)
+            rows.append(
+                {
+                    "fold": k,
+                    "accuracy": acc,
+                    "layers_used_hf": probe.selected_layers_.tolist(),
+                    "wall_s": round(time.perf_counter() - t0, 2),
+                    "cpu_s": round(time.process_time() - c0, 2),
+                }
+            )
+            print(
+                f"[skloes] fold {k}: acc={acc:.4f} layers="
+                f"{probe.selected_layers_.tolist()} ({rows[-1]['wall_s']} s)",
+                flush=True,
+            )
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    return {"tool": "skloes", "arm": "skloes", "dataset": dataset,
-            "folds": rows, "mean_accuracy": float(np.mean(accs)),
-            "std_accuracy": float(np.std(accs)),
-            "run_wall_s": round(time.perf_counter() - start_wall, 2),
-            "run_cpu_s": round(time.process_time() - start_cpu, 2),
-            "torch_threads": threads, "loadavg_end": list(os.getloadavg())}
+    return {
+        "tool": "skloes",
+        "arm": "skloes",
+        "dataset": dataset,
+        "folds": rows,
+        "mean_accuracy": float(np.mean(accs)),
+        "std_accuracy": float(np.std(accs)),
+        "run_wall_s": round(time.perf_counter() - start_wall, 2),
+        "run_cpu_s": round(time.process_time() - start_cpu, 2),
+        "torch_threads": threads,
+        "loadavg_end": list(os.getloadavg()),
+    }
 
 
 def run_lmprobe(arm, dataset, data_file, folds_file, threads, python):
     """One lmprobe arm in its own process and environment."""
     out = RESULTS / f"lmprobe_{arm}_{data_file.stem.removeprefix('data_')}.json"
-    cmd = [str(python), str(HERE / "_lmprobe_arm.py"), "--arm", arm,
-           "--data", str(data_file), "--folds", str(folds_file), "--out", str(out),
-           "--model", _smollm2_folder(), "--threads", str(threads)]
+    cmd = [
+        str(python),
+        str(HERE / "_lmprobe_arm.py"),
+        "--arm",
+        arm,
+        "--data",
+        str(data_file),
+        "--folds",
+        str(folds_file),
+        "--out",
+        str(out),
+        "--model",
+        _smollm2_folder(),
+        "--threads",
+        str(threads),
+    ]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
     result = json.loads(out.read_text())
@@ -160,35 +211,49 @@ def run_lmprobe(arm, dataset, data_file, folds_file, threads, python):
 def table():
     """The side-by-side table of every stored result."""
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
-    lines = ["| data | tool / arm | accuracy (mean ± sd over 5 folds) | layers (HF) "
-             "| wall s | CPU s |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| data | tool / arm | accuracy (mean ± sd over 5 folds) | layers (HF) "
+        "| wall s | CPU s |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in sorted(rows, key=lambda r: (r["dataset"], r["tool"] != "skloes")):
         layers = sorted({tuple(f["layers_used_hf"]) for f in r["folds"]})
         shown = "; ".join(str(list(t)) for t in layers[:3]) + (
-            " ..." if len(layers) > 3 else "")
+            " ..." if len(layers) > 3 else ""
+        )
         lines.append(
             f"| {r['dataset']} | {r['tool']} {r['arm']} | {r['mean_accuracy']:.4f} ± "
             f"{r['std_accuracy']:.4f} | {shown} | {r['run_wall_s']:.0f} | "
-            f"{r['run_cpu_s']:.0f} |")
+            f"{r['run_cpu_s']:.0f} |"
+        )
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", choices=sorted(LOADERS), default="rt")
-    parser.add_argument("--arms", nargs="+", default=["skloes", "default"],
-                        choices=["skloes", "default", "auto", "fast_auto"])
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=["skloes", "default"],
+        choices=["skloes", "default", "auto", "fast_auto"],
+    )
     parser.add_argument("--n-samples", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lmprobe-python", default=str(VENV_PYTHON))
-    parser.add_argument("--table", action="store_true",
-                        help=f"print the stored results and write {TABLE}")
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help=f"print the stored results and write {TABLE}",
+    )
     args = parser.parse_args()
     if args.table:
         text = table()
-        header = (f"Measured on {platform.machine()}, {os.cpu_count()} cores, "
-                  f"{time.strftime('%Y-%m-%d')}; `python benchmarks/bench_lmprobe.py "
-                  "--table` rebuilds it from benchmarks/results/lmprobe/.\n\n")
+        header = (
+            f"Measured on {platform.machine()}, {os.cpu_count()} cores, "
+            f"{time.strftime('%Y-%m-%d')}; `python benchmarks/bench_lmprobe.py "
+            "--table` rebuilds it from benchmarks/results/lmprobe/.\n\n"
+        )
         TABLE.write_text(header + text + "\n")
         print(text)
         return
@@ -203,10 +268,13 @@ def main():
             out.write_text(json.dumps(result, indent=1))
         else:
             if not Path(args.lmprobe_python).exists():
-                sys.exit(f"no lmprobe environment at {args.lmprobe_python}; see the "
-                         "usage in this file's docstring")
-            run_lmprobe(arm, args.data, data_file, folds_file, args.threads,
-                        args.lmprobe_python)
+                sys.exit(
+                    f"no lmprobe environment at {args.lmprobe_python}; see the "
+                    "usage in this file's docstring"
+                )
+            run_lmprobe(
+                arm, args.data, data_file, folds_file, args.threads, args.lmprobe_python
+            )
 
 
 if __name__ == "__main__":

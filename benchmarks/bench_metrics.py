@@ -76,30 +76,39 @@ def bench_cost(n=2000, d=768, n_tokens=24, repeat=2):
         warnings.simplefilter("ignore")
         t_probe = _best_of(lambda: probe.fit(X, y), repeat)
     cases = [
-        ("dataset_entropy (1,000 of 2,000 rows, default)",
-         lambda: m.dataset_entropy(X)),
-        ("dataset_entropy (all 2,000 rows)",
-         lambda: m.dataset_entropy(X, max_prompts=None)),
+        (
+            "dataset_entropy (1,000 of 2,000 rows, default)",
+            lambda: m.dataset_entropy(X),
+        ),
+        (
+            "dataset_entropy (all 2,000 rows)",
+            lambda: m.dataset_entropy(X, max_prompts=None),
+        ),
         ("effective_rank (sigma)", lambda: m.effective_rank(X)),
         ("effective_rank (sigma2)", lambda: m.effective_rank(X, kind="sigma2")),
         ("isotropy (erank, all rows)", lambda: m.isotropy(X)),
         ("intrinsic_dim (TwoNN)", lambda: m.intrinsic_dim(X)),
         ("simplex_volume (5 classes, all rows)", lambda: m.simplex_volume(X, y3)),
-        ("layer_similarity (CKA, one pair)",
-         lambda: m.layer_similarity(np.stack([X, B]))),
+        (
+            "layer_similarity (CKA, one pair)",
+            lambda: m.layer_similarity(np.stack([X, B])),
+        ),
         ("infonce (2 views)", lambda: m.infonce(X, B)),
         ("dime (2 views, 10 permutations)", lambda: m.dime(X, B, random_state=0)),
         ("lidar (16 views)", lambda: m.lidar(views)),
-        (f"prompt_entropy ({n_tokens} tokens per prompt)",
-         lambda: m.prompt_entropy(tokens)),
+        (
+            f"prompt_entropy ({n_tokens} tokens per prompt)",
+            lambda: m.prompt_entropy(tokens),
+        ),
         (f"curvature ({n_tokens} tokens per prompt)", lambda: m.curvature(tokens)),
     ]
     rows = []
     for name, fn in cases:
         seconds = _best_of(fn, repeat)
         rows.append((name, seconds, seconds / t_probe))
-        print(f"  {name}: {seconds:.3f} s ({seconds / t_probe:.2f} x probe)",
-              flush=True)
+        print(
+            f"  {name}: {seconds:.3f} s ({seconds / t_probe:.2f} x probe)", flush=True
+        )
     return t_probe, rows
 
 
@@ -121,11 +130,16 @@ def bench_memory(sizes=(200, 800), batch_size=32, max_length=128):
     rows = []
     for n in sizes:
         texts = _texts(n)
-        for label, pooling in (("mean pooling", "mean"),
-                               ("TokenMetricPooling", TokenMetricPooling())):
-            hst = HiddenStatesTransformer(pooling=pooling, batch_size=batch_size,
-                                          max_length=max_length,
-                                          device="cpu").fit(texts)
+        for label, pooling in (
+            ("mean pooling", "mean"),
+            ("TokenMetricPooling", TokenMetricPooling()),
+        ):
+            hst = HiddenStatesTransformer(
+                pooling=pooling,
+                batch_size=batch_size,
+                max_length=max_length,
+                device="cpu",
+            ).fit(texts)
             _ = hst.model_  # load outside the measurement
             hst.transform(texts[:batch_size])  # warm-up
             tracemalloc.start()
@@ -137,12 +151,22 @@ def bench_memory(sizes=(200, 800), batch_size=32, max_length=128):
             pooled_bytes = out.shape[0] * out.shape[1] * 384 * 4
             tok = hst.processor_(texts, truncation=True, max_length=max_length)
             all_tokens = out.shape[0] * sum(map(len, tok["input_ids"])) * 384 * 4
-            rows.append({
-                "n": n, "path": label, "seconds": seconds, "peak": peak,
-                "output": out.nbytes, "pooled": pooled_bytes, "all_tokens": all_tokens,
-            })
-            print(f"  n={n} {label}: {seconds:.1f} s, peak {peak / 2**20:.1f} MiB, "
-                  f"output {out.nbytes / 2**20:.1f} MiB", flush=True)
+            rows.append(
+                {
+                    "n": n,
+                    "path": label,
+                    "seconds": seconds,
+                    "peak": peak,
+                    "output": out.nbytes,
+                    "pooled": pooled_bytes,
+                    "all_tokens": all_tokens,
+                }
+            )
+            print(
+                f"  n={n} {label}: {seconds:.1f} s, peak {peak / 2**20:.1f} MiB, "
+                f"output {out.nbytes / 2**20:.1f} MiB",
+                flush=True,
+            )
     return rows
 
 
@@ -184,15 +208,19 @@ def _markdown(t_probe, cost_rows, mem_rows, header):
         )
     by = {(r["n"], r["path"]): r for r in mem_rows}
     extra = [
-        (n, (by[n, "TokenMetricPooling"]["peak"] - by[n, "mean pooling"]["peak"]) / mib,
-         by[n, "TokenMetricPooling"]["seconds"] / by[n, "mean pooling"]["seconds"])
+        (
+            n,
+            (by[n, "TokenMetricPooling"]["peak"] - by[n, "mean pooling"]["peak"]) / mib,
+            by[n, "TokenMetricPooling"]["seconds"] / by[n, "mean pooling"]["seconds"],
+        )
         for n in sorted({r["n"] for r in mem_rows})
     ]
     lines += [
         "",
         "Token path over mean pooling: "
-        + "; ".join(f"{n} texts: +{mb:.2f} MiB peak, {t:.2f}x time"
-                    for n, mb, t in extra)
+        + "; ".join(
+            f"{n} texts: +{mb:.2f} MiB peak, {t:.2f}x time" for n, mb, t in extra
+        )
         + ". The extra is a few float64 copies of the token states of 8 prompts "
         "(`chunk_size`; 8 x up to 128 tokens x 384 x 8 bytes = 3 MiB each), made "
         "and freed inside each call: it is bounded by one batch and does not grow "
@@ -212,8 +240,9 @@ def main():
     # One BLAS thread for the probe and every metric alike: on a shared,
     # oversubscribed machine, multi-threaded BLAS ran up to 10x slower.
     with threadpool_limits(limits=1, user_api="blas"):
-        t_probe, cost_rows = bench_cost(n=500 if args.quick else 2000,
-                                        repeat=1 if args.quick else 3)
+        t_probe, cost_rows = bench_cost(
+            n=500 if args.quick else 2000, repeat=1 if args.quick else 3
+        )
     print("memory of the token path:", flush=True)
     mem_rows = bench_memory(sizes=(64, 256) if args.quick else (200, 800))
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

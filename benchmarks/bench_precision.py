@@ -59,8 +59,11 @@ OUT = RESULTS / "precision"
 MODELS = {"minilm": None, "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 # Feed-forward output projections: BERT's `layer.N.output.dense`, Llama's down_proj.
 FFN_OUT = r"(layer\.\d+\.output\.dense|mlp\.down_proj)$"
-DATASETS = {"rt": ("load_rotten_tomatoes", 64), "bbc": ("load_bbc_news", 128),
-            "langid": ("load_chatterbot_langid", 64)}
+DATASETS = {
+    "rt": ("load_rotten_tomatoes", 64),
+    "bbc": ("load_bbc_news", 128),
+    "langid": ("load_chatterbot_langid", 64),
+}
 TARGETS = {"speedup": 2.5, "acc_mean": 0.5, "acc_worst": 1.5, "same_picks": 4}
 
 
@@ -75,8 +78,13 @@ def load(dataset, n):
 def fitted(model, X, max_length, precision="float32", cache=None):
     from skloes import HiddenStatesTransformer
 
-    hst = HiddenStatesTransformer(MODELS[model], max_length=max_length, device="cpu",
-                                  precision=precision, cache=cache)
+    hst = HiddenStatesTransformer(
+        MODELS[model],
+        max_length=max_length,
+        device="cpu",
+        precision=precision,
+        cache=cache,
+    )
     return hst.fit(X[:1])
 
 
@@ -84,10 +92,15 @@ def machine():
     import torch
 
     load1 = os.getloadavg()[0]
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "cpu": _cpu_name(), "threads": torch.get_num_threads(),
-            "affinity": sorted(os.sched_getaffinity(0)), "loadavg": round(load1, 2),
-            "torch": torch.__version__, "python": platform.python_version()}
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpu": _cpu_name(),
+        "threads": torch.get_num_threads(),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "loadavg": round(load1, 2),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def _cpu_name():
@@ -133,21 +146,30 @@ def peak(args):
     out = {}
     for (precision, key), values in rates.items():
         out.setdefault(precision, {})[key] = {
-            "median": statistics.median(values), "max": max(values)}
+            "median": statistics.median(values),
+            "max": max(values),
+        }
     best = {p: max(v["max"] for v in shapes_.values()) for p, shapes_ in out.items()}
     for p in out:
-        print(f"{p:9s} best {best[p]:7.1f} GFLOP/s  " + "  ".join(
-            f"{k}: {v['median']:.1f}" for k, v in out[p].items()))
-    save("peak", {"machine": machine(), "repeats": args.repeats, "shapes": out,
-                  "peak": best})
+        print(
+            f"{p:9s} best {best[p]:7.1f} GFLOP/s  "
+            + "  ".join(f"{k}: {v['median']:.1f}" for k, v in out[p].items())
+        )
+    save(
+        "peak",
+        {"machine": machine(), "repeats": args.repeats, "shapes": out, "peak": best},
+    )
 
 
 # ---------------------------------------------------------------- speed
 def linear_macs(model):
     import torch
 
-    return sum(m.in_features * m.out_features for name, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and "pooler" not in name)
+    return sum(
+        m.in_features * m.out_features
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and "pooler" not in name
+    )
 
 
 def padded_tokens(hst, X):
@@ -170,6 +192,7 @@ def speed_arms(model, X, max_length):
         hst._load()
         arms[precision] = [hst, time.perf_counter() - start]
     base = arms["float32"][0]
+
     def int8_ffn_float(model):
         replace_linears(model, Int8Linear, keep=FFN_OUT)
         return model
@@ -178,8 +201,10 @@ def speed_arms(model, X, max_length):
         replace_linears(model, Bf16Linear)
         return model
 
-    for name, build in (("int8, FFN output in float32", int8_ffn_float),
-                        ("bfloat16, linear layers only", bf16_linears)):
+    for name, build in (
+        ("int8, FFN output in float32", int8_ffn_float),
+        ("bfloat16, linear layers only", bf16_linears),
+    ):
         hst = fitted(model, X, max_length)
         start = time.perf_counter()
         hst._model = build(copy.deepcopy(base._model))
@@ -207,31 +232,51 @@ def speed(args):
     outputs = {}
     info = machine()
     for r in range(args.repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             start = time.perf_counter()
             outputs[name] = arms[name][0].transform(X)
             times[name].append(time.perf_counter() - start)
-            print(f"  repeat {r} {name:30s} {times[name][-1]:7.2f}s "
-                  f"load {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"  repeat {r} {name:30s} {times[name][-1]:7.2f}s "
+                f"load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     rows = {}
     for name in names:
         med = statistics.median(times[name])
         paired = [a / b for a, b in zip(times["float32"], times[name], strict=True)]
-        rows[name] = {"prep_s": arms[name][1], "times": times[name], "median": med,
-                      "texts_per_s": args.n / med,
-                      "speedup": statistics.median(times["float32"]) / med,
-                      "paired": [min(paired), max(paired)],
-                      "gflops": flops / med / 1e9,
-                      "cosine": cosine(outputs["float32"], outputs[name]).tolist()}
-        print(f"{name:30s} {args.n / med:7.1f} texts/s  x{rows[name]['speedup']:.2f} "
-              f"(paired {min(paired):.2f}-{max(paired):.2f})  "
-              f"{rows[name]['gflops']:.1f} GFLOP/s, cosine min layer "
-              f"{min(rows[name]['cosine']):.4f}", flush=True)
+        rows[name] = {
+            "prep_s": arms[name][1],
+            "times": times[name],
+            "median": med,
+            "texts_per_s": args.n / med,
+            "speedup": statistics.median(times["float32"]) / med,
+            "paired": [min(paired), max(paired)],
+            "gflops": flops / med / 1e9,
+            "cosine": cosine(outputs["float32"], outputs[name]).tolist(),
+        }
+        print(
+            f"{name:30s} {args.n / med:7.1f} texts/s  x{rows[name]['speedup']:.2f} "
+            f"(paired {min(paired):.2f}-{max(paired):.2f})  "
+            f"{rows[name]['gflops']:.1f} GFLOP/s, cosine min layer "
+            f"{min(rows[name]['cosine']):.4f}",
+            flush=True,
+        )
     info["loadavg_after"] = round(os.getloadavg()[0], 2)
-    save(f"speed_{args.model}", {
-        "machine": info, "model": args.model, "n": args.n, "repeats": args.repeats,
-        "max_length": max_length, "padded_tokens": tokens, "load_s": load_s,
-        "linear_flops": flops, "arms": rows})
+    save(
+        f"speed_{args.model}",
+        {
+            "machine": info,
+            "model": args.model,
+            "n": args.n,
+            "repeats": args.repeats,
+            "max_length": max_length,
+            "padded_tokens": tokens,
+            "load_s": load_s,
+            "linear_flops": flops,
+            "arms": rows,
+        },
+    )
 
 
 # -------------------------------------------------------------- quality
@@ -239,18 +284,28 @@ def probe_scores(H, y, folds):
     from skloes import LOESSelector
     from skloes.selection import RidgeProbeClassifier
 
-    acc = np.array([[RidgeProbeClassifier().fit(H[l][tr], y[tr]).score(H[l][te], y[te])
-                     for tr, te in folds] for l in range(H.shape[0])]).mean(axis=1)
-    picks = [sorted(map(int, LOESSelector().fit(H[:, tr], y[tr]).selected_layers_))
-             for tr, _ in folds]
+    acc = np.array(
+        [
+            [
+                RidgeProbeClassifier().fit(H[l][tr], y[tr]).score(H[l][te], y[te])
+                for tr, te in folds
+            ]
+            for l in range(H.shape[0])
+        ]
+    ).mean(axis=1)
+    picks = [
+        sorted(map(int, LOESSelector().fit(H[:, tr], y[tr]).selected_layers_))
+        for tr, _ in folds
+    ]
     return acc, picks
 
 
 def cosine(A, B):
     A, B = A.astype(np.float64), B.astype(np.float64)
     num = (A * B).sum(-1)
-    return (num / (np.linalg.norm(A, axis=-1) * np.linalg.norm(B, axis=-1)
-                   + 1e-30)).mean(axis=1)
+    return (
+        num / (np.linalg.norm(A, axis=-1) * np.linalg.norm(B, axis=-1) + 1e-30)
+    ).mean(axis=1)
 
 
 def quality(args):
@@ -266,23 +321,35 @@ def quality(args):
             stacks[precision] = np.asarray(hst.transform(X), dtype=np.float32)
             seconds[precision] = time.perf_counter() - start
         acc0, picks0 = probe_scores(stacks["float32"], y, folds)
-        result = {"machine": machine(), "model": args.model, "dataset": dataset,
-                  "n": len(X), "max_length": max_length, "seconds": seconds,
-                  "float32": {"acc": acc0.tolist(), "picks": picks0}}
+        result = {
+            "machine": machine(),
+            "model": args.model,
+            "dataset": dataset,
+            "n": len(X),
+            "max_length": max_length,
+            "seconds": seconds,
+            "float32": {"acc": acc0.tolist(), "picks": picks0},
+        }
         for precision in ("int8", "bfloat16"):
             acc, picks = probe_scores(stacks[precision], y, folds)
             diff = 100 * (acc - acc0)
-            row = {"acc": acc.tolist(), "diff_points": diff.tolist(),
-                   "diff_mean": float(np.abs(diff).mean()),
-                   "diff_worst": float(np.abs(diff).max()),
-                   "picks": picks,
-                   "same_picks": sum(map(list.__eq__, picks, picks0)),
-                   "cosine": cosine(stacks["float32"], stacks[precision]).tolist()}
+            row = {
+                "acc": acc.tolist(),
+                "diff_points": diff.tolist(),
+                "diff_mean": float(np.abs(diff).mean()),
+                "diff_worst": float(np.abs(diff).max()),
+                "picks": picks,
+                "same_picks": sum(map(list.__eq__, picks, picks0)),
+                "cosine": cosine(stacks["float32"], stacks[precision]).tolist(),
+            }
             result[precision] = row
-            print(f"{args.model} {dataset} n={len(X)} {precision}: acc diff mean "
-                  f"{row['diff_mean']:.2f} worst {row['diff_worst']:.2f} points, "
-                  f"same picks {row['same_picks']}/5, cosine min "
-                  f"{min(row['cosine']):.4f}", flush=True)
+            print(
+                f"{args.model} {dataset} n={len(X)} {precision}: acc diff mean "
+                f"{row['diff_mean']:.2f} worst {row['diff_worst']:.2f} points, "
+                f"same picks {row['same_picks']}/5, cosine min "
+                f"{min(row['cosine']):.4f}",
+                flush=True,
+            )
         save(f"quality_{args.model}_{dataset}", result)
 
 
@@ -293,49 +360,69 @@ def _read(name):
 
 
 def table():
-    lines = ["# Compute precision: speed and quality", "",
-             "Written by `benchmarks/bench_precision.py --table` from "
-             "`benchmarks/results/precision/*.json`.", ""]
+    lines = [
+        "# Compute precision: speed and quality",
+        "",
+        "Written by `benchmarks/bench_precision.py --table` from "
+        "`benchmarks/results/precision/*.json`.",
+        "",
+    ]
     peak_ = _read("peak")
     if peak_:
         m = peak_["machine"]
-        lines += [f"## GEMM peak, one thread ({m['date']}, {m['cpu']}, load "
-                  f"average {m['loadavg']})", "",
-                  "| precision | " + " | ".join(next(iter(peak_["shapes"].values())))
-                  + " | best |", "|---" * (len(next(iter(peak_["shapes"].values())))
-                                          + 2) + "|"]
+        lines += [
+            f"## GEMM peak, one thread ({m['date']}, {m['cpu']}, load "
+            f"average {m['loadavg']})",
+            "",
+            "| precision | "
+            + " | ".join(next(iter(peak_["shapes"].values())))
+            + " | best |",
+            "|---" * (len(next(iter(peak_["shapes"].values()))) + 2) + "|",
+        ]
         for p, shapes in peak_["shapes"].items():
-            lines.append(f"| {p} | " + " | ".join(
-                f"{v['median']:.1f}" for v in shapes.values())
-                + f" | {peak_['peak'][p]:.1f} |")
-        lines += ["", "GFLOP/s (median over repeats; best: the largest single "
-                  "repeat).", ""]
+            lines.append(
+                f"| {p} | "
+                + " | ".join(f"{v['median']:.1f}" for v in shapes.values())
+                + f" | {peak_['peak'][p]:.1f} |"
+            )
+        lines += [
+            "",
+            "GFLOP/s (median over repeats; best: the largest single repeat).",
+            "",
+        ]
     for model in MODELS:
         run = _read(f"speed_{model}")
         if not run:
             continue
         m = run["machine"]
-        lines += [f"## Speed: {model}, {run['n']} Rotten Tomatoes texts, "
-                  f"max_length={run['max_length']}", "",
-                  f"{m['date']}, {m['cpu']}, {m['threads']} thread(s) on CPU "
-                  f"{m['affinity']}, load average {m['loadavg']} before and "
-                  f"{m['loadavg_after']} after (other jobs on the machine), torch "
-                  f"{m['torch']}; {run['repeats']} interleaved repeats, median; "
-                  f"loading the float32 model: {run['load_s']:.1f} s. "
-                  + run.get("note", ""), "",
-                  "| arm | texts/s | x float32 (paired range) | linear GFLOP/s "
-                  "| of peak | preparation (s) | cosine, min layer |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## Speed: {model}, {run['n']} Rotten Tomatoes texts, "
+            f"max_length={run['max_length']}",
+            "",
+            f"{m['date']}, {m['cpu']}, {m['threads']} thread(s) on CPU "
+            f"{m['affinity']}, load average {m['loadavg']} before and "
+            f"{m['loadavg_after']} after (other jobs on the machine), torch "
+            f"{m['torch']}; {run['repeats']} interleaved repeats, median; "
+            f"loading the float32 model: {run['load_s']:.1f} s. " + run.get("note", ""),
+            "",
+            "| arm | texts/s | x float32 (paired range) | linear GFLOP/s "
+            "| of peak | preparation (s) | cosine, min layer |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, row in run["arms"].items():
-            kind = "int8" if "int8" in name else (
-                "bfloat16" if "bfloat16" in name else "float32")
+            kind = (
+                "int8"
+                if "int8" in name
+                else ("bfloat16" if "bfloat16" in name else "float32")
+            )
             top = peak_["peak"][kind] if peak_ else float("nan")
             prep = "-" if row["prep_s"] is None else f"{row['prep_s']:.1f}"
             lines.append(
                 f"| {name} | {row['texts_per_s']:.1f} | {row['speedup']:.2f} "
                 f"({row['paired'][0]:.2f}-{row['paired'][1]:.2f}) | "
                 f"{row['gflops']:.1f} | {row['gflops'] / top:.0%} | {prep} | "
-                f"{min(row['cosine']):.4f} |")
+                f"{min(row['cosine']):.4f} |"
+            )
         lines.append("")
     quality_rows = []
     for model in MODELS:
@@ -344,10 +431,13 @@ def table():
             if run:
                 quality_rows.append(run)
     if quality_rows:
-        lines += ["## Quality (5-fold, ridge probe per layer, default LOESSelector)",
-                  "", "| model | data | n | precision | acc. diff mean (points) | "
-                  "worst | same picks | cosine min layer | cosine mean |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Quality (5-fold, ridge probe per layer, default LOESSelector)",
+            "",
+            "| model | data | n | precision | acc. diff mean (points) | "
+            "worst | same picks | cosine min layer | cosine mean |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for run in quality_rows:
             for p in ("int8", "bfloat16"):
                 r = run[p]
@@ -355,35 +445,51 @@ def table():
                     f"| {run['model']} | {run['dataset']} | {run['n']} | {p} | "
                     f"{r['diff_mean']:.2f} | {r['diff_worst']:.2f} | "
                     f"{r['same_picks']}/5 | {min(r['cosine']):.4f} | "
-                    f"{np.mean(r['cosine']):.4f} |")
+                    f"{np.mean(r['cosine']):.4f} |"
+                )
         m = quality_rows[0]["machine"]
-        lines += ["", f"{m['date']}, {m['cpu']}, {m['threads']} thread(s), load "
-                  f"average {m['loadavg']}. Targets for int8: accuracy within "
-                  f"{TARGETS['acc_mean']} point on average and {TARGETS['acc_worst']} "
-                  f"at worst, the same picks in {TARGETS['same_picks']} of 5 folds.",
-                  ""]
+        lines += [
+            "",
+            f"{m['date']}, {m['cpu']}, {m['threads']} thread(s), load "
+            f"average {m['loadavg']}. Targets for int8: accuracy within "
+            f"{TARGETS['acc_mean']} point on average and {TARGETS['acc_worst']} "
+            f"at worst, the same picks in {TARGETS['same_picks']} of 5 folds.",
+            "",
+        ]
     lines += _targets(quality_rows)
     text = "\n".join(lines)
     (RESULTS / "precision.md").write_text(text)
     doc = Path(__file__).parent.parent / "doc" / "benchmarks_precision.md"
-    doc.write_text(text.replace("# Compute precision", "# Compute precision "
-                                "(copied from benchmarks/results/precision.md)", 1))
+    doc.write_text(
+        text.replace(
+            "# Compute precision",
+            "# Compute precision (copied from benchmarks/results/precision.md)",
+            1,
+        )
+    )
     print(text)
 
 
 def _targets(quality_rows):
     """The issue's int8 targets, each met or missed."""
+
     def verdict(ok):
         return "met" if ok else "**missed**"
 
-    lines = ["## int8 against its targets", "", "| target | measured | verdict |",
-             "|---|---|---|"]
+    lines = [
+        "## int8 against its targets",
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+    ]
     for model in MODELS:
         run = _read(f"speed_{model}")
         if run:
             x = run["arms"]["int8"]["speedup"]
-            lines.append(f"| >= {TARGETS['speedup']}x float32, {model} | {x:.2f}x "
-                         f"| {verdict(x >= TARGETS['speedup'])} |")
+            lines.append(
+                f"| >= {TARGETS['speedup']}x float32, {model} | {x:.2f}x "
+                f"| {verdict(x >= TARGETS['speedup'])} |"
+            )
     for run in quality_rows:
         r, where = run["int8"], f"{run['model']}, {run['dataset']}"
         lines += [
@@ -395,7 +501,8 @@ def _targets(quality_rows):
             f"{verdict(r['diff_worst'] <= TARGETS['acc_worst'])} |",
             f"| same picks >= {TARGETS['same_picks']}/5, {where} | "
             f"{r['same_picks']}/5 | "
-            f"{verdict(r['same_picks'] >= TARGETS['same_picks'])} |"]
+            f"{verdict(r['same_picks'] >= TARGETS['same_picks'])} |",
+        ]
     return lines + [""]
 
 
@@ -406,8 +513,9 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    parser.add_argument("--cache", default=None,
-                        help="hidden-states cache folder of the quality part")
+    parser.add_argument(
+        "--cache", default=None, help="hidden-states cache folder of the quality part"
+    )
     parser.add_argument("--table", action="store_true")
     args = parser.parse_args(argv)
     if args.part:

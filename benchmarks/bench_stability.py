@@ -50,8 +50,14 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
-SETS = ("trec6", "sms_spam", "vader_tweets3", "vader_nyt3", "rotten_tomatoes",
-        "chatterbot_langid")
+SETS = (
+    "trec6",
+    "sms_spam",
+    "vader_tweets3",
+    "vader_nyt3",
+    "rotten_tomatoes",
+    "chatterbot_langid",
+)
 NEW_SETS = {"trec6", "sms_spam", "vader_tweets3", "vader_nyt3"}
 ARMS = ("last", "all", "best_single", "reference", "full_search", "default")
 RUN_ORDER = ("default", "full_search", "last", "all", "reference", "best_single")
@@ -70,10 +76,12 @@ def _selector(arm):
         "last": lambda: LastLayerSelector(),
         "all": lambda: AllLayersSelector(),
         "best_single": lambda: BestSingleLayerSelector(random_state=0),
-        "reference": lambda: LOESSelector(n_layers_to_select=4, variant="reference",
-                                          random_state=0),
-        "full_search": lambda: LOESSelector(n_layers_to_select=4,
-                                            candidate_grid="all", random_state=0),
+        "reference": lambda: LOESSelector(
+            n_layers_to_select=4, variant="reference", random_state=0
+        ),
+        "full_search": lambda: LOESSelector(
+            n_layers_to_select=4, candidate_grid="all", random_state=0
+        ),
         "default": lambda: LOESSelector(n_layers_to_select=4, random_state=0),
     }[arm]()
 
@@ -83,8 +91,9 @@ def _probe():
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(StandardScaler(),
-                         LogisticRegression(C=0.1, max_iter=100, tol=1e-3))
+    return make_pipeline(
+        StandardScaler(), LogisticRegression(C=0.1, max_iter=100, tol=1e-3)
+    )
 
 
 def run_arm(stack, y, arm):
@@ -92,7 +101,8 @@ def run_arm(stack, y, arm):
     from sklearn.model_selection import StratifiedKFold
 
     folds = StratifiedKFold(5, shuffle=True, random_state=0).split(
-        np.zeros((y.size, 1)), y)
+        np.zeros((y.size, 1)), y
+    )
     out = {"picks": [], "accuracy": [], "fit_s": []}
     for train, test in folds:
         sel = _selector(arm)
@@ -129,20 +139,29 @@ def _fmt(v, digits=2):
 
 def set_table(model, name, rows, n_layers, meta):
     """The per-set markdown table."""
-    lines = [f"### {model} · {name} ({meta.get('n', '?')} texts, {n_layers} layers"
-             f"{', not used to choose any default' if name in NEW_SETS else ''})",
-             "", "| selector | acc % (sd) | Nogueira (sd) | ±1 | fit s (median) "
-             "| picks per fold |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"### {model} · {name} ({meta.get('n', '?')} texts, {n_layers} layers"
+        f"{', not used to choose any default' if name in NEW_SETS else ''})",
+        "",
+        "| selector | acc % (sd) | Nogueira (sd) | ±1 | fit s (median) "
+        "| picks per fold |",
+        "|---|---|---|---|---|---|",
+    ]
     for arm in ARMS:
         r = rows[arm]
         acc = 100 * np.asarray(r["accuracy"])
         phi, sd, tol = _stability(r["picks"], n_layers)
-        picks = ("all" if arm == "all" else
-                 "; ".join(",".join(map(str, p)) for p in r["picks"]))
+        picks = (
+            "all"
+            if arm == "all"
+            else "; ".join(",".join(map(str, p)) for p in r["picks"])
+        )
         mark = " †" if r.get("reused") else ""
-        lines.append(f"| {arm}{mark} | {acc.mean():.2f} ({acc.std():.1f}) | "
-                     f"{_fmt(phi)} ({_fmt(sd)}) | {_fmt(tol)} | "
-                     f"{np.median(r['fit_s']):.2f} | {picks} |")
+        lines.append(
+            f"| {arm}{mark} | {acc.mean():.2f} ({acc.std():.1f}) | "
+            f"{_fmt(phi)} ({_fmt(sd)}) | {_fmt(tol)} | "
+            f"{np.median(r['fit_s']):.2f} | {picks} |"
+        )
     return lines
 
 
@@ -152,50 +171,61 @@ def target_rows(model, name, rows, n_layers):
     phi = {a: _stability(rows[a]["picks"], n_layers)[0] for a in ARMS}
     fit = {a: np.median(rows[a]["fit_s"]) for a in ARMS}
     d = acc["default"]
-    checks = {  # the issue's targets on the 31-layer decoder
-        "stab ≥ 0.5": phi["default"] >= 0.5,
-        "stab ≥ ref": phi["default"] >= phi["reference"],
-        "≥ best single": d >= acc["best_single"],
-        "≥ reference": d >= acc["reference"],
-        "fit ≤ 2×": fit["default"] <= 2 * fit["full_search"],
-    } if model == "smollm2" else {  # elsewhere: no worse than before 0.2
-        "≥ before 0.2": d >= acc["full_search"],
-    }
+    checks = (
+        {  # the issue's targets on the 31-layer decoder
+            "stab ≥ 0.5": phi["default"] >= 0.5,
+            "stab ≥ ref": phi["default"] >= phi["reference"],
+            "≥ best single": d >= acc["best_single"],
+            "≥ reference": d >= acc["reference"],
+            "fit ≤ 2×": fit["default"] <= 2 * fit["full_search"],
+        }
+        if model == "smollm2"
+        else {  # elsewhere: no worse than before 0.2
+            "≥ before 0.2": d >= acc["full_search"],
+        }
+    )
     missed = ", ".join(k for k, ok in checks.items() if not ok) or "none"
-    return (f"| {model} | {name} | {d:.2f} | {d - acc['best_single']:+.2f} | "
-            f"{d - acc['reference']:+.2f} | {d - acc['all']:+.2f} | "
-            f"{d - acc['full_search']:+.2f} | {_fmt(phi['default'])} | "
-            f"{_fmt(phi['reference'])} | {_fmt(phi['full_search'])} | "
-            f"{fit['default'] / fit['full_search']:.2f} | {missed} |"), d - acc["all"]
+    return (
+        f"| {model} | {name} | {d:.2f} | {d - acc['best_single']:+.2f} | "
+        f"{d - acc['reference']:+.2f} | {d - acc['all']:+.2f} | "
+        f"{d - acc['full_search']:+.2f} | {_fmt(phi['default'])} | "
+        f"{_fmt(phi['reference'])} | {_fmt(phi['full_search'])} | "
+        f"{fit['default'] / fit['full_search']:.2f} | {missed} |"
+    ), d - acc["all"]
 
 
 def write_markdown(store, features):
-    lines = ["# Selection stability and accuracy per data set (issue 21)", "",
-             f"Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on "
-             f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
-             f"Python {platform.python_version()}), one BLAS thread, on a machine "
-             "shared with other jobs: fit times are indicative (compare within a "
-             "set). Protocol: `benchmarks/bench_stability.py` docstring; stacks "
-             f"read from `{features}`. †: per-fold results of an earlier run of "
-             "the same protocol (the research run of 2026-12-01 behind the 0.2 "
-             "default; that selector's code did not change), not recomputed here: "
-             "their fit times come from that run, under another load.", "",
-             "## Target check (default LOES, K = 4)", "",
-             "Δ columns: accuracy points of the default against the best single "
-             "layer (inner CV), the reference variant, all layers concatenated and "
-             "the full search (the default before 0.2). Stability: Nogueira index "
-             "of the five folds' picks over all L layers (the grid's 8 of 31 "
-             "candidates give 0.43 for random picks by construction). Targets: on "
-             "SmolLM2, stability ≥ 0.5 and ≥ the reference variant's, accuracy ≥ "
-             "the best single layer and ≥ the reference variant, fit ≤ 2× the "
-             "full search's, within 1 point of all layers on average; on MiniLM, "
-             "no worse than before 0.2. On 7 layers the ±1 index carries little "
-             "information (random 4-of-7 sets nearly always match within ±1).",
-             "",
-             "| model | set | acc % | Δ best single | Δ reference | Δ all | Δ full "
-             "search | stability | ref. stability | full-search stability | fit × "
-             "full search | targets missed |", "|---|---|---|---|---|---|---|---|"
-             "---|---|---|---|"]
+    lines = [
+        "# Selection stability and accuracy per data set (issue 21)",
+        "",
+        f"Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on "
+        f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}), one BLAS thread, on a machine "
+        "shared with other jobs: fit times are indicative (compare within a "
+        "set). Protocol: `benchmarks/bench_stability.py` docstring; stacks "
+        f"read from `{features}`. †: per-fold results of an earlier run of "
+        "the same protocol (the research run of 2026-12-01 behind the 0.2 "
+        "default; that selector's code did not change), not recomputed here: "
+        "their fit times come from that run, under another load.",
+        "",
+        "## Target check (default LOES, K = 4)",
+        "",
+        "Δ columns: accuracy points of the default against the best single "
+        "layer (inner CV), the reference variant, all layers concatenated and "
+        "the full search (the default before 0.2). Stability: Nogueira index "
+        "of the five folds' picks over all L layers (the grid's 8 of 31 "
+        "candidates give 0.43 for random picks by construction). Targets: on "
+        "SmolLM2, stability ≥ 0.5 and ≥ the reference variant's, accuracy ≥ "
+        "the best single layer and ≥ the reference variant, fit ≤ 2× the "
+        "full search's, within 1 point of all layers on average; on MiniLM, "
+        "no worse than before 0.2. On 7 layers the ±1 index carries little "
+        "information (random 4-of-7 sets nearly always match within ±1).",
+        "",
+        "| model | set | acc % | Δ best single | Δ reference | Δ all | Δ full "
+        "search | stability | ref. stability | full-search stability | fit × "
+        "full search | targets missed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     per_set, gaps = [], {}
     for key in sorted(store):
         model, name = key.split("/")
@@ -205,12 +235,16 @@ def write_markdown(store, features):
         row, gap = target_rows(model, name, entry["arms"], entry["n_layers"])
         lines.append(row)
         gaps.setdefault(model, []).append(gap)
-        per_set += ["", *set_table(model, name, entry["arms"], entry["n_layers"],
-                                   entry["meta"])]
+        per_set += [
+            "",
+            *set_table(model, name, entry["arms"], entry["n_layers"], entry["meta"]),
+        ]
     lines.append("")
     for model, g in gaps.items():
-        lines.append(f"- {model}: mean Δ all layers {np.mean(g):+.2f} points over "
-                     f"{len(g)} sets (target: within 1 point).")
+        lines.append(
+            f"- {model}: mean Δ all layers {np.mean(g):+.2f} points over "
+            f"{len(g)} sets (target: within 1 point)."
+        )
     lines += ["", "## Per set", *per_set, ""]
     (RESULTS / "selection_stability.md").write_text("\n".join(lines))
 
@@ -243,13 +277,19 @@ def main(argv=None):
                     continue
                 if arm in REUSABLE and arm in earlier:
                     old = earlier[arm]
-                    entry["arms"][arm] = {"picks": old["picks"], "fit_s": old["fit_s"],
-                                          "accuracy": old["acc"], "reused": True}
+                    entry["arms"][arm] = {
+                        "picks": old["picks"],
+                        "fit_s": old["fit_s"],
+                        "accuracy": old["acc"],
+                        "reused": True,
+                    }
                 else:
                     entry["arms"][arm] = run_arm(stack, y, arm)
-                print(f"{model} {name} {arm}: "
-                      f"{100 * np.mean(entry['arms'][arm]['accuracy']):.2f}",
-                      flush=True)
+                print(
+                    f"{model} {name} {arm}: "
+                    f"{100 * np.mean(entry['arms'][arm]['accuracy']):.2f}",
+                    flush=True,
+                )
                 store_path.write_text(json.dumps(store, indent=1))
     write_markdown(store, args.features)
     print((RESULTS / "selection_stability.md").read_text())

@@ -61,9 +61,31 @@ numpydoc_xref_param_type = True
 # Words left as text; every other word becomes an :obj: reference, which renders
 # as plain text when it does not resolve (the build is not nitpicky).
 numpydoc_xref_ignore = {
-    "of", "or", "and", "shape", "default", "instance", "optional", "in", "to",
-    "the", "a", "an", "with", "for", "each", "one", "per", "if", "is", "not",
-    "n_samples", "n_features", "n_layers", "dim", "object",
+    "of",
+    "or",
+    "and",
+    "shape",
+    "default",
+    "instance",
+    "optional",
+    "in",
+    "to",
+    "the",
+    "a",
+    "an",
+    "with",
+    "for",
+    "each",
+    "one",
+    "per",
+    "if",
+    "is",
+    "not",
+    "n_samples",
+    "n_features",
+    "n_layers",
+    "dim",
+    "object",
 }
 # numpydoc's default aliases point at intersphinx targets (python:, numpy:)
 # that an offline build cannot resolve; map them to plain object roles, which

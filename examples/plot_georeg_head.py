@@ -40,10 +40,12 @@ from skloes.metrics import effective_rank, isotropy
 transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
 data = load_chatterbot_langid(n_samples=600, random_state=0)
-X = HiddenStatesTransformer(output="flat", max_length=64,
-                            cache=cache).fit_transform(data.data)
+X = HiddenStatesTransformer(output="flat", max_length=64, cache=cache).fit_transform(
+    data.data
+)
 X_train, X_test, y_train, y_test = train_test_split(
-    X, data.target, test_size=0.3, stratify=data.target, random_state=0)
+    X, data.target, test_size=0.3, stratify=data.target, random_state=0
+)
 print(X.shape, "classes:", ", ".join(map(str, data.target_names)))
 
 # %%
@@ -55,14 +57,18 @@ runs = {}
 for geo_weight in [0.0, 0.1]:
     clf = GeoRegClassifier(
         layers=LOESSelector(n_layers_to_select=3, random_state=0),
-        layer_dim=384, geo_weight=geo_weight, random_state=0,
+        layer_dim=384,
+        geo_weight=geo_weight,
+        random_state=0,
     ).fit(X_train, y_train)
     Z = clf.transform(X_test)
     runs[geo_weight] = clf
-    print(f"geo_weight={geo_weight}: layers {clf.layers_}, test accuracy "
-          f"{clf.score(X_test, y_test):.3f}, best epoch {clf.best_epoch_}, "
-          f"fused embedding: effective rank {effective_rank(Z):.1f}, "
-          f"isotropy {isotropy(Z):.3f}")
+    print(
+        f"geo_weight={geo_weight}: layers {clf.layers_}, test accuracy "
+        f"{clf.score(X_test, y_test):.3f}, best epoch {clf.best_epoch_}, "
+        f"fused embedding: effective rank {effective_rank(Z):.1f}, "
+        f"isotropy {isotropy(Z):.3f}"
+    )
 
 # %%
 # Training curves

@@ -100,8 +100,11 @@ print("cache entries:", sum(1 for _ in cache.rglob("*.npy")))
 # Plot
 # ----
 fig, ax = plt.subplots(figsize=(5, 3.2))
-ax.bar(["without cache\n(computed)", "with cache\n(measured)"],
-       [n_without_cache, n_cached], color=["0.6", "C0"])
+ax.bar(
+    ["without cache\n(computed)", "with cache\n(measured)"],
+    [n_without_cache, n_cached],
+    color=["0.6", "C0"],
+)
 ax.axhline(n_distinct, color="k", ls="--", lw=1, label="distinct texts")
 ax.set_ylabel("texts through the model")
 ax.set_title("GridSearchCV, 6 candidates x 3 folds")

@@ -78,8 +78,9 @@ def prompt_vector_pooling(hidden, mask):
 views = augmented_views(texts, n_views=2, random_state=0)
 print("original:", texts[0])
 print("view 1:  ", views[0][0])
-view_hst = HiddenStatesTransformer(pooling=prompt_vector_pooling,
-                                   max_length=64).fit(views[0])
+view_hst = HiddenStatesTransformer(pooling=prompt_vector_pooling, max_length=64).fit(
+    views[0]
+)
 A, B = view_hst.transform(views[0]), view_hst.transform(views[1])
 table["InfoNCE"] = infonce(A, B)
 

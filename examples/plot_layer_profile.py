@@ -44,9 +44,13 @@ print(H.shape)
 # A logistic probe, 5-fold cross-validated, on every layer; three dataset-level
 # metrics; LOES with a budget of 3 layers; the baselines scored with the same
 # probe and folds.
-report = layer_report(H, y, n_layers_to_select=3,
-                      metrics=("dataset_entropy", "erank_sigma", "isotropy"),
-                      random_state=0)
+report = layer_report(
+    H,
+    y,
+    n_layers_to_select=3,
+    metrics=("dataset_entropy", "erank_sigma", "isotropy"),
+    random_state=0,
+)
 print(report.to_frame().round(3))
 
 # %%
@@ -54,8 +58,10 @@ print(report.to_frame().round(3))
 # (``nested=False``), so LOES and the best single layer are slightly
 # optimistic; ``nested=True`` selects inside each fold.
 for row in report.summary_:
-    print(f"{row['method']:>18}: layers {list(row['layers'])}, "
-          f"accuracy {row['score']:.3f} +/- {row['score_std']:.3f}")
+    print(
+        f"{row['method']:>18}: layers {list(row['layers'])}, "
+        f"accuracy {row['score']:.3f} +/- {row['score_std']:.3f}"
+    )
 
 # %%
 # The layer profile
@@ -64,8 +70,9 @@ for row in report.summary_:
 # the last layer's accuracy as a reference line. ``report.plot()`` alone returns
 # a standalone figure (``report.save`` writes it as ``profile.png``); here we
 # hand it pyplot axes so that the figure shows in the notebook or gallery.
-fig, axes = plt.subplots(2, 1, figsize=(10, 6), sharex=True,
-                         gridspec_kw={"height_ratios": [3, 2]})
+fig, axes = plt.subplots(
+    2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+)
 report.plot(ax=axes)
 fig.subplots_adjust(left=0.08, right=0.72, top=0.93, bottom=0.09, hspace=0.08)
 plt.show()

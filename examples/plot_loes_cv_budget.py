@@ -43,11 +43,17 @@ H = HiddenStatesTransformer(max_length=64, cache=cache).fit_transform(texts)
 # best mean score, and the final selection is one path on all rows, cut there.
 start = time.perf_counter()
 selector = LOESSelectorCV(max_layers_to_select=7, cv=5, random_state=0).fit(H, y)
-print(f"fitted in {time.perf_counter() - start:.2f} s "
-      f"(6 selection paths: 5 folds + the final one)")
+print(
+    f"fitted in {time.perf_counter() - start:.2f} s "
+    f"(6 selection paths: 5 folds + the final one)"
+)
 print("chosen budget:", selector.n_layers_to_select_)
-print("selection order:", selector.selection_order_,
-      "-> layers", selector.selected_layers_)
+print(
+    "selection order:",
+    selector.selection_order_,
+    "-> layers",
+    selector.selected_layers_,
+)
 
 # %%
 # Each fold's path (the order in which LOES picked the layers):
@@ -64,8 +70,13 @@ std = np.asarray(results["std_test_score"])
 fig, ax = plt.subplots(figsize=(5.5, 3.5))
 ax.plot(budgets, mean, marker="o", label="mean over 5 folds")
 ax.fill_between(budgets, mean - std, mean + std, alpha=0.2, label="+/- 1 std")
-ax.axvline(selector.n_layers_to_select_, color="k", ls="--", lw=1,
-           label=f"chosen: {selector.n_layers_to_select_}")
+ax.axvline(
+    selector.n_layers_to_select_,
+    color="k",
+    ls="--",
+    lw=1,
+    label=f"chosen: {selector.n_layers_to_select_}",
+)
 ax.set_xticks(budgets)
 ax.set_xlabel("layers selected by LOES (K)")
 ax.set_ylabel("held-out accuracy (ridge probe)")

@@ -45,8 +45,9 @@ from skloes.selection import (
 transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
 texts, y = load_rotten_tomatoes(n_samples=400, random_state=0, return_X_y=True)
-X = HiddenStatesTransformer(output="flat", max_length=64,
-                            cache=cache).fit_transform(texts)
+X = HiddenStatesTransformer(output="flat", max_length=64, cache=cache).fit_transform(
+    texts
+)
 print(X.shape)
 
 # %%
@@ -68,15 +69,19 @@ d = 384
 models = {
     "last layer": make_pipeline(LastLayerSelector(layer_dim=d), *probe()),
     "best single layer": make_pipeline(
-        BestSingleLayerSelector(layer_dim=d, random_state=0), *probe()),
+        BestSingleLayerSelector(layer_dim=d, random_state=0), *probe()
+    ),
     "all layers": make_pipeline(AllLayersSelector(layer_dim=d), *probe()),
-    "ScalarMix": ScalarMixClassifier(layer_dim=d, max_epochs=30, lr=1e-3,
-                                     batch_size=32, random_state=0),
+    "ScalarMix": ScalarMixClassifier(
+        layer_dim=d, max_epochs=30, lr=1e-3, batch_size=32, random_state=0
+    ),
     "exhaustive, k=3": make_pipeline(
-        ExhaustiveSubsetSelector(n_layers_to_select=3, layer_dim=d,
-                                 random_state=0), *probe()),
+        ExhaustiveSubsetSelector(n_layers_to_select=3, layer_dim=d, random_state=0),
+        *probe(),
+    ),
     "LOES, k=3": make_pipeline(
-        LOESSelector(n_layers_to_select=3, layer_dim=d, random_state=0), *probe()),
+        LOESSelector(n_layers_to_select=3, layer_dim=d, random_state=0), *probe()
+    ),
 }
 
 # %%
@@ -87,8 +92,14 @@ rows = []
 for name, model in models.items():
     start = time.perf_counter()
     scores = cross_val_score(model, X, y, cv=cv)
-    rows.append({"method": name, "accuracy": scores.mean(), "std": scores.std(),
-                 "seconds": time.perf_counter() - start})
+    rows.append(
+        {
+            "method": name,
+            "accuracy": scores.mean(),
+            "std": scores.std(),
+            "seconds": time.perf_counter() - start,
+        }
+    )
 table = pd.DataFrame(rows).set_index("method")
 print(table.round(3))
 
@@ -103,10 +114,10 @@ for name in ["best single layer", "exhaustive, k=3", "LOES, k=3"]:
 # the benchmarks page has the same comparison on 2,000 texts, three data sets
 # and two models.
 fig, ax = plt.subplots(figsize=(6, 3.5))
-ax.barh(table.index, table["accuracy"], xerr=table["std"], color="C0",
-        capsize=3)
-ax.axvline(table.loc["last layer", "accuracy"], color="k", ls="--", lw=1,
-           label="last layer")
+ax.barh(table.index, table["accuracy"], xerr=table["std"], color="C0", capsize=3)
+ax.axvline(
+    table.loc["last layer", "accuracy"], color="k", ls="--", lw=1, label="last layer"
+)
 ax.set_xlim(0.5, 0.85)
 ax.set_xlabel("5-fold CV accuracy")
 ax.invert_yaxis()

@@ -49,7 +49,8 @@ print("held-out accuracy:", round(probe.score(X_new, y_new), 3))
 # single best layer by cross-validation, an early block on this task, shows
 # the saving (any selector of skloes.selection plugs in).
 early = LayerProbeClassifier(
-    max_length=64, random_state=0,
+    max_length=64,
+    random_state=0,
     selector=BestSingleLayerSelector(random_state=0),
 )
 early.fit(X_train, y_train)
@@ -69,9 +70,11 @@ full.model_, early.pipeline_[0].model_  # load both models before timing
 t_full = seconds(lambda: full.transform(X_new))
 t_probe = seconds(lambda: early.predict_proba(X_new))
 deepest = int(early.selected_layers_.max())
-print(f"layer {early.selected_layers_}: predict {t_probe:.2f} s against "
-      f"{t_full:.2f} s for every layer (expected about "
-      f"{(deepest + 1) / 7:.2f} of it)")
+print(
+    f"layer {early.selected_layers_}: predict {t_probe:.2f} s against "
+    f"{t_full:.2f} s for every layer (expected about "
+    f"{(deepest + 1) / 7:.2f} of it)"
+)
 
 # %%
 # Save without the weights, load without pickle
@@ -87,8 +90,11 @@ print("identical predictions after loading:", same)
 # The cost of each forward pass
 # -----------------------------
 fig, ax = plt.subplots(figsize=(5, 2.5))
-ax.barh(["every layer", f"through block {deepest}"], [t_full, t_probe],
-        color=["0.6", "tab:blue"])
+ax.barh(
+    ["every layer", f"through block {deepest}"],
+    [t_full, t_probe],
+    color=["0.6", "tab:blue"],
+)
 ax.set_xlabel(f"seconds to predict {len(X_new)} texts")
 fig.tight_layout()
 plt.show()

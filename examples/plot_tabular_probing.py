@@ -37,8 +37,7 @@ transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
 texts, y = load_rotten_tomatoes(n_samples=400, random_state=0, return_X_y=True)
 hst = HiddenStatesTransformer(output="flat", max_length=64, cache=cache)
-table = pd.DataFrame(hst.fit_transform(texts),
-                     columns=hst.get_feature_names_out())
+table = pd.DataFrame(hst.fit_transform(texts), columns=hst.get_feature_names_out())
 print(table.shape)
 print(table.iloc[:3, [0, 1, 384, 385]])
 
@@ -55,15 +54,20 @@ pipe = make_pipeline(
 ).set_output(transform="pandas")
 
 cv = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
-search = GridSearchCV(pipe, {"loesselector__n_layers_to_select": [1, 2, 3, 4]},
-                      cv=cv).fit(table, y)
+search = GridSearchCV(
+    pipe, {"loesselector__n_layers_to_select": [1, 2, 3, 4]}, cv=cv
+).fit(table, y)
 print("best budget:", search.best_params_, f"accuracy {search.best_score_:.3f}")
 
 # %%
 # What the fitted pipeline selected, by layer (0 = embedding output):
 selector = search.best_estimator_[0]
-print("selected layers:", selector.selected_layers_,
-      "in the order", selector.selection_order_)
+print(
+    "selected layers:",
+    selector.selected_layers_,
+    "in the order",
+    selector.selection_order_,
+)
 fused = search.best_estimator_[:-1].transform(table)
 print(type(fused).__name__, fused.shape)
 print(list(fused.columns[:3]), "...", list(fused.columns[-2:]))
@@ -74,8 +78,13 @@ print(list(fused.columns[:3]), "...", list(fused.columns[-2:]))
 scores = search.cv_results_
 budgets = [p["loesselector__n_layers_to_select"] for p in scores["params"]]
 fig, ax = plt.subplots(figsize=(5, 3.2))
-ax.errorbar(budgets, scores["mean_test_score"], yerr=scores["std_test_score"],
-            marker="o", capsize=3)
+ax.errorbar(
+    budgets,
+    scores["mean_test_score"],
+    yerr=scores["std_test_score"],
+    marker="o",
+    capsize=3,
+)
 ax.set_xticks(budgets)
 ax.set_xlabel("layers selected by LOES")
 ax.set_ylabel("5-fold CV accuracy")

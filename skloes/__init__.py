@@ -33,8 +33,16 @@ _SHORTCUTS = {
     "prune_cache": "skloes.core._cache",
     "offline_models": "skloes.models._registry",
 }
-_SUBPACKAGES = ("datasets", "extraction", "heads", "metrics", "plotting", "probe",
-                "report", "selection")
+_SUBPACKAGES = (
+    "datasets",
+    "extraction",
+    "heads",
+    "metrics",
+    "plotting",
+    "probe",
+    "report",
+    "selection",
+)
 # `skloes.baselines` is a deprecated alias (see skloes/baselines.py).
 _DEPRECATED_SUBPACKAGES = ("baselines",)
 

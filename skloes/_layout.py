@@ -29,35 +29,68 @@ class Floor:
 
 
 FLOORS = (
-    Floor("utils", ("skloes.utils",),
-          "parameter validation, shared docstring paragraphs, optional imports, "
-          "deprecation helpers: nothing that knows about layers or models"),
-    Floor("core", ("skloes.core",),
-          "the layer-data contract, targets and folds, geometry, ridge algebra, "
-          "pooling, the hidden-states cache, the one torch access point and the "
-          "device rule"),
-    Floor("models", ("skloes.models",),
-          "offline bundles, model resolution and loading, input encoding, the "
-          "truncated forward pass, tiny test models"),
-    Floor("extraction", ("skloes.extraction",),
-          "HiddenStatesTransformer: cache, encode, forward, pool, store"),
-    Floor("metrics", ("skloes.metrics",),
-          "the Layer-by-Layer metrics and their name registry (numerical core)"),
-    Floor("selection", ("skloes.selection",),
-          "every layer selector (LOES, its path, the baselines) and the ridge "
-          "probes; no torch"),
-    Floor("heads", ("skloes.heads",),
-          "every torch-trained head: ScalarMix, GeoReg's loss, classifier and "
-          "fine-tuner, the shared modules and training loop"),
-    Floor("probe", ("skloes.probe",),
-          "the text-in probe estimators, pruning a fitted pipeline to its "
-          "layers, saving without the weights"),
-    Floor("report", ("skloes.report",),
-          "LayerReport: per-layer scores, metrics and the selection summary"),
-    Floor("cli", ("skloes.cli", "skloes.__main__"),
-          "the skloes command (probe, models, cache)"),
-    Floor("api", ("skloes", "skloes.baselines", "skloes._layout"),
-          "the public shortcuts (imported on first use) and deprecated aliases"),
+    Floor(
+        "utils",
+        ("skloes.utils",),
+        "parameter validation, shared docstring paragraphs, optional imports, "
+        "deprecation helpers: nothing that knows about layers or models",
+    ),
+    Floor(
+        "core",
+        ("skloes.core",),
+        "the layer-data contract, targets and folds, geometry, ridge algebra, "
+        "pooling, the hidden-states cache, the one torch access point and the "
+        "device rule",
+    ),
+    Floor(
+        "models",
+        ("skloes.models",),
+        "offline bundles, model resolution and loading, input encoding, the "
+        "truncated forward pass, tiny test models",
+    ),
+    Floor(
+        "extraction",
+        ("skloes.extraction",),
+        "HiddenStatesTransformer: cache, encode, forward, pool, store",
+    ),
+    Floor(
+        "metrics",
+        ("skloes.metrics",),
+        "the Layer-by-Layer metrics and their name registry (numerical core)",
+    ),
+    Floor(
+        "selection",
+        ("skloes.selection",),
+        "every layer selector (LOES, its path, the baselines) and the ridge "
+        "probes; no torch",
+    ),
+    Floor(
+        "heads",
+        ("skloes.heads",),
+        "every torch-trained head: ScalarMix, GeoReg's loss, classifier and "
+        "fine-tuner, the shared modules and training loop",
+    ),
+    Floor(
+        "probe",
+        ("skloes.probe",),
+        "the text-in probe estimators, pruning a fitted pipeline to its "
+        "layers, saving without the weights",
+    ),
+    Floor(
+        "report",
+        ("skloes.report",),
+        "LayerReport: per-layer scores, metrics and the selection summary",
+    ),
+    Floor(
+        "cli",
+        ("skloes.cli", "skloes.__main__"),
+        "the skloes command (probe, models, cache)",
+    ),
+    Floor(
+        "api",
+        ("skloes", "skloes.baselines", "skloes._layout"),
+        "the public shortcuts (imported on first use) and deprecated aliases",
+    ),
 )
 
 # Modules off the side: what they may import, and who may import them.
@@ -71,11 +104,15 @@ def _owner(module: str):
     """The floor name or side module that holds ``module`` (longest prefix)."""
     best, size = None, -1
     for name, prefixes in [(f.name, f.modules) for f in FLOORS] + [
-            (side, (side,)) for side in SIDE]:
+        (side, (side,)) for side in SIDE
+    ]:
         for prefix in prefixes:
             hit = module == prefix or module.startswith(prefix + ".")
-            if hit and len(prefix) > size and not (prefix == "skloes"
-                                                  and module != "skloes"):
+            if (
+                hit
+                and len(prefix) > size
+                and not (prefix == "skloes" and module != "skloes")
+            ):
                 best, size = name, len(prefix)
     return best
 
@@ -100,21 +137,30 @@ def may_import(importer: str, imported: str) -> bool:
 
 def layout_table() -> str:
     """The user guide's layout table (reStructuredText), top floor first."""
-    rows = [(f.name, ", ".join(f"``{m}``" for m in f.modules), f.holds)
-            for f in reversed(FLOORS)]
-    rows += [(f"side: {m.split('.')[-1]}", f"``{m}``",
-              f"imports {' and '.join(imp)}; imported by {', '.join(by)}")
-             for m, (imp, by) in SIDE.items()]
-    widths = [max(len(r[i]) for r in rows + [("floor", "modules", "holds")])
-              for i in range(3)]
+    rows = [
+        (f.name, ", ".join(f"``{m}``" for m in f.modules), f.holds)
+        for f in reversed(FLOORS)
+    ]
+    rows += [
+        (
+            f"side: {m.split('.')[-1]}",
+            f"``{m}``",
+            f"imports {' and '.join(imp)}; imported by {', '.join(by)}",
+        )
+        for m, (imp, by) in SIDE.items()
+    ]
+    widths = [
+        max(len(r[i]) for r in rows + [("floor", "modules", "holds")]) for i in range(3)
+    ]
     rule = "  ".join("=" * w for w in widths)
 
     def line(row):
         cells = (c.ljust(w) for c, w in zip(row, widths, strict=True))
         return "  ".join(cells).rstrip()
 
-    return "\n".join([rule, line(("floor", "modules", "holds")), rule,
-                      *map(line, rows), rule])
+    return "\n".join(
+        [rule, line(("floor", "modules", "holds")), rule, *map(line, rows), rule]
+    )
 
 
 if __name__ == "__main__":

@@ -15,10 +15,20 @@ import warnings
 
 _HOMES = {
     **dict.fromkeys(
-        ["AllLayersSelector", "BestSingleLayerSelector", "ExhaustiveSubsetSelector",
-         "GreedyForwardSelector", "LastKSelector", "LastLayerSelector",
-         "MetricTopKSelector", "RandomKSelector", "RidgeProbeClassifier",
-         "RidgeProbeRegressor"], "skloes.selection"),
+        [
+            "AllLayersSelector",
+            "BestSingleLayerSelector",
+            "ExhaustiveSubsetSelector",
+            "GreedyForwardSelector",
+            "LastKSelector",
+            "LastLayerSelector",
+            "MetricTopKSelector",
+            "RandomKSelector",
+            "RidgeProbeClassifier",
+            "RidgeProbeRegressor",
+        ],
+        "skloes.selection",
+    ),
     **dict.fromkeys(["ScalarMixClassifier", "ScalarMixRegressor"], "skloes.heads"),
 }
 
@@ -31,7 +41,9 @@ def __getattr__(name):
     home = _HOMES[name]
     warnings.warn(
         f"skloes.baselines is deprecated since 0.2 and will be removed in 0.4; "
-        f"import {name} from {home} instead.", FutureWarning, stacklevel=2,
+        f"import {name} from {home} instead.",
+        FutureWarning,
+        stacklevel=2,
     )
     return getattr(importlib.import_module(home), name)
 

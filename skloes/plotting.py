@@ -79,24 +79,47 @@ def plot_layer_profile(report, metrics=None, *, ax=None, figsize=(10.0, 6.0)):
 
 def _mark_selected(ax, selected, label=None):
     for i, layer in enumerate(selected):
-        ax.axvspan(layer - 0.4, layer + 0.4, color="tab:orange", alpha=0.15, lw=0,
-                   label=label if i == 0 else None)
+        ax.axvspan(
+            layer - 0.4,
+            layer + 0.4,
+            color="tab:orange",
+            alpha=0.15,
+            lw=0,
+            label=label if i == 0 else None,
+        )
 
 
 def _score_panel(ax, report, layers, selected):
     mean, std = report.probe_scores_, report.probe_scores_std_
     _mark_selected(ax, selected, "LOES layers: " + ", ".join(map(str, selected)))
-    ax.fill_between(layers, mean - std, mean + std, color="tab:blue", alpha=0.15, lw=0,
-                    label="± 1 sd over folds")
+    ax.fill_between(
+        layers,
+        mean - std,
+        mean + std,
+        color="tab:blue",
+        alpha=0.15,
+        lw=0,
+        label="± 1 sd over folds",
+    )
     ax.plot(layers, mean, "o-", color="tab:blue", label=f"probe {report.scoring_} (CV)")
-    ax.axhline(mean[-1], ls="--", color="0.4", lw=1,
-               label=f"last layer ({mean[-1]:.3f})")
+    ax.axhline(
+        mean[-1], ls="--", color="0.4", lw=1, label=f"last layer ({mean[-1]:.3f})"
+    )
     sel = np.isin(layers, selected)
-    ax.plot(layers[sel], mean[sel], "*", ms=14, color="tab:orange", mec="k", mew=0.6,
-            zorder=3)
+    ax.plot(
+        layers[sel],
+        mean[sel],
+        "*",
+        ms=14,
+        color="tab:orange",
+        mec="k",
+        mew=0.6,
+        zorder=3,
+    )
     fused = report.summary()["fused_score"]
-    ax.axhline(fused, ls=":", color="tab:orange", lw=1.5,
-               label=f"LOES fused ({fused:.3f})")
+    ax.axhline(
+        fused, ls=":", color="tab:orange", lw=1.5, label=f"LOES fused ({fused:.3f})"
+    )
     ax.set_ylabel(f"{report.scoring_} (CV)")
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
@@ -107,10 +130,8 @@ def _score_panel(ax, report, layers, selected):
         twin.set_ylim(0, 4)  # bars fill the bottom quarter of the panel
         twin.set_yticks([])
         handles.append(bars)
-        labels.append(f"picked in folds (stability "
-                      f"{report.selection_stability_:.2f})")
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              fontsize=8)
+        labels.append(f"picked in folds (stability {report.selection_stability_:.2f})")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.set_title("Layer profile: probe score and layer metrics", fontsize=11)
 
 
@@ -124,11 +145,21 @@ def _metric_panel(ax, report, layers, selected, names):
                 f"{list(report.metrics_)}."
             )
         scaled, (lo, hi) = _scaled(report.metrics_[name])
-        ax.plot(layers, scaled, marker=markers[i % len(markers)], ms=5,
-                label=f"{name} [{lo:.3g}, {hi:.3g}]")
+        ax.plot(
+            layers,
+            scaled,
+            marker=markers[i % len(markers)],
+            ms=5,
+            label=f"{name} [{lo:.3g}, {hi:.3g}]",
+        )
     ax.set_ylabel("metric (min-max scaled)")
     ax.set_ylim(-0.08, 1.08)
     ax.grid(alpha=0.3)
     if names:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
-                  title="metric [min, max]", title_fontsize=8)
+        ax.legend(
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            fontsize=8,
+            title="metric [min, max]",
+            title_fontsize=8,
+        )

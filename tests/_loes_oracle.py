@@ -5,6 +5,7 @@ Do not edit. ``skloes/_geometry.py`` (numpy part), ``skloes/_ridge.py`` and
 the optimised path with today's arithmetic. Its config keys are the old ones
 (``alpha``/``gamma``/``eta`` for the score weights).
 """
+
 # ruff: noqa
 from __future__ import annotations
 
@@ -278,7 +279,6 @@ def effective_rank(s, *, power=1):
     """
     s = np.asarray(s, dtype=np.float64)
     return float(np.exp(matrix_entropy(s**power)))
-
 
 
 # Authors: The skloes developers
@@ -707,7 +707,13 @@ def gram_factors(G, *, centered=False, n_features=None):
 
 
 def ridge_fit_gram(
-    G, T, *, alpha="gcv", loss="loo", centered=False, n_features=None,
+    G,
+    T,
+    *,
+    alpha="gcv",
+    loss="loo",
+    centered=False,
+    n_features=None,
     loo_denominator=None,
 ):
     """Ridge with a free intercept from the Gram of the training rows.
@@ -754,6 +760,7 @@ def ridge_fit_gram(
         sol.gram_means = (G.mean(axis=0), float(G.mean()))
     return sol
 
+
 # Authors: The skloes developers
 # SPDX-License-Identifier: BSD-3-Clause
 
@@ -770,23 +777,49 @@ from sklearn.utils import check_random_state
 #: Component values of each variant; ``alpha`` is the score weight.
 VARIANTS = {
     "reference": {
-        "scaling": "none", "ridge_alpha": 1e-3, "loss": "train",
-        "orthogonalization": "ridge", "isotropy": "inv_cv",
-        "redundancy": "overlap", "triplets": "sampled", "alpha": 1.0,
+        "scaling": "none",
+        "ridge_alpha": 1e-3,
+        "loss": "train",
+        "orthogonalization": "ridge",
+        "isotropy": "inv_cv",
+        "redundancy": "overlap",
+        "triplets": "sampled",
+        "alpha": 1.0,
     },
     "robust": {
-        "scaling": "unit_variance", "ridge_alpha": "gcv", "loss": "loo",
-        "orthogonalization": "basis", "isotropy": "erank",
-        "redundancy": "cka", "triplets": "auto", "alpha": 0.1,
+        "scaling": "unit_variance",
+        "ridge_alpha": "gcv",
+        "loss": "loo",
+        "orthogonalization": "basis",
+        "isotropy": "erank",
+        "redundancy": "cka",
+        "triplets": "auto",
+        "alpha": 0.1,
     },
 }
-COMPONENTS = ("scaling", "ridge_alpha", "loss", "orthogonalization", "isotropy",
-              "redundancy", "triplets", "alpha")
-SCORE_KEYS = ("score", "loss", "isotropy", "redundancy", "triangle", "ridge_alpha",
-              "retained")
-ORTH_RIDGE_EPS = 1e-6      # ε_o of the reference projection
+COMPONENTS = (
+    "scaling",
+    "ridge_alpha",
+    "loss",
+    "orthogonalization",
+    "isotropy",
+    "redundancy",
+    "triplets",
+    "alpha",
+)
+SCORE_KEYS = (
+    "score",
+    "loss",
+    "isotropy",
+    "redundancy",
+    "triangle",
+    "ridge_alpha",
+    "retained",
+)
+ORTH_RIDGE_EPS = 1e-6  # ε_o of the reference projection
 DUPLICATE_CKA = 1 - 1e-10  # the duplicate guard's threshold
-EXHAUSTED = 1e-10          # ‖X̃‖²/‖X‖² below which a candidate is exhausted
+EXHAUSTED = 1e-10  # ‖X̃‖²/‖X‖² below which a candidate is exhausted
+
 
 # --------------------------------------------------------------------------
 # Calibration rows
@@ -803,8 +836,9 @@ def _calibration_rows(max_samples, n, codes, rng):
         return np.arange(n)
     if codes is not None:
         try:
-            rows, _ = train_test_split(np.arange(n), train_size=count,
-                                       stratify=codes, random_state=rng)
+            rows, _ = train_test_split(
+                np.arange(n), train_size=count, stratify=codes, random_state=rng
+            )
             return np.sort(rows)
         except ValueError:
             pass
@@ -857,8 +891,16 @@ def _span_basis(layers, n, cfg):
     U, sig2 = U[:, :rank], sig2[:rank]
     if cfg["orthogonalization"] == "ridge":
         return U, sig2 / (sig2 + ORTH_RIDGE_EPS)
-    r_energy = int(np.searchsorted(np.cumsum(sig2), cfg["orth_energy"] * sig2.sum()
-                                   * (1 - 1e-12))) + 1 if rank else 0
+    r_energy = (
+        int(
+            np.searchsorted(
+                np.cumsum(sig2), cfg["orth_energy"] * sig2.sum() * (1 - 1e-12)
+            )
+        )
+        + 1
+        if rank
+        else 0
+    )
     r = min(r_energy, floor(cfg["orth_max_rank"] * n), rank)
     return U[:, :r], None
 
@@ -891,15 +933,17 @@ class _Residual:
         G = layer.s[:, None] * inner * layer.s[None, :]
         w, W = np.linalg.eigh((G + G.T) / 2)
         w, W = w[::-1], W[:, ::-1]
-        keep = (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0) if w.size \
-            else w > 0
+        keep = (
+            (w > max(w[0], 0.0) * max(n, w.size) * EPS64) & (w > 0) if w.size else w > 0
+        )
         self.sigma, self.W = np.sqrt(w[keep]), W[:, keep]
         self.energy = max(float(np.trace(G)), 0.0)
 
     def coords(self, UtT, QtT):
         """``U_Mᵀ T`` from ``UᵀT`` and ``QᵀT``."""
-        return (self.W / self.sigma).T @ (self.layer.s[:, None]
-                                          * (UtT - self.At.T @ QtT))
+        return (self.W / self.sigma).T @ (
+            self.layer.s[:, None] * (UtT - self.At.T @ QtT)
+        )
 
     def left(self):
         """``U_M = M W / σ`` (n × m′)."""
@@ -921,12 +965,15 @@ class _Path:
         classes = None
         if task == "classification":
             classes, codes_all = np.unique(y, return_inverse=True)
-        rows = _calibration_rows(cfg["max_samples"], n_all,
-                                 codes_all if classes is not None else None, rng)
+        rows = _calibration_rows(
+            cfg["max_samples"], n_all, codes_all if classes is not None else None, rng
+        )
         n = rows.size
         if n < 3:
-            raise ValueError(f"{name}: `max_samples` must leave at least 3 "
-                             f"calibration rows; got {n}.")
+            raise ValueError(
+                f"{name}: `max_samples` must leave at least 3 "
+                f"calibration rows; got {n}."
+            )
         self.rows, self.n, self.classes = rows, n, classes
         self._targets(y, codes_all if classes is not None else None)
         self._prepare(stack, rows)
@@ -945,8 +992,10 @@ class _Path:
             Y = y[rows]
             std = Y.std(axis=0)
             if np.any(std <= 1e-12 * np.maximum(np.abs(Y).max(axis=0), 1.0)):
-                raise ValueError(f"{self.name}: `y` must not have a constant "
-                                 "(zero-variance) column on the calibration rows.")
+                raise ValueError(
+                    f"{self.name}: `y` must not have a constant "
+                    "(zero-variance) column on the calibration rows."
+                )
             if self.cfg["variant"] == "robust":
                 Y = (Y - Y.mean(axis=0)) / std
             self.Y = Y
@@ -965,16 +1014,20 @@ class _Path:
         self.layer_scale = np.sqrt(var)
         self.degenerate = np.flatnonzero(var <= 1e-12 * var.max())
         first = 0 if self.cfg["include_embedding"] else 1
-        self.candidates = [l for l in range(first, n_layers)
-                           if l not in set(self.degenerate.tolist())]
+        self.candidates = [
+            l for l in range(first, n_layers) if l not in set(self.degenerate.tolist())
+        ]
         if self.degenerate.size:
             warnings.warn(
                 f"{self.name}: layers {self.degenerate.tolist()} are degenerate "
                 "(total variance <= 1e-12 of the largest) and are excluded.",
-                UserWarning, stacklevel=4,
+                UserWarning,
+                stacklevel=4,
             )
-        self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
-                                 self.cfg) for l in self.candidates}
+        self.layers = {
+            l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l], self.cfg)
+            for l in self.candidates
+        }
         self._red, self._cka = {}, {}
 
     def cka(self, a, b):
@@ -989,14 +1042,19 @@ class _Path:
             return self.cka(a, b)
         key = (min(a, b), max(a, b))
         if key not in self._red:
-            self._red[key] = overlap_redundancy(self.layers[a].raw,
-                                                self.layers[b].raw)
+            self._red[key] = overlap_redundancy(self.layers[a].raw, self.layers[b].raw)
         return self._red[key]
 
     def ridge(self, U, s, T):
         cfg = self.cfg
-        return ridge_svd(U, s, T, alpha=cfg["ridge_alpha"], loss=cfg["loss"],
-                         loo_denominator=self.denom)
+        return ridge_svd(
+            U,
+            s,
+            T,
+            alpha=cfg["ridge_alpha"],
+            loss=cfg["loss"],
+            loo_denominator=self.denom,
+        )
 
     def run(self, n_select):
         """Greedy selection of up to ``n_select`` layers."""
@@ -1012,15 +1070,21 @@ class _Path:
             eligible = np.zeros(L, dtype=bool)
             sols = {}
             for l in self.candidates:
-                if l in order or (cfg["exclude_duplicates"] and k and max(
-                        self.cka(l, j) for j in order) >= DUPLICATE_CKA):
+                if l in order or (
+                    cfg["exclude_duplicates"]
+                    and k
+                    and max(self.cka(l, j) for j in order) >= DUPLICATE_CKA
+                ):
                     continue
                 eligible[l] = True
                 sols[l] = self._score(l, k, order, ctx, table)
             if not eligible.any():
-                warnings.warn(f"{self.name}: no eligible candidate left after "
-                              f"{k} step(s); stopping early.", UserWarning,
-                              stacklevel=3)
+                warnings.warn(
+                    f"{self.name}: no eligible candidate left after "
+                    f"{k} step(s); stopping early.",
+                    UserWarning,
+                    stacklevel=3,
+                )
                 break
             score = np.where(eligible, table["score"], np.inf)
             best = int(np.argmin(score))  # ties -> smallest index
@@ -1040,14 +1104,18 @@ class _Path:
         ctx = {"R": R, "tc2": float(np.sum(Rc**2)), "scale": 1.0, "basis": None}
         if not k:
             return ctx
-        Q, shrink = ctx["basis"] = _span_basis([self.layers[j] for j in order], n,
-                                               cfg)
+        Q, shrink = ctx["basis"] = _span_basis([self.layers[j] for j in order], n, cfg)
         ctx["QtR"] = Q.T @ R
         if self.triplets is not None and cfg["eta"] != 0:
             ctx["cent_Q"] = class_centroids(Q, self.codes, self.n_present)
         if cfg["loss_normalization"] == "relative":
-            null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
-                             loo_denominator=self.denom)
+            null = ridge_svd(
+                np.zeros((n, 0)),
+                np.zeros(0),
+                R,
+                loss=cfg["loss"],
+                loo_denominator=self.denom,
+            )
             ctx["scale"] = 1.0 / max(null.loss, 1e-300)
         return ctx
 
@@ -1066,8 +1134,9 @@ class _Path:
                 res.sigma, res.W = res.sigma[:0], res.W[:, :0]  # rounding noise only
             if cfg["loss"] == "train":
                 Z = res.coords(layer.U.T @ ctx["R"], ctx["QtR"])
-                lam, loss = ridge_train_loss(res.sigma, Z, ctx["tc2"], self.n,
-                                             alpha=cfg["ridge_alpha"])
+                lam, loss = ridge_train_loss(
+                    res.sigma, Z, ctx["tc2"], self.n, alpha=cfg["ridge_alpha"]
+                )
                 sol = (res, lam)
             else:
                 sol = self.ridge(res.left(), res.sigma, ctx["R"])
@@ -1080,8 +1149,12 @@ class _Path:
         table["redundancy"][l] = red
         table["triangle"][l] = tri
         table["retained"][l] = retained
-        table["score"][l] = (table["loss"][l] + cfg["alpha"] * (1 - layer.iso)
-                             + cfg["gamma"] * red - cfg["eta"] * tri)
+        table["score"][l] = (
+            table["loss"][l]
+            + cfg["alpha"] * (1 - layer.iso)
+            + cfg["gamma"] * red
+            - cfg["eta"] * tri
+        )
         return sol
 
     def _triangle(self, l, res, cent_Q, retained):
@@ -1104,8 +1177,9 @@ class _Path:
         elif isinstance(sol, tuple):  # spectral-only scoring: build the fit now
             res, lam = sol
             U = res.left() if res.sigma.size else np.zeros((self.n, 0))
-            fit = ridge_svd(U, res.sigma, ctx["R"], alpha=lam if lam > 0 else 1.0,
-                            loss="train").fitted
+            fit = ridge_svd(
+                U, res.sigma, ctx["R"], alpha=lam if lam > 0 else 1.0, loss="train"
+            ).fitted
         else:
             fit = sol.fitted
         self.Y_hat = self.Y_hat + fit
@@ -1133,8 +1207,10 @@ def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False):
     iso = np.full(L, np.nan)
     for l, layer in path.layers.items():
         iso[l] = layer.iso
-    scores = {key: np.array([r[key] for r in rows]).reshape(len(rows), L)
-              for key in (*SCORE_KEYS, "eligible")}
+    scores = {
+        key: np.array([r[key] for r in rows]).reshape(len(rows), L)
+        for key in (*SCORE_KEYS, "eligible")
+    }
     return {
         "selection_order_": np.asarray(order, dtype=np.intp),
         "scores_": scores,
@@ -1154,14 +1230,26 @@ def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False):
 def _resolve_config(est, task):
     """The variant's components with the explicit overrides of ``est``."""
     defaults = VARIANTS[est.variant]
-    cfg = {c: defaults[c] if getattr(est, c) is None else getattr(est, c)
-           for c in COMPONENTS}
+    cfg = {
+        c: defaults[c] if getattr(est, c) is None else getattr(est, c)
+        for c in COMPONENTS
+    }
     t = cfg["triplets"]
-    cfg["triplet_rule"] = ((defaults["triplets"], int(t)) if isinstance(t, Integral)
-                           else (t, None))
-    for p in ("variant", "gamma", "eta", "update", "loss_normalization",
-              "include_embedding", "exclude_duplicates", "orth_energy",
-              "orth_max_rank", "max_samples"):
+    cfg["triplet_rule"] = (
+        (defaults["triplets"], int(t)) if isinstance(t, Integral) else (t, None)
+    )
+    for p in (
+        "variant",
+        "gamma",
+        "eta",
+        "update",
+        "loss_normalization",
+        "include_embedding",
+        "exclude_duplicates",
+        "orth_energy",
+        "orth_max_rank",
+        "max_samples",
+    ):
         cfg[p] = getattr(est, p)
     cfg["task"] = task
     return cfg

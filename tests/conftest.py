@@ -98,7 +98,6 @@ def minilm_cache_home(tmp_path_factory):
     return home
 
 
-
 @pytest.fixture
 def texts_through_model():
     """Count texts through any BERT forward pass, in every thread of the process."""

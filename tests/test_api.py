@@ -43,15 +43,22 @@ def test_top_level_names_are_their_homes_objects():
     for name, home in skloes._SHORTCUTS.items():
         module = __import__(home, fromlist=[name])
         assert getattr(skloes, name) is getattr(module, name)
-    for family in ("extraction", "selection", "heads", "metrics", "report",
-                   "datasets", "plotting", "probe"):
+    for family in (
+        "extraction",
+        "selection",
+        "heads",
+        "metrics",
+        "report",
+        "datasets",
+        "plotting",
+        "probe",
+    ):
         assert family in skloes.__all__
 
 
 def test_each_public_class_has_one_home():
     homes = {}
-    for family in ("extraction", "selection", "heads", "metrics", "report",
-                   "probe"):
+    for family in ("extraction", "selection", "heads", "metrics", "report", "probe"):
         module = getattr(skloes, family)
         for name in module.__all__:
             homes.setdefault(name, []).append(family)
@@ -61,8 +68,9 @@ def test_each_public_class_has_one_home():
 def test_baselines_is_a_deprecated_alias_naming_the_new_home():
     import skloes.baselines as baselines
 
-    with pytest.warns(FutureWarning,
-                      match="import LastKSelector from skloes.selection"):
+    with pytest.warns(
+        FutureWarning, match="import LastKSelector from skloes.selection"
+    ):
         assert baselines.LastKSelector is selection.LastKSelector
     with pytest.warns(FutureWarning, match="skloes.heads"):
         assert baselines.ScalarMixClassifier is heads.ScalarMixClassifier
@@ -85,15 +93,23 @@ RENAMED = [
 
 
 def _fitted_state(est):
-    keep = ("selection_order_", "support_", "scores_", "coef_", "ridge_alpha_",
-            "components_")
+    keep = (
+        "selection_order_",
+        "support_",
+        "scores_",
+        "coef_",
+        "ridge_alpha_",
+        "components_",
+    )
     return {k: v for k, v in vars(est).items() if k in keep}
 
 
-@pytest.mark.parametrize(("cls", "old", "new", "value"), RENAMED,
-                         ids=lambda v: getattr(v, "__name__", str(v)))
-def test_a_former_name_warns_naming_the_new_one_and_acts_as_it(cls, old, new,
-                                                               value):
+@pytest.mark.parametrize(
+    ("cls", "old", "new", "value"),
+    RENAMED,
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_a_former_name_warns_naming_the_new_one_and_acts_as_it(cls, old, new, value):
     H, y = _stack()
     X = H if cls is not RidgeProbeClassifier else H[3]
     extra = {"random_state": 0} if "random_state" in cls().get_params() else {}
@@ -125,8 +141,9 @@ def test_a_former_name_with_its_new_name_is_an_error():
 def test_loes_cv_passes_the_resolved_weights_to_its_selector():
     H, y = _stack()
     with pytest.warns(FutureWarning, match="`alpha` was renamed"):
-        cv = LOESSelectorCV(alpha=0.5, max_layers_to_select=2, cv=2,
-                            random_state=0).fit(H, y)
+        cv = LOESSelectorCV(
+            alpha=0.5, max_layers_to_select=2, cv=2, random_state=0
+        ).fit(H, y)
     assert cv.components_["isotropy_weight"] == 0.5
 
 
@@ -142,8 +159,9 @@ def test_ridge_probe_alpha_attribute_warns_and_reads_ridge_alpha():
 def test_report_progress_is_verbose():
     H, y = _stack()
     with pytest.warns(FutureWarning, match="`progress` was renamed `verbose`"):
-        report = LayerReport(progress=False, cv=2, n_layers_to_select=2,
-                             baselines=()).fit(H, y)
+        report = LayerReport(
+            progress=False, cv=2, n_layers_to_select=2, baselines=()
+        ).fit(H, y)
     assert report.get_params()["verbose"] == 0
 
 
@@ -182,8 +200,9 @@ def test_metric_aliases_give_the_same_values():
 def test_metric_params_a_metric_does_not_take_are_an_error():
     H, _ = _stack()
     with pytest.raises(TypeError, match="no_such_option"):
-        MetricTopKSelector(metric="isotropy", metric_params={"no_such_option": 1},
-                           n_layers_to_select=2).fit(H)
+        MetricTopKSelector(
+            metric="isotropy", metric_params={"no_such_option": 1}, n_layers_to_select=2
+        ).fit(H)
 
 
 # -------------------------------------------------------------- changelog
@@ -194,9 +213,12 @@ def test_the_changelog_leads_with_this_version():
 
 
 def test_no_spec_section_signs_in_docs_or_tests():
-    found = [str(p.relative_to(ROOT)) for folder in ("doc", "tests")
-             for p in (ROOT / folder).rglob("*")
-             if p.suffix in {".py", ".rst", ".md", ".txt"}
-             and not {"_build", "auto_examples", "gen_modules"} & set(p.parts)
-             and "\u00a7" in p.read_text(encoding="utf-8")]
+    found = [
+        str(p.relative_to(ROOT))
+        for folder in ("doc", "tests")
+        for p in (ROOT / folder).rglob("*")
+        if p.suffix in {".py", ".rst", ".md", ".txt"}
+        and not {"_build", "auto_examples", "gen_modules"} & set(p.parts)
+        and "\u00a7" in p.read_text(encoding="utf-8")
+    ]
     assert not found, found

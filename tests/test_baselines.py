@@ -44,10 +44,18 @@ SELECTORS = [
     GreedyForwardSelector,
     MetricTopKSelector,
 ]
-K_SELECTORS = [LastKSelector, RandomKSelector, ExhaustiveSubsetSelector,
-               GreedyForwardSelector, MetricTopKSelector]
-PROBE_SELECTORS = [BestSingleLayerSelector, ExhaustiveSubsetSelector,
-                   GreedyForwardSelector]
+K_SELECTORS = [
+    LastKSelector,
+    RandomKSelector,
+    ExhaustiveSubsetSelector,
+    GreedyForwardSelector,
+    MetricTopKSelector,
+]
+PROBE_SELECTORS = [
+    BestSingleLayerSelector,
+    ExhaustiveSubsetSelector,
+    GreedyForwardSelector,
+]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -96,9 +104,11 @@ def _expected_failed_checks(est):
         return {}
     failures = dict(_LAYOUT)
     if isinstance(est, (ScalarMixClassifier, ScalarMixRegressor)):
-        reason = ("a torch probe behind a LayerNorm (one epoch, or the default "
-                  "15) does not reach the score threshold on 2-feature blobs; "
-                  "learning is tested below")
+        reason = (
+            "a torch probe behind a LayerNorm (one epoch, or the default "
+            "15) does not reach the score threshold on 2-feature blobs; "
+            "learning is tested below"
+        )
         failures["check_classifiers_train"] = reason
         failures["check_regressors_train"] = reason
     return failures
@@ -107,14 +117,18 @@ def _expected_failed_checks(est):
 def _check_instances():
     ests = [cls() for cls in SELECTORS]  # default instances: the budget is "auto"
     ests += [RidgeProbeClassifier(), RidgeProbeRegressor()]
-    ests += [ScalarMixClassifier(max_epochs=1, batch_size=64),
-             ScalarMixRegressor(max_epochs=1, batch_size=64),
-             ScalarMixClassifier(), ScalarMixRegressor()]  # defaults too
+    ests += [
+        ScalarMixClassifier(max_epochs=1, batch_size=64),
+        ScalarMixRegressor(max_epochs=1, batch_size=64),
+        ScalarMixClassifier(),
+        ScalarMixRegressor(),
+    ]  # defaults too
     return ests
 
 
-@parametrize_with_checks(_check_instances(),
-                         expected_failed_checks=_expected_failed_checks)
+@parametrize_with_checks(
+    _check_instances(), expected_failed_checks=_expected_failed_checks
+)
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -184,6 +198,7 @@ def test_fixed_rule_selectors():
 
 def test_random_k_is_deterministic_distinct_and_seed_dependent():
     H = np.random.RandomState(0).normal(size=(12, 10, 2))
+
     def pick(seed):
         sel = RandomKSelector(n_layers_to_select=4, random_state=seed).fit(H)
         return tuple(sel.selection_order_)
@@ -253,13 +268,16 @@ def _brute_force_probe_accuracy(H, y, subset, fit, held):
 @pytest.mark.parametrize("dim", [3, 20])  # concatenation narrower / wider than n_fit
 def test_exhaustive_equals_brute_force_over_sklearn_ridge(dim):
     H, y = _planted(n=45, n_layers=5, dim=dim, informative=(1, 3))
-    sel = ExhaustiveSubsetSelector(n_layers_to_select=2, max_samples=None,
-                                   random_state=0).fit(H, y)
+    sel = ExhaustiveSubsetSelector(
+        n_layers_to_select=2, max_samples=None, random_state=0
+    ).fit(H, y)
     held = sel.held_out_indices_
     fit = np.setdiff1d(np.arange(45), held)
     assert held.size == 9
-    expected = [_brute_force_probe_accuracy(H, y, s, fit, held)
-                for s in combinations(range(5), 2)]
+    expected = [
+        _brute_force_probe_accuracy(H, y, s, fit, held)
+        for s in combinations(range(5), 2)
+    ]
     np.testing.assert_allclose(sel.subset_scores_, expected, atol=1e-12)
     best = sel.subsets_[np.argmax(expected)]
     np.testing.assert_array_equal(sel.selected_layers_, best)
@@ -267,8 +285,9 @@ def test_exhaustive_equals_brute_force_over_sklearn_ridge(dim):
 
 def test_exhaustive_scores_equal_the_public_probe_on_the_concatenation():
     H, y = _planted(n=100, dim=4, informative=(2, 5))
-    sel = ExhaustiveSubsetSelector(n_layers_to_select=3, max_samples=80,
-                                   random_state=1).fit(H, y)
+    sel = ExhaustiveSubsetSelector(
+        n_layers_to_select=3, max_samples=80, random_state=1
+    ).fit(H, y)
     held = sel.held_out_indices_
     fit = np.setdiff1d(sel.calibration_indices_, held)
     for subset, score in list(zip(sel.subsets_, sel.subset_scores_, strict=True))[::5]:
@@ -281,8 +300,9 @@ def test_best_single_cv_scores_equal_cross_validated_public_probe():
     H, y = _planted(n=90)
     sel = BestSingleLayerSelector(cv=5, max_samples=None).fit(H, y)
     for l in range(H.shape[0]):
-        expected = cross_val_score(RidgeProbeClassifier(), H[l], y,
-                                   cv=StratifiedKFold(5)).mean()
+        expected = cross_val_score(
+            RidgeProbeClassifier(), H[l], y, cv=StratifiedKFold(5)
+        ).mean()
         assert sel.cv_scores_[l] == pytest.approx(expected, abs=1e-12)
     assert sel.selected_layers_[0] == np.argmax(sel.cv_scores_)
 
@@ -380,16 +400,18 @@ def test_metric_top_k_picks_the_most_isotropic_layers():
     assert sel.selection_order_.tolist() == list(np.argsort(iso)[::-1][:2])
 
 
-@pytest.mark.parametrize("metric", ["dataset_entropy", "effective_rank",
-                                    "intrinsic_dim"])
+@pytest.mark.parametrize(
+    "metric", ["dataset_entropy", "effective_rank", "intrinsic_dim"]
+)
 def test_metric_top_k_uses_the_metrics_package(metric):
     from skloes import metrics
 
     rng = np.random.RandomState(0)
     H = rng.normal(size=(4, 120, 6)) @ np.diag([1, 1, 1, 0.3, 0.1, 0.01])
     H[2, :, 3:] *= 50
-    sel = MetricTopKSelector(metric=metric, n_layers_to_select=3,
-                             max_samples=None).fit(H)
+    sel = MetricTopKSelector(metric=metric, n_layers_to_select=3, max_samples=None).fit(
+        H
+    )
     expected = getattr(metrics, metric)(H, max_prompts=None)
     np.testing.assert_allclose(sel.metric_scores_, expected)
     np.testing.assert_array_equal(sel.selection_order_, np.argsort(-expected)[:3])
@@ -399,8 +421,11 @@ def test_metric_params_are_forwarded():
     from skloes import metrics
 
     H = np.abs(np.random.RandomState(0).normal(size=(3, 40, 5))) - 0.5
-    sel = MetricTopKSelector(metric="dataset_entropy", n_layers_to_select=1,
-                             metric_params={"clamp_gram": True}).fit(H)
+    sel = MetricTopKSelector(
+        metric="dataset_entropy",
+        n_layers_to_select=1,
+        metric_params={"clamp_gram": True},
+    ).fit(H)
     expected = metrics.dataset_entropy(H, clamp_gram=True, max_prompts=None)
     np.testing.assert_allclose(sel.metric_scores_, expected)
 
@@ -408,19 +433,26 @@ def test_metric_params_are_forwarded():
 def test_metric_top_k_layer_scores_and_callable():
     H = np.random.RandomState(0).normal(size=(5, 20, 3))
     scores = [0.1, 0.9, 0.5, 0.9, 0.0]
-    sel = MetricTopKSelector(metric="layer_scores", layer_scores=scores,
-                             n_layers_to_select=3).fit(H)
+    sel = MetricTopKSelector(
+        metric="layer_scores", layer_scores=scores, n_layers_to_select=3
+    ).fit(H)
     assert sel.selection_order_.tolist() == [1, 3, 2]  # tie 1/3: smaller first
-    low = MetricTopKSelector(metric="layer_scores", layer_scores=scores,
-                             n_layers_to_select=2, greater_is_better=False).fit(H)
+    low = MetricTopKSelector(
+        metric="layer_scores",
+        layer_scores=scores,
+        n_layers_to_select=2,
+        greater_is_better=False,
+    ).fit(H)
     assert low.selection_order_.tolist() == [4, 0]
     H[3] *= 10
-    big = MetricTopKSelector(metric=lambda X: float(np.abs(X).mean()),
-                             n_layers_to_select=1).fit(H)
+    big = MetricTopKSelector(
+        metric=lambda X: float(np.abs(X).mean()), n_layers_to_select=1
+    ).fit(H)
     assert big.selected_layers_.tolist() == [3]
     with pytest.raises(ValueError, match="layer_scores"):
-        MetricTopKSelector(metric="layer_scores", layer_scores=[1, 2],
-                           n_layers_to_select=1).fit(H)
+        MetricTopKSelector(
+            metric="layer_scores", layer_scores=[1, 2], n_layers_to_select=1
+        ).fit(H)
     with pytest.raises(ValueError, match="metric"):
         MetricTopKSelector(metric=lambda X: np.nan, n_layers_to_select=1).fit(H)
 
@@ -441,7 +473,7 @@ def _direct_probe(X, T, width):
     mean = X.mean(0)
     Xc = X - mean
     scale = np.repeat(
-        [np.sqrt((Xc[:, b:b + width] ** 2).sum() / n) for b in range(0, p, width)],
+        [np.sqrt((Xc[:, b : b + width] ** 2).sum() / n) for b in range(0, p, width)],
         width,
     )
     A = Xc / scale
@@ -482,8 +514,9 @@ def test_ridge_probe_global_scale_without_layer_dim():
     Ys = (y - y.mean()) / y.std()
     lam, predict = _direct_probe(X, Ys[:, None], 6)
     assert reg.ridge_alpha_ == pytest.approx(lam, rel=1e-12)
-    np.testing.assert_allclose(reg.predict(X), predict(X)[:, 0] * y.std() + y.mean(),
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        reg.predict(X), predict(X)[:, 0] * y.std() + y.mean(), atol=1e-8
+    )
     assert np.unique(reg.layer_scale_).size == 1
 
 
@@ -504,15 +537,28 @@ def test_ridge_probe_regressor_multioutput_and_string_labels():
 def test_pipeline_and_grid_search_over_the_budget():
     H, y = _planted(n=150, informative=(1, 4))
     X = _flat(H)
-    pipe = Pipeline([("sel", GreedyForwardSelector(layer_dim=5, random_state=0)),
-                     ("clf", LogisticRegression(max_iter=500))])
+    pipe = Pipeline(
+        [
+            ("sel", GreedyForwardSelector(layer_dim=5, random_state=0)),
+            ("clf", LogisticRegression(max_iter=500)),
+        ]
+    )
     grid = GridSearchCV(pipe, {"sel__n_layers_to_select": [1, 2, 3]}, cv=3).fit(X, y)
     assert grid.best_params_["sel__n_layers_to_select"] in (1, 2, 3)
-    assert grid.best_estimator_.named_steps["sel"].n_selected_ == grid.best_params_[
-        "sel__n_layers_to_select"]
-    probe = GridSearchCV(Pipeline([("sel", LastKSelector(layer_dim=5)),
-                                   ("probe", RidgeProbeClassifier(layer_dim=5))]),
-                         {"sel__n_layers_to_select": [1, 6]}, cv=3).fit(X, y)
+    assert (
+        grid.best_estimator_.named_steps["sel"].n_selected_
+        == grid.best_params_["sel__n_layers_to_select"]
+    )
+    probe = GridSearchCV(
+        Pipeline(
+            [
+                ("sel", LastKSelector(layer_dim=5)),
+                ("probe", RidgeProbeClassifier(layer_dim=5)),
+            ]
+        ),
+        {"sel__n_layers_to_select": [1, 6]},
+        cv=3,
+    ).fit(X, y)
     assert probe.best_score_ > 0.5
 
 
@@ -620,14 +666,26 @@ def mix_data():
 def test_scalar_mix_weights_the_informative_layer(mix_data):
     pytest.importorskip("torch")
     H, y = mix_data
-    clf = ScalarMixClassifier(lr=1e-2, lr_mix=5e-2, batch_size=16, max_epochs=15,
-                              validation_fraction=0, random_state=0).fit(H, y)
+    clf = ScalarMixClassifier(
+        lr=1e-2,
+        lr_mix=5e-2,
+        batch_size=16,
+        max_epochs=15,
+        validation_fraction=0,
+        random_state=0,
+    ).fit(H, y)
     assert clf.layer_weights_.argmax() == 2
     assert clf.layer_weights_.sum() == pytest.approx(1.0, abs=1e-6)
     assert clf.scale_ != 1.0 and clf.score(H, y) > 0.8
     assert clf.transform(H).shape == (120, 8)
-    again = ScalarMixClassifier(lr=1e-2, lr_mix=5e-2, batch_size=16, max_epochs=15,
-                                validation_fraction=0, random_state=0).fit(H, y)
+    again = ScalarMixClassifier(
+        lr=1e-2,
+        lr_mix=5e-2,
+        batch_size=16,
+        max_epochs=15,
+        validation_fraction=0,
+        random_state=0,
+    ).fit(H, y)
     np.testing.assert_array_equal(again.predict_proba(H), clf.predict_proba(H))
     loaded = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(loaded.predict_proba(H), clf.predict_proba(H))
@@ -637,8 +695,14 @@ def test_scalar_mix_weights_the_informative_layer(mix_data):
 def test_scalar_mix_adapters_fix_the_scale_and_skip_the_embedding(mix_data):
     pytest.importorskip("torch")
     H, y = mix_data
-    clf = ScalarMixClassifier(adapters=True, proj_dim=8, include_embedding=False,
-                              batch_size=32, max_epochs=3, random_state=0).fit(H, y)
+    clf = ScalarMixClassifier(
+        adapters=True,
+        proj_dim=8,
+        include_embedding=False,
+        batch_size=32,
+        max_epochs=3,
+        random_state=0,
+    ).fit(H, y)
     assert clf.scale_ == 1.0
     assert clf.layer_weights_[0] == 0.0
     assert clf.layer_weights_[1:].sum() == pytest.approx(1.0, abs=1e-6)
@@ -651,8 +715,9 @@ def test_scalar_mix_regressor_and_errors(mix_data):
     pytest.importorskip("torch")
     H, _ = mix_data
     y = 3 * H[1, :, 0] + 1
-    reg = ScalarMixRegressor(lr=1e-2, lr_mix=5e-2, batch_size=16, max_epochs=20,
-                             random_state=0).fit(H, y)
+    reg = ScalarMixRegressor(
+        lr=1e-2, lr_mix=5e-2, batch_size=16, max_epochs=20, random_state=0
+    ).fit(H, y)
     assert reg.layer_weights_.argmax() == 1 and reg.score(H, y) > 0.5
     with pytest.raises(ValueError, match="requires y"):
         ScalarMixRegressor().fit(H, None)
@@ -661,7 +726,7 @@ def test_scalar_mix_regressor_and_errors(mix_data):
 
 
 def test_scalar_mix_is_deterministic_where_it_runs_on_the_cpu(monkeypatch):
-    """"auto" on a machine without an accelerator runs on the CPU: the estimator
+    """ "auto" on a machine without an accelerator runs on the CPU: the estimator
     checks that need bit-identical refits must run, not be skipped."""
     torch = pytest.importorskip("torch")
     from sklearn.utils import get_tags

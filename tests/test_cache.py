@@ -10,8 +10,13 @@ import pytest
 
 from skloes.core._cache import HiddenStatesCache, content_key, model_fingerprint
 
-SETTINGS = {"model": "abc", "pooling": "mean", "max_length": 64, "layers": [0, 1],
-            "dtype": "float32"}
+SETTINGS = {
+    "model": "abc",
+    "pooling": "mean",
+    "max_length": 64,
+    "layers": [0, 1],
+    "dtype": "float32",
+}
 
 
 def test_entry_round_trip_is_an_npy_with_a_checksum(tmp_path):
@@ -31,8 +36,13 @@ def test_entry_round_trip_is_an_npy_with_a_checksum(tmp_path):
 
 def test_settings_change_the_folder(tmp_path):
     a = HiddenStatesCache(tmp_path, SETTINGS, (2, 3), "float32")
-    for change in ({"pooling": "max"}, {"max_length": 32}, {"layers": [1]},
-                   {"model": "abd"}, {"dtype": "float16"}):
+    for change in (
+        {"pooling": "max"},
+        {"max_length": 32},
+        {"layers": [1]},
+        {"model": "abd"},
+        {"dtype": "float16"},
+    ):
         b = HiddenStatesCache(tmp_path, {**SETTINGS, **change}, (2, 3), "float32")
         assert a.root != b.root, change
 
@@ -93,8 +103,7 @@ TEXTS = ["a good movie", "a dull plot", "fun", "the story was great", "fun"]
 
 
 def _hst(path, cache, **params):
-    return HiddenStatesTransformer(path, device="cpu", cache=cache,
-                                   **params)
+    return HiddenStatesTransformer(path, device="cpu", cache=cache, **params)
 
 
 def test_cached_transform_equals_uncached_and_reuses_entries(tiny_model_path, tmp_path):
@@ -122,8 +131,9 @@ def test_corrupt_entry_is_recomputed(tiny_model_path, tmp_path):
     cold = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
     for entry in tmp_path.rglob("*.npy"):
         entry.write_bytes(b"garbage")
-    np.testing.assert_array_equal(_hst(tiny_model_path, tmp_path).fit_transform(TEXTS),
-                                  cold)
+    np.testing.assert_array_equal(
+        _hst(tiny_model_path, tmp_path).fit_transform(TEXTS), cold
+    )
 
 
 def test_large_output_is_memory_mapped(tiny_model_path, tmp_path, monkeypatch):
@@ -153,8 +163,9 @@ def _entries(folder):
     return sorted(p for p in folder.rglob("*.npy") if "outputs" not in p.parts)
 
 
-@pytest.mark.parametrize("damage", ["empty", "nan", "inf", "wrong_shape", "header_only",
-                                    "pickle"])
+@pytest.mark.parametrize(
+    "damage", ["empty", "nan", "inf", "wrong_shape", "header_only", "pickle"]
+)
 def test_damaged_entry_is_recomputed_and_overwritten(tiny_model_path, tmp_path, damage):
     cold = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
     entry = _entries(tmp_path)[0]
@@ -168,7 +179,7 @@ def test_damaged_entry_is_recomputed_and_overwritten(tiny_model_path, tmp_path, 
 
         value = np.load(entry)
         value[0, 0] = np.nan if damage == "nan" else np.inf
-        body = good[:-20 - value.nbytes] + value.tobytes()
+        body = good[: -20 - value.nbytes] + value.tobytes()
         entry.write_bytes(body + _cache._trailer(entry.stem, body))
         assert len(entry.read_bytes()) == len(good)  # the header is valid
     elif damage == "wrong_shape":
@@ -183,8 +194,9 @@ def test_damaged_entry_is_recomputed_and_overwritten(tiny_model_path, tmp_path, 
 
 
 # ---------------------------------------- write failures never lose work
-def test_write_failure_warns_once_and_returns_the_result(tiny_model_path, tmp_path,
-                                                         monkeypatch):
+def test_write_failure_warns_once_and_returns_the_result(
+    tiny_model_path, tmp_path, monkeypatch
+):
     from skloes.core import _cache
 
     plain = _hst(tiny_model_path, None).fit_transform(TEXTS)
@@ -238,8 +250,9 @@ def test_cache_folder_deleted_mid_run(tiny_model_path, tmp_path, monkeypatch):
     np.testing.assert_array_equal(out, plain)
 
 
-def test_memmap_output_failure_falls_back_to_memory(tiny_model_path, tmp_path,
-                                                    monkeypatch):
+def test_memmap_output_failure_falls_back_to_memory(
+    tiny_model_path, tmp_path, monkeypatch
+):
     from skloes.core import _cache
     from skloes.extraction import _hidden_states
 
@@ -272,9 +285,20 @@ def test_two_processes_fill_one_cache(tiny_model_path, tmp_path):
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs = [subprocess.Popen([sys.executable, "-c", _FILL, tiny_model_path,
-                               str(tmp_path / "cache"), str(tmp_path / f"{i}.npy")],
-                              env=env) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _FILL,
+                tiny_model_path,
+                str(tmp_path / "cache"),
+                str(tmp_path / f"{i}.npy"),
+            ],
+            env=env,
+        )
+        for i in range(2)
+    ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     a, b = np.load(tmp_path / "0.npy"), np.load(tmp_path / "1.npy")
     np.testing.assert_array_equal(a, b)
@@ -301,8 +325,9 @@ def test_cache_info_counts_settings_entries_and_bytes(tiny_model_path, tmp_path)
     _fill(tiny_model_path, tmp_path, TEXTS, max_length=8)
     info = cache_info(tmp_path)
     assert info["n_entries"] == 2 * len(set(TEXTS))
-    assert info["n_bytes"] == sum(p.stat().st_size for p in tmp_path.rglob("*")
-                                  if p.is_file())
+    assert info["n_bytes"] == sum(
+        p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()
+    )
     assert len(info["settings"]) == 2
     lengths = sorted(s["settings"]["max_length"] for s in info["settings"])
     assert lengths == [8, 64]  # 512 capped at the tiny model's 64 positions
@@ -331,8 +356,10 @@ def test_prune_older_than_and_max_bytes(tiny_model_path, tmp_path):
     prune_cache(tmp_path, max_bytes=0)
     assert cache_info(tmp_path)["n_entries"] == 0
     # A pruned cache still works (recomputes).
-    np.testing.assert_array_equal(_fill(tiny_model_path, tmp_path, TEXTS),
-                                  _hst(tiny_model_path, None).fit_transform(TEXTS))
+    np.testing.assert_array_equal(
+        _fill(tiny_model_path, tmp_path, TEXTS),
+        _hst(tiny_model_path, None).fit_transform(TEXTS),
+    )
 
 
 def test_prune_validates_its_arguments(tmp_path):

@@ -37,10 +37,20 @@ def _write_csv(path, texts, labels, text_col="review", label_col="stars"):
 
 def test_parser_defaults():
     args = build_parser().parse_args(["probe"])
-    assert (args.model, args.data, args.pooling, args.n_layers_to_select,
-            args.max_samples, args.out) == (
-        "HuggingFaceTB/SmolLM2-135M-Instruct", "rotten_tomatoes", "mean", 4, 500,
-        "skloes_report"
+    assert (
+        args.model,
+        args.data,
+        args.pooling,
+        args.n_layers_to_select,
+        args.max_samples,
+        args.out,
+    ) == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "rotten_tomatoes",
+        "mean",
+        4,
+        500,
+        "skloes_report",
     )
     args = build_parser().parse_args(["probe", "--n-layers-to-select", "auto"])
     assert args.n_layers_to_select == "auto"
@@ -59,9 +69,14 @@ def test_headline_quotes_the_summary_numbers():
     from skloes.cli._probe import _headline
 
     summary = {
-        "nested": True, "n_layers": 31, "selected_layers": [14, 18, 22, 26],
-        "fused_score": 0.768, "last_layer_score": 0.70, "best_layer": 20,
-        "best_layer_score": 0.762, "selection_stability": 0.81,
+        "nested": True,
+        "n_layers": 31,
+        "selected_layers": [14, 18, 22, 26],
+        "fused_score": 0.768,
+        "last_layer_score": 0.70,
+        "best_layer": 20,
+        "best_layer_score": 0.762,
+        "selection_stability": 0.81,
         "methods": [{"method": "all_layers", "score": 0.772}],
     }
     line = _headline(summary)
@@ -73,8 +88,9 @@ def test_headline_quotes_the_summary_numbers():
 def test_default_job_on_a_reduced_sample(tmp_path, capsys, smollm2_path):
     """No --model: the offline SmolLM2 decoder, its 31 hidden states."""
     out = tmp_path / "report"
-    status = main(["probe", "--max-samples", "60", "--max-length", "32",
-                   "--out", str(out)])
+    status = main(
+        ["probe", "--max-samples", "60", "--max-length", "32", "--out", str(out)]
+    )
     assert status == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     assert "Per-layer table" in stdout and "Selection summary" in stdout
@@ -86,11 +102,21 @@ def test_default_job_on_a_reduced_sample(tmp_path, capsys, smollm2_path):
     assert (out / "profile.png").stat().st_size > 10_000
 
 
-def test_minilm_job_on_a_reduced_sample(tmp_path, capsys, minilm_path,
-                                        rotten_tomatoes_small):
+def test_minilm_job_on_a_reduced_sample(
+    tmp_path, capsys, minilm_path, rotten_tomatoes_small
+):
     out = tmp_path / "report"
-    status = main(["probe", "--model", "sentence-transformers/all-MiniLM-L6-v2",
-                   "--max-samples", "200", "--out", str(out)])
+    status = main(
+        [
+            "probe",
+            "--model",
+            "sentence-transformers/all-MiniLM-L6-v2",
+            "--max-samples",
+            "200",
+            "--out",
+            str(out),
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     payload = json.loads((out / "selection.json").read_text())
     assert payload["n_layers"] == 7 and len(payload["selected_layers"]) == 4
@@ -98,18 +124,33 @@ def test_minilm_job_on_a_reduced_sample(tmp_path, capsys, minilm_path,
 
 
 @pytest.mark.torch
-def test_data_file_custom_columns_and_token_metrics(tmp_path, capsys,
-                                                    tiny_model_path):
+def test_data_file_custom_columns_and_token_metrics(tmp_path, capsys, tiny_model_path):
     rng = np.random.RandomState(0)
     words = "the a good bad great awful movie film plot actor story fun dull".split()
     texts = [" ".join(rng.choice(words, size=rng.randint(3, 9))) for _ in range(40)]
     labels = ["pos", "neg"] * 20
     path = _write_csv(tmp_path / "reviews.csv", texts, labels)
     out = tmp_path / "out"
-    status = main(["probe", "--model", tiny_model_path, "--data", str(path),
-                   "--text-column", "review", "--label-column", "stars",
-                   "--n-layers-to-select", "2",
-                   "--token-metrics", "--out", str(out), "--device", "cpu"])
+    status = main(
+        [
+            "probe",
+            "--model",
+            tiny_model_path,
+            "--data",
+            str(path),
+            "--text-column",
+            "review",
+            "--label-column",
+            "stars",
+            "--n-layers-to-select",
+            "2",
+            "--token-metrics",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     header = (out / "layers.csv").read_text().splitlines()[0].split(",")
     assert "prompt_entropy" in header and "curvature" in header
@@ -133,10 +174,22 @@ def test_user_errors_print_one_line_and_exit_2(argv, needle, capsys):
 
 def test_missing_column_and_small_class(tmp_path, capsys):
     path = _write_csv(tmp_path / "d.csv", ["a b", "c d", "e f"], ["x", "x", "y"])
-    _one_line_error(capsys, main(["probe", "--data", str(path)]),
-                    "--text-column 'text' is not a column")
-    status = main(["probe", "--data", str(path), "--text-column", "review",
-                   "--label-column", "stars"])
+    _one_line_error(
+        capsys,
+        main(["probe", "--data", str(path)]),
+        "--text-column 'text' is not a column",
+    )
+    status = main(
+        [
+            "probe",
+            "--data",
+            str(path),
+            "--text-column",
+            "review",
+            "--label-column",
+            "stars",
+        ]
+    )
     _one_line_error(capsys, status, "class 'y' has 1 sample")
     bad = tmp_path / "d.xlsx"
     bad.write_text("nope")
@@ -149,22 +202,56 @@ def test_unloadable_model_is_a_user_error(tmp_path, capsys):
     path = _write_csv(tmp_path / "d.csv", ["a b"] * 6, ["x", "y"] * 3)
     empty = tmp_path / "not_a_model"
     empty.mkdir()
-    status = main(["probe", "--data", str(path), "--text-column", "review",
-                   "--label-column", "stars", "--model", str(empty)])
+    status = main(
+        [
+            "probe",
+            "--data",
+            str(path),
+            "--text-column",
+            "review",
+            "--label-column",
+            "stars",
+            "--model",
+            str(empty),
+        ]
+    )
     _one_line_error(capsys, status, "has no config.json")
-    status = main(["probe", "--data", str(path), "--text-column", "review",
-                   "--label-column", "stars", "--model", str(tmp_path / "nowhere")])
+    status = main(
+        [
+            "probe",
+            "--data",
+            str(path),
+            "--text-column",
+            "review",
+            "--label-column",
+            "stars",
+            "--model",
+            str(tmp_path / "nowhere"),
+        ]
+    )
     _one_line_error(capsys, status, "does not exist")
     (empty / "config.json").write_text("{not json")
-    status = main(["probe", "--data", str(path), "--text-column", "review",
-                   "--label-column", "stars", "--model", str(empty)])
+    status = main(
+        [
+            "probe",
+            "--data",
+            str(path),
+            "--text-column",
+            "review",
+            "--label-column",
+            "stars",
+            "--model",
+            str(empty),
+        ]
+    )
     _one_line_error(capsys, status, "not_a_model")
 
 
 def test_python_dash_m_reports_errors_without_traceback(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "skloes", "probe", "--data", str(tmp_path / "x.jsonl")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "does not exist" in proc.stderr
@@ -218,8 +305,9 @@ def test_out_is_a_file_or_unwritable(tmp_path, capsys, monkeypatch):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(skloes.cli._probe.tempfile, "mkstemp", refuse)
-    _one_line_error(capsys, main(["probe", "--out", str(tmp_path / "new")]),
-                    "Permission denied")
+    _one_line_error(
+        capsys, main(["probe", "--out", str(tmp_path / "new")]), "Permission denied"
+    )
 
 
 def test_empty_or_unrelated_out_folder_is_fine(tmp_path, monkeypatch):
@@ -248,8 +336,19 @@ def test_force_overwrites_the_report(tmp_path, capsys, tiny_model_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "layers.csv").write_text("old")
-    argv = ["probe", "--model", tiny_model_path, "--data", str(data),
-            "--n-layers-to-select", "2", "--out", str(out), "--device", "cpu"]
+    argv = [
+        "probe",
+        "--model",
+        tiny_model_path,
+        "--data",
+        str(data),
+        "--n-layers-to-select",
+        "2",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 2
     assert main([*argv, "--force"]) == 0, capsys.readouterr().err
     assert (out / "layers.csv").read_text().startswith("layer")
@@ -290,9 +389,21 @@ def test_cache_sizes_and_ages_parse():
     from skloes.cli._args import _age, _size
 
     assert [_size(t) for t in ("0", "512", "1K", "1.5M", "2G", "1T")] == [
-        0, 512, 1024, int(1.5 * 2**20), 2 * 2**30, 2**40]
+        0,
+        512,
+        1024,
+        int(1.5 * 2**20),
+        2 * 2**30,
+        2**40,
+    ]
     assert [_age(t) for t in ("90", "90s", "15m", "2h", "30d", "1w")] == [
-        90, 90, 900, 7200, 30 * 86400, 7 * 86400]
+        90,
+        90,
+        900,
+        7200,
+        30 * 86400,
+        7 * 86400,
+    ]
 
 
 def test_models_lists_the_offline_bundles(capsys):
@@ -332,28 +443,51 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
 
     data, texts = _tiny_data(tmp_path)
     saved = tmp_path / "saved"
-    status = main(["probe", "--model", tiny_model_path, "--data", str(data),
-                   "--n-layers-to-select", "2", "--out", str(tmp_path / "out"),
-                   "--save", str(saved), "--device", "cpu"])
+    status = main(
+        [
+            "probe",
+            "--model",
+            tiny_model_path,
+            "--data",
+            str(data),
+            "--n-layers-to-select",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+            "--save",
+            str(saved),
+            "--device",
+            "cpu",
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "selection.json").read_text())
     probe = load_probe(saved)
     assert probe.selected_layers_.tolist() == report["selected_layers"]
     assert f"saved to {saved}" in stdout
-    new = _write_csv(tmp_path / "new.csv", ["a good fun film", "dull plot"],
-                     ["?", "?"], "text", "unused")
+    new = _write_csv(
+        tmp_path / "new.csv",
+        ["a good fun film", "dull plot"],
+        ["?", "?"],
+        "text",
+        "unused",
+    )
     out = tmp_path / "predictions.csv"
     assert main(["predict", str(saved), "--data", str(new), "--out", str(out)]) == 0
     import pandas as pd
 
     frame = pd.read_csv(out)
     assert list(frame.columns) == ["prediction", "proba_neg", "proba_pos"]
-    np.testing.assert_allclose(frame[["proba_neg", "proba_pos"]].to_numpy(),
-                               probe.predict_proba(["a good fun film", "dull plot"]),
-                               atol=1e-6)
-    assert frame["prediction"].tolist() == probe.predict(
-        ["a good fun film", "dull plot"]).tolist()
+    np.testing.assert_allclose(
+        frame[["proba_neg", "proba_pos"]].to_numpy(),
+        probe.predict_proba(["a good fun film", "dull plot"]),
+        atol=1e-6,
+    )
+    assert (
+        frame["prediction"].tolist()
+        == probe.predict(["a good fun film", "dull plot"]).tolist()
+    )
     assert main(["predict", str(saved), "--data", str(new)]) == 0  # to stdout
     assert capsys.readouterr().out.splitlines()[0] == "prediction,proba_neg,proba_pos"
 
@@ -369,9 +503,26 @@ def test_probe_and_predict_read_parquet(tmp_path, capsys, tiny_model_path):
     train = tmp_path / "train.parquet"
     pd.read_csv(csv).to_parquet(train)
     saved = tmp_path / "saved"
-    assert main(["probe", "--model", tiny_model_path, "--data", str(train),
-                 "--n-layers-to-select", "1", "--out", str(tmp_path / "out"),
-                 "--save", str(saved), "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "probe",
+                "--model",
+                tiny_model_path,
+                "--data",
+                str(train),
+                "--n-layers-to-select",
+                "1",
+                "--out",
+                str(tmp_path / "out"),
+                "--save",
+                str(saved),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     new = tmp_path / "new.parquet"
     pd.DataFrame({"text": texts[:3]}).to_parquet(new)
     out = tmp_path / "predictions.csv"
@@ -381,15 +532,31 @@ def test_probe_and_predict_read_parquet(tmp_path, capsys, tiny_model_path):
 
 
 @pytest.mark.torch
-def test_probe_save_replaces_a_saved_probe_only_with_force(tmp_path, capsys,
-                                                           tiny_model_path):
+def test_probe_save_replaces_a_saved_probe_only_with_force(
+    tmp_path, capsys, tiny_model_path
+):
     data, _ = _tiny_data(tmp_path)
     saved = tmp_path / "saved"
 
     def probe(save, *force):
-        return main(["probe", "--model", tiny_model_path, "--data", str(data),
-                     "--n-layers-to-select", "1", "--out", str(tmp_path / "out"),
-                     "--save", str(save), "--device", "cpu", *force])
+        return main(
+            [
+                "probe",
+                "--model",
+                tiny_model_path,
+                "--data",
+                str(data),
+                "--n-layers-to-select",
+                "1",
+                "--out",
+                str(tmp_path / "out"),
+                "--save",
+                str(save),
+                "--device",
+                "cpu",
+                *force,
+            ]
+        )
 
     assert probe(saved) == 0
     first = (saved / "manifest.json").stat().st_mtime_ns
@@ -421,22 +588,60 @@ def test_predict_user_errors_are_one_line(tmp_path, capsys, tiny_model_path):
         assert len(err) == 1 and err[0].startswith("skloes predict: error:"), err
         assert needle in err[0], err[0]
 
-    one_line(["predict", str(tmp_path / "nothing"), "--data", str(data)],
-             "not a saved probe")
-    one_line(["predict", str(tmp_path), "--data", str(tmp_path / "none.csv")],
-             "does not exist")
+    one_line(
+        ["predict", str(tmp_path / "nothing"), "--data", str(data)], "not a saved probe"
+    )
+    one_line(
+        ["predict", str(tmp_path), "--data", str(tmp_path / "none.csv")],
+        "does not exist",
+    )
     saved = tmp_path / "saved"
-    assert main(["probe", "--model", tiny_model_path, "--data", str(data),
-                 "--n-layers-to-select", "1", "--out", str(tmp_path / "o"),
-                 "--save", str(saved), "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "probe",
+                "--model",
+                tiny_model_path,
+                "--data",
+                str(data),
+                "--n-layers-to-select",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+                "--save",
+                str(saved),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    one_line(["predict", str(saved), "--data", str(data), "--text-column", "x"],
-             "--text-column 'x'")
+    one_line(
+        ["predict", str(saved), "--data", str(data), "--text-column", "x"],
+        "--text-column 'x'",
+    )
     (tmp_path / "p.csv").write_text("old")
-    one_line(["predict", str(saved), "--data", str(data), "--out",
-              str(tmp_path / "p.csv")], "--force")
+    one_line(
+        ["predict", str(saved), "--data", str(data), "--out", str(tmp_path / "p.csv")],
+        "--force",
+    )
     blank = _write_csv(tmp_path / "blank.csv", ["a film", None], [1, 2], "text", "y")
     one_line(["predict", str(saved), "--data", str(blank)], "have no text")
-    assert main(["probe", "--model", tiny_model_path, "--data", str(data),
-                 "--save", str(saved), "--out", str(tmp_path / "o2")]) == 2
+    assert (
+        main(
+            [
+                "probe",
+                "--model",
+                tiny_model_path,
+                "--data",
+                str(data),
+                "--save",
+                str(saved),
+                "--out",
+                str(tmp_path / "o2"),
+            ]
+        )
+        == 2
+    )
     assert "--save" in capsys.readouterr().err

@@ -40,8 +40,11 @@ def recipes():
 def client():
     """Two single-thread workers in this process (robust on 2 cores)."""
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False,
-        dashboard_address=None, silence_logs=50,
+        n_workers=2,
+        threads_per_worker=1,
+        processes=False,
+        dashboard_address=None,
+        silence_logs=50,
     )
     client = distributed.Client(cluster)
     yield client
@@ -76,7 +79,11 @@ def _transform_from_cache(texts, cache, params):
 
 @pytest.mark.integration
 def test_search_on_dask_shares_cache_and_equals_single_process(
-    client, recipes, minilm_path, rotten_tomatoes_small, texts_through_model,
+    client,
+    recipes,
+    minilm_path,
+    rotten_tomatoes_small,
+    texts_through_model,
     tmp_path,
 ):
     import joblib
@@ -105,11 +112,13 @@ def test_search_on_dask_shares_cache_and_equals_single_process(
 
     # 2. A grid search on the Dask joblib backend reads every text from it.
     def search(n_jobs):
-        pipe = Pipeline([
-            ("hst", HiddenStatesTransformer(cache=cache, **params)),
-            ("loes", LOESSelector(random_state=0)),
-            ("clf", LogisticRegression(max_iter=2000)),
-        ])
+        pipe = Pipeline(
+            [
+                ("hst", HiddenStatesTransformer(cache=cache, **params)),
+                ("loes", LOESSelector(random_state=0)),
+                ("clf", LogisticRegression(max_iter=2000)),
+            ]
+        )
         grid = {"loes__n_layers_to_select": [1, 2], "clf__C": [0.1, 1.0]}
         cv = StratifiedKFold(n_splits=3, shuffle=True, random_state=0)
         return GridSearchCV(pipe, grid, cv=cv, n_jobs=n_jobs)
@@ -132,8 +141,11 @@ def test_search_on_dask_shares_cache_and_equals_single_process(
     single = search(n_jobs=None).fit(texts, y)
     assert texts_through_model[0] == n_distinct
     assert on_dask.best_params_ == single.best_params_
-    np.testing.assert_allclose(on_dask.cv_results_["mean_test_score"],
-                               single.cv_results_["mean_test_score"], atol=1e-12)
+    np.testing.assert_allclose(
+        on_dask.cv_results_["mean_test_score"],
+        single.cv_results_["mean_test_score"],
+        atol=1e-12,
+    )
     np.testing.assert_array_equal(on_dask.predict(texts), single.predict(texts))
 
 
@@ -152,8 +164,13 @@ def test_chunked_calibration_draw_gives_the_in_memory_selection(recipes, variant
 
     np.testing.assert_array_equal(chunked.selection_order_, full.selection_order_)
     for key in full.scores_:
-        np.testing.assert_allclose(chunked.scores_[key], full.scores_[key],
-                                   rtol=1e-10, atol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(
+            chunked.scores_[key],
+            full.scores_[key],
+            rtol=1e-10,
+            atol=1e-12,
+            equal_nan=True,
+        )
     # transform is row-wise, so it runs chunk by chunk too.
     parts = [full.transform(chunk) for chunk in _chunks(H, [300, 300])]
     np.testing.assert_array_equal(np.concatenate(parts), full.transform(H))
@@ -176,19 +193,21 @@ def test_layer_moments_merged_on_dask_equal_the_full_statistics(client, recipes)
     chunks = _chunks(H, [100, 7, 193, 200])
     bag = db.from_sequence(chunks, npartitions=2)
     merged = bag.map(recipes.LayerMoments.from_chunk).fold(operator.add).compute()
-    serial = functools.reduce(operator.add,
-                              map(recipes.LayerMoments.from_chunk, chunks))
+    serial = functools.reduce(
+        operator.add, map(recipes.LayerMoments.from_chunk, chunks)
+    )
     assert merged.n == serial.n == 500
 
     np.testing.assert_allclose(merged.mean, H.mean(axis=1), rtol=1e-12)
     Hc = H - H.mean(axis=1, keepdims=True)
-    np.testing.assert_allclose(merged.total_variance(),
-                               (Hc ** 2).sum(axis=(1, 2)) / 500, rtol=1e-10)
+    np.testing.assert_allclose(
+        merged.total_variance(), (Hc**2).sum(axis=(1, 2)) / 500, rtol=1e-10
+    )
     np.testing.assert_allclose(merged.isotropy(), isotropy(H), rtol=1e-10)
-    np.testing.assert_allclose(merged.cka(), layer_similarity(H, kind="cka"),
-                               rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(serial.scatter, merged.scatter, rtol=1e-10,
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        merged.cka(), layer_similarity(H, kind="cka"), rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(serial.scatter, merged.scatter, rtol=1e-10, atol=1e-8)
 
 
 def test_memory_mapped_stack_is_read_only_at_the_calibration_rows(tmp_path):
@@ -209,5 +228,6 @@ def test_memory_mapped_stack_is_read_only_at_the_calibration_rows(tmp_path):
     assert peak < 0.25 * mapped.nbytes  # the stack itself never came into memory
     in_memory = LOESSelector(**kw).fit(np.asarray(mapped), y)
     np.testing.assert_array_equal(on_disk.selection_order_, in_memory.selection_order_)
-    np.testing.assert_array_equal(on_disk.calibration_indices_,
-                                  in_memory.calibration_indices_)
+    np.testing.assert_array_equal(
+        on_disk.calibration_indices_, in_memory.calibration_indices_
+    )

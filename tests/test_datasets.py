@@ -17,15 +17,27 @@ from skloes.datasets import (
     load_vader_tweets3,
 )
 
-LOADERS = [load_rotten_tomatoes, load_bbc_news, load_chatterbot_langid, load_trec6,
-           load_sms_spam, load_vader_tweets3, load_vader_nyt3]
+LOADERS = [
+    load_rotten_tomatoes,
+    load_bbc_news,
+    load_chatterbot_langid,
+    load_trec6,
+    load_sms_spam,
+    load_vader_tweets3,
+    load_vader_nyt3,
+]
 
 
 @pytest.mark.parametrize(
     "loader, n_texts, n_classes",
-    [(load_rotten_tomatoes, 12808, 2), (load_bbc_news, 2225, 5),
-     (load_trec6, 5381, 6), (load_sms_spam, 4512, 2), (load_vader_tweets3, 4200, 3),
-     (load_vader_nyt3, 5119, 3)],
+    [
+        (load_rotten_tomatoes, 12808, 2),
+        (load_bbc_news, 2225, 5),
+        (load_trec6, 5381, 6),
+        (load_sms_spam, 4512, 2),
+        (load_vader_tweets3, 4200, 3),
+        (load_vader_nyt3, 5119, 3),
+    ],
 )
 def test_full_data_sizes_and_sorted_labels(loader, n_texts, n_classes):
     data = loader()
@@ -57,13 +69,19 @@ def test_subsample_is_stratified_and_deterministic(loader):
     assert np.abs(got - expected).max() < 0.02
 
 
-@pytest.mark.parametrize("loader, names, counts", [
-    (load_trec6, ["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"],
-     [86, 1153, 1245, 1215, 824, 858]),
-    (load_sms_spam, ["ham", "spam"], [3955, 557]),
-    (load_vader_tweets3, ["negative", "neutral", "positive"], [1062, 838, 2300]),
-    (load_vader_nyt3, ["negative", "neutral", "positive"], [1661, 2371, 1087]),
-])
+@pytest.mark.parametrize(
+    "loader, names, counts",
+    [
+        (
+            load_trec6,
+            ["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"],
+            [86, 1153, 1245, 1215, 824, 858],
+        ),
+        (load_sms_spam, ["ham", "spam"], [3955, 557]),
+        (load_vader_tweets3, ["negative", "neutral", "positive"], [1062, 838, 2300]),
+        (load_vader_nyt3, ["negative", "neutral", "positive"], [1661, 2371, 1087]),
+    ],
+)
 def test_new_sets_are_distinct_texts_with_their_class_counts(loader, names, counts):
     data = loader()
     assert list(data.target_names) == names

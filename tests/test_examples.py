@@ -88,12 +88,21 @@ def example_server(minilm_cache_home):
     pytest.importorskip("matplotlib")
     if not hasattr(os, "fork"):
         pytest.skip("needs os.fork")
-    env = dict(os.environ, MPLBACKEND="Agg", HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               TMPDIR=str(minilm_cache_home))
-    server = subprocess.Popen([sys.executable, "-c", _EXAMPLE_SERVER], env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    env = dict(
+        os.environ,
+        MPLBACKEND="Agg",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        TMPDIR=str(minilm_cache_home),
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", _EXAMPLE_SERVER],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     yield server
     server.stdin.close()
     try:
@@ -134,8 +143,12 @@ def _read_int(server):
 def test_gallery_has_the_examples_the_docs_promise():
     names = {path.stem for path in EXAMPLES}
     promised = {  # the seven examples of the issue, linked from the user guide
-        "plot_layer_profile", "plot_grid_search_cache", "plot_loes_cv_budget",
-        "plot_loes_vs_baselines", "plot_georeg_head", "plot_layer_metrics",
+        "plot_layer_profile",
+        "plot_grid_search_cache",
+        "plot_loes_cv_budget",
+        "plot_loes_vs_baselines",
+        "plot_georeg_head",
+        "plot_layer_metrics",
         "plot_tabular_probing",
     }
     assert promised <= names

@@ -97,8 +97,9 @@ def test_triplet_sets():
 
 def test_class_centroids():
     X = np.array([[0.0, 1], [2, 3], [4, 5]])
-    np.testing.assert_allclose(class_centroids(X, np.array([1, 0, 1]), 2),
-                               [[2, 3], [2, 3]])
+    np.testing.assert_allclose(
+        class_centroids(X, np.array([1, 0, 1]), 2), [[2, 3], [2, 3]]
+    )
 
 
 def test_entropy_and_effective_rank_analytic_values():

@@ -62,8 +62,15 @@ def _planted_stack(n=240, n_layers=4, dim=12, n_classes=3, signal=3.0, seed=0):
 
 def _fast(**params):
     """The authors' head (no linear-probe start), small and quick."""
-    base = dict(proj_dim=16, lr=1e-2, batch_size=32, max_epochs=20, random_state=0,
-                linear_probe=False, n_iter_no_change=3)
+    base = dict(
+        proj_dim=16,
+        lr=1e-2,
+        batch_size=32,
+        max_epochs=20,
+        random_state=0,
+        linear_probe=False,
+        n_iter_no_change=3,
+    )
     base.update(params)
     return GeoRegClassifier(**base)
 
@@ -75,8 +82,7 @@ def _fast(**params):
 @pytest.mark.parametrize("shape", [(12, 5), (6, 20)])  # B > D' and B < D'
 def test_loss_gradcheck_float64(variant, shape):
     loss = GeoRegLoss(weight=0.7, variant=variant)
-    z = torch.randn(*shape, dtype=torch.float64, requires_grad=True,
-                    generator=_gen(1))
+    z = torch.randn(*shape, dtype=torch.float64, requires_grad=True, generator=_gen(1))
     y = torch.arange(shape[0]) % 4
 
     def f(z):
@@ -101,8 +107,10 @@ def test_robust_spectral_term_zero_for_flat_spectrum_and_grows_with_imbalance():
     flat = torch.cat([torch.eye(d), -torch.eye(d)]).double()  # covariance ∝ I
     loss = GeoRegLoss()
     assert loss.spectral_term(flat).item() == pytest.approx(0.0, abs=1e-8)
-    values = [loss.spectral_term(flat * torch.linspace(1, c, d).double()).item()
-              for c in (1.5, 3.0, 10.0)]
+    values = [
+        loss.spectral_term(flat * torch.linspace(1, c, d).double()).item()
+        for c in (1.5, 3.0, 10.0)
+    ]
     assert values[0] > 1e-3
     assert values == sorted(values) and values[2] > 2 * values[0]
     rank1 = torch.linspace(-1, 1, 20).double()[:, None] * torch.ones(1, d).double()
@@ -167,8 +175,9 @@ def test_robust_loss_is_scale_invariant():
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("case", ["rank1", "duplicates", "singleton_class",
-                                  "identical", "zeros", "b_lt_d"])
+@pytest.mark.parametrize(
+    "case", ["rank1", "duplicates", "singleton_class", "identical", "zeros", "b_lt_d"]
+)
 def test_loss_and_gradient_are_finite_on_degenerate_batches(variant, case):
     g = _gen(0)
     y = torch.arange(12) % 4
@@ -247,13 +256,20 @@ def test_loss_rejects_bad_parameters():
 # --------------------------------------------------------------------------
 # The shared head and training loop
 # --------------------------------------------------------------------------
-@pytest.mark.parametrize("fusion,adapters,width", [
-    ("concat", True, 3 * 4), ("mean", True, 4), ("sum", False, 8),
-    ("scalar_mix", False, 8), ("scalar_mix", True, 4),
-])
+@pytest.mark.parametrize(
+    "fusion,adapters,width",
+    [
+        ("concat", True, 3 * 4),
+        ("mean", True, 4),
+        ("sum", False, 8),
+        ("scalar_mix", False, 8),
+        ("scalar_mix", True, 4),
+    ],
+)
 def test_head_fusions_give_the_documented_embedding_width(fusion, adapters, width):
-    head = LayerFusionHead(3, 8, 2, proj_dim=4, fusion=fusion, adapters=adapters,
-                           generator=_gen(0))
+    head = LayerFusionHead(
+        3, 8, 2, proj_dim=4, fusion=fusion, adapters=adapters, generator=_gen(0)
+    )
     out, z = head(torch.randn(5, 3, 8, generator=_gen(1)))
     assert out.shape == (5, 2) and z.shape == (5, width) == (5, head.embed_dim)
     if fusion == "scalar_mix":
@@ -282,9 +298,18 @@ def test_train_loop_restores_the_best_validation_epoch():
         return head(X[idx], g if train else None)
 
     train_idx, val_idx = torch.arange(140), torch.arange(140, 200)
-    res = train_loop(head, head.param_groups(5e-2), forward, y, train_idx,
-                     val_idx, generator=g, max_epochs=12, batch_size=16,
-                     n_iter_no_change=12)
+    res = train_loop(
+        head,
+        head.param_groups(5e-2),
+        forward,
+        y,
+        train_idx,
+        val_idx,
+        generator=g,
+        max_epochs=12,
+        batch_size=16,
+        n_iter_no_change=12,
+    )
     scores = [row["val_score"] for row in res.history]
     assert res.n_iter == 12 and not res.converged
     assert res.best_epoch == int(np.argmax(scores)) + 1  # ties: the earlier
@@ -304,9 +329,17 @@ def test_train_loop_raises_floating_point_error_naming_epoch_and_step():
         return (out * float("nan") if len(calls) == 2 else out), z
 
     with pytest.raises(FloatingPointError, match="epoch 1, step 2"):
-        train_loop(head, head.param_groups(1e-3), forward, torch.arange(20) % 2,
-                   torch.arange(20), None, generator=_gen(0), batch_size=5,
-                   max_epochs=1)
+        train_loop(
+            head,
+            head.param_groups(1e-3),
+            forward,
+            torch.arange(20) % 2,
+            torch.arange(20),
+            None,
+            generator=_gen(0),
+            batch_size=5,
+            max_epochs=1,
+        )
 
 
 # --------------------------------------------------------------------------
@@ -318,31 +351,40 @@ def test_fits_a_separable_problem_to_near_perfect_accuracy():
     assert clf.score(H, y) >= 0.97
     assert clf.layers_.tolist() == [1, 2]
     assert clf.transform(H).shape == (H.shape[1], 2 * 16)
-    assert set(clf.history_[0]) >= {"loss", "task_loss", "geo_loss", "geo_spectral",
-                                    "geo_triangle", "val_score", "val_loss"}
+    assert set(clf.history_[0]) >= {
+        "loss",
+        "task_loss",
+        "geo_loss",
+        "geo_spectral",
+        "geo_triangle",
+        "val_score",
+        "val_loss",
+    }
     assert 1 <= clf.best_epoch_ <= clf.n_iter_ <= 20
 
 
 def test_linear_probe_start_is_a_logistic_regression_kept_unless_beaten():
     H, y = _planted_stack()
-    clf = GeoRegClassifier(layers=[1, 2], proj_dim=8, lr=1e-12, max_epochs=2,
-                           random_state=0).fit(H, y)
+    clf = GeoRegClassifier(
+        layers=[1, 2], proj_dim=8, lr=1e-12, max_epochs=2, random_state=0
+    ).fit(H, y)
     head = clf.module_
     assert torch.count_nonzero(head.probe.weight) == 0  # nothing learnt on top
     feats = clf._features(H)
     with torch.no_grad():
         linear = head.skip(feats.reshape(len(y), -1)).double().numpy()
     proba = np.exp(linear - linear.max(1, keepdims=True))
-    np.testing.assert_allclose(clf.predict_proba(H),
-                               proba / proba.sum(1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(
+        clf.predict_proba(H), proba / proba.sum(1, keepdims=True), atol=1e-6
+    )
     assert clf.score(H, y) > 0.9
-    trained = GeoRegClassifier(layers=[1, 2], proj_dim=8, lr=1e-2,
-                               random_state=0).fit(H, y)
+    trained = GeoRegClassifier(layers=[1, 2], proj_dim=8, lr=1e-2, random_state=0).fit(
+        H, y
+    )
     assert trained.score(H, y) >= clf.score(H, y) - 0.02
 
 
-def test_linear_probe_sees_every_training_row_validation_split_included(
-        monkeypatch):
+def test_linear_probe_sees_every_training_row_validation_split_included(monkeypatch):
     # the validation split only decides how long the correction trains; the
     # logistic regression uses all rows, as LogisticRegressionCV on the same
     # data would (on 1,600 Rotten Tomatoes rows the 10 % it missed cost 0.7
@@ -358,8 +400,13 @@ def test_linear_probe_sees_every_training_row_validation_split_included(
 
     monkeypatch.setattr(LogisticRegressionCV, "fit", spy)
     H, y = _planted_stack(n=120)
-    clf = GeoRegClassifier(layers=[1, 2], proj_dim=8, max_epochs=1,
-                           validation_fraction=0.25, random_state=0).fit(H, y)
+    clf = GeoRegClassifier(
+        layers=[1, 2],
+        proj_dim=8,
+        max_epochs=1,
+        validation_fraction=0.25,
+        random_state=0,
+    ).fit(H, y)
     assert seen == [120]
     assert len(clf.history_) == 1 and np.isfinite(clf.history_[0]["val_loss"])
 
@@ -424,11 +471,13 @@ def test_predictions_do_not_depend_on_the_batch_and_leave_the_module_float32():
     clf = GeoRegClassifier(random_state=0).fit(H, y)
     module = clf.module_
     proba = clf.predict_proba(H)
-    one_by_one = np.concatenate([clf.predict_proba(H[:, i:i + 1])
-                                 for i in range(0, H.shape[1], 7)])
+    one_by_one = np.concatenate(
+        [clf.predict_proba(H[:, i : i + 1]) for i in range(0, H.shape[1], 7)]
+    )
     np.testing.assert_allclose(proba[::7], one_by_one, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(clf.transform(H)[5:6], clf.transform(H[:, 5:6]),
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        clf.transform(H)[5:6], clf.transform(H[:, 5:6]), rtol=1e-12, atol=1e-14
+    )
     # the fitted module is untouched (float32) and agrees with the float64 copy
     assert clf.module_ is module
     assert all(p.dtype == torch.float32 for p in module.parameters())
@@ -482,20 +531,33 @@ def test_batch_size_larger_than_n_just_works():
     assert clf.predict(H).shape == (30,)
 
 
-@pytest.mark.parametrize("X_fn,y_fn,params,err,match", [
-    (lambda H: H.transpose(1, 0, 2).reshape(H.shape[1], -1), None,
-     {"layer_dim": 5}, ValueError, "layer_dim"),
-    (lambda H: [f"text {i}" for i in range(H.shape[1])], None, {}, TypeError,
-     "GeoRegFineTuner"),
-    (None, None, {"layers": [0, 9]}, ValueError, "out of range"),
-    (None, None, {"validation_fraction": 0.99}, ValueError, "validation_fraction"),
-    (None, lambda y: np.r_[y[:-1], 99], {}, ValueError, "validation_fraction"),
-    (None, lambda y: y[:-1], {}, ValueError, "samples"),
-    (None, lambda y: np.zeros_like(y), {}, ValueError, "one class"),
-    (None, lambda y: y + 0.5, {}, ValueError, "Unknown label type"),
-    (None, None, {"geo_variant": "fancy"}, ValueError, "geo_variant"),
-    (None, None, {"lr": 0.0}, ValueError, "lr"),
-])
+@pytest.mark.parametrize(
+    "X_fn,y_fn,params,err,match",
+    [
+        (
+            lambda H: H.transpose(1, 0, 2).reshape(H.shape[1], -1),
+            None,
+            {"layer_dim": 5},
+            ValueError,
+            "layer_dim",
+        ),
+        (
+            lambda H: [f"text {i}" for i in range(H.shape[1])],
+            None,
+            {},
+            TypeError,
+            "GeoRegFineTuner",
+        ),
+        (None, None, {"layers": [0, 9]}, ValueError, "out of range"),
+        (None, None, {"validation_fraction": 0.99}, ValueError, "validation_fraction"),
+        (None, lambda y: np.r_[y[:-1], 99], {}, ValueError, "validation_fraction"),
+        (None, lambda y: y[:-1], {}, ValueError, "samples"),
+        (None, lambda y: np.zeros_like(y), {}, ValueError, "one class"),
+        (None, lambda y: y + 0.5, {}, ValueError, "Unknown label type"),
+        (None, None, {"geo_variant": "fancy"}, ValueError, "geo_variant"),
+        (None, None, {"lr": 0.0}, ValueError, "lr"),
+    ],
+)
 def test_bad_input_raises_clear_errors(X_fn, y_fn, params, err, match):
     H, y = _planted_stack(n=60)
     X = X_fn(H) if X_fn else H
@@ -542,8 +604,9 @@ def test_unfitted_and_fitted_loes_selector_choose_the_layers():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf2.fit(H, y)
     assert clf2.selector_ is not fitted  # copied, as SelectFromModel does
-    np.testing.assert_array_equal(clf2.selector_.selected_layers_,
-                                  fitted.selected_layers_)
+    np.testing.assert_array_equal(
+        clf2.selector_.selected_layers_, fitted.selected_layers_
+    )
     np.testing.assert_array_equal(clf.predict_proba(H), clf2.predict_proba(H))
 
 
@@ -570,12 +633,15 @@ def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
     selection = pytest.importorskip("skloes.selection._loes")
     H, y = _planted_stack(n=150, n_layers=4, dim=8)
     flat = H.transpose(1, 0, 2).reshape(H.shape[1], -1)
-    pipe = Pipeline([
-        ("select", selection.LOESSelector(layer_dim=8, random_state=0)),
-        ("clf", _fast(max_epochs=15, layer_dim=8)),
-    ])
+    pipe = Pipeline(
+        [
+            ("select", selection.LOESSelector(layer_dim=8, random_state=0)),
+            ("clf", _fast(max_epochs=15, layer_dim=8)),
+        ]
+    )
     grid = GridSearchCV(
-        pipe, {"clf__geo_weight": [0.0, 0.1], "select__n_layers_to_select": [1, 2]},
+        pipe,
+        {"clf__geo_weight": [0.0, 0.1], "select__n_layers_to_select": [1, 2]},
         cv=2,
     )
     with warnings.catch_warnings():
@@ -595,8 +661,12 @@ EXPECTED_FAILED = {}
 
 
 @parametrize_with_checks(
-    [GeoRegClassifier(proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64,
-                      random_state=0), GeoRegClassifier()],
+    [
+        GeoRegClassifier(
+            proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64, random_state=0
+        ),
+        GeoRegClassifier(),
+    ],
     expected_failed_checks=lambda est: EXPECTED_FAILED,
 )
 def test_sklearn_compatible(estimator, check):
@@ -613,9 +683,16 @@ def test_finetune_tiny_model_pickles_with_its_tuned_backbone(tiny_model_path):
     words = "good bad great awful movie film plot fun dull boring".split()
     X = [" ".join(rng.choice(words, 5)) for _ in range(48)]
     y = np.arange(48) % 3
-    params = dict(model=tiny_model_path, layers=[1], proj_dim=8,
-                  max_epochs=2, lr=1e-2, lr_backbone=1e-3, device="cpu",
-                  random_state=0)
+    params = dict(
+        model=tiny_model_path,
+        layers=[1],
+        proj_dim=8,
+        max_epochs=2,
+        lr=1e-2,
+        lr_backbone=1e-3,
+        device="cpu",
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf = GeoRegFineTuner(**params).fit(X, y)
@@ -643,9 +720,17 @@ def test_finetune_real_minilm_tunes_only_blocks_up_to_the_deepest_layer(
     X, y = list(X[:200]), np.asarray(y[:200])
     layers, depth = [1, 3], 3
     clf = GeoRegFineTuner(
-        model=minilm_path, layers=layers, max_epochs=1,
-        max_length=64, batch_size=50, proj_dim=32, lr=2e-3, lr_backbone=1e-4,
-        validation_fraction=0, device="cpu", random_state=0,
+        model=minilm_path,
+        layers=layers,
+        max_epochs=1,
+        max_length=64,
+        batch_size=50,
+        proj_dim=32,
+        lr=2e-3,
+        lr_backbone=1e-4,
+        validation_fraction=0,
+        device="cpu",
+        random_state=0,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -664,27 +749,43 @@ def test_finetune_real_minilm_tunes_only_blocks_up_to_the_deepest_layer(
     # training loss: the initial model is the same head (same seed) on frozen features
     hst = HiddenStatesTransformer(minilm_path, max_length=64, device="cpu")
     feats = torch.from_numpy(hst.fit_transform(X)[layers].transpose(1, 0, 2).copy())
-    head0 = LayerFusionHead(2, feats.shape[2], 2, proj_dim=32,
-                            generator=make_generator(0)).eval()
+    head0 = LayerFusionHead(
+        2, feats.shape[2], 2, proj_dim=32, generator=make_generator(0)
+    ).eval()
     with torch.no_grad():
         p0 = torch.softmax(head0(feats)[0].double(), 1).numpy()
     assert log_loss(y, clf.predict_proba(X)) < log_loss(y, p0) - 0.01
 
 
 def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
-    X = ["good movie", "bad plot", "great film", "dull story", "fun actor",
-         "boring movie"] * 4
+    X = [
+        "good movie",
+        "bad plot",
+        "great film",
+        "dull story",
+        "fun actor",
+        "boring movie",
+    ] * 4
     y = np.arange(24) % 3
-    clf = GeoRegFineTuner(model=tiny_model_path, layers=[2],
-                          proj_dim=4, max_epochs=1, lr=1e-2, lr_backbone=0.0,
-                          validation_fraction=0, device="cpu", random_state=0)
+    clf = GeoRegFineTuner(
+        model=tiny_model_path,
+        layers=[2],
+        proj_dim=4,
+        max_epochs=1,
+        lr=1e-2,
+        lr_backbone=0.0,
+        validation_fraction=0,
+        device="cpu",
+        random_state=0,
+    )
     clf.fit(X, y)
     assert not clf.backbone_tuned_
     blob = pickle.dumps(clf)
     tuned = clone(clf).set_params(lr_backbone=1e-3).fit(X, y)
     assert len(pickle.dumps(tuned)) > len(blob) + 10_000  # the weights travel
-    np.testing.assert_array_equal(pickle.loads(blob).predict_proba(X),
-                                  clf.predict_proba(X))
+    np.testing.assert_array_equal(
+        pickle.loads(blob).predict_proba(X), clf.predict_proba(X)
+    )
 
 
 def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_path):
@@ -694,27 +795,36 @@ def test_pipeline_from_raw_texts_with_cached_hidden_states(tiny_model_path, tmp_
     rng = np.random.RandomState(0)
     pos, neg = ["good", "great", "fun", "lovely"], ["bad", "awful", "dull", "boring"]
     y = np.arange(60) % 2
-    X = [" ".join(rng.choice(pos if label else neg, 3).tolist() + ["movie"])
-         for label in y]
-    pipe = Pipeline([
-        ("hidden", HiddenStatesTransformer(tiny_model_path, device="cpu",
-                                           cache=str(tmp_path))),
-        ("select", selection.LOESSelector(random_state=0)),
-        ("clf", _fast(layer_dim=8, max_epochs=10)),
-    ])
+    X = [
+        " ".join(rng.choice(pos if label else neg, 3).tolist() + ["movie"])
+        for label in y
+    ]
+    pipe = Pipeline(
+        [
+            (
+                "hidden",
+                HiddenStatesTransformer(
+                    tiny_model_path, device="cpu", cache=str(tmp_path)
+                ),
+            ),
+            ("select", selection.LOESSelector(random_state=0)),
+            ("clf", _fast(layer_dim=8, max_epochs=10)),
+        ]
+    )
     grid = GridSearchCV(
-        pipe, {"clf__geo_weight": [0.0, 0.1], "select__n_layers_to_select": [1, 2]},
+        pipe,
+        {"clf__geo_weight": [0.0, 0.1], "select__n_layers_to_select": [1, 2]},
         cv=2,
     ).fit(X, y)
-    assert grid.best_estimator_.named_steps["clf"].layers_.size == (
-        grid.best_params_["select__n_layers_to_select"]
+    assert (
+        grid.best_estimator_.named_steps["clf"].layers_.size
+        == (grid.best_params_["select__n_layers_to_select"])
     )
     assert grid.score(X, y) > 0.9
 
 
 def test_finetune_layer_index_out_of_range(tiny_model_path):
-    clf = GeoRegFineTuner(model=tiny_model_path, layers=[1, 5],
-                          device="cpu")
+    clf = GeoRegFineTuner(model=tiny_model_path, layers=[1, 5], device="cpu")
     with pytest.raises(ValueError, match="out of range"):
         clf.fit(["good movie", "bad plot", "fun film"] * 2, [0, 1, 2] * 2)
 
@@ -745,14 +855,16 @@ def test_default_head_keeps_georeg_on_for_binary_tasks():
     assert GeoRegClassifier().geo_weight == 0.01
     assert GeoRegFineTuner().geo_weight == 0.1
     H, y = _planted_stack(n_classes=2, signal=1.0)
-    params = dict(proj_dim=16, max_epochs=3, lr=1e-3, validation_fraction=0,
-                  random_state=0)  # a larger step: 3 epochs show the effect
+    params = dict(
+        proj_dim=16, max_epochs=3, lr=1e-3, validation_fraction=0, random_state=0
+    )  # a larger step: 3 epochs show the effect
     default = GeoRegClassifier(**params).fit(H, y)
     off = GeoRegClassifier(geo_weight=0.0, **params).fit(H, y)
     assert all(row["geo_loss"] > 0 for row in default.history_)
     assert all(row["geo_triangle"] == 0.0 for row in default.history_)
-    assert not np.allclose(default.predict_proba(H), off.predict_proba(H),
-                           rtol=0, atol=1e-6)
+    assert not np.allclose(
+        default.predict_proba(H), off.predict_proba(H), rtol=0, atol=1e-6
+    )
     # the flattening GeoReg is there for: Z's spectral term ends lower
     assert default.history_[-1]["geo_spectral"] < off.history_[-1]["geo_spectral"]
 
@@ -826,8 +938,9 @@ def test_without_torch_every_torch_estimator_gives_the_install_hint():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _HIDE_TORCH], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _HIDE_TORCH], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 
@@ -836,11 +949,16 @@ def test_without_torch_every_torch_estimator_gives_the_install_hint():
 # GeoRegFineTuner: scikit-learn's API checks (the input is raw text)
 # --------------------------------------------------------------------------
 FINETUNER_API_CHECKS = [
-    "check_estimator_cloneable", "check_estimator_tags_renamed",
-    "check_valid_tag_types", "check_estimator_repr",
-    "check_no_attributes_set_in_init", "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
-    "check_parameters_default_constructible", "check_get_params_invariance",
+    "check_estimator_cloneable",
+    "check_estimator_tags_renamed",
+    "check_valid_tag_types",
+    "check_estimator_repr",
+    "check_no_attributes_set_in_init",
+    "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params",
+    "check_mixin_order",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
     "check_set_params",
 ]
 
@@ -857,11 +975,24 @@ def test_fine_tuner_api_checks(tiny_model_path, check):
 def test_fine_tuner_fit_returns_self_is_idempotent_and_keeps_params(
     tiny_model_path,
 ):
-    X = ["good movie", "bad plot", "great film", "dull story", "fun actor",
-         "boring movie"] * 4
+    X = [
+        "good movie",
+        "bad plot",
+        "great film",
+        "dull story",
+        "fun actor",
+        "boring movie",
+    ] * 4
     y = np.arange(24) % 3
-    clf = GeoRegFineTuner(tiny_model_path, layers=[1], proj_dim=4, max_epochs=1,
-                          validation_fraction=0, device="cpu", random_state=0)
+    clf = GeoRegFineTuner(
+        tiny_model_path,
+        layers=[1],
+        proj_dim=4,
+        max_epochs=1,
+        validation_fraction=0,
+        device="cpu",
+        random_state=0,
+    )
     params = clf.get_params()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -875,13 +1006,25 @@ def test_fine_tuner_fit_returns_self_is_idempotent_and_keeps_params(
 
 def test_fine_tuner_selector_is_fitted_on_frozen_features(tiny_model_path):
     selection = pytest.importorskip("skloes.selection._loes")
-    X = ["good movie", "bad plot", "great film", "dull story", "fun actor",
-         "boring movie"] * 5
+    X = [
+        "good movie",
+        "bad plot",
+        "great film",
+        "dull story",
+        "fun actor",
+        "boring movie",
+    ] * 5
     y = np.arange(30) % 3
     selector = selection.LOESSelector(n_layers_to_select=1, random_state=0)
-    clf = GeoRegFineTuner(tiny_model_path, layers=selector, proj_dim=4,
-                          max_epochs=1, validation_fraction=0, device="cpu",
-                          random_state=0)
+    clf = GeoRegFineTuner(
+        tiny_model_path,
+        layers=selector,
+        proj_dim=4,
+        max_epochs=1,
+        validation_fraction=0,
+        device="cpu",
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf.fit(X, y)
@@ -893,8 +1036,15 @@ def test_fine_tuner_selector_is_fitted_on_frozen_features(tiny_model_path):
 # --------------------------------------------------------------------------
 # GeoRegFineTuner pools the tokens the frozen features pooled (exclude_tokens)
 # --------------------------------------------------------------------------
-FT_TEXTS = ["the good movie", "a", "this film was really very dull and boring",
-            "i loved it", "not great not bad", "good plot", "bad acting here"] * 2
+FT_TEXTS = [
+    "the good movie",
+    "a",
+    "this film was really very dull and boring",
+    "i loved it",
+    "not great not bad",
+    "good plot",
+    "bad acting here",
+] * 2
 FT_Y = np.arange(len(FT_TEXTS)) % 2
 
 
@@ -908,9 +1058,18 @@ def tiny_llama(tmp_path_factory):
 
 def _frozen_tuner(model, **params):
     """A fine-tuner whose backbone keeps its pretrained weights (lr_backbone=0)."""
-    params = {"model": model, "layers": [1, 3], "proj_dim": 4, "max_epochs": 1,
-              "lr_backbone": 0.0, "validation_fraction": 0, "batch_size": 4,
-              "device": "cpu", "random_state": 0, **params}
+    params = {
+        "model": model,
+        "layers": [1, 3],
+        "proj_dim": 4,
+        "max_epochs": 1,
+        "lr_backbone": 0.0,
+        "validation_fraction": 0,
+        "batch_size": 4,
+        "device": "cpu",
+        "random_state": 0,
+        **params,
+    }
     return GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y)
 
 
@@ -919,10 +1078,12 @@ def test_fine_tuner_pools_the_tokens_its_frozen_features_pooled(tiny_llama, excl
     from skloes.extraction._hidden_states import HiddenStatesTransformer
 
     clf = _frozen_tuner(tiny_llama, exclude_tokens=exclude)
-    hst = HiddenStatesTransformer(tiny_llama, layers=[1, 3], exclude_tokens=exclude,
-                                  batch_size=3, device="cpu")
-    np.testing.assert_allclose(clf._pooled_layers(FT_TEXTS),
-                               hst.fit_transform(FT_TEXTS), rtol=1e-5, atol=1e-5)
+    hst = HiddenStatesTransformer(
+        tiny_llama, layers=[1, 3], exclude_tokens=exclude, batch_size=3, device="cpu"
+    )
+    np.testing.assert_allclose(
+        clf._pooled_layers(FT_TEXTS), hst.fit_transform(FT_TEXTS), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_fine_tuner_on_a_decoder_leaves_out_the_attention_sink(tiny_llama):
@@ -932,17 +1093,20 @@ def test_fine_tuner_on_a_decoder_leaves_out_the_attention_sink(tiny_llama):
     auto = _frozen_tuner(tiny_llama)
     off = _frozen_tuner(tiny_llama, exclude_tokens=None)
     assert auto.exclude_tokens_ == "first" and off.exclude_tokens_ is None
-    with_sink = HiddenStatesTransformer(tiny_llama, layers=[1, 3],
-                                        exclude_tokens=None, device="cpu")
+    with_sink = HiddenStatesTransformer(
+        tiny_llama, layers=[1, 3], exclude_tokens=None, device="cpu"
+    )
     pooled_auto = auto._pooled_layers(FT_TEXTS)
     pooled_off = off._pooled_layers(FT_TEXTS)
-    np.testing.assert_allclose(pooled_off, with_sink.fit_transform(FT_TEXTS),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        pooled_off, with_sink.fit_transform(FT_TEXTS), rtol=1e-5, atol=1e-5
+    )
     multi = np.array([len(t.split()) > 1 for t in FT_TEXTS])
     gap = np.abs(pooled_auto - pooled_off).max(axis=(0, 2))
     assert (gap[multi] > 1e-3).all()
-    np.testing.assert_allclose(pooled_auto[:, ~multi], pooled_off[:, ~multi],
-                               atol=1e-6)  # a one-token text keeps its token
+    np.testing.assert_allclose(
+        pooled_auto[:, ~multi], pooled_off[:, ~multi], atol=1e-6
+    )  # a one-token text keeps its token
     assert not np.allclose(auto.predict_proba(FT_TEXTS), off.predict_proba(FT_TEXTS))
 
 
@@ -951,23 +1115,35 @@ def test_fine_tuner_auto_exclusion_is_none_for_an_encoder(tiny_model_path):
     assert clf.exclude_tokens_ is None
     with pytest.raises(ValueError, match="exclude_tokens"):
         GeoRegFineTuner(tiny_model_path, exclude_tokens="everything").fit(
-            FT_TEXTS, FT_Y)
+            FT_TEXTS, FT_Y
+        )
 
 
 def test_fine_tuner_with_exclusion_trains_pickles_and_warm_starts(tiny_llama):
-    params = dict(model=tiny_llama, layers=[2], proj_dim=4, max_epochs=1,
-                  lr=1e-2, lr_backbone=1e-3, validation_fraction=0, batch_size=4,
-                  device="cpu", random_state=0)
+    params = dict(
+        model=tiny_llama,
+        layers=[2],
+        proj_dim=4,
+        max_epochs=1,
+        lr=1e-2,
+        lr_backbone=1e-3,
+        validation_fraction=0,
+        batch_size=4,
+        device="cpu",
+        random_state=0,
+    )
     clf = GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y)
     assert clf.backbone_tuned_ and clf.exclude_tokens_ == "first"
     proba = clf.predict_proba(FT_TEXTS)
     np.testing.assert_array_equal(
-        proba, GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y).predict_proba(FT_TEXTS))
+        proba, GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y).predict_proba(FT_TEXTS)
+    )
     loaded = pickle.loads(pickle.dumps(clf))
     assert loaded.exclude_tokens_ == "first"
     np.testing.assert_array_equal(proba, loaded.predict_proba(FT_TEXTS))
-    np.testing.assert_array_equal(clf._pooled_layers(FT_TEXTS),
-                                  loaded._pooled_layers(FT_TEXTS))
+    np.testing.assert_array_equal(
+        clf._pooled_layers(FT_TEXTS), loaded._pooled_layers(FT_TEXTS)
+    )
     warm = clone(clf).set_params(warm_start=True).fit(FT_TEXTS, FT_Y)
     before = warm.predict_proba(FT_TEXTS)
     warm.fit(FT_TEXTS, FT_Y)  # continues: the weights move, the exclusion stays

@@ -34,9 +34,15 @@ from skloes.models._loading import (  # noqa: E402
 from skloes.models._testing import make_tiny_vit, make_tiny_wav2vec2  # noqa: E402
 
 TEXTS = [
-    "a good movie", "the plot was very dull and boring", "fun", "i really "
-    "loved this film", "bad actor , bad story", "not great", "quite lovely",
-    "the film is awful", "this movie was fun and the story good",
+    "a good movie",
+    "the plot was very dull and boring",
+    "fun",
+    "i really loved this film",
+    "bad actor , bad story",
+    "not great",
+    "quite lovely",
+    "the film is awful",
+    "this movie was fun and the story good",
 ]
 
 
@@ -55,8 +61,11 @@ def HST(model, **params):
 def counters(monkeypatch):
     """Count samples through any model forward, and weight loads."""
     counts = {"samples": 0, "calls": 0, "loads": 0}
-    classes = (transformers.BertModel, transformers.ViTModel,
-               transformers.Wav2Vec2Model)
+    classes = (
+        transformers.BertModel,
+        transformers.ViTModel,
+        transformers.Wav2Vec2Model,
+    )
     for cls in classes:
         original = cls.forward
 
@@ -81,8 +90,13 @@ def _bert_reference(path, texts, pooling, max_length=64):
     """Pooled states by hand: one direct model call, numpy pooling under the mask."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModel.from_pretrained(path).eval()
-    batch = tokenizer(list(texts), padding=True, truncation=True,
-                      max_length=max_length, return_tensors="pt")
+    batch = tokenizer(
+        list(texts),
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+    )
     with torch.no_grad():
         states = model(**batch, output_hidden_states=True).hidden_states
     mask = batch["attention_mask"].numpy().astype(bool)
@@ -92,8 +106,15 @@ def _bert_reference(path, texts, pooling, max_length=64):
         rows = []
         for i in range(len(texts)):
             real = h[i][mask[i]]
-            rows.append({"mean": real.mean(0), "first": real[0], "cls": real[0],
-                         "last": real[-1], "max": real.max(0)}[pooling])
+            rows.append(
+                {
+                    "mean": real.mean(0),
+                    "first": real[0],
+                    "cls": real[0],
+                    "last": real[-1],
+                    "max": real.max(0),
+                }[pooling]
+            )
         out.append(np.stack(rows))
     return np.stack(out)
 
@@ -181,12 +202,12 @@ def test_token_batches_respect_both_caps_and_keep_the_order():
         assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 14
     # a text longer than the budget runs alone; no budget reached: batch_size only
     assert [len(b) for b in token_batches(order, lengths, 4, 5)] == [1] * 7 + [2, 1]
-    assert [len(b) for b in token_batches(order, lengths, 3, 10 ** 6)] == [
-        3, 3, 3, 1]
+    assert [len(b) for b in token_batches(order, lengths, 3, 10**6)] == [3, 3, 3, 1]
 
 
 def test_max_batch_tokens_splits_batches_without_changing_results(
-        tiny_model_path, monkeypatch):
+    tiny_model_path, monkeypatch
+):
     ref = HST(tiny_model_path, batch_size=64).fit_transform(TEXTS)
     shapes = []
     original = transformers.BertModel.forward
@@ -200,20 +221,22 @@ def test_max_batch_tokens_splits_batches_without_changing_results(
     assert len(shapes) > 2
     # "auto" on the CPU: 256 tokens (AUTO_BATCH_TOKENS, measured); None: no split
     assert HST(tiny_model_path).fit(TEXTS).max_batch_tokens_ == 256
-    assert HST(tiny_model_path, max_batch_tokens=None).fit(
-        TEXTS).max_batch_tokens_ is None
+    assert (
+        HST(tiny_model_path, max_batch_tokens=None).fit(TEXTS).max_batch_tokens_ is None
+    )
     assert sum(n for n, _ in shapes) == len(TEXTS)
     assert all(n == 1 or n * t <= 12 for n, t in shapes)
     np.testing.assert_allclose(out, ref, atol=1e-6, rtol=1e-6)
 
 
-def test_token_budget_is_not_part_of_the_cache_key(tiny_model_path, tmp_path,
-                                                  counters):
+def test_token_budget_is_not_part_of_the_cache_key(tiny_model_path, tmp_path, counters):
     cold = HST(tiny_model_path, cache=tmp_path, max_batch_tokens=None).fit_transform(
-        TEXTS)
+        TEXTS
+    )
     calls = counters["calls"]
     warm = HST(tiny_model_path, cache=tmp_path, max_batch_tokens=12).fit_transform(
-        TEXTS)
+        TEXTS
+    )
     assert counters["calls"] == calls  # served from the cache, no forward
     np.testing.assert_array_equal(warm, cold)
 
@@ -223,7 +246,8 @@ def test_long_text_is_truncated_at_max_length(tiny_model_path):
     hst = HST(tiny_model_path, max_length=8).fit([long_text])
     # 8 tokens = [CLS] + 6 words + [SEP]
     np.testing.assert_allclose(
-        hst.transform([long_text]), hst.transform([" ".join(["good"] * 6)]),
+        hst.transform([long_text]),
+        hst.transform([" ".join(["good"] * 6)]),
         atol=1e-6,
     )
     # The tokenizer's own limit (64 positions) applies above max_length.
@@ -240,8 +264,9 @@ def test_callable_pooling_width_and_validation(tiny_model_path):
     assert hst.get_feature_names_out()[3] == "layer1_0"
     mean = HST(tiny_model_path).fit_transform(TEXTS)
     lengths = _bert_lengths(tiny_model_path, TEXTS)
-    np.testing.assert_allclose(flat[:, :3], mean[0][:, :3] * lengths[:, None],
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        flat[:, :3], mean[0][:, :3] * lengths[:, None], rtol=1e-5, atol=1e-5
+    )
     with pytest.raises(ValueError, match="callable `pooling` must return"):
         HST(tiny_model_path, pooling=lambda h, m: h).fit_transform(TEXTS)
 
@@ -263,7 +288,8 @@ def test_pickle_carries_no_weights_and_reloads_identically(tiny_model_path):
 
 def test_progress_bar_stays_quiet_for_small_or_piped_runs(tiny_model_path, capsys):
     HiddenStatesTransformer(tiny_model_path, device="cpu", verbose=1).fit_transform(
-        TEXTS * 30)
+        TEXTS * 30
+    )
     assert capsys.readouterr().err == ""
 
 
@@ -341,15 +367,24 @@ def test_default_model_is_the_offline_package_else_the_hub_id(monkeypatch):
 # ---------------------------------------------------------------- forward stop
 def _models_under_test(tiny_model_path, tmp_path):
     yield "bert", transformers.AutoModel.from_pretrained(tiny_model_path).eval()
-    yield "vit", transformers.AutoModel.from_pretrained(
-        make_tiny_vit(tmp_path / "vit")).eval()
+    yield (
+        "vit",
+        transformers.AutoModel.from_pretrained(make_tiny_vit(tmp_path / "vit")).eval(),
+    )
     for stable in (True, False):
-        yield f"wav2vec2-stable={stable}", transformers.AutoModel.from_pretrained(
-            make_tiny_wav2vec2(tmp_path / f"w2v{stable}", stable_layer_norm=stable)
-        ).eval()
+        yield (
+            f"wav2vec2-stable={stable}",
+            transformers.AutoModel.from_pretrained(
+                make_tiny_wav2vec2(tmp_path / f"w2v{stable}", stable_layer_norm=stable)
+            ).eval(),
+        )
     config = transformers.MPNetConfig(
-        vocab_size=40, hidden_size=8, num_hidden_layers=3, num_attention_heads=2,
-        intermediate_size=16, max_position_embeddings=40,
+        vocab_size=40,
+        hidden_size=8,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=40,
     )
     torch.manual_seed(0)
     yield "mpnet", transformers.MPNetModel(config).eval()
@@ -379,8 +414,10 @@ def test_forward_stops_after_deepest_block_and_is_exact(tiny_model_path, tmp_pat
         def count(module, args, output, i, calls=calls):
             calls[i] += 1
 
-        hooks = [b.register_forward_hook(functools.partial(count, i=i))
-                 for i, b in enumerate(blocks)]
+        hooks = [
+            b.register_forward_hook(functools.partial(count, i=i))
+            for i, b in enumerate(blocks)
+        ]
         try:
             for depth in range(len(full)):
                 calls[:] = [0] * len(blocks)
@@ -407,12 +444,22 @@ def test_truncated_forward_keeps_gradients(tiny_model_path):
 
 
 def test_modality_detection(tiny_model_path, tmp_path):
-    assert detect_modality(transformers.AutoConfig.from_pretrained(
-        tiny_model_path)) == "text"
-    assert detect_modality(transformers.AutoConfig.from_pretrained(
-        make_tiny_vit(tmp_path / "v"))) == "image"
-    assert detect_modality(transformers.AutoConfig.from_pretrained(
-        make_tiny_wav2vec2(tmp_path / "a"))) == "audio"
+    assert (
+        detect_modality(transformers.AutoConfig.from_pretrained(tiny_model_path))
+        == "text"
+    )
+    assert (
+        detect_modality(
+            transformers.AutoConfig.from_pretrained(make_tiny_vit(tmp_path / "v"))
+        )
+        == "image"
+    )
+    assert (
+        detect_modality(
+            transformers.AutoConfig.from_pretrained(make_tiny_wav2vec2(tmp_path / "a"))
+        )
+        == "audio"
+    )
 
 
 # ---------------------------------------------------------------- vision, audio
@@ -439,8 +486,9 @@ def test_vision_shapes_pooling_and_ready_pixel_values(vit_path):
         np.testing.assert_allclose(stack[l], layer[:, 0].numpy(), atol=1e-5)
     np.testing.assert_allclose(hst.transform(pixels.numpy()), stack, atol=1e-6)
     mean = HST(vit_path, layers=[2]).fit_transform(images)
-    np.testing.assert_allclose(mean[0], states.hidden_states[2].mean(1).numpy(),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        mean[0], states.hidden_states[2].mean(1).numpy(), atol=1e-5
+    )
 
 
 def test_vision_rejects_strings_and_wrong_rank(vit_path):
@@ -454,9 +502,12 @@ def test_vision_rejects_strings_and_wrong_rank(vit_path):
 
 @pytest.fixture(scope="module")
 def wav2vec2_paths(tmp_path_factory):
-    return {stable: make_tiny_wav2vec2(tmp_path_factory.mktemp(f"w2v-{stable}"),
-                                       stable_layer_norm=stable)
-            for stable in (True, False)}
+    return {
+        stable: make_tiny_wav2vec2(
+            tmp_path_factory.mktemp(f"w2v-{stable}"), stable_layer_norm=stable
+        )
+        for stable in (True, False)
+    }
 
 
 @pytest.mark.parametrize("stable", [True, False])
@@ -482,12 +533,17 @@ def test_audio_rejects_strings_and_2d_waveforms(wav2vec2_paths):
 
 # ---------------------------------------------------------------- sklearn checks
 API_CHECKS = [
-    "check_estimator_cloneable", "check_estimator_tags_renamed",
-    "check_valid_tag_types", "check_estimator_repr",
-    "check_no_attributes_set_in_init", "check_estimators_unfitted",
+    "check_estimator_cloneable",
+    "check_estimator_tags_renamed",
+    "check_valid_tag_types",
+    "check_estimator_repr",
+    "check_no_attributes_set_in_init",
+    "check_estimators_unfitted",
     "check_do_not_raise_errors_in_init_or_set_params",
-    "check_n_features_in_after_fitting", "check_mixin_order",
-    "check_parameters_default_constructible", "check_get_params_invariance",
+    "check_n_features_in_after_fitting",
+    "check_mixin_order",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
     "check_set_params",
 ]
 # Checks that feed a 2-D float array: the input here is raw text, so fit raises
@@ -507,9 +563,7 @@ EXPECTED_FAILED_CHECKS = {
 
 @pytest.mark.parametrize("check", API_CHECKS)
 def test_sklearn_api_checks(tiny_model_path, check):
-    getattr(estimator_checks, check)(
-        "HiddenStatesTransformer", HST(tiny_model_path)
-    )
+    getattr(estimator_checks, check)("HiddenStatesTransformer", HST(tiny_model_path))
 
 
 @pytest.mark.parametrize("check", sorted(EXPECTED_FAILED_CHECKS))
@@ -542,15 +596,21 @@ def test_minilm_shape_and_mean_equals_direct_call(real):
     assert stack.shape == (7, len(texts), 384)
     model, tokenizer = hst.model_, hst.processor_
     for start in range(0, 64, 32):
-        batch = tokenizer(texts[start:start + 32], padding=True, truncation=True,
-                          max_length=128, return_tensors="pt")
+        batch = tokenizer(
+            texts[start : start + 32],
+            padding=True,
+            truncation=True,
+            max_length=128,
+            return_tensors="pt",
+        )
         with torch.no_grad():
             states = model(**batch, output_hidden_states=True).hidden_states
         mask = batch["attention_mask"].unsqueeze(-1).double()
         for l, layer in enumerate(states):
             mean = (layer.double() * mask).sum(1) / mask.sum(1)
-            np.testing.assert_allclose(stack[l, start:start + 32], mean.numpy(),
-                                       atol=1e-5)
+            np.testing.assert_allclose(
+                stack[l, start : start + 32], mean.numpy(), atol=1e-5
+            )
 
 
 @pytest.mark.integration
@@ -558,7 +618,8 @@ def test_minilm_batch_size_and_order_independent(real):
     path, texts, _, stack = real
     perm = np.random.RandomState(0).permutation(48)
     out = HST(path, max_length=128, batch_size=5).fit_transform(
-        [texts[i] for i in perm])
+        [texts[i] for i in perm]
+    )
     np.testing.assert_allclose(out[:, np.argsort(perm)], stack[:, :48], atol=1e-5)
 
 
@@ -579,10 +640,12 @@ def test_minilm_layer_subset_equals_full_rows_and_skips_blocks(real, monkeypatch
         calls.append(1)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(transformers.models.bert.modeling_bert.BertLayer,
-                        "forward", forward)
-    out = HST(path, max_length=128, layers=[1, 3],
-              max_batch_tokens=None).fit_transform(texts)
+    monkeypatch.setattr(
+        transformers.models.bert.modeling_bert.BertLayer, "forward", forward
+    )
+    out = HST(path, max_length=128, layers=[1, 3], max_batch_tokens=None).fit_transform(
+        texts
+    )
     np.testing.assert_allclose(out, stack[[1, 3]], atol=1e-5)
     n_batches = -(-len(texts) // 32)  # batch_size only, no token budget
     assert len(calls) == 3 * n_batches  # blocks 4..6 never ran
@@ -602,7 +665,8 @@ def test_minilm_cache_hit_runs_no_forward_and_loads_nothing(real, tmp_path, coun
     np.testing.assert_array_equal(warm, cold)
     # Fewer layers are served by the every-layer entries: nothing runs.
     part = HST(path, max_length=128, cache=tmp_path, layers=[2]).fit_transform(
-        subset[:5])
+        subset[:5]
+    )
     assert counters["samples"] == 0
     np.testing.assert_array_equal(part, cold[[2], :5])
     # Another setting (max_length) is another key: it computes again.
@@ -615,19 +679,27 @@ def _pick_layer(stack, layer=1):
 
 
 @pytest.mark.integration
-def test_minilm_grid_search_runs_each_text_once(real, rotten_tomatoes_small,
-                                                tmp_path, counters):
+def test_minilm_grid_search_runs_each_text_once(
+    real, rotten_tomatoes_small, tmp_path, counters
+):
     _, labels = rotten_tomatoes_small
     path, texts, _, _ = real
     X, y = texts[:120], np.asarray(labels[:120])
-    pipe = Pipeline([
-        ("hst", HST(path, max_length=128, cache=tmp_path)),
-        ("pick", FunctionTransformer(_pick_layer)),
-        ("clf", LogisticRegression(max_iter=200)),
-    ])
+    pipe = Pipeline(
+        [
+            ("hst", HST(path, max_length=128, cache=tmp_path)),
+            ("pick", FunctionTransformer(_pick_layer)),
+            ("clf", LogisticRegression(max_iter=200)),
+        ]
+    )
     grid = GridSearchCV(
-        pipe, {"pick__kw_args": [{"layer": 1}, {"layer": 3}, {"layer": 6}],
-               "clf__C": [0.1, 1.0]}, cv=3, refit=True,
+        pipe,
+        {
+            "pick__kw_args": [{"layer": 1}, {"layer": 3}, {"layer": 6}],
+            "clf__C": [0.1, 1.0],
+        },
+        cv=3,
+        refit=True,
     )
     grid.fit(X, y)
     assert counters["samples"] == len(set(X)) + PROBE

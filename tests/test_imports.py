@@ -23,11 +23,23 @@ ROOT = Path(skloes.__file__).parent
 DOC = ROOT.parent / "doc" / "user_guide" / "data_contract.rst"
 
 # Modules that must not import torch (nor transformers) when imported alone.
-TORCH_FREE = ["skloes", "skloes.metrics", "skloes.selection", "skloes.heads",
-              "skloes.report", "skloes.core._contract", "skloes.core._targets",
-              "skloes.core._torch", "skloes.heads._mixins", "skloes.heads._scalar_mix",
-              "skloes.heads._georeg", "skloes.heads._georeg_finetune",
-              "skloes.extraction", "skloes.models._loading", "skloes.cli"]
+TORCH_FREE = [
+    "skloes",
+    "skloes.metrics",
+    "skloes.selection",
+    "skloes.heads",
+    "skloes.report",
+    "skloes.core._contract",
+    "skloes.core._targets",
+    "skloes.core._torch",
+    "skloes.heads._mixins",
+    "skloes.heads._scalar_mix",
+    "skloes.heads._georeg",
+    "skloes.heads._georeg_finetune",
+    "skloes.extraction",
+    "skloes.models._loading",
+    "skloes.cli",
+]
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_CODE_LINES = 60
 
@@ -45,8 +57,12 @@ def _imports(path, modules):
     """skloes modules imported anywhere in the file (functions included)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] == "skloes":
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] == "skloes"
+        ):
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
                 found.add(full if full in modules else node.module)
@@ -68,9 +84,12 @@ def test_every_module_has_a_floor():
 
 
 def test_no_module_imports_a_floor_above_its_own():
-    upward = [f"{a} ({_layout.floor_of(a)}) imports {b} ({_layout.floor_of(b)})"
-              for a, deps in _graph().items() for b in sorted(deps)
-              if not _layout.may_import(a, b)]
+    upward = [
+        f"{a} ({_layout.floor_of(a)}) imports {b} ({_layout.floor_of(b)})"
+        for a, deps in _graph().items()
+        for b in sorted(deps)
+        if not _layout.may_import(a, b)
+    ]
     assert not upward, "\n".join(upward)
 
 
@@ -94,7 +113,7 @@ def test_the_user_guide_shows_the_layout_of_the_code():
 def test_each_floor_package_says_what_it_may_import(floor):
     import importlib
 
-    below = [f.name for f in _layout.FLOORS[:_layout.FLOORS.index(floor)]]
+    below = [f.name for f in _layout.FLOORS[: _layout.FLOORS.index(floor)]]
     doc = importlib.import_module(floor.modules[0]).__doc__
     said = re.search(r"May import: ([^.]*)\.", doc)
     assert said, f"{floor.modules[0]}'s docstring must end with 'May import: ...'."
@@ -106,13 +125,20 @@ def _code_lines(node, source_lines):
     """Lines of a function that hold code (no docstring, comment or blank)."""
     body = node.body
     skip = set()
-    if body and isinstance(body[0], ast.Expr) and isinstance(
-            getattr(body[0], "value", None), ast.Constant) and isinstance(
-            body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         skip = set(range(body[0].lineno, body[0].end_lineno + 1))
-    return sum(1 for i in range(node.lineno, node.end_lineno + 1)
-               if i not in skip and source_lines[i - 1].strip()
-               and not source_lines[i - 1].strip().startswith("#"))
+    return sum(
+        1
+        for i in range(node.lineno, node.end_lineno + 1)
+        if i not in skip
+        and source_lines[i - 1].strip()
+        and not source_lines[i - 1].strip().startswith("#")
+    )
 
 
 def test_no_module_or_function_is_too_long():
@@ -139,27 +165,42 @@ def _imports_torch(node):
     if isinstance(node, ast.Call) and node.args:
         func = getattr(node.func, "id", getattr(node.func, "attr", ""))
         first = node.args[0]
-        return (func in {"import_optional", "import_module", "__import__"}
-                and isinstance(first, ast.Constant)
-                and str(first.value).split(".")[0] == "torch")
+        return (
+            func in {"import_optional", "import_module", "__import__"}
+            and isinstance(first, ast.Constant)
+            and str(first.value).split(".")[0] == "torch"
+        )
     return False
 
 
 def test_torch_is_reached_through_one_module():
-    direct = [f"{name}:{node.lineno}" for name, path in _modules().items()
-              if name != "skloes.core._torch"
-              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-              if _imports_torch(node)]
+    direct = [
+        f"{name}:{node.lineno}"
+        for name, path in _modules().items()
+        if name != "skloes.core._torch"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if _imports_torch(node)
+    ]
     assert not direct, "import torch through skloes.core._torch: " + ", ".join(direct)
 
 
 def test_the_torch_rule_sees_each_spelling():
-    spellings = ["import torch", "from torch import nn", "import torch.nn as nn",
-                 'import_optional("torch")', 'importlib.import_module("torch")']
-    assert all(any(_imports_torch(n) for n in ast.walk(ast.parse(s)))
-               for s in spellings)
-    assert not any(_imports_torch(n) for n in ast.walk(
-        ast.parse('import_optional("huggingface_hub", extra="torch")')))
+    spellings = [
+        "import torch",
+        "from torch import nn",
+        "import torch.nn as nn",
+        'import_optional("torch")',
+        'importlib.import_module("torch")',
+    ]
+    assert all(
+        any(_imports_torch(n) for n in ast.walk(ast.parse(s))) for s in spellings
+    )
+    assert not any(
+        _imports_torch(n)
+        for n in ast.walk(
+            ast.parse('import_optional("huggingface_hub", extra="torch")')
+        )
+    )
 
 
 def test_no_import_circle():
@@ -171,7 +212,7 @@ def test_no_import_circle():
         stack.append(node)
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == "open":
-                circle = stack[stack.index(dep):] + [dep]
+                circle = stack[stack.index(dep) :] + [dep]
                 raise AssertionError("import circle: " + " -> ".join(circle))
             if dep not in state:
                 visit(dep)
@@ -184,8 +225,11 @@ def test_no_import_circle():
 
 
 def test_the_circle_detector_finds_a_circle(monkeypatch):
-    fake = {"skloes.a": {"skloes.b"}, "skloes.b": {"skloes.c"},
-            "skloes.c": {"skloes.a"}}
+    fake = {
+        "skloes.a": {"skloes.b"},
+        "skloes.b": {"skloes.c"},
+        "skloes.c": {"skloes.a"},
+    }
     monkeypatch.setattr(sys.modules[__name__], "_graph", lambda: fake)
     try:
         test_no_import_circle()
@@ -223,6 +267,8 @@ def test_every_module_imports_alone():
     names = [n for n in _modules() if n != "skloes.__main__"]
     proc = subprocess.run(
         [sys.executable, "-c", _IMPORT_EACH, ",".join(names), ",".join(TORCH_FREE)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

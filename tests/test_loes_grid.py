@@ -24,14 +24,17 @@ def deep():
     return stack, y
 
 
-@pytest.mark.parametrize("n_layers, budget, expected", [
-    (31, 4, SMOL_GRID),
-    (31, 1, SMOL_GRID),
-    (7, 4, list(range(7))),
-    (13, 4, [0, 2, 4, 6, 8, 10, 12]),
-    (31, 6, [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30]),
-    (100, 4, list(range(3, 100, 4))),
-])
+@pytest.mark.parametrize(
+    "n_layers, budget, expected",
+    [
+        (31, 4, SMOL_GRID),
+        (31, 1, SMOL_GRID),
+        (7, 4, list(range(7))),
+        (13, 4, [0, 2, 4, 6, 8, 10, 12]),
+        (31, 6, [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30]),
+        (100, 4, list(range(3, 100, 4))),
+    ],
+)
 def test_auto_grid_counts_down_from_the_last_layer(n_layers, budget, expected):
     assert auto_grid(n_layers, budget).tolist() == expected
 
@@ -49,8 +52,9 @@ def test_grid_fit_equals_a_fit_on_the_grid_substack(deep):
     stack, y = deep
     sel = LOESSelector(random_state=0).fit(stack, y)
     sub = LOESSelector(candidate_grid="all", random_state=0).fit(stack[SMOL_GRID], y)
-    np.testing.assert_array_equal(sel.selection_order_,
-                                  np.array(SMOL_GRID)[sub.selection_order_])
+    np.testing.assert_array_equal(
+        sel.selection_order_, np.array(SMOL_GRID)[sub.selection_order_]
+    )
 
 
 def test_reference_and_all_search_every_layer(deep):
@@ -64,8 +68,9 @@ def test_reference_and_all_search_every_layer(deep):
 
 def test_explicit_grid_and_its_errors(deep):
     stack, y = deep
-    sel = LOESSelector(candidate_grid=[20, 5, 15, 5], n_layers_to_select=2,
-                       random_state=0).fit(stack, y)
+    sel = LOESSelector(
+        candidate_grid=[20, 5, 15, 5], n_layers_to_select=2, random_state=0
+    ).fit(stack, y)
     assert sel.grid_layers_.tolist() == [5, 15, 20]
     assert set(sel.selection_order_.tolist()) <= {5, 15, 20}
     with pytest.raises(ValueError, match="candidate_grid"):
@@ -82,8 +87,9 @@ def test_shallow_stack_is_not_thinned():
     stack = rng.normal(size=(7, 80, 5))
     stack[2, :, 0] += 2 * y
     auto = LOESSelector(n_layers_to_select=2, random_state=0).fit(stack, y)
-    every = LOESSelector(n_layers_to_select=2, candidate_grid="all",
-                         random_state=0).fit(stack, y)
+    every = LOESSelector(
+        n_layers_to_select=2, candidate_grid="all", random_state=0
+    ).fit(stack, y)
     assert auto.grid_layers_.tolist() == list(range(7))
     np.testing.assert_array_equal(auto.selection_order_, every.selection_order_)
 
@@ -106,9 +112,11 @@ def test_cv_reports_fold_selections_and_their_stability(deep):
     assert len(cv.fold_selections_) == 3
     for i, picks in enumerate(cv.fold_selections_):
         np.testing.assert_array_equal(
-            picks, cv.cv_results_[f"split{i}_selection_order"][:k])
+            picks, cv.cv_results_[f"split{i}_selection_order"][:k]
+        )
     assert cv.selection_stability_ == pytest.approx(
-        selection_stability(cv.fold_selections_, 31))
+        selection_stability(cv.fold_selections_, 31)
+    )
 
 
 def test_one_se_rule_prefers_the_smaller_budget_within_noise():
@@ -130,5 +138,6 @@ def test_budget_rules_agree_on_a_clear_gain(deep):
     best = LOESSelectorCV(budget_rule="best", **kw).fit(stack, y)
     one_se = LOESSelectorCV(**kw).fit(stack, y)
     assert one_se.n_layers_to_select_ <= best.n_layers_to_select_
-    np.testing.assert_array_equal(best.cv_results_["mean_test_score"],
-                                  one_se.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(
+        best.cv_results_["mean_test_score"], one_se.cv_results_["mean_test_score"]
+    )

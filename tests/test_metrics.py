@@ -278,8 +278,12 @@ def test_selector_quantities_match_their_definitions():
 # --------------------------------------------------------------------------
 # Augmentation
 # --------------------------------------------------------------------------
-TEXTS = ["An utterly charming film, 10/10!", "dull", "",
-         "Plot holes everywhere in 2024"]
+TEXTS = [
+    "An utterly charming film, 10/10!",
+    "dull",
+    "",
+    "Plot holes everywhere in 2024",
+]
 
 
 def test_augmented_views_are_deterministic_and_keep_word_count():
@@ -305,15 +309,22 @@ def test_augment_operations_follow_the_spec():
         if old.isascii() and old.isalnum() and old != "x":
             assert new != old
             assert (old.islower(), old.isupper(), old.isdigit()) == (
-                new.islower(), new.isupper(), new.isdigit()
+                new.islower(),
+                new.isupper(),
+                new.isdigit(),
             )
         else:
             assert new == old  # punctuation, spaces and the 1-letter word stay
-    typo = augment_text("hello", np.random.default_rng(1), p_split=0.0, p_word=1.0,
-                        p_char=0.0, p_typo=1.0)
+    typo = augment_text(
+        "hello",
+        np.random.default_rng(1),
+        p_split=0.0,
+        p_word=1.0,
+        p_char=0.0,
+        p_typo=1.0,
+    )
     assert all(n in QWERTY_NEIGHBOURS[o] for o, n in zip("hello", typo, strict=True))
-    split = augment_text("abcdefgh", np.random.default_rng(2), p_split=1.0,
-                         p_word=0.0)
+    split = augment_text("abcdefgh", np.random.default_rng(2), p_split=1.0, p_word=0.0)
     assert split.replace(" ", "") == "abcdefgh" and len(split.split()) == 2
     assert QWERTY_NEIGHBOURS["s"] == "adwezx"
     assert QWERTY_NEIGHBOURS["q"] == "wa"
@@ -375,13 +386,19 @@ def test_token_metric_pooling_matches_plain_arrays(tiny_model_path):
 
     from skloes import HiddenStatesTransformer
 
-    texts = ["a good movie", "the plot is very dull and boring", "fun", "i was",
-             "this film was quite lovely really"]
+    texts = [
+        "a good movie",
+        "the plot is very dull and boring",
+        "fun",
+        "i was",
+        "this film was quite lovely really",
+    ]
     token = TokenMetricPooling()
     outs = []
     for batch_size in (1, 4):  # padding must not change anything
-        hst = HiddenStatesTransformer(tiny_model_path, pooling=token, device="cpu",
-                                      batch_size=batch_size)
+        hst = HiddenStatesTransformer(
+            tiny_model_path, pooling=token, device="cpu", batch_size=batch_size
+        )
         outs.append(hst.fit_transform(texts))
     np.testing.assert_allclose(outs[0], outs[1], atol=1e-5)
     pooled, metrics = token.split(outs[1])
@@ -410,7 +427,7 @@ def test_token_metric_values_ignore_padding_side():
     mask_r, mask_l = np.zeros((4, 7)), np.zeros((4, 7))
     for b, Z in enumerate(prompts):
         right[b, : len(Z)], mask_r[b, : len(Z)] = Z, 1
-        left[b, 7 - len(Z):], mask_l[b, 7 - len(Z):] = Z, 1
+        left[b, 7 - len(Z) :], mask_l[b, 7 - len(Z) :] = Z, 1
     token = TokenMetricPooling()
     v_r = token.values(right, mask_r)
     v_l = TokenMetricPooling(chunk_size=3).values(left, mask_l)  # chunked

@@ -14,8 +14,14 @@ def _reference(hidden, mask, pooling):
     out = []
     for h, m in zip(hidden, mask.astype(bool), strict=True):
         real = h[m]
-        out.append({"mean": real.mean(0), "first": real[0], "last": real[-1],
-                    "max": real.max(0)}[pooling])
+        out.append(
+            {
+                "mean": real.mean(0),
+                "first": real[0],
+                "last": real[-1],
+                "max": real.max(0),
+            }[pooling]
+        )
     return np.stack(out)
 
 
@@ -28,7 +34,7 @@ def _padded(side):
         if side == "right":
             mask[i, :n] = 1
         else:
-            mask[i, 5 - n:] = 1
+            mask[i, 5 - n :] = 1
     # Padding positions hold huge values: any leak shows up in every mode.
     hidden[mask == 0] = 1e6
     return hidden, mask
@@ -82,8 +88,12 @@ def test_pool_layers_callable_gets_states_and_mask():
 
 
 @pytest.mark.parametrize(
-    "bad", [lambda h, m: h.mean(1)[0], lambda h, m: h.mean(1)[:1],
-            lambda h, m: h[:, :, :0].sum(1)],
+    "bad",
+    [
+        lambda h, m: h.mean(1)[0],
+        lambda h, m: h.mean(1)[:1],
+        lambda h, m: h[:, :, :0].sum(1),
+    ],
 )
 def test_pool_layers_callable_with_wrong_shape_is_a_clear_error(bad):
     hidden, mask = _padded("right")

@@ -45,8 +45,9 @@ def test_int8_linear_matches_float_within_quantization_error():
 def test_int8_replaces_every_linear_and_bfloat16_casts_the_model(tiny_model_path):
     from skloes.models._precision import Int8Linear
 
-    hst = HiddenStatesTransformer(tiny_model_path, device="cpu",
-                                  precision="int8").fit(TEXTS)
+    hst = HiddenStatesTransformer(tiny_model_path, device="cpu", precision="int8").fit(
+        TEXTS
+    )
     modules = list(hst.model_.modules())
     assert not any(type(m) is torch.nn.Linear for m in modules)
     assert any(isinstance(m, Int8Linear) for m in modules)
@@ -57,8 +58,9 @@ def test_int8_replaces_every_linear_and_bfloat16_casts_the_model(tiny_model_path
 @pytest.mark.parametrize("precision", ["bfloat16", "int8"])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_returned_dtype_is_the_users(tiny_model_path, precision, dtype):
-    out = HiddenStatesTransformer(tiny_model_path, device="cpu", dtype=dtype,
-                                  precision=precision).fit_transform(TEXTS)
+    out = HiddenStatesTransformer(
+        tiny_model_path, device="cpu", dtype=dtype, precision=precision
+    ).fit_transform(TEXTS)
     assert out.dtype == np.dtype(dtype)
     assert out.shape == (3, len(TEXTS), 8)
     assert np.isfinite(out).all()
@@ -72,12 +74,12 @@ def test_decoder_runs_and_truncated_forward_still_matches(llama, precision):
     np.testing.assert_allclose(part[0], full[1], rtol=1e-5, atol=1e-6)
 
 
-def test_precision_is_part_of_the_cache_key(tiny_model_path, tmp_path,
-                                            cache_entries):
+def test_precision_is_part_of_the_cache_key(tiny_model_path, tmp_path, cache_entries):
     folders = {}
     for precision in ("float32", "bfloat16", "int8"):
-        hst = HiddenStatesTransformer(tiny_model_path, device="cpu", cache=tmp_path,
-                                      precision=precision)
+        hst = HiddenStatesTransformer(
+            tiny_model_path, device="cpu", cache=tmp_path, precision=precision
+        )
         out = hst.fit_transform(TEXTS)
         again = clone(hst).fit_transform(TEXTS)  # served by its own entries
         np.testing.assert_array_equal(out, again)
@@ -132,8 +134,9 @@ def test_get_params_clone_and_pickle_keep_precision(tiny_model_path):
 def test_probe_passes_precision_through_extractor_params(tiny_model_path):
     from skloes.probe import LayerProbeClassifier
 
-    probe = LayerProbeClassifier(tiny_model_path, device="cpu",
-                                 extractor_params={"precision": "bfloat16"})
+    probe = LayerProbeClassifier(
+        tiny_model_path, device="cpu", extractor_params={"precision": "bfloat16"}
+    )
     assert probe._extractor().precision == "bfloat16"
 
 
@@ -151,11 +154,13 @@ def test_minilm_reduced_precision_vectors_are_close(minilm_path, rotten_tomatoes
     _close_to_float32(minilm_path, texts, {"bfloat16": 0.999, "int8": 0.99})
 
 
-def test_smollm2_reduced_precision_vectors_are_close(smollm2_path,
-                                                     rotten_tomatoes_small):
+def test_smollm2_reduced_precision_vectors_are_close(
+    smollm2_path, rotten_tomatoes_small
+):
     texts = list(rotten_tomatoes_small[0][:24])
-    _close_to_float32(smollm2_path, texts, {"bfloat16": 0.999, "int8": 0.99},
-                      layers=[0, 10, 20, 30])
+    _close_to_float32(
+        smollm2_path, texts, {"bfloat16": 0.999, "int8": 0.99}, layers=[0, 10, 20, 30]
+    )
 
 
 def test_cli_probe_takes_precision():

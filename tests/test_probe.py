@@ -37,10 +37,20 @@ from skloes.selection import (  # noqa: E402
     MetricTopKSelector,
 )
 
-TEXTS = ["a good movie", "the plot was dull and boring", "fun and warm",
-         "i really did not like it", "great acting", "bad", "a warm good film",
-         "boring boring dull", "what a fun ride", "not good at all",
-         "lovely and warm", "dull plot bad acting"] * 3
+TEXTS = [
+    "a good movie",
+    "the plot was dull and boring",
+    "fun and warm",
+    "i really did not like it",
+    "great acting",
+    "bad",
+    "a warm good film",
+    "boring boring dull",
+    "what a fun ride",
+    "not good at all",
+    "lovely and warm",
+    "dull plot bad acting",
+] * 3
 Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
 NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
 
@@ -78,9 +88,12 @@ def tiny_llama(tmp_path_factory):
 
 def _first_layers(n, n_layers=7):
     """A selector that keeps layers 1..n (the pruned pass stops after block n)."""
-    return MetricTopKSelector(metric="layer_scores", n_layers_to_select=n,
-                              layer_scores=-np.arange(n_layers),
-                              include_embedding=False)
+    return MetricTopKSelector(
+        metric="layer_scores",
+        n_layers_to_select=n,
+        layer_scores=-np.arange(n_layers),
+        include_embedding=False,
+    )
 
 
 # ------------------------------------------------------------------- probe
@@ -99,11 +112,15 @@ def test_probe_fits_predicts_and_uses_only_its_layers(deep_tiny):
 def test_probe_predicts_what_the_full_pipeline_predicts(deep_tiny):
     probe = LayerProbeClassifier(deep_tiny, random_state=0).fit(TEXTS, Y)
     full = make_pipeline(
-        HST(deep_tiny, max_length=128), LOESSelector(random_state=0),
-        StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)).fit(TEXTS, Y)
+        HST(deep_tiny, max_length=128),
+        LOESSelector(random_state=0),
+        StandardScaler(),
+        LogisticRegression(C=0.01, max_iter=1000),
+    ).fit(TEXTS, Y)
     np.testing.assert_array_equal(full[1].selected_layers_, probe.selected_layers_)
-    np.testing.assert_allclose(probe.predict_proba(NEW), full.predict_proba(NEW),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        probe.predict_proba(NEW), full.predict_proba(NEW), atol=1e-6
+    )
 
 
 def test_probe_predict_runs_only_through_the_deepest_selected_block(deep_tiny):
@@ -141,16 +158,21 @@ def test_grid_search_with_a_cache_runs_each_text_once(deep_tiny, tmp_path):
             bert_calls[0] += output.shape[0]
 
     probe = LayerProbeClassifier(deep_tiny, cache=tmp_path / "cache", random_state=0)
-    search = GridSearchCV(probe, {"selector__n_layers_to_select": [1, 2, 4],
-                                  "estimator__C": [0.1, 1.0]}, cv=3)
+    search = GridSearchCV(
+        probe,
+        {"selector__n_layers_to_select": [1, 2, 4], "estimator__C": [0.1, 1.0]},
+        cv=3,
+    )
     handle = torch.nn.modules.module.register_module_forward_hook(hook)
     try:
         search.fit(TEXTS, Y)
     finally:
         handle.remove()
     assert bert_calls[0] == len(set(TEXTS))
-    assert search.best_estimator_.selected_layers_.size == \
-        search.best_params_["selector__n_layers_to_select"]
+    assert (
+        search.best_estimator_.selected_layers_.size
+        == search.best_params_["selector__n_layers_to_select"]
+    )
 
 
 def test_probe_rejects_bad_parameters_and_targets(deep_tiny):
@@ -166,20 +188,29 @@ def test_probe_rejects_bad_parameters_and_targets(deep_tiny):
 
 # ------------------------------------------------ sklearn checks (text input)
 API_CHECKS = [
-    "check_estimator_cloneable", "check_estimator_tags_renamed",
-    "check_valid_tag_types", "check_estimator_repr",
-    "check_no_attributes_set_in_init", "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
-    "check_parameters_default_constructible", "check_get_params_invariance",
+    "check_estimator_cloneable",
+    "check_estimator_tags_renamed",
+    "check_valid_tag_types",
+    "check_estimator_repr",
+    "check_no_attributes_set_in_init",
+    "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params",
+    "check_mixin_order",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
     "check_set_params",
 ]
 # Checks that feed a 2-D float array: the input here is raw text, so fit
 # raises a clear TypeError; what each guards is tested by hand below.
-NUMERIC_CHECKS = ["check_fit_score_takes_y", "check_estimators_overwrite_params",
-                  "check_dont_overwrite_parameters",
-                  "check_estimators_fit_returns_self", "check_fit_idempotent",
-                  "check_methods_sample_order_invariance",
-                  "check_methods_subset_invariance"]
+NUMERIC_CHECKS = [
+    "check_fit_score_takes_y",
+    "check_estimators_overwrite_params",
+    "check_dont_overwrite_parameters",
+    "check_estimators_fit_returns_self",
+    "check_fit_idempotent",
+    "check_methods_sample_order_invariance",
+    "check_methods_subset_invariance",
+]
 
 
 @pytest.mark.parametrize("cls", [LayerProbeClassifier, LayerProbeRegressor])
@@ -196,15 +227,17 @@ def test_sklearn_api_checks(deep_tiny, cls, check):
 def test_selected_layer_fusion_api_checks(check):
     H = np.random.RandomState(0).normal(size=(4, 20, 3))
     selector = LastKSelector(n_layers_to_select=2).fit(H)
-    getattr(estimator_checks, check)("SelectedLayerFusion",
-                                     SelectedLayerFusion(selector))
+    getattr(estimator_checks, check)(
+        "SelectedLayerFusion", SelectedLayerFusion(selector)
+    )
 
 
 @pytest.mark.parametrize("check", NUMERIC_CHECKS)
 def test_numeric_checks_fail_with_a_clear_type_error(deep_tiny, check):
     with pytest.raises(TypeError, match="must hold strings for a text model"):
-        getattr(estimator_checks, check)("LayerProbeClassifier",
-                                         LayerProbeClassifier(deep_tiny))
+        getattr(estimator_checks, check)(
+            "LayerProbeClassifier", LayerProbeClassifier(deep_tiny)
+        )
 
 
 def test_probe_contract_on_text(deep_tiny):
@@ -215,8 +248,9 @@ def test_probe_contract_on_text(deep_tiny):
     first = probe.predict_proba(NEW)
     np.testing.assert_array_equal(probe.fit(TEXTS, Y).predict_proba(NEW), first)
     order = [3, 0, 2, 1]
-    np.testing.assert_allclose(probe.predict_proba([NEW[i] for i in order]),
-                               first[order], atol=1e-6)
+    np.testing.assert_allclose(
+        probe.predict_proba([NEW[i] for i in order]), first[order], atol=1e-6
+    )
     np.testing.assert_allclose(probe.predict_proba(NEW[:2]), first[:2], atol=1e-6)
     import pickle
 
@@ -230,19 +264,23 @@ def test_pruned_pipeline_equals_the_full_one_on_an_encoder(deep_tiny, scaling):
     full = make_pipeline(
         HST(deep_tiny, output="flat"),
         LOESSelector(n_layers_to_select=2, fusion_scaling=scaling, random_state=0),
-        StandardScaler(), LogisticRegression()).fit(TEXTS, Y)
+        StandardScaler(),
+        LogisticRegression(),
+    ).fit(TEXTS, Y)
     pruned = prune_layers(full)
     assert isinstance(pruned[1], SelectedLayerFusion)
     np.testing.assert_array_equal(pruned[0].layers_, full[1].selected_layers_)
-    np.testing.assert_allclose(pruned.predict_proba(NEW), full.predict_proba(NEW),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        pruned.predict_proba(NEW), full.predict_proba(NEW), atol=1e-6
+    )
     assert full[0].layers == "all"  # the original is left as it was
 
 
 @pytest.mark.parametrize("padding", ["right", "left"])
 def test_pruned_pipeline_equals_the_full_one_on_a_decoder(tiny_llama, padding):
     full = make_pipeline(HST(tiny_llama), _first_layers(2, 5), Ridge()).fit(
-        TEXTS, Y.astype(float))
+        TEXTS, Y.astype(float)
+    )
     tokenizer = full[0].processor_
     tokenizer.padding_side = padding
     pruned = prune_layers(full)
@@ -253,13 +291,16 @@ def test_pruned_pipeline_equals_the_full_one_on_a_decoder(tiny_llama, padding):
 
 def test_pruning_keeps_a_subset_extractor_consistent(deep_tiny):
     """The selector indexes the extractor's output, not hidden-state numbers."""
-    full = make_pipeline(HST(deep_tiny, layers=[2, 4, 6]),
-                         LastKSelector(n_layers_to_select=1),
-                         LogisticRegression()).fit(TEXTS, Y)
+    full = make_pipeline(
+        HST(deep_tiny, layers=[2, 4, 6]),
+        LastKSelector(n_layers_to_select=1),
+        LogisticRegression(),
+    ).fit(TEXTS, Y)
     pruned = prune_layers(full)
     np.testing.assert_array_equal(pruned[0].layers_, [6])
-    np.testing.assert_allclose(pruned.predict_proba(NEW), full.predict_proba(NEW),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        pruned.predict_proba(NEW), full.predict_proba(NEW), atol=1e-6
+    )
 
 
 def test_prune_layers_refuses_what_it_cannot_prune(deep_tiny):
@@ -274,8 +315,9 @@ def test_prune_layers_refuses_what_it_cannot_prune(deep_tiny):
 
 
 def test_pruned_extractor_reads_the_every_layer_cache(deep_tiny, tmp_path):
-    full = make_pipeline(HST(deep_tiny, cache=tmp_path), _first_layers(2),
-                         LogisticRegression()).fit(TEXTS, Y)
+    full = make_pipeline(
+        HST(deep_tiny, cache=tmp_path), _first_layers(2), LogisticRegression()
+    ).fit(TEXTS, Y)
     full.predict(NEW)  # every layer of NEW is now in the cache
     pruned = prune_layers(full)
     assert _blocks_run(deep_tiny, lambda: pruned.predict(NEW)) == 0
@@ -297,15 +339,19 @@ def _assert_no_weights(archive, model):
 
     weights = load_file(os.path.join(model, "model.safetensors"))
     with zipfile.ZipFile(archive) as zf:
-        arrays = [np.load(io.BytesIO(zf.read(n)), allow_pickle=False)
-                  for n in zf.namelist() if n.endswith(".npy")]
+        arrays = [
+            np.load(io.BytesIO(zf.read(n)), allow_pickle=False)
+            for n in zf.namelist()
+            if n.endswith(".npy")
+        ]
     assert arrays  # the fitted state is there
     for w in weights.values():
         assert not any(a.shape == w.shape and np.array_equal(a, w) for a in arrays)
 
 
 def test_saved_probe_loads_in_a_fresh_process_with_identical_predictions(
-        deep_tiny, tmp_path):
+    deep_tiny, tmp_path
+):
     model = _copy_model(deep_tiny, tmp_path / "model")
     probe = LayerProbeClassifier(model, random_state=0).fit(TEXTS, Y)
     folder = save_probe(probe, tmp_path / "saved")
@@ -315,13 +361,21 @@ def test_saved_probe_loads_in_a_fresh_process_with_identical_predictions(
     assert manifest["model"] == model
     assert manifest["model_fingerprint"] == probe.pipeline_[0].model_fingerprint_
     _assert_no_weights(folder / "estimator.skops", model)
-    code = ("import sys, json, numpy as np; from skloes.probe import load_probe;"
-            "p = load_probe(sys.argv[1]);"
-            "print(json.dumps(p.predict_proba(json.loads(sys.argv[2])).tolist()))")
-    out = subprocess.run([sys.executable, "-c", code, str(folder), json.dumps(NEW)],
-                         capture_output=True, text=True, check=True, timeout=300)
-    np.testing.assert_array_equal(np.array(json.loads(out.stdout)),
-                                  probe.predict_proba(NEW))
+    code = (
+        "import sys, json, numpy as np; from skloes.probe import load_probe;"
+        "p = load_probe(sys.argv[1]);"
+        "print(json.dumps(p.predict_proba(json.loads(sys.argv[2])).tolist()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder), json.dumps(NEW)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    np.testing.assert_array_equal(
+        np.array(json.loads(out.stdout)), probe.predict_proba(NEW)
+    )
 
 
 def test_load_refuses_changed_or_missing_weights(deep_tiny, tmp_path):
@@ -342,8 +396,9 @@ def test_load_refuses_changed_or_missing_weights(deep_tiny, tmp_path):
 
 
 def test_a_pruned_pipeline_saves_and_loads(deep_tiny, tmp_path):
-    full = make_pipeline(HST(deep_tiny), _first_layers(2), StandardScaler(),
-                         LogisticRegression()).fit(TEXTS, Y)
+    full = make_pipeline(
+        HST(deep_tiny), _first_layers(2), StandardScaler(), LogisticRegression()
+    ).fit(TEXTS, Y)
     pruned = prune_layers(full)
     back = load_probe(save_probe(pruned, tmp_path / "p"))
     np.testing.assert_array_equal(back.predict_proba(NEW), pruned.predict_proba(NEW))
@@ -354,8 +409,9 @@ class _Custom(LogisticRegression):
 
 
 def test_load_refuses_untrusted_types_unless_trusted(deep_tiny, tmp_path):
-    pipe = prune_layers(make_pipeline(HST(deep_tiny), _first_layers(1),
-                                      _Custom()).fit(TEXTS, Y))
+    pipe = prune_layers(
+        make_pipeline(HST(deep_tiny), _first_layers(1), _Custom()).fit(TEXTS, Y)
+    )
     folder = save_probe(pipe, tmp_path / "p")
     with pytest.raises(ValueError, match="not trusted.*_Custom"):
         load_probe(folder)
@@ -389,24 +445,34 @@ def test_probe_on_real_minilm_and_text(minilm_path, rotten_tomatoes_small):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         probe.fit(X[:150], y[:150])
-    full = make_pipeline(HST(minilm_path, max_length=64), clone(probe.selector_),
-                         StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
+    full = make_pipeline(
+        HST(minilm_path, max_length=64),
+        clone(probe.selector_),
+        StandardScaler(),
+        LogisticRegression(C=0.01, max_iter=1000),
+    )
     full.fit(X[:150], y[:150])
-    np.testing.assert_allclose(probe.predict_proba(X[150:]),
-                               full.predict_proba(X[150:]), atol=1e-6)
+    np.testing.assert_allclose(
+        probe.predict_proba(X[150:]), full.predict_proba(X[150:]), atol=1e-6
+    )
     assert probe.score(X[150:], y[150:]) > 0.5
 
 
 @pytest.mark.integration
 def test_probe_on_real_smollm2_saves_and_runs_only_its_blocks(
-        smollm2_path, rotten_tomatoes_small, tmp_path):
+    smollm2_path, rotten_tomatoes_small, tmp_path
+):
     """The decoder our users probe: fit, predict through the deepest selected
     block only, save without the weights and load with identical predictions."""
     X, y = rotten_tomatoes_small
     X, y = list(X[:120]), np.asarray(y[:120])
     probe = LayerProbeClassifier(
-        "HuggingFaceTB/SmolLM2-135M-Instruct", max_length=32, batch_size=40,
-        selector=LOESSelector(n_layers_to_select=2, random_state=0), random_state=0)
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        max_length=32,
+        batch_size=40,
+        selector=LOESSelector(n_layers_to_select=2, random_state=0),
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         probe.fit(X[:80], y[:80])
@@ -415,7 +481,9 @@ def test_probe_on_real_smollm2_saves_and_runs_only_its_blocks(
     ran = set()  # the distinct decoder blocks that ran
     hook = torch.nn.modules.module.register_module_forward_hook(
         lambda module, i, o: ran.add(id(module))
-        if type(module).__name__ == "LlamaDecoderLayer" else None)
+        if type(module).__name__ == "LlamaDecoderLayer"
+        else None
+    )
     try:
         probe.predict(X[80:])
     finally:
@@ -424,5 +492,6 @@ def test_probe_on_real_smollm2_saves_and_runs_only_its_blocks(
     assert probe.score(X[80:], y[80:]) > 0.5
     folder = save_probe(probe, tmp_path / "smollm2_probe")
     assert sum(f.stat().st_size for f in folder.iterdir()) < 1_000_000  # no weights
-    np.testing.assert_allclose(load_probe(folder).predict_proba(X[80:]),
-                               probe.predict_proba(X[80:]), atol=1e-6)
+    np.testing.assert_allclose(
+        load_probe(folder).predict_proba(X[80:]), probe.predict_proba(X[80:]), atol=1e-6
+    )

@@ -25,9 +25,14 @@ def test_readme_two_commands_are_the_scripts_ci_runs():
 
 
 @pytest.mark.integration
-def test_readme_python_example_runs(minilm_cache_home, monkeypatch, capsys,
-                                    minilm_path, texts_through_model,
-                                    cache_entries):
+def test_readme_python_example_runs(
+    minilm_cache_home,
+    monkeypatch,
+    capsys,
+    minilm_path,
+    texts_through_model,
+    cache_entries,
+):
     from skloes.core._cache import content_key
 
     # The session's shared folder: the quick start and the examples extract
@@ -42,8 +47,10 @@ def test_readme_python_example_runs(minilm_cache_home, monkeypatch, capsys,
     assert out.splitlines()[-1] in ("[0]", "[1]")  # rotten, fresh
     best = namespace["best"]
     assert best.pipeline_[0].layers_.tolist() == best.selected_layers_.tolist()
-    assert len(best.selected_layers_) == \
-        namespace["search"].best_params_["selector__n_layers_to_select"]
+    assert (
+        len(best.selected_layers_)
+        == namespace["search"].best_params_["selector__n_layers_to_select"]
+    )
     from skloes.probe import load_probe
 
     loaded = load_probe(minilm_cache_home / "rt_probe")

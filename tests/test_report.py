@@ -28,9 +28,17 @@ def planted():
 def report(planted):
     H, y = planted
     return layer_report(
-        H, y, n_layers_to_select=2,
-        metrics=("dataset_entropy", "erank_sigma", "erank_sigma2", "isotropy",
-                 "intrinsic_dim", "simplex_volume"),
+        H,
+        y,
+        n_layers_to_select=2,
+        metrics=(
+            "dataset_entropy",
+            "erank_sigma",
+            "erank_sigma2",
+            "isotropy",
+            "intrinsic_dim",
+            "simplex_volume",
+        ),
         extra_metrics={"curvature": [0.1, 0.2, 0.3, 0.4]},
     )
 
@@ -52,7 +60,11 @@ def test_report_scores_follow_the_planted_signal(report, planted):
 def test_summary_compares_loes_with_baselines(report):
     s = report.summary()
     assert [m["method"] for m in s["methods"]] == [
-        "loes", "last_layer", "best_single_layer", "last_k", "all_layers"
+        "loes",
+        "last_layer",
+        "best_single_layer",
+        "last_k",
+        "all_layers",
     ]
     by = {m["method"]: m for m in s["methods"]}
     assert by["last_layer"]["layers"] == [3]
@@ -71,8 +83,13 @@ def test_summary_compares_loes_with_baselines(report):
 def test_to_frame_and_text_table(report):
     frame = report.to_frame()
     assert frame.index.name == "layer" and list(frame.index) == [0, 1, 2, 3]
-    for column in ("probe_score", "probe_score_std", "selected", "dataset_entropy",
-                   "curvature"):
+    for column in (
+        "probe_score",
+        "probe_score_std",
+        "selected",
+        "dataset_entropy",
+        "curvature",
+    ):
         assert column in frame.columns
     assert frame["selected"].sum() == 2
     lines = report.format_table().splitlines()
@@ -85,17 +102,36 @@ def test_save_writes_well_formed_files(report, tmp_path):
     with open(folder / "layers.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4
-    assert list(rows[0]) == ["layer", "probe_score", "probe_score_std", "selected",
-                             "selection_frequency", *report.metrics_]
+    assert list(rows[0]) == [
+        "layer",
+        "probe_score",
+        "probe_score_std",
+        "selected",
+        "selection_frequency",
+        *report.metrics_,
+    ]
     assert [int(r["layer"]) for r in rows] == [0, 1, 2, 3]
-    np.testing.assert_allclose([float(r["probe_score"]) for r in rows],
-                               report.probe_scores_)
+    np.testing.assert_allclose(
+        [float(r["probe_score"]) for r in rows], report.probe_scores_
+    )
     assert sum(int(r["selected"]) for r in rows) == 2
     payload = json.loads((folder / "selection.json").read_text())
-    for key in ("task", "scoring", "n_layers", "selected_layers", "selection_order",
-                "fused_score", "last_layer_score", "best_layer", "best_layer_score",
-                "profile_best_layer", "fold_selections", "selection_stability",
-                "selection_frequency", "methods"):
+    for key in (
+        "task",
+        "scoring",
+        "n_layers",
+        "selected_layers",
+        "selection_order",
+        "fused_score",
+        "last_layer_score",
+        "best_layer",
+        "best_layer_score",
+        "profile_best_layer",
+        "fold_selections",
+        "selection_stability",
+        "selection_frequency",
+        "methods",
+    ):
         assert key in payload
     assert payload["selected_layers"] == [int(v) for v in report.selected_layers_]
     image = mpimg.imread(folder / "profile.png")
@@ -118,8 +154,13 @@ def test_plot_has_integer_layer_ticks_and_marks_selection(report):
 
 def test_report_is_deterministic_and_clonable(planted):
     H, y = planted
-    a = LayerReport(n_layers_to_select=2, metrics=("isotropy",), random_state=3,
-                    cv=3, baselines=("last_k",))
+    a = LayerReport(
+        n_layers_to_select=2,
+        metrics=("isotropy",),
+        random_state=3,
+        cv=3,
+        baselines=("last_k",),
+    )
     b = clone(a)
     assert a.fit(H, y).summary() == b.fit(H, y).summary()
 
@@ -127,8 +168,14 @@ def test_report_is_deterministic_and_clonable(planted):
 def test_nested_and_flat_inputs(planted):
     H, y = planted
     flat = np.ascontiguousarray(H.transpose(1, 0, 2)).reshape(90, -1)
-    nested = LayerReport(n_layers_to_select=2, metrics=("isotropy",), nested=True,
-                         cv=3, baselines=("last_layer",), layer_dim=6).fit(flat, y)
+    nested = LayerReport(
+        n_layers_to_select=2,
+        metrics=("isotropy",),
+        nested=True,
+        cv=3,
+        baselines=("last_layer",),
+        layer_dim=6,
+    ).fit(flat, y)
     assert nested.probe_scores_.shape == (4,)
     assert [m["method"] for m in nested.summary_] == ["loes", "last_layer"]
 
@@ -137,8 +184,12 @@ def test_regression_uses_r2():
     rng = np.random.RandomState(0)
     H = rng.normal(size=(3, 80, 5))
     y = H[2] @ rng.normal(size=5) + 0.1 * rng.normal(size=80)
-    rep = LayerReport(n_layers_to_select=1, metrics=("dataset_entropy",), cv=3,
-                      baselines=("last_layer", "all_layers")).fit(H, y)
+    rep = LayerReport(
+        n_layers_to_select=1,
+        metrics=("dataset_entropy",),
+        cv=3,
+        baselines=("last_layer", "all_layers"),
+    ).fit(H, y)
     assert rep.task_ == "regression" and rep.scoring_ == "r2"
     assert rep.probe_scores_[2] > 0.9 > rep.probe_scores_[0]
 
@@ -148,8 +199,12 @@ def test_regression_uses_r2():
     [
         ({"metrics": ("entropy",)}, {}, None, "metrics"),
         ({"baselines": ("oracle",)}, {}, None, "baselines"),
-        ({"cv": 2, "baselines": ()}, {"extra_metrics": {"x": [1.0, 2.0]}}, None,
-         "one value per layer"),
+        (
+            {"cv": 2, "baselines": ()},
+            {"extra_metrics": {"x": [1.0, 2.0]}},
+            None,
+            "one value per layer",
+        ),
         ({}, {}, np.r_[np.zeros(89), 1], "at least 2 samples"),
         ({}, {}, np.linspace(0, 1, 90).astype(str), "2 samples"),
         ({"cv": 1}, {}, None, "cv"),
@@ -169,8 +224,12 @@ def test_a_metric_undefined_on_a_layer_is_nan_and_named(planted):
     H = H.copy()
     H[1] = 1.0  # a constant layer: TwoNN has no distinct neighbours there
     with pytest.warns(UserWarning, match=r"intrinsic_dim is undefined on layers \[1\]"):
-        report = LayerReport(metrics=("intrinsic_dim",), cv=2, n_layers_to_select=1,
-                             baselines=("last_layer",)).fit(H, y)
+        report = LayerReport(
+            metrics=("intrinsic_dim",),
+            cv=2,
+            n_layers_to_select=1,
+            baselines=("last_layer",),
+        ).fit(H, y)
     values = report.metrics_["intrinsic_dim"]
     assert np.isnan(values[1]) and np.all(np.isfinite(np.delete(values, 1)))
 
@@ -183,10 +242,10 @@ def test_nested_default_reports_fold_picks_and_their_stability(report):
     by = {e["method"]: e for e in report.summary_}
     assert [list(f) for f in report.fold_selections_] == by["loes"]["fold_layers"]
     assert report.selection_stability_ == pytest.approx(
-        selection_stability(report.fold_selections_, 4))
+        selection_stability(report.fold_selections_, 4)
+    )
     counts = np.bincount(np.concatenate(report.fold_selections_), minlength=4)
-    np.testing.assert_allclose(report.selection_frequency_,
-                               counts / report.n_splits_)
+    np.testing.assert_allclose(report.selection_frequency_, counts / report.n_splits_)
     text = report.format_summary()
     assert "LOES layers per fold" in text and "selection stability" in text
     s = report.summary()
@@ -196,13 +255,15 @@ def test_nested_default_reports_fold_picks_and_their_stability(report):
 
 def test_not_nested_has_no_fold_picks_and_quotes_the_profile(planted):
     H, y = planted
-    rep = LayerReport(n_layers_to_select=2, metrics=("isotropy",), nested=False,
-                      cv=3).fit(H, y)
+    rep = LayerReport(
+        n_layers_to_select=2, metrics=("isotropy",), nested=False, cv=3
+    ).fit(H, y)
     assert rep.fold_selections_ is None and rep.selection_frequency_ is None
     assert np.isnan(rep.selection_stability_)
     s = rep.summary()
     assert s["selection_stability"] is None and not s["nested"]
-    assert s["best_layer"] == s["profile_best_layer"] == int(np.argmax(
-        rep.probe_scores_))
+    assert (
+        s["best_layer"] == s["profile_best_layer"] == int(np.argmax(rep.probe_scores_))
+    )
     assert "selection_frequency" not in rep.to_frame().columns
     json.dumps(s)  # no NaN to trip strict readers

@@ -136,7 +136,9 @@ def test_gram_route_equals_feature_route():
         Kc = center_cross_gram(B @ A.T, A @ A.T)
         gc = ridge_fit_gram(center_gram(A @ A.T), T, alpha=alpha, centered=True)
         np.testing.assert_allclose(
-            gc.predict_cross_gram(Kc, centered=True), p.predict(B), rtol=1e-8,
+            gc.predict_cross_gram(Kc, centered=True),
+            p.predict(B),
+            rtol=1e-8,
             atol=1e-10,
         )
 
@@ -178,8 +180,15 @@ def test_ridge_solve_gives_ridge_svd_penalty_and_fit(shape, alpha, kernel):
     U, s = thin_svd(Ac, center=False)
     ref = ridge_svd(U, s, T, alpha=alpha)
     S, B = (Ac @ Ac.T, Tc) if kernel else (Ac.T @ Ac, Ac.T @ Tc)
-    lam, X = ridge_solve(S, B, float(np.sum(Tc**2)), shape[0], kernel=kernel,
-                         size=max(shape), alpha=alpha)
+    lam, X = ridge_solve(
+        S,
+        B,
+        float(np.sum(Tc**2)),
+        shape[0],
+        kernel=kernel,
+        size=max(shape),
+        alpha=alpha,
+    )
     assert lam == pytest.approx(ref.alpha, rel=1e-12)
     fitted = T.mean(axis=0) + (S @ X if kernel else Ac @ X)
     np.testing.assert_allclose(fitted, ref.fitted, atol=1e-7 * np.abs(T).max())
@@ -188,6 +197,5 @@ def test_ridge_solve_gives_ridge_svd_penalty_and_fit(shape, alpha, kernel):
 def test_ridge_solve_without_components_gives_zero():
     from skloes.core._ridge import ridge_solve
 
-    lam, X = ridge_solve(np.zeros((4, 4)), np.ones((4, 1)), 1.0, 4, kernel=True,
-                         size=4)
+    lam, X = ridge_solve(np.zeros((4, 4)), np.ones((4, 1)), 1.0, 4, kernel=True, size=4)
     assert lam == 0.0 and not X.any()

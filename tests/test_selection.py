@@ -75,8 +75,9 @@ def _hand_reference(stack, y, K, triplets, alpha=1.0, gamma=0.5, eta=0.1):
 
     def ridge(A, T):
         a, t = A.mean(axis=0), T.mean(axis=0)
-        W = np.linalg.solve((A - a).T @ (A - a) + lam * np.eye(A.shape[1]),
-                            (A - a).T @ (T - t))
+        W = np.linalg.solve(
+            (A - a).T @ (A - a) + lam * np.eye(A.shape[1]), (A - a).T @ (T - t)
+        )
         F = t + (A - a) @ W
         return F, np.sum((T - F) ** 2) / T.size
 
@@ -86,7 +87,8 @@ def _hand_reference(stack, y, K, triplets, alpha=1.0, gamma=0.5, eta=0.1):
     def cka(A, B):
         A, B = A - A.mean(0), B - B.mean(0)
         return np.linalg.norm(A.T @ B) ** 2 / (
-            np.linalg.norm(A.T @ A) * np.linalg.norm(B.T @ B))
+            np.linalg.norm(A.T @ A) * np.linalg.norm(B.T @ B)
+        )
 
     def tri(A):
         cent = [A[codes == c].mean(axis=0) for c in range(C)]
@@ -102,8 +104,10 @@ def _hand_reference(stack, y, K, triplets, alpha=1.0, gamma=0.5, eta=0.1):
         if k:
             XS = np.hstack([Xc[j] for j in S])
             P = XS @ np.linalg.solve(XS.T @ XS + eps_o * np.eye(XS.shape[1]), XS.T)
-        table = {key: np.full(L, np.nan) for key in
-                 ("score", "loss", "isotropy", "redundancy", "triangle")}
+        table = {
+            key: np.full(L, np.nan)
+            for key in ("score", "loss", "isotropy", "redundancy", "triangle")
+        }
         fits = {}
         for l in range(L):
             if l in S or (k and max(cka(stack[l], stack[j]) for j in S) >= 1 - 1e-10):
@@ -128,15 +132,19 @@ def test_reference_reproduces_hand_computed_scores():
     rng = np.random.RandomState(7)
     n, d = 40, 5
     y = rng.randint(0, 4, size=n)
-    stack = np.stack([
-        rng.normal(size=(n, d)) * 3.0 + 1.5,
-        rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) + np.eye(4)[y] @ rng.normal(
-            size=(4, d)),
-        0.2 * rng.normal(size=(n, d)) - 4.0
-        + 0.5 * np.eye(4)[y] @ rng.normal(size=(4, d)),
-    ])
-    sel = LOESSelector(n_layers_to_select=3, variant="reference", max_samples=None,
-                       random_state=0).fit(stack, y)
+    stack = np.stack(
+        [
+            rng.normal(size=(n, d)) * 3.0 + 1.5,
+            rng.normal(size=(n, d)) @ rng.normal(size=(d, d))
+            + np.eye(4)[y] @ rng.normal(size=(4, d)),
+            0.2 * rng.normal(size=(n, d))
+            - 4.0
+            + 0.5 * np.eye(4)[y] @ rng.normal(size=(4, d)),
+        ]
+    )
+    sel = LOESSelector(
+        n_layers_to_select=3, variant="reference", max_samples=None, random_state=0
+    ).fit(stack, y)
     order, tables = _hand_reference(stack, y, 3, sel.triplets_)
     assert sel.selection_order_.tolist() == order
     for k, table in enumerate(tables):
@@ -144,8 +152,13 @@ def test_reference_reproduces_hand_computed_scores():
             got = sel.scores_[key][k]
             np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
             ok = ~np.isnan(expected)
-            np.testing.assert_allclose(got[ok], expected[ok], rtol=1e-10, atol=1e-12,
-                                       err_msg=f"{key} at step {k}")
+            np.testing.assert_allclose(
+                got[ok],
+                expected[ok],
+                rtol=1e-10,
+                atol=1e-12,
+                err_msg=f"{key} at step {k}",
+            )
     assert sel.scores_["triangle"][1:][~np.isnan(sel.scores_["triangle"][1:])].max() > 0
     # reference triplets: min(200, 3C) = 12 draws over {0..3}³, repeats allowed
     assert sel.triplets_.shape == (12, 3)
@@ -156,8 +169,9 @@ def test_robust_step_one_scores_equal_explicit_residual_computation():
     from skloes.core._ridge import ridge_fit
 
     stack, y = _planted(n=90, n_layers=4, dim=10, seed=40, informative=(1, 3))
-    sel = LOESSelector(n_layers_to_select=2, max_samples=None, objective="residual",
-                       random_state=0)
+    sel = LOESSelector(
+        n_layers_to_select=2, max_samples=None, objective="residual", random_state=0
+    )
     sel.fit(stack, y)
     n = stack.shape[1]
     prep = [(X - X.mean(0)) / np.sqrt(np.sum((X - X.mean(0)) ** 2) / n) for X in stack]
@@ -190,8 +204,9 @@ def test_robust_fused_scores_equal_explicit_fused_ridge():
 
     stack, y = _planted(n=90, n_layers=4, dim=10, seed=40, informative=(1, 3))
     rank = 6
-    sel = LOESSelector(n_layers_to_select=3, max_samples=None, fused_rank=rank,
-                       random_state=0).fit(stack, y)
+    sel = LOESSelector(
+        n_layers_to_select=3, max_samples=None, fused_rank=rank, random_state=0
+    ).fit(stack, y)
     n = stack.shape[1]
     top = []
     for X in stack:
@@ -208,8 +223,9 @@ def test_robust_fused_scores_equal_explicit_fused_ridge():
             A = np.hstack([top[j] for j in sorted([*before, l])])
             ref = ridge_fit(A, Y, alpha="gcv", loss="loo", loo_denominator=denom)
             assert sel.scores_["loss"][k, l] == pytest.approx(ref.loss, rel=1e-8)
-            assert sel.scores_["ridge_alpha"][k, l] == pytest.approx(ref.alpha,
-                                                                     rel=1e-8)
+            assert sel.scores_["ridge_alpha"][k, l] == pytest.approx(
+                ref.alpha, rel=1e-8
+            )
             if l == chosen:
                 ref_fit = ref.fitted
         fit = fit + sel.step_fits_[k]  # Ŷ is the fused fit of the selection
@@ -220,7 +236,8 @@ def test_robust_fused_scores_equal_explicit_fused_ridge():
     ok = sel.scores_["eligible"]  # binary-free 4 classes: the triangle is in
     np.testing.assert_allclose(
         sel.scores_["score"][ok],
-        (sel.scores_["loss"] - 0.1 * sel.scores_["triangle"])[ok])
+        (sel.scores_["loss"] - 0.1 * sel.scores_["triangle"])[ok],
+    )
 
 
 def _trunk_stack(seed=0, n=400, d=16):
@@ -248,8 +265,9 @@ def test_fused_objective_adds_the_complementary_layer_not_the_unusable_one(seed)
     stack, y = _trunk_stack(seed)
     test_stack, y_test = _trunk_stack(seed + 100)
     new = LOESSelector(n_layers_to_select=2, random_state=0).fit(stack, y)
-    old = LOESSelector(n_layers_to_select=2, objective="residual",
-                       random_state=0).fit(stack, y)
+    old = LOESSelector(n_layers_to_select=2, objective="residual", random_state=0).fit(
+        stack, y
+    )
     assert set(new.selection_order_.tolist()) == {3, 4}
     assert old.selection_order_[1] == 0
     scores = []
@@ -342,8 +360,11 @@ def test_many_classes_draw_200_distinct_triplets():
 @pytest.mark.parametrize("variant", VARIANT_NAMES)
 def test_redundancy_lies_in_unit_interval(variant):
     stack, y = _planted(seed=8)
-    red = LOESSelector(variant=variant, random_state=0).fit(stack, y).scores_[
-        "redundancy"]
+    red = (
+        LOESSelector(variant=variant, random_state=0)
+        .fit(stack, y)
+        .scores_["redundancy"]
+    )
     red = red[~np.isnan(red)]
     assert np.all((red >= 0) & (red <= 1))
 
@@ -360,15 +381,22 @@ def test_permuting_samples_leaves_selection_unchanged(variant):
     b = LOESSelector(**kw).fit(stack[:, perm], y[perm])
     assert a.selection_order_.tolist() == b.selection_order_.tolist()
     for key in a.scores_:
-        np.testing.assert_allclose(a.scores_[key].astype(float),
-                                   b.scores_[key].astype(float), atol=1e-8, rtol=0)
+        np.testing.assert_allclose(
+            a.scores_[key].astype(float),
+            b.scores_[key].astype(float),
+            atol=1e-8,
+            rtol=0,
+        )
 
 
 def test_robust_selection_is_invariant_to_layer_rescaling():
     stack, y = _planted(seed=10)
     a = LOESSelector(random_state=0).fit(stack, y)
-    for layer, c in [(a.selection_order_[1], 1e-4), (a.selection_order_[0], 1e4),
-                     (0, 3.0)]:
+    for layer, c in [
+        (a.selection_order_[1], 1e-4),
+        (a.selection_order_[0], 1e4),
+        (0, 3.0),
+    ]:
         scaled = stack.copy()
         scaled[layer] *= c
         b = LOESSelector(random_state=0).fit(scaled, y)
@@ -380,11 +408,15 @@ def test_robust_selection_is_invariant_to_layer_rescaling():
 @pytest.mark.parametrize("c", [1.0, -2.5])
 def test_duplicate_layer_is_never_selected_twice(variant, gamma, c):
     stack, y = _planted(seed=11)
-    first = LOESSelector(variant=variant, n_layers_to_select=1, random_state=0).fit(
-        stack, y).selection_order_[0]
+    first = (
+        LOESSelector(variant=variant, n_layers_to_select=1, random_state=0)
+        .fit(stack, y)
+        .selection_order_[0]
+    )
     dup = np.concatenate([stack, c * stack[first][None]], axis=0)
-    sel = LOESSelector(variant=variant, redundancy_weight=gamma, n_layers_to_select=6,
-                       random_state=0).fit(dup, y)
+    sel = LOESSelector(
+        variant=variant, redundancy_weight=gamma, n_layers_to_select=6, random_state=0
+    ).fit(dup, y)
     chosen = set(sel.selection_order_.tolist())
     assert not {first, dup.shape[0] - 1} <= chosen
     assert not sel.scores_["eligible"][1:, [first, dup.shape[0] - 1]].all()
@@ -392,12 +424,14 @@ def test_duplicate_layer_is_never_selected_twice(variant, gamma, c):
 
 def test_duplicate_without_guard_gets_maximal_redundancy():
     stack, y = _planted(seed=12)
-    kw = dict(isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0,
-              random_state=0)
+    kw = dict(
+        isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0, random_state=0
+    )
     first = LOESSelector(n_layers_to_select=1, **kw).fit(stack, y).selection_order_[0]
     dup = np.concatenate([stack, 3.0 * stack[first][None]], axis=0)
-    sel = LOESSelector(exclude_duplicates=False, n_layers_to_select=2,
-                       objective="residual", **kw).fit(dup, y)
+    sel = LOESSelector(
+        exclude_duplicates=False, n_layers_to_select=2, objective="residual", **kw
+    ).fit(dup, y)
     assert sel.selection_order_[0] == first  # ties go to the smaller index
     red = sel.scores_["redundancy"][1]
     assert red[6] == pytest.approx(1.0, abs=1e-12)
@@ -419,8 +453,9 @@ def test_paths_are_nested(variant, update):
 
 def test_planted_layers_are_picked_first():
     stack, y = _planted(n=400, n_layers=7, informative=(5, 2), seed=14)
-    sel = LOESSelector(isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0,
-                       random_state=0).fit(stack, y)
+    sel = LOESSelector(
+        isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0, random_state=0
+    ).fit(stack, y)
     assert set(sel.selection_order_[:2].tolist()) == {2, 5}
 
 
@@ -454,15 +489,19 @@ def test_label_free_ignores_y_and_scores_only_isotropy_and_redundancy():
     b = LOESSelector(task="label_free", random_state=0).fit(stack, y)
     c = LOESSelector(task="label_free", random_state=0).fit(stack, y[::-1])
     assert a.task_ == "label_free"
-    assert a.selection_order_.tolist() == b.selection_order_.tolist() == \
-        c.selection_order_.tolist()
+    assert (
+        a.selection_order_.tolist()
+        == b.selection_order_.tolist()
+        == c.selection_order_.tolist()
+    )
     assert a.selection_order_[0] == np.nanargmax(a.isotropy_)
     s = a.scores_
     ok = ~np.isnan(s["score"])
     np.testing.assert_array_equal(s["loss"][ok], 0.0)
     np.testing.assert_array_equal(s["triangle"][ok], 0.0)
     np.testing.assert_allclose(
-        s["score"][ok], (0.1 * (1 - s["isotropy"]) + 0.5 * s["redundancy"])[ok])
+        s["score"][ok], (0.1 * (1 - s["isotropy"]) + 0.5 * s["redundancy"])[ok]
+    )
     assert a.step_fits_ is None
     flat = LOESSelector(layer_dim=12, random_state=0).fit(_flat(stack))
     assert flat.selection_order_.tolist() == a.selection_order_.tolist()
@@ -494,8 +533,9 @@ def test_calibration_subsample_is_stratified_and_sized():
 
 def test_relative_loss_normalisation_divides_by_the_residual_loss():
     stack, y = _planted(seed=20)
-    kw = dict(isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0,
-              random_state=0)
+    kw = dict(
+        isotropy_weight=0.0, redundancy_weight=0.0, volume_weight=0.0, random_state=0
+    )
     a = LOESSelector(**kw).fit(stack, y)
     b = LOESSelector(loss_normalization="relative", **kw).fit(stack, y)
     # same picks (a common positive factor per step), loss rescaled at k >= 1
@@ -524,7 +564,8 @@ def test_transform_concatenates_selected_layers_in_index_order():
     sel = LOESSelector(n_layers_to_select=3, random_state=0).fit(stack, y)
     out = sel.transform(stack)
     np.testing.assert_array_equal(
-        out, np.hstack([stack[l] for l in sorted(sel.selection_order_)]))
+        out, np.hstack([stack[l] for l in sorted(sel.selection_order_)])
+    )
     assert sel.get_support(indices=True).tolist() == sorted(sel.selection_order_)
     assert sel.get_support().dtype == bool and sel.get_support().size == 6
     names = sel.get_feature_names_out()
@@ -549,8 +590,17 @@ def test_flat_table_matches_stack_and_sets_pandas_output():
     assert list(out.columns) == list(b.get_feature_names_out())
     frame = b.scores_frame()
     assert len(frame) == 2 * 6 and frame["selected"].sum() == 2
-    assert set(frame.columns) >= {"step", "layer", "score", "loss", "isotropy",
-                                  "redundancy", "triangle", "ridge_alpha", "eligible"}
+    assert set(frame.columns) >= {
+        "step",
+        "layer",
+        "score",
+        "loss",
+        "isotropy",
+        "redundancy",
+        "triangle",
+        "ridge_alpha",
+        "eligible",
+    }
 
 
 def test_float16_and_float32_inputs_compute_in_float64():
@@ -688,9 +738,11 @@ def _expected_failed_checks(estimator):
 
 
 @parametrize_with_checks(
-    [LOESSelector(n_layers_to_select=1),
-     LOESSelector(n_layers_to_select=2, variant="reference"),
-     LOESSelectorCV(max_layers_to_select=2, cv=3)],
+    [
+        LOESSelector(n_layers_to_select=1),
+        LOESSelector(n_layers_to_select=2, variant="reference"),
+        LOESSelectorCV(max_layers_to_select=2, cv=3),
+    ],
     expected_failed_checks=_expected_failed_checks,
 )
 def test_sklearn_compatible(estimator, check):
@@ -720,32 +772,45 @@ def test_cv_matches_grid_search_with_far_fewer_paths(monkeypatch, variant):
     stack, y = _planted(n=180, n_layers=6, dim=8, seed=34)
     flat = _flat(stack)
     folds = StratifiedKFold(3, shuffle=True, random_state=0)
-    kw = dict(variant=variant, max_samples=None, fusion_scaling="layer",
-              layer_dim=8, random_state=0)
+    kw = dict(
+        variant=variant,
+        max_samples=None,
+        fusion_scaling="layer",
+        layer_dim=8,
+        random_state=0,
+    )
     est = LogisticRegression(max_iter=500)
     calls = _count_paths(monkeypatch)
-    cv = LOESSelectorCV(est, max_layers_to_select=5, cv=folds, budget_rule="best",
-                        **kw).fit(flat, y)
+    cv = LOESSelectorCV(
+        est, max_layers_to_select=5, cv=folds, budget_rule="best", **kw
+    ).fit(flat, y)
     cv_calls = len(calls)
     calls.clear()
     grid = GridSearchCV(
         Pipeline([("loes", LOESSelector(**kw)), ("clf", est)]),
-        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]}, cv=folds,
+        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]},
+        cv=folds,
     ).fit(flat, y)
     assert cv_calls == 3 + 1
     assert len(calls) == 5 * 3 + 1
-    np.testing.assert_allclose(cv.cv_results_["mean_test_score"],
-                               grid.cv_results_["mean_test_score"], atol=1e-12)
+    np.testing.assert_allclose(
+        cv.cv_results_["mean_test_score"],
+        grid.cv_results_["mean_test_score"],
+        atol=1e-12,
+    )
     assert cv.n_layers_to_select_ == grid.best_params_["loes__n_layers_to_select"]
-    assert cv.selection_order_.tolist() == \
-        grid.best_estimator_["loes"].selection_order_.tolist()
+    assert (
+        cv.selection_order_.tolist()
+        == grid.best_estimator_["loes"].selection_order_.tolist()
+    )
 
 
 @pytest.mark.parametrize("task", ["classification", "regression"])
 @pytest.mark.parametrize("fusion_scaling", [None, "layer"])
 @pytest.mark.parametrize("probe_layer_dim", [None, 40])
 def test_cv_scores_the_ridge_probe_from_grams_as_grid_search_fits_it(
-        monkeypatch, task, fusion_scaling, probe_layer_dim):
+    monkeypatch, task, fusion_scaling, probe_layer_dim
+):
     """The probe is never fitted per prefix, and the scores are the search's.
 
     40-wide layers on 100 fit rows: prefixes of 1-2 layers take the feature
@@ -757,39 +822,56 @@ def test_cv_scores_the_ridge_probe_from_grams_as_grid_search_fits_it(
     stack, y = _planted(n=150, n_layers=6, dim=40, seed=38)
     stack[3] *= 20.0  # layers on different scales
     if task == "regression":
-        y = (stack[2, :, 0] - stack[4, :, 1] + 0.3 * stack[1, :, 2]
-             + np.random.RandomState(0).normal(size=150))
+        y = (
+            stack[2, :, 0]
+            - stack[4, :, 1]
+            + 0.3 * stack[1, :, 2]
+            + np.random.RandomState(0).normal(size=150)
+        )
         probe = RidgeProbeRegressor(layer_dim=probe_layer_dim)
-        folds = [(np.setdiff1d(np.arange(150), t), t)
-                 for t in np.array_split(np.arange(150), 3)]
+        folds = [
+            (np.setdiff1d(np.arange(150), t), t)
+            for t in np.array_split(np.arange(150), 3)
+        ]
     else:
         probe = RidgeProbeClassifier(layer_dim=probe_layer_dim)
         folds = StratifiedKFold(3, shuffle=True, random_state=0)
     flat = _flat(stack)
-    kw = dict(max_samples=None, fusion_scaling=fusion_scaling, layer_dim=40,
-              random_state=0)
+    kw = dict(
+        max_samples=None, fusion_scaling=fusion_scaling, layer_dim=40, random_state=0
+    )
     fits = []
     real_fit = _RidgeProbe._fit_scaled
-    monkeypatch.setattr(_RidgeProbe, "_fit_scaled",
-                        lambda self, *a: fits.append(1) or real_fit(self, *a))
-    cv = LOESSelectorCV(probe, max_layers_to_select=5, cv=folds, budget_rule="best",
-                        **kw).fit(flat, y)
+    monkeypatch.setattr(
+        _RidgeProbe,
+        "_fit_scaled",
+        lambda self, *a: fits.append(1) or real_fit(self, *a),
+    )
+    cv = LOESSelectorCV(
+        probe, max_layers_to_select=5, cv=folds, budget_rule="best", **kw
+    ).fit(flat, y)
     assert not fits
     grid = GridSearchCV(
         Pipeline([("loes", LOESSelector(**kw)), ("probe", probe)]),
-        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]}, cv=folds,
+        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]},
+        cv=folds,
     ).fit(flat, y)
-    np.testing.assert_allclose(cv.cv_results_["mean_test_score"],
-                               grid.cv_results_["mean_test_score"], atol=1e-9)
+    np.testing.assert_allclose(
+        cv.cv_results_["mean_test_score"],
+        grid.cv_results_["mean_test_score"],
+        atol=1e-9,
+    )
     assert cv.n_layers_to_select_ == grid.best_params_["loes__n_layers_to_select"]
 
 
 def test_cv_final_selection_is_a_prefix_of_the_full_path():
     stack, y = _planted(n=180, seed=35)
-    cv = LOESSelectorCV(max_layers_to_select=5, cv=3, max_samples=None,
-                        random_state=0).fit(stack, y)
+    cv = LOESSelectorCV(
+        max_layers_to_select=5, cv=3, max_samples=None, random_state=0
+    ).fit(stack, y)
     full = LOESSelector(n_layers_to_select=5, max_samples=None, random_state=0).fit(
-        stack, y)
+        stack, y
+    )
     k = cv.n_layers_to_select_
     assert cv.selection_order_.tolist() == full.selection_order_[:k].tolist()
     assert cv.transform(stack).shape == (180, k * 12)
@@ -805,8 +887,9 @@ def test_cv_parallel_folds_equal_sequential():
     a = LOESSelectorCV(n_jobs=1, **kw).fit(stack, y)
     with parallel_config(backend="threading"):  # process start-up is slow on CI
         b = LOESSelectorCV(n_jobs=2, **kw).fit(stack, y)
-    np.testing.assert_array_equal(a.cv_results_["mean_test_score"],
-                                  b.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(
+        a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"]
+    )
 
 
 def test_cv_requires_targets_and_supports_regression():
@@ -831,16 +914,24 @@ def test_minilm_rotten_tomatoes_grid_search_end_to_end(
 
     texts, labels = rotten_tomatoes_small
     texts, labels = list(texts), np.asarray(labels)
-    hst = HiddenStatesTransformer(minilm_path, output="flat", max_length=64,
-                                  cache=str(tmp_path), device="cpu")
-    pipe = Pipeline([
-        ("hst", hst),
-        ("loes", LOESSelector(layer_dim=384, fusion_scaling="layer", random_state=0)),
-        ("clf", LogisticRegression(max_iter=300)),
-    ])
-    grid = GridSearchCV(pipe, {"loes__n_layers_to_select": [1, 3],
-                               "loes__variant": ["robust", "reference"]},
-                        cv=StratifiedKFold(3, shuffle=True, random_state=0))
+    hst = HiddenStatesTransformer(
+        minilm_path, output="flat", max_length=64, cache=str(tmp_path), device="cpu"
+    )
+    pipe = Pipeline(
+        [
+            ("hst", hst),
+            (
+                "loes",
+                LOESSelector(layer_dim=384, fusion_scaling="layer", random_state=0),
+            ),
+            ("clf", LogisticRegression(max_iter=300)),
+        ]
+    )
+    grid = GridSearchCV(
+        pipe,
+        {"loes__n_layers_to_select": [1, 3], "loes__variant": ["robust", "reference"]},
+        cv=StratifiedKFold(3, shuffle=True, random_state=0),
+    )
     grid.fit(texts, labels)
     assert grid.best_score_ > 0.6  # sentiment is linearly decodable from MiniLM
     loes = grid.best_estimator_["loes"]
@@ -849,8 +940,9 @@ def test_minilm_rotten_tomatoes_grid_search_end_to_end(
     assert set(loes.selected_layers_.tolist()) <= set(range(7))
     # the cached features feed LOESSelectorCV on the same flat table
     flat = hst.fit(texts).transform(texts)
-    cv = LOESSelectorCV(max_layers_to_select=4, cv=3, layer_dim=384,
-                        random_state=0).fit(flat, labels)
+    cv = LOESSelectorCV(
+        max_layers_to_select=4, cv=3, layer_dim=384, random_state=0
+    ).fit(flat, labels)
     assert 1 <= cv.n_layers_to_select_ <= 4
     assert np.all(cv.cv_results_["mean_test_score"] > 0.55)
     scores = cv.scores_frame()
@@ -861,8 +953,7 @@ def test_cv_budget_is_clipped_to_the_candidates():
     stack, y = _planted(n=150, seed=38)
     stack[5] = 2.0  # degenerate: excluded, so 5 candidates remain
     with pytest.warns(UserWarning, match="degenerate"):
-        cv = LOESSelectorCV(max_layers_to_select=10, cv=3, random_state=0).fit(
-            stack, y)
+        cv = LOESSelectorCV(max_layers_to_select=10, cv=3, random_state=0).fit(stack, y)
     assert cv.cv_results_["n_layers"].tolist() == [1, 2, 3, 4, 5, 6]
     assert np.isnan(cv.cv_results_["mean_test_score"][5])
     assert cv.n_layers_to_select_ <= 5 and 5 not in cv.selection_order_
@@ -878,7 +969,8 @@ def _oracle():
 
     if "_loes_oracle" not in sys.modules:
         spec = importlib.util.spec_from_file_location(
-            "_loes_oracle", Path(__file__).with_name("_loes_oracle.py"))
+            "_loes_oracle", Path(__file__).with_name("_loes_oracle.py")
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules["_loes_oracle"] = module
         spec.loader.exec_module(module)
@@ -903,11 +995,17 @@ def _residual_stream(n=200, n_layers=6, dim=30, n_classes=3, seed=0):
 # ``objective="residual"``; the oracle is that original arithmetic.
 _ORIGINAL = {"reference": {}, "robust": {"objective": "residual"}}
 _ORACLE_CASES = [
-    *[("cls", dict(variant=v, update=u, loss_normalization=norm, **_ORIGINAL[v]), 5)
-      for v in VARIANT_NAMES for u in ("stagewise", "refit")
-      for norm in ("none", "relative")],
-    *[(kind, dict(variant=v, **_ORIGINAL[v]), 4) for v in VARIANT_NAMES
-      for kind in ("wide", "regression", "label_free", "binary")],
+    *[
+        ("cls", dict(variant=v, update=u, loss_normalization=norm, **_ORIGINAL[v]), 5)
+        for v in VARIANT_NAMES
+        for u in ("stagewise", "refit")
+        for norm in ("none", "relative")
+    ],
+    *[
+        (kind, dict(variant=v, **_ORIGINAL[v]), 4)
+        for v in VARIANT_NAMES
+        for kind in ("wide", "regression", "label_free", "binary")
+    ],
 ]
 
 
@@ -928,18 +1026,23 @@ def test_path_equals_the_frozen_original(kind, params, K):
         y = y % 2
     cfg = _resolve_config(LOESSelector(**params), task)
     old = dict(cfg)
-    for new_key, old_key in (("isotropy_weight", "alpha"),
-                             ("redundancy_weight", "gamma"),
-                             ("volume_weight", "eta")):
+    for new_key, old_key in (
+        ("isotropy_weight", "alpha"),
+        ("redundancy_weight", "gamma"),
+        ("volume_weight", "eta"),
+    ):
         old[old_key] = old.pop(new_key)
     got = _loes_path(stack, y, K, cfg, 0, "t")
     want = _oracle()._loes_path(stack, y, K, old, 0, "t")
     assert got.selection_order.tolist() == want["selection_order_"].tolist()
     for key, value in want["scores_"].items():
-        np.testing.assert_allclose(got.scores[key], value, rtol=0, atol=1e-8,
-                                   err_msg=key)
-    for mine, theirs in ((got.step_fits, want["step_fits_"]),
-                         (got.residual, want["residual_"])):
+        np.testing.assert_allclose(
+            got.scores[key], value, rtol=0, atol=1e-8, err_msg=key
+        )
+    for mine, theirs in (
+        (got.step_fits, want["step_fits_"]),
+        (got.residual, want["residual_"]),
+    ):
         if theirs is None:
             assert mine is None
         else:
@@ -969,20 +1072,24 @@ def test_memory_reuses_and_extends_the_cached_path(tmp_path):
     from skloes.selection import _loes_path
 
     stack, y = _planted(n=150, seed=41)
-    plain = {k: LOESSelector(n_layers_to_select=k, random_state=0).fit(stack, y)
-             for k in (1, 3, 5)}
+    plain = {
+        k: LOESSelector(n_layers_to_select=k, random_state=0).fit(stack, y)
+        for k in (1, 3, 5)
+    }
     counts = _loes_path.COUNTS
     before = dict(counts)
     for k in (3, 1, 5, 5, 2):  # a hit, a slice, an extension, a hit, a slice
-        sel = LOESSelector(n_layers_to_select=k, random_state=0,
-                           memory=str(tmp_path)).fit(stack, y)
+        sel = LOESSelector(
+            n_layers_to_select=k, random_state=0, memory=str(tmp_path)
+        ).fit(stack, y)
         ref = plain.get(k) or plain[5]
         assert sel.selection_order_.tolist() == ref.selection_order_[:k].tolist()
         for key, value in sel.scores_.items():
             np.testing.assert_array_equal(value, ref.scores_[key][:k])
         if k in plain:  # a slice restores the residual by adding fits back
-            np.testing.assert_allclose(sel.residual_, plain[k].residual_,
-                                       rtol=0, atol=1e-12)
+            np.testing.assert_allclose(
+                sel.residual_, plain[k].residual_, rtol=0, atol=1e-12
+            )
     assert counts["prepare"] - before["prepare"] == 1  # the extension loads it
     # 3 steps, then 3 -> 6 (an extension at least doubles), each step once
     assert counts["steps"] - before["steps"] == 6
@@ -998,13 +1105,20 @@ def test_memory_grid_search_equals_no_memory(tmp_path):
     grid = {"loes__n_layers_to_select": [1, 2, 3]}
     results = []
     for memory in (None, Memory(tmp_path, verbose=0)):
-        pipe = Pipeline([("loes", LOESSelector(layer_dim=12, random_state=0,
-                                               memory=memory)),
-                         ("clf", LogisticRegression(max_iter=300))])
+        pipe = Pipeline(
+            [
+                ("loes", LOESSelector(layer_dim=12, random_state=0, memory=memory)),
+                ("clf", LogisticRegression(max_iter=300)),
+            ]
+        )
         before = _loes_path.COUNTS["prepare"]
         search = GridSearchCV(pipe, grid, cv=3).fit(flat, y)
-        results.append((search.cv_results_["mean_test_score"],
-                        _loes_path.COUNTS["prepare"] - before))
+        results.append(
+            (
+                search.cv_results_["mean_test_score"],
+                _loes_path.COUNTS["prepare"] - before,
+            )
+        )
     np.testing.assert_array_equal(results[0][0], results[1][0])
     assert results[0][1] == 3 * 3 + 1 and results[1][1] == 3 + 1
 
@@ -1015,9 +1129,15 @@ def test_memory_search_on_parallel_workers_equals_sequential(tmp_path):
     grid = {"loes__n_layers_to_select": [1, 3, 2]}
     scores = []
     for n_jobs, folder in ((1, tmp_path / "a"), (2, tmp_path / "b")):
-        pipe = Pipeline([("loes", LOESSelector(layer_dim=12, random_state=0,
-                                               memory=str(folder))),
-                         ("clf", LogisticRegression(max_iter=300))])
+        pipe = Pipeline(
+            [
+                (
+                    "loes",
+                    LOESSelector(layer_dim=12, random_state=0, memory=str(folder)),
+                ),
+                ("clf", LogisticRegression(max_iter=300)),
+            ]
+        )
         with parallel_config(backend="threading"):
             search = GridSearchCV(pipe, grid, cv=2, n_jobs=n_jobs).fit(flat, y)
         scores.append(search.cv_results_["mean_test_score"])
@@ -1077,10 +1197,22 @@ def test_default_light_path_gives_the_full_paths_selections_and_scores(monkeypat
         assert light.selection_order_.tolist() == full.selection_order_.tolist()
         if expected is not None:
             assert full.selection_order_.tolist() == expected
-        for key in ("score", "loss", "isotropy", "ridge_alpha", "eligible",
-                    "triangle", "retained"):
-            np.testing.assert_allclose(light.scores_[key], full.scores_[key],
-                                       rtol=1e-10, atol=1e-12, err_msg=key)
+        for key in (
+            "score",
+            "loss",
+            "isotropy",
+            "ridge_alpha",
+            "eligible",
+            "triangle",
+            "retained",
+        ):
+            np.testing.assert_allclose(
+                light.scores_[key],
+                full.scores_[key],
+                rtol=1e-10,
+                atol=1e-12,
+                err_msg=key,
+            )
 
 
 def test_default_fit_runs_no_full_layer_decomposition(monkeypatch):
@@ -1090,8 +1222,9 @@ def test_default_fit_runs_no_full_layer_decomposition(monkeypatch):
 
     calls = []
     real = _loes_path.thin_svd
-    monkeypatch.setattr(_loes_path, "thin_svd",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        _loes_path, "thin_svd", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     S, y, _, _ = next(_light_stacks())
     LOESSelector(n_layers_to_select=3, random_state=0).fit(S, y)
     assert calls == []

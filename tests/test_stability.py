@@ -10,14 +10,20 @@ import pytest
 from skloes.metrics import selection_stability
 from skloes.metrics._stability import _expected_matched, _matched, _tolerant
 
-SETS = [[15, 17, 20, 22], [16, 18, 21, 23], [14, 17, 19, 22], [15, 16, 20, 23],
-        [15, 18, 21, 22]]
+SETS = [
+    [15, 17, 20, 22],
+    [16, 18, 21, 23],
+    [14, 17, 19, 22],
+    [15, 16, 20, 23],
+    [15, 18, 21, 22],
+]
 
 
 @pytest.mark.parametrize("tolerance", [0, 1, 2])
 def test_identical_selections_score_one(tolerance):
-    value, variance = selection_stability([[3, 9, 17, 21]] * 5, 31,
-                                          tolerance=tolerance, return_variance=True)
+    value, variance = selection_stability(
+        [[3, 9, 17, 21]] * 5, 31, tolerance=tolerance, return_variance=True
+    )
     assert value == pytest.approx(1.0)
     assert np.isnan(variance) if tolerance else variance == pytest.approx(0.0)
 
@@ -48,12 +54,17 @@ def test_nogueira_equals_kuncheva_for_equal_sizes():
     assert _tolerant(Z, 0) == pytest.approx(kuncheva)  # t = 0: same index
 
 
-@pytest.mark.parametrize("d, ka, kb, t", [(9, 3, 2, 1), (8, 3, 3, 2), (7, 4, 4, 1),
-                                          (10, 1, 4, 3)])
+@pytest.mark.parametrize(
+    "d, ka, kb, t", [(9, 3, 2, 1), (8, 3, 3, 2), (7, 4, 4, 1), (10, 1, 4, 3)]
+)
 def test_chance_level_is_exact(d, ka, kb, t):
-    brute = np.mean([_matched(list(a), list(b), t)
-                     for a in combinations(range(d), ka)
-                     for b in combinations(range(d), kb)])
+    brute = np.mean(
+        [
+            _matched(list(a), list(b), t)
+            for a in combinations(range(d), ka)
+            for b in combinations(range(d), kb)
+        ]
+    )
     assert _expected_matched(d, ka, kb, t) == pytest.approx(brute, rel=1e-12)
     assert _expected_matched(d, ka, kb, 0) == pytest.approx(ka * kb / d)
 
@@ -70,7 +81,8 @@ def test_masks_and_indices_agree_and_order_does_not_matter():
     shuffled = [p[::-1] for p in SETS]
     for t in (0, 1):
         assert selection_stability(Z, 31, tolerance=t) == pytest.approx(
-            selection_stability(shuffled, 31, tolerance=t))
+            selection_stability(shuffled, 31, tolerance=t)
+        )
 
 
 def test_selections_of_different_sizes():
@@ -83,13 +95,16 @@ def test_undefined_when_every_selection_is_empty():
     assert np.isnan(selection_stability([[], []], 5, tolerance=1))
 
 
-@pytest.mark.parametrize("args, kwargs, match", [
-    (([[1]], 5), {}, "at least 2"),
-    (([[1], [7]], 5), {}, r"\[0, 4\]"),
-    (([[1], [2]], 1), {}, "n_layers"),
-    (([[1], [2]], 5), {"tolerance": -1}, "tolerance"),
-    ((np.ones((2, 3), dtype=bool), 5), {}, "columns"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        (([[1]], 5), {}, "at least 2"),
+        (([[1], [7]], 5), {}, r"\[0, 4\]"),
+        (([[1], [2]], 1), {}, "n_layers"),
+        (([[1], [2]], 5), {"tolerance": -1}, "tolerance"),
+        ((np.ones((2, 3), dtype=bool), 5), {}, "columns"),
+    ],
+)
 def test_bad_input_names_the_parameter(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         selection_stability(*args, **kwargs)

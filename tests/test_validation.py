@@ -105,7 +105,11 @@ def test_resolve_task():
     assert resolve_task(y[:, None], "classification", "Est")[2].shape == (4,)
     task, classes, out = resolve_task([0.5, 1.5, 2.0], "auto", "Est")
     assert (task, classes, out.dtype, out.shape) == (
-        "regression", None, np.float64, (3, 1))
+        "regression",
+        None,
+        np.float64,
+        (3, 1),
+    )
     assert resolve_task([1, 2, 3], "regression", "Est")[2].shape == (3, 1)
     assert resolve_task(None, "auto", "Est") == ("label_free", None, None)
     assert resolve_task(y, "label_free", "Est") == ("label_free", None, None)
@@ -136,16 +140,29 @@ def test_marker_survives_row_selections_ufuncs_and_pickling():
     import pickle
 
     _, X = _marked()
-    for kept in (X[[0, 3, 5]], X[2:7], X.take([1, 2], axis=0), X * 2.0, X.copy(),
-                 pickle.loads(pickle.dumps(X))):
+    for kept in (
+        X[[0, 3, 5]],
+        X[2:7],
+        X.take([1, 2], axis=0),
+        X * 2.0,
+        X.copy(),
+        pickle.loads(pickle.dumps(X)),
+    ):
         assert isinstance(kept, LayerTable) and flat_layer_dim(kept) == 4
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(X)).layers, [0, 2, 5])
 
 
 def test_marker_is_dropped_when_the_columns_change():
     _, X = _marked()
-    for lost in (X[:, :4], X[:, 1:], X.T, X.reshape(6, 24), X.mean(axis=0),
-                 np.asarray(X), np.hstack([X, X])):
+    for lost in (
+        X[:, :4],
+        X[:, 1:],
+        X.T,
+        X.reshape(6, 24),
+        X.mean(axis=0),
+        np.asarray(X),
+        np.hstack([X, X]),
+    ):
         assert flat_layer_dim(lost) is None
 
 
@@ -187,8 +204,9 @@ def test_stack_view_is_the_metrics_entry_point():
     np.testing.assert_array_equal(stack_view(X), stack)
     plain = np.asarray(X)
     assert stack_view(plain) is plain
-    np.testing.assert_allclose(effective_rank(X, max_prompts=None),
-                               effective_rank(stack, max_prompts=None))
+    np.testing.assert_allclose(
+        effective_rank(X, max_prompts=None), effective_rank(stack, max_prompts=None)
+    )
     assert isinstance(effective_rank(plain, max_prompts=None), float)
 
 
@@ -202,8 +220,9 @@ def test_every_consumer_reads_a_marked_table_as_its_layers():
     sel = LastLayerSelector().fit(X, y)
     assert (sel.n_layers_in_, sel.dim_in_) == (3, 4)
     assert sel.transform(X).shape == (60, 4)
-    report = LayerReport(metrics=("isotropy",), cv=2, baselines=("last_layer",),
-                         n_layers_to_select=1).fit(X, y)
+    report = LayerReport(
+        metrics=("isotropy",), cv=2, baselines=("last_layer",), n_layers_to_select=1
+    ).fit(X, y)
     assert report.probe_scores_.shape == (3,)
     probe = RidgeProbeClassifier().fit(X, y)  # one scale per declared block
     told = RidgeProbeClassifier(layer_dim=4).fit(np.asarray(X), y)
@@ -226,9 +245,10 @@ def test_hidden_states_flat_output_feeds_a_default_pipeline(tiny_model_path):
     hst = HiddenStatesTransformer(tiny_model_path, output="flat", device="cpu")
     flat = hst.fit_transform(texts)
     assert isinstance(flat, LayerTable) and flat.layer_dim == hst.dim_
-    pipe = make_pipeline(HiddenStatesTransformer(tiny_model_path, output="flat",
-                                                 device="cpu"),
-                         LOESSelector(n_layers_to_select=1, random_state=0))
+    pipe = make_pipeline(
+        HiddenStatesTransformer(tiny_model_path, output="flat", device="cpu"),
+        LOESSelector(n_layers_to_select=1, random_state=0),
+    )
     sel = pipe.fit(texts, y)[-1]
     assert (sel.n_layers_in_, sel.dim_in_) == (hst.n_layers_, hst.dim_)
     hst.set_output(transform="pandas")
@@ -247,15 +267,20 @@ def test_minilm_flat_output_is_read_as_seven_layers(minilm_path, rotten_tomatoes
 
     texts, y = rotten_tomatoes_small
     texts, y = list(texts[:60]), np.asarray(y[:60])
-    hst = HiddenStatesTransformer(minilm_path, output="flat", max_length=32,
-                                  device="cpu")
-    pipe = make_pipeline(hst, LOESSelector(n_layers_to_select=2, random_state=0),
-                         LogisticRegression(max_iter=200)).fit(texts, y)
+    hst = HiddenStatesTransformer(
+        minilm_path, output="flat", max_length=32, device="cpu"
+    )
+    pipe = make_pipeline(
+        hst,
+        LOESSelector(n_layers_to_select=2, random_state=0),
+        LogisticRegression(max_iter=200),
+    ).fit(texts, y)
     sel = pipe[1]
     assert (sel.n_layers_in_, sel.dim_in_) == (7, 384)
     assert pipe.predict(texts).shape == (60,)
     flat = hst.transform(texts)
     assert isotropy(flat).shape == (7,)
-    head = GeoRegClassifier(layers=[5, 6], proj_dim=8, max_epochs=1,
-                           device="cpu", random_state=0).fit(flat, y)
+    head = GeoRegClassifier(
+        layers=[5, 6], proj_dim=8, max_epochs=1, device="cpu", random_state=0
+    ).fit(flat, y)
     assert (head.n_layers_in_, head.dim_in_) == (7, 384)

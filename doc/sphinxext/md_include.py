@@ -46,7 +46,7 @@ def _inline(text):
     """Markdown inline markup to reST; everything else is escaped."""
     out, pos = [], 0
     for m in _TOKEN.finditer(text):
-        out.append(_escape(text[pos:m.start()]))
+        out.append(_escape(text[pos : m.start()]))
         code, strong, em, link = m.groups()
         if code:
             out.append("``" + code.strip("`").replace("\\|", "|") + "``")

@@ -74,8 +74,9 @@ def draw_calibration_rows(y, max_samples, random_state=None, *, stratify=True):
     if stratify:
         _, codes = np.unique(np.asarray(y), return_inverse=True)
         try:
-            rows, _ = train_test_split(np.arange(n), train_size=count,
-                                       stratify=codes, random_state=rng)
+            rows, _ = train_test_split(
+                np.arange(n), train_size=count, stratify=codes, random_state=rng
+            )
             return np.sort(rows), rng
         except ValueError:
             pass
@@ -153,6 +154,10 @@ class LayerMoments:
         """Linear CKA ``‖A_cᵀB_c‖_F² / (‖A_cᵀA_c‖_F ‖B_cᵀB_c‖_F)`` of every pair."""
         L = len(self.mean)
         norms = np.array([np.linalg.norm(self.scatter[l, l]) for l in range(L)])
-        cross = np.array([[np.linalg.norm(self.scatter[a, b]) ** 2
-                           for b in range(L)] for a in range(L)])
+        cross = np.array(
+            [
+                [np.linalg.norm(self.scatter[a, b]) ** 2 for b in range(L)]
+                for a in range(L)
+            ]
+        )
         return cross / np.outer(norms, norms)

@@ -45,10 +45,13 @@ def run_cache(args):
         raise UserError(f"cache folder {args.path!r} does not exist")
     try:
         if args.action == "prune":
-            removed = prune_cache(args.path, max_bytes=args.max_bytes,
-                                  older_than=args.older_than)
-            print(f"removed {removed['n_entries']} entries "
-                  f"({_human(removed['n_bytes'])}) from {args.path}")
+            removed = prune_cache(
+                args.path, max_bytes=args.max_bytes, older_than=args.older_than
+            )
+            print(
+                f"removed {removed['n_entries']} entries "
+                f"({_human(removed['n_bytes'])}) from {args.path}"
+            )
         info = cache_info(args.path)
     except ValueError as exc:
         raise UserError(_first_line(exc)) from None
@@ -60,8 +63,10 @@ def run_cache(args):
         layers = s.get("layers")
         if layers is not None:
             what += f", {len(layers)} layers"
-        print(f"  {group['digest']}  {group['n_entries']:>8} entries  "
-              f"{_human(group['n_bytes']):>9}  {what}")
+        print(
+            f"  {group['digest']}  {group['n_entries']:>8} entries  "
+            f"{_human(group['n_bytes']):>9}  {what}"
+        )
 
 
 def _model_cache(action):
@@ -76,14 +81,16 @@ def _model_cache(action):
     except OSError as exc:
         raise UserError(f"user model cache (SKLOES_HOME): {_first_line(exc)}") from None
     total = sum(f["n_bytes"] for f in info["folders"])
-    print(f"{info['path']} (user model cache): {len(info['folders'])} folder(s), "
-          f"{_human(total)}")
+    print(
+        f"{info['path']} (user model cache): {len(info['folders'])} folder(s), "
+        f"{_human(total)}"
+    )
     for folder in info["folders"]:
-        print(f"  {folder['state']:9} {_human(folder['n_bytes']):>9}  "
-              f"{folder['path']}")
+        print(f"  {folder['state']:9} {_human(folder['n_bytes']):>9}  {folder['path']}")
     if any(f["state"] == "stale" for f in info["folders"]):
-        print("stale folders are removed by the next preparation or by "
-              "skloes cache prune")
+        print(
+            "stale folders are removed by the next preparation or by skloes cache prune"
+        )
 
 
 def _human(n):

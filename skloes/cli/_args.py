@@ -9,8 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 
-BUILTIN_DATA = ("rotten_tomatoes", "bbc_news", "chatterbot_langid", "trec6",
-                "sms_spam", "vader_tweets3", "vader_nyt3")
+BUILTIN_DATA = (
+    "rotten_tomatoes",
+    "bbc_news",
+    "chatterbot_langid",
+    "trec6",
+    "sms_spam",
+    "vader_tweets3",
+    "vader_nyt3",
+)
 
 
 # The main job: the offline SmolLM2 decoder, where intermediate layers matter most
@@ -65,6 +72,7 @@ def _positive_int(option):
                 f"{option} must be a positive int; got {text!r}"
             )
         return value
+
     return parse
 
 
@@ -98,7 +106,8 @@ def build_parser():
 
 def _add_probe_parser(sub):
     probe = sub.add_parser(
-        "probe", help="probe every layer of a model on a labelled data set",
+        "probe",
+        help="probe every layer of a model on a labelled data set",
         description=(
             "Probe every layer of a model on a labelled data set, select layers "
             "with LOES and write a report. With no arguments: the offline "
@@ -106,136 +115,252 @@ def _add_probe_parser(sub):
             "Tomatoes subsample."
         ),
     )
-    probe.add_argument("--model", default=DEFAULT_MODEL, metavar="ID_OR_PATH",
-                       help="Hugging Face id, local folder or .gguf file; ids of "
-                       "installed offline bundles need no network "
-                       f"(default: {DEFAULT_MODEL})")
-    probe.add_argument("--data", default="rotten_tomatoes", metavar="NAME_OR_FILE",
-                       help=f"built-in data set ({', '.join(BUILTIN_DATA)}) or a "
-                       ".csv/.tsv/.jsonl/.parquet file (default: rotten_tomatoes)")
-    probe.add_argument("--text-column", default="text", metavar="C",
-                       help="text column of a data file (default: text)")
-    probe.add_argument("--label-column", default="label", metavar="C",
-                       help="label column of a data file (default: label)")
-    probe.add_argument("--pooling", default="mean",
-                       choices=["mean", "cls", "first", "last", "max"],
-                       help="token pooling (default: mean)")
-    probe.add_argument("--n-layers-to-select", type=_n_layers_value, default=4,
-                       metavar="K|auto",
-                       help="number of layers LOES selects, or 'auto' for "
-                       "cross-validated (default: 4)")
-    probe.add_argument("--k", dest="k_deprecated", type=_n_layers_value,
-                       default=None, help=argparse.SUPPRESS)  # renamed in 0.2
-    probe.add_argument("--max-samples", type=_max_samples, default=DEFAULT_MAX_SAMPLES,
-                       metavar="N", help="stratified subsample size, or 'all' "
-                       f"(default: {DEFAULT_MAX_SAMPLES})")
-    probe.add_argument("--token-metrics", action="store_true",
-                       help="also compute prompt entropy and curvature (token level, "
-                       "same forward pass)")
-    probe.add_argument("--nested", action=argparse.BooleanOptionalAction,
-                       default=True,
-                       help="select layers inside each CV fold, so LOES and the best "
-                       "single layer are scored alike and the report shows each "
-                       "fold's picks and their stability (default); --no-nested "
-                       "selects once on all rows (faster, optimistic)")
+    probe.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        metavar="ID_OR_PATH",
+        help="Hugging Face id, local folder or .gguf file; ids of "
+        "installed offline bundles need no network "
+        f"(default: {DEFAULT_MODEL})",
+    )
+    probe.add_argument(
+        "--data",
+        default="rotten_tomatoes",
+        metavar="NAME_OR_FILE",
+        help=f"built-in data set ({', '.join(BUILTIN_DATA)}) or a "
+        ".csv/.tsv/.jsonl/.parquet file (default: rotten_tomatoes)",
+    )
+    probe.add_argument(
+        "--text-column",
+        default="text",
+        metavar="C",
+        help="text column of a data file (default: text)",
+    )
+    probe.add_argument(
+        "--label-column",
+        default="label",
+        metavar="C",
+        help="label column of a data file (default: label)",
+    )
+    probe.add_argument(
+        "--pooling",
+        default="mean",
+        choices=["mean", "cls", "first", "last", "max"],
+        help="token pooling (default: mean)",
+    )
+    probe.add_argument(
+        "--n-layers-to-select",
+        type=_n_layers_value,
+        default=4,
+        metavar="K|auto",
+        help="number of layers LOES selects, or 'auto' for "
+        "cross-validated (default: 4)",
+    )
+    probe.add_argument(
+        "--k",
+        dest="k_deprecated",
+        type=_n_layers_value,
+        default=None,
+        help=argparse.SUPPRESS,
+    )  # renamed in 0.2
+    probe.add_argument(
+        "--max-samples",
+        type=_max_samples,
+        default=DEFAULT_MAX_SAMPLES,
+        metavar="N",
+        help=f"stratified subsample size, or 'all' (default: {DEFAULT_MAX_SAMPLES})",
+    )
+    probe.add_argument(
+        "--token-metrics",
+        action="store_true",
+        help="also compute prompt entropy and curvature (token level, "
+        "same forward pass)",
+    )
+    probe.add_argument(
+        "--nested",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="select layers inside each CV fold, so LOES and the best "
+        "single layer are scored alike and the report shows each "
+        "fold's picks and their stability (default); --no-nested "
+        "selects once on all rows (faster, optimistic)",
+    )
     _add_extraction_options(probe)
-    probe.add_argument("--seed", type=int, default=0,
-                       help="random seed of the subsample, folds and selection")
+    probe.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed of the subsample, folds and selection",
+    )
     _add_probe_output_options(probe)
 
 
 def _add_extraction_options(probe):
     """The forward-pass options of ``skloes probe``."""
-    probe.add_argument("--device", default="auto", metavar="D",
-                       help="torch device: auto, cpu, cuda, mps (default: auto)")
-    probe.add_argument("--batch-size", type=_positive_int("--batch-size"), default=32,
-                       metavar="B",
-                       help="texts per forward pass (default: 32)")
-    probe.add_argument("--max-length", type=_positive_int("--max-length"), default=128,
-                       metavar="T",
-                       help="tokens kept per text (default: 128)")
-    probe.add_argument("--precision", default="float32",
-                       choices=["float32", "bfloat16", "int8"],
-                       help="arithmetic of the forward pass: int8 and "
-                       "bfloat16 are faster on CPUs with int8/bfloat16 units and "
-                       "move the features slightly (default: float32)")
+    probe.add_argument(
+        "--device",
+        default="auto",
+        metavar="D",
+        help="torch device: auto, cpu, cuda, mps (default: auto)",
+    )
+    probe.add_argument(
+        "--batch-size",
+        type=_positive_int("--batch-size"),
+        default=32,
+        metavar="B",
+        help="texts per forward pass (default: 32)",
+    )
+    probe.add_argument(
+        "--max-length",
+        type=_positive_int("--max-length"),
+        default=128,
+        metavar="T",
+        help="tokens kept per text (default: 128)",
+    )
+    probe.add_argument(
+        "--precision",
+        default="float32",
+        choices=["float32", "bfloat16", "int8"],
+        help="arithmetic of the forward pass: int8 and "
+        "bfloat16 are faster on CPUs with int8/bfloat16 units and "
+        "move the features slightly (default: float32)",
+    )
 
 
 def _add_probe_output_options(probe):
     """Where ``skloes probe`` writes its report and its fitted probe."""
-    probe.add_argument("--out", default="skloes_report", metavar="DIR",
-                       help="report folder (default: ./skloes_report)")
-    probe.add_argument("--force", action="store_true",
-                       help="overwrite a report (layers.csv, profile.png, "
-                       "selection.json) already in --out, and a probe already "
-                       "saved in --save")
-    probe.add_argument("--save", default=None, metavar="DIR",
-                       help="also fit a probe on every row with the reported layers "
-                       "and save it to DIR (for skloes predict)")
+    probe.add_argument(
+        "--out",
+        default="skloes_report",
+        metavar="DIR",
+        help="report folder (default: ./skloes_report)",
+    )
+    probe.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite a report (layers.csv, profile.png, "
+        "selection.json) already in --out, and a probe already "
+        "saved in --save",
+    )
+    probe.add_argument(
+        "--save",
+        default=None,
+        metavar="DIR",
+        help="also fit a probe on every row with the reported layers "
+        "and save it to DIR (for skloes predict)",
+    )
 
 
 def _add_predict_parser(sub):
     predict = sub.add_parser(
-        "predict", help="predict new texts with a probe saved by probe --save",
+        "predict",
+        help="predict new texts with a probe saved by probe --save",
         description="Predict every text of a data file with a probe saved by "
         "`skloes probe --save DIR`; writes one row per text: the prediction and, "
         "for a classifier, the probability of each class.",
     )
-    predict.add_argument("probe_dir", metavar="DIR",
-                         help="folder written by skloes probe --save")
-    predict.add_argument("--data", required=True, metavar="FILE",
-                         help="a .csv/.tsv/.jsonl/.parquet file of texts")
-    predict.add_argument("--text-column", default="text", metavar="C",
-                         help="text column of the data file (default: text)")
-    predict.add_argument("--out", default=None, metavar="FILE",
-                         help="CSV file to write (default: standard output)")
-    predict.add_argument("--force", action="store_true",
-                         help="overwrite --out if it exists")
-    predict.add_argument("--batch-size", type=_positive_int("--batch-size"),
-                         default=None, metavar="B",
-                         help="texts per forward pass (default: the probe's)")
-    predict.add_argument("--device", default=None, metavar="D",
-                         help="torch device (default: the probe's)")
+    predict.add_argument(
+        "probe_dir", metavar="DIR", help="folder written by skloes probe --save"
+    )
+    predict.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="a .csv/.tsv/.jsonl/.parquet file of texts",
+    )
+    predict.add_argument(
+        "--text-column",
+        default="text",
+        metavar="C",
+        help="text column of the data file (default: text)",
+    )
+    predict.add_argument(
+        "--out",
+        default=None,
+        metavar="FILE",
+        help="CSV file to write (default: standard output)",
+    )
+    predict.add_argument(
+        "--force", action="store_true", help="overwrite --out if it exists"
+    )
+    predict.add_argument(
+        "--batch-size",
+        type=_positive_int("--batch-size"),
+        default=None,
+        metavar="B",
+        help="texts per forward pass (default: the probe's)",
+    )
+    predict.add_argument(
+        "--device",
+        default=None,
+        metavar="D",
+        help="torch device (default: the probe's)",
+    )
 
 
 def _add_models_parser(sub):
     models = sub.add_parser(
-        "models", help="list the offline model bundles; --prepare readies them",
+        "models",
+        help="list the offline model bundles; --prepare readies them",
         description="List the model bundles that run offline (installed or not, "
         "with the pip line that installs them). With --prepare, convert or "
         "reassemble every installed bundle into the user cache now (once; "
         "otherwise this happens on first use).",
     )
-    models.add_argument("--prepare", action="store_true",
-                        help="prepare every installed bundle now")
+    models.add_argument(
+        "--prepare", action="store_true", help="prepare every installed bundle now"
+    )
 
 
 def _add_cache_parser(sub):
     cache = sub.add_parser(
-        "cache", help="show the size of a hidden-states cache or prune it",
+        "cache",
+        help="show the size of a hidden-states cache or prune it",
         description="Show the size of a hidden-states cache folder (the `cache` "
         "of HiddenStatesTransformer) per settings, or prune it.",
     )
     actions = cache.add_subparsers(dest="action", parser_class=_Parser)
     info = actions.add_parser(
-        "info", help="entries and bytes per settings",
+        "info",
+        help="entries and bytes per settings",
         description="Entries and bytes per settings of a hidden-states cache "
-        "folder; without DIR, the folders of the user model cache (SKLOES_HOME).")
-    info.add_argument("path", metavar="DIR", nargs="?", default=None,
-                      help="the cache folder (default: the user model cache)")
+        "folder; without DIR, the folders of the user model cache (SKLOES_HOME).",
+    )
+    info.add_argument(
+        "path",
+        metavar="DIR",
+        nargs="?",
+        default=None,
+        help="the cache folder (default: the user model cache)",
+    )
     prune = actions.add_parser(
-        "prune", help="remove old entries, then the oldest down to a size",
+        "prune",
+        help="remove old entries, then the oldest down to a size",
         description="Remove entries written more than --older-than ago, then the "
         "oldest until the cache holds at most --max-bytes. Without DIR, remove "
         "what killed preparations left in the user model cache (SKLOES_HOME).",
     )
-    prune.add_argument("path", metavar="DIR", nargs="?", default=None,
-                       help="the cache folder (default: the user model cache)")
-    prune.add_argument("--max-bytes", type=_size, default=None, metavar="SIZE",
-                       help="size bound, e.g. 500M, 2G (suffixes K, M, G, T: "
-                       "powers of 1024)")
-    prune.add_argument("--older-than", type=_age, default=None, metavar="AGE",
-                       help="age bound, e.g. 3600, 12h, 30d, 2w")
+    prune.add_argument(
+        "path",
+        metavar="DIR",
+        nargs="?",
+        default=None,
+        help="the cache folder (default: the user model cache)",
+    )
+    prune.add_argument(
+        "--max-bytes",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="size bound, e.g. 500M, 2G (suffixes K, M, G, T: powers of 1024)",
+    )
+    prune.add_argument(
+        "--older-than",
+        type=_age,
+        default=None,
+        metavar="AGE",
+        help="age bound, e.g. 3600, 12h, 30d, 2w",
+    )
 
 
 _SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -275,9 +400,13 @@ _max_samples = _int_or_word("--max-samples", 10, "all", None)
 
 # Estimator parameters that a probe option sets: an estimator's error names
 # the option instead (``as_options``).
-_OPTION_OF = {"max_length": "--max-length", "batch_size": "--batch-size",
-              "pooling": "--pooling", "device": "--device",
-              "n_layers_to_select": "--n-layers-to-select"}
+_OPTION_OF = {
+    "max_length": "--max-length",
+    "batch_size": "--batch-size",
+    "pooling": "--pooling",
+    "device": "--device",
+    "n_layers_to_select": "--n-layers-to-select",
+}
 
 
 def as_options(message):

@@ -26,9 +26,11 @@ def _read_frame(path, text_column=None):
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",",
-                               dtype=None if text_column is None
-                               else {text_column: str})
+            return pd.read_csv(
+                path,
+                sep="\t" if suffix == ".tsv" else ",",
+                dtype=None if text_column is None else {text_column: str},
+            )
         if suffix in (".jsonl", ".json"):
             return pd.read_json(path, lines=suffix == ".jsonl", dtype=False)
         if suffix in (".parquet", ".pq"):
@@ -61,8 +63,10 @@ def read_texts(path, text_column):
     column = frame[text_column]
     missing = int(column.isna().sum())
     if missing:
-        raise UserError(f"{missing} of {len(column)} rows of {str(path)!r} have no "
-                        f"text in column {text_column!r}; fill or drop them")
+        raise UserError(
+            f"{missing} of {len(column)} rows of {str(path)!r} have no "
+            f"text in column {text_column!r}; fill or drop them"
+        )
     if len(column) == 0:
         raise UserError(f"{str(path)!r} has no rows")
     return _texts(column, path)
@@ -96,16 +100,20 @@ def _existing_file(data):
 
 def _read_table(path, text_column, label_column):
     frame = _read_frame(path, text_column)
-    _check_columns(frame, path, [(text_column, "--text-column"),
-                                 (label_column, "--label-column")])
+    _check_columns(
+        frame, path, [(text_column, "--text-column"), (label_column, "--label-column")]
+    )
     n_rows = len(frame)
     frame = frame[[text_column, label_column]].dropna()
     if len(frame) == 0:
         raise UserError(f"{str(path)!r} has no row with both a text and a label")
     if len(frame) < n_rows:  # said, never silent
-        print(f"skloes probe: note: {n_rows - len(frame)} of {n_rows} rows of "
-              f"{str(path)!r} have no text ({text_column!r}) or no label "
-              f"({label_column!r}) and are left out", file=sys.stderr)
+        print(
+            f"skloes probe: note: {n_rows - len(frame)} of {n_rows} rows of "
+            f"{str(path)!r} have no text ({text_column!r}) or no label "
+            f"({label_column!r}) and are left out",
+            file=sys.stderr,
+        )
     return _texts(frame[text_column], path), frame[label_column].to_numpy()
 
 
@@ -117,8 +125,9 @@ def _subsample(texts, labels, n, seed):
         return texts, labels
     stratify = labels if type_of_target(labels) in ("binary", "multiclass") else None
     try:
-        index, _ = train_test_split(np.arange(len(texts)), train_size=n,
-                                    stratify=stratify, random_state=seed)
+        index, _ = train_test_split(
+            np.arange(len(texts)), train_size=n, stratify=stratify, random_state=seed
+        )
     except ValueError:  # a class too small to stratify: uniform draw
         index = np.random.RandomState(seed).choice(len(texts), n, replace=False)
     index = np.sort(index)

@@ -64,8 +64,9 @@ def main(argv=None):
         run_probe(args)
     except UserError as exc:
         command = argv_command(argv)
-        prog = (f"skloes {command}" if command in ("cache", "models", "predict")
-                else PROG)
+        prog = (
+            f"skloes {command}" if command in ("cache", "models", "predict") else PROG
+        )
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -82,5 +83,3 @@ def argv_command(argv):
     """The sub-command named in ``argv`` (``sys.argv`` when None), or None."""
     words = sys.argv[1:] if argv is None else argv
     return next((w for w in words if not w.startswith("-")), None)
-
-

@@ -82,8 +82,7 @@ def run_predict(args):
         header, rows = _rows(probe, list(texts))
     except (ValueError, TypeError) as exc:
         raise UserError(_first_line(exc)) from None
-    handle = sys.stdout if out is None else open(out, "w", newline="",
-                                                 encoding="utf-8")
+    handle = sys.stdout if out is None else open(out, "w", newline="", encoding="utf-8")
     try:
         writer = csv.writer(handle)
         writer.writerow(header)
@@ -92,5 +91,8 @@ def run_predict(args):
         if out is not None:
             handle.close()
     if out is not None:
-        print(f"{len(texts)} predictions written to {out} in "
-              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+        print(
+            f"{len(texts)} predictions written to {out} in "
+            f"{time.perf_counter() - start:.1f} s",
+            file=sys.stderr,
+        )

@@ -73,17 +73,25 @@ def _extract(args, texts):
         token = TokenMetricPooling(pooling=args.pooling)
         pooling = token
     hst = HiddenStatesTransformer(
-        args.model, pooling=pooling, batch_size=args.batch_size,
-        max_length=args.max_length, device=args.device, verbose=1,
+        args.model,
+        pooling=pooling,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        device=args.device,
+        verbose=1,
         precision=args.precision,
     )
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
     except RemoteCodeError as exc:  # the command has no trust_remote_code
-        raise UserError(exc.message(
-            None, "skloes probe does not run a model's own code (use it from "
-            "Python: HiddenStatesTransformer(trust_remote_code=True), only if you "
-            "trust it)")) from None
+        raise UserError(
+            exc.message(
+                None,
+                "skloes probe does not run a model's own code (use it from "
+                "Python: HiddenStatesTransformer(trust_remote_code=True), only if you "
+                "trust it)",
+            )
+        ) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
         message = as_options(_first_line(exc))
         if not message.startswith(type(hst).__name__):  # e.g. a raw JSON error
@@ -108,15 +116,17 @@ def _headline(s):
     """One line that quotes the summary table's numbers (no other source)."""
     by = {e["method"]: e for e in s["methods"]}
     how = "inner CV" if s["nested"] else "per-layer table"
-    parts = [f"LOES layers {s['selected_layers']}: {s['fused_score']:.4f}",
-             f"last layer {s['n_layers'] - 1}: {s['last_layer_score']:.4f}",
-             f"best single layer ({how}) {s['best_layer']}: "
-             f"{s['best_layer_score']:.4f}"]
+    parts = [
+        f"LOES layers {s['selected_layers']}: {s['fused_score']:.4f}",
+        f"last layer {s['n_layers'] - 1}: {s['last_layer_score']:.4f}",
+        f"best single layer ({how}) {s['best_layer']}: {s['best_layer_score']:.4f}",
+    ]
     if "all_layers" in by:
         parts.append(f"all layers: {by['all_layers']['score']:.4f}")
     if s["selection_stability"] is not None:
-        parts.append(f"stability of the LOES layers across folds: "
-                     f"{s['selection_stability']:.2f}")
+        parts.append(
+            f"stability of the LOES layers across folds: {s['selection_stability']:.2f}"
+        )
     return "  |  ".join(parts)
 
 
@@ -127,38 +137,53 @@ def run_probe(args):
     start = time.perf_counter()
     check_out(args.out, args.force)
     check_save(args.save, args.force)
-    texts, labels, names = load_data(args.data, args.text_column, args.label_column,
-                                     args.max_samples, args.seed)
+    texts, labels, names = load_data(
+        args.data, args.text_column, args.label_column, args.max_samples, args.seed
+    )
     n_classes = len(np.unique(labels))
-    _log(f"data: {args.data}, {len(texts)} texts, {n_classes} classes"
-         + (f" ({', '.join(map(str, names))})" if names is not None else ""))
+    _log(
+        f"data: {args.data}, {len(texts)} texts, {n_classes} classes"
+        + (f" ({', '.join(map(str, names))})" if names is not None else "")
+    )
     hst, stack, token_metrics = _extract(args, texts)
     t_extract = time.perf_counter() - start
-    _log(f"model: {hst.model_path_} ({stack.shape[0]} hidden states of width "
-         f"{stack.shape[2]}, pooling {args.pooling}); extracted in {t_extract:.1f} s")
+    _log(
+        f"model: {hst.model_path_} ({stack.shape[0]} hidden states of width "
+        f"{stack.shape[2]}, pooling {args.pooling}); extracted in {t_extract:.1f} s"
+    )
     report = LayerReport(
-        n_layers_to_select=args.n_layers_to_select, nested=args.nested,
-        random_state=args.seed, verbose=1,
+        n_layers_to_select=args.n_layers_to_select,
+        nested=args.nested,
+        random_state=args.seed,
+        verbose=1,
     )
     try:
         report.fit(stack, labels, extra_metrics=token_metrics)
     except ValueError as exc:  # what the layers or labels cannot give
-        raise UserError(f"cannot probe {args.data}: "
-                        f"{as_options(_first_line(exc))}") from None
+        raise UserError(
+            f"cannot probe {args.data}: {as_options(_first_line(exc))}"
+        ) from None
     folder = report.save(args.out)
-    print(f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
-          "= embedding output)")
+    print(
+        f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
+        "= embedding output)"
+    )
     print(report.format_table())
-    how = ("selected inside each CV fold" if args.nested else
-           "selected on all rows, scored by CV")
+    how = (
+        "selected inside each CV fold"
+        if args.nested
+        else "selected on all rows, scored by CV"
+    )
     print(f"\nSelection summary (layers {how})")
     print(report.format_summary())
     print("\n" + _headline(report.summary()))
     if args.save is not None:
         _save_probe(args, report, hst, stack, labels, texts)
     total = time.perf_counter() - start
-    print(f"report written to {os.fspath(folder)}/ (layers.csv, profile.png, "
-          f"selection.json) in {total:.1f} s")
+    print(
+        f"report written to {os.fspath(folder)}/ (layers.csv, profile.png, "
+        f"selection.json) in {total:.1f} s"
+    )
     return report
 
 
@@ -177,11 +202,15 @@ def check_save(save, force=False):
         raise UserError(f"--save {save!r} is a file; choose a new folder")
     if folder.is_dir() and any(folder.iterdir()):
         if not (folder / MANIFEST_FILE).is_file():
-            raise UserError(f"--save {save!r} is not empty and holds no saved probe; "
-                            "choose a new folder")
+            raise UserError(
+                f"--save {save!r} is not empty and holds no saved probe; "
+                "choose a new folder"
+            )
         if not force:
-            raise UserError(f"--save {save!r} already holds a saved probe; pass "
-                            "--force to replace it or choose a new folder")
+            raise UserError(
+                f"--save {save!r} already holds a saved probe; pass "
+                "--force to replace it or choose a new folder"
+            )
 
 
 def _save_probe(args, report, hst, stack, labels, texts):
@@ -190,17 +219,28 @@ def _save_probe(args, report, hst, stack, labels, texts):
     from skloes.probe import LayerProbeClassifier, LayerProbeRegressor, save_probe
     from skloes.report._layer_report import _method_estimator
 
-    cls = (LayerProbeClassifier if report.task_ == "classification"
-           else LayerProbeRegressor)
+    cls = (
+        LayerProbeClassifier
+        if report.task_ == "classification"
+        else LayerProbeRegressor
+    )
     selector = _method_estimator("loes", args.n_layers_to_select, args.seed, None)
-    probe = cls(args.model, selector=selector,
-        pooling=args.pooling, max_length=args.max_length,
-        batch_size=args.batch_size, device=args.device, random_state=args.seed,
-        extractor_params={"precision": args.precision})
+    probe = cls(
+        args.model,
+        selector=selector,
+        pooling=args.pooling,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        device=args.device,
+        random_state=args.seed,
+        extractor_params={"precision": args.precision},
+    )
     extractor = probe._extractor().fit(list(texts))
     probe._fit_stack(extractor, stack, probe._check_y(labels))
     folder = save_probe(probe, args.save, overwrite=args.force)
     size = sum(f.stat().st_size for f in folder.iterdir())
-    _log(f"probe on layers {probe.selected_layers_.tolist()} saved to {folder}/ "
-         f"({size / 1e6:.1f} MB, no model weights): skloes predict {folder} "
-         "--data FILE")
+    _log(
+        f"probe on layers {probe.selected_layers_.tolist()} saved to {folder}/ "
+        f"({size / 1e6:.1f} MB, no model weights): skloes predict {folder} "
+        "--data FILE"
+    )

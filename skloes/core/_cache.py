@@ -157,11 +157,15 @@ class HiddenStatesCache:
         except OSError:
             return None
         head, end = len(self._header), len(self._header) + self._nbytes
-        if (len(data) != end + _TRAILER_SIZE or data[:head] != self._header
-                or data[end:] != _trailer(key, memoryview(data)[:end])):
+        if (
+            len(data) != end + _TRAILER_SIZE
+            or data[:head] != self._header
+            or data[end:] != _trailer(key, memoryview(data)[:end])
+        ):
             return None
-        array = np.frombuffer(data, self.dtype, offset=head,
-                              count=self._nbytes // self.dtype.itemsize)
+        array = np.frombuffer(
+            data, self.dtype, offset=head, count=self._nbytes // self.dtype.itemsize
+        )
         array = array.reshape(self.shape)
         return array if np.isfinite(array).all() else None
 
@@ -183,7 +187,8 @@ class HiddenStatesCache:
                 f"skloes: cannot write to the hidden-states cache {str(self.folder)!r} "
                 f"({exc}); results are computed but not cached for the rest of "
                 "this transform.",
-                UserWarning, stacklevel=3,
+                UserWarning,
+                stacklevel=3,
             )
 
     def _write(self, key, array):
@@ -194,11 +199,14 @@ class HiddenStatesCache:
             _atomic_save(settings, self.settings.encode())
         payload = np.ascontiguousarray(array, dtype=self.dtype)
         if payload.shape != self.shape:
-            raise ValueError(f"cache entry of shape {payload.shape}, expected "
-                             f"{self.shape}")
+            raise ValueError(
+                f"cache entry of shape {payload.shape}, expected {self.shape}"
+            )
         payload = payload.tobytes()
-        _atomic_save(self.path(key),
-                     self._header + payload + _trailer(key, self._header, payload))
+        _atomic_save(
+            self.path(key),
+            self._header + payload + _trailer(key, self._header, payload),
+        )
 
     def output_path(self, keys) -> Path:
         """File for a memory-mapped output assembling ``keys`` in order."""
@@ -209,8 +217,11 @@ class HiddenStatesCache:
 def _npy_header(shape, dtype) -> bytes:
     """The ``.npy`` header numpy writes for an array of ``shape`` and ``dtype``."""
     buffer = io.BytesIO()
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-              "fortran_order": False, "shape": tuple(int(s) for s in shape)}
+    header = {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+        "fortran_order": False,
+        "shape": tuple(int(s) for s in shape),
+    }
     np.lib.format.write_array_header_1_0(buffer, header)
     return buffer.getvalue()
 
@@ -292,7 +303,8 @@ def _warn_output(path, exc):
     warnings.warn(
         f"skloes: cannot write the memory-mapped output {str(path)!r} ({exc}); "
         "the result is returned in memory.",
-        UserWarning, stacklevel=4,
+        UserWarning,
+        stacklevel=4,
     )
 
 
@@ -388,8 +400,9 @@ def cache_info(path):
             stat = file.stat()
         except OSError:  # removed meanwhile by another process
             continue
-        group = groups.setdefault(root, {"digest": root.name, "n_entries": 0,
-                                         "n_bytes": 0, "times": []})
+        group = groups.setdefault(
+            root, {"digest": root.name, "n_entries": 0, "n_bytes": 0, "times": []}
+        )
         group["n_bytes"] += stat.st_size
         if kind == "entry":
             group["n_entries"] += 1
@@ -397,9 +410,14 @@ def cache_info(path):
     settings = []
     for root, group in groups.items():
         times = group.pop("times")
-        settings.append({**group, "settings": _read_settings(root),
-                         "newest": max(times, default=None),
-                         "oldest": min(times, default=None)})
+        settings.append(
+            {
+                **group,
+                "settings": _read_settings(root),
+                "newest": max(times, default=None),
+                "oldest": min(times, default=None),
+            }
+        )
     return {
         "path": os.fspath(folder),
         "n_entries": sum(s["n_entries"] for s in settings),
@@ -476,8 +494,12 @@ def prune_cache(path, *, max_bytes=None, older_than=None):
 def _check_bound(value, name):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or \
-            not np.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.number))
+        or not np.isfinite(value)
+        or value < 0
+    ):
         raise ValueError(
             f"prune_cache: `{name}` must be a non-negative number or None; got "
             f"{value!r}."

@@ -69,8 +69,7 @@ class LayerTable(np.ndarray):
     def __array_finalize__(self, obj):
         width = getattr(obj, "layer_dim", None)
         n_columns = getattr(obj, "_n_columns", None)
-        keep = (width is not None and self.ndim == 2
-                and self.shape[1] == n_columns)
+        keep = width is not None and self.ndim == 2 and self.shape[1] == n_columns
         self._n_columns = n_columns if keep else None
         self.layer_dim = width if keep else None
         self.layers = getattr(obj, "layers", None) if keep else None
@@ -131,7 +130,7 @@ def flat_layer_dim(X):
     if len(units) % width:
         return None
     for start in range(0, len(units), width):
-        block = units[start:start + width]
+        block = units[start : start + width]
         units_ok = [j for _, j in block] == list(range(width))
         if not units_ok or len({l for l, _ in block}) != 1:
             return None
@@ -216,7 +215,12 @@ def validate_layers(
         if reset:
             layer_dim = flat_width(name, X, layer_dim, plain)
         out = _validate_flat(
-            estimator, X, y, layer_dim=layer_dim, reset=reset, dtype=dtype,
+            estimator,
+            X,
+            y,
+            layer_dim=layer_dim,
+            reset=reset,
+            dtype=dtype,
             **check_params,
         )
     else:
@@ -243,8 +247,14 @@ def _validate_stack(estimator, X, y, *, reset, dtype, **check_params):
     check_params.pop("ensure_min_features", None)
     check_params.pop("ensure_min_samples", None)  # axis 0 holds layers, not samples
     X = check_array(
-        X, allow_nd=True, dtype=dtype, input_name="X", estimator=estimator,
-        ensure_2d=False, ensure_min_samples=0, **check_params,
+        X,
+        allow_nd=True,
+        dtype=dtype,
+        input_name="X",
+        estimator=estimator,
+        ensure_2d=False,
+        ensure_min_samples=0,
+        **check_params,
     )
     n_layers, n_samples, dim = X.shape
     if n_samples == 0 or n_layers == 0 or dim == 0:
@@ -335,8 +345,11 @@ def stack_view(X):
 def _check_layer_dim(name, layer_dim, n_features):
     if layer_dim is None:
         return 1
-    if (not isinstance(layer_dim, Integral) or isinstance(layer_dim, bool)
-            or layer_dim < 1):
+    if (
+        not isinstance(layer_dim, Integral)
+        or isinstance(layer_dim, bool)
+        or layer_dim < 1
+    ):
         raise ValueError(
             f"{name}: `layer_dim` must be a positive integer or None; got "
             f"{layer_dim!r}."

@@ -119,9 +119,7 @@ def pool(hidden, mask, pooling="mean", exclude=None):
     if pooling == "max":
         fill = torch.finfo(hidden.dtype).min
         return hidden.masked_fill(~mask.unsqueeze(-1), fill).amax(dim=1)
-    raise ValueError(
-        f"pooling: `pooling` must be one of {POOLINGS}; got {pooling!r}."
-    )
+    raise ValueError(f"pooling: `pooling` must be one of {POOLINGS}; got {pooling!r}.")
 
 
 def first_token(mask):
@@ -142,8 +140,9 @@ def first_token(mask):
     return out & mask
 
 
-def pool_layers(hidden_states, layers, mask, pooling="mean", *, exclude=None,
-                owner="skloes"):
+def pool_layers(
+    hidden_states, layers, mask, pooling="mean", *, exclude=None, owner="skloes"
+):
     """Pool the requested layers of one batch into a ``(n_layers, B, k)`` tensor.
 
     Parameters
@@ -176,8 +175,9 @@ def pool_layers(hidden_states, layers, mask, pooling="mean", *, exclude=None,
     """
 
     if not callable(pooling):
-        return torch.stack([pool(hidden_states[l], mask, pooling, exclude)
-                            for l in layers])
+        return torch.stack(
+            [pool(hidden_states[l], mask, pooling, exclude) for l in layers]
+        )
     batch = mask.shape[0]
     out = []
     for l in layers:

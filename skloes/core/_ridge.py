@@ -235,8 +235,9 @@ def tridiagonal_rotate(reduction, B, *, back=False):
     c, _, _, tau = reduction
     B = np.array(B, dtype=np.float64)
     m, q = B.shape
-    B[1:] = lapack.dormqr("L", "N" if back else "T", c[1:, :-1], tau, B[1:],
-                          lwork=max(64 * q, m))[0]
+    B[1:] = lapack.dormqr(
+        "L", "N" if back else "T", c[1:, :-1], tau, B[1:], lwork=max(64 * q, m)
+    )[0]
     return B
 
 
@@ -281,16 +282,18 @@ def ridge_solve(S, B, tc2, n, *, kernel, size, alpha="gcv"):
         route; zeros when no component is kept).
     """
     B = _as_2d_target(B)
-    lam, reduction, Bp = _ridge_reduce(S, B, tc2, n, kernel=kernel, size=size,
-                                       alpha=alpha)
+    lam, reduction, Bp = _ridge_reduce(
+        S, B, tc2, n, kernel=kernel, size=size, alpha=alpha
+    )
     if reduction is not None:
         d, e = reduction[1:3]
         Bp = tridiagonal_rotate(reduction, B) if Bp is None else Bp
         x, info = lapack.dptsv(d + lam, e, Bp)[2:4]
         if not info:
             return lam, tridiagonal_rotate(reduction, x, back=True)
-    return _ridge_solve_eigh(np.asarray(S, dtype=np.float64), B, tc2, n, kernel,
-                             size, alpha)
+    return _ridge_solve_eigh(
+        np.asarray(S, dtype=np.float64), B, tc2, n, kernel, size, alpha
+    )
 
 
 def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
@@ -301,13 +304,15 @@ def ridge_factor(S, B, tc2, n, *, kernel, size, alpha="gcv"):
     a numerical failure): the caller then takes the eigendecomposition route.
     """
     S = np.asarray(S, dtype=np.float64)
-    lam, reduction, _ = _ridge_reduce(S, _as_2d_target(B), tc2, n, kernel=kernel,
-                                      size=size, alpha=alpha)
+    lam, reduction, _ = _ridge_reduce(
+        S, _as_2d_target(B), tc2, n, kernel=kernel, size=size, alpha=alpha
+    )
     if reduction is None:
         return None, None
     try:
-        return lam, cho_factor(S + lam * np.eye(S.shape[0]), lower=True,
-                               check_finite=False)
+        return lam, cho_factor(
+            S + lam * np.eye(S.shape[0]), lower=True, check_finite=False
+        )
     except np.linalg.LinAlgError:
         return None, None
 
@@ -354,8 +359,11 @@ def _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha):
         return (float(alpha) if isinstance(alpha, Real) else 0.0), np.zeros_like(B)
     Z2 = np.sum((V.T @ B) ** 2, axis=1)
     z2 = Z2 if kernel else Z2 / s2  # primal: z_j = v_jᵀB / s_j
-    lam = (float(alpha) if isinstance(alpha, Real)
-           else _gcv_select(np.sqrt(s2), z2, tc2, n)[0])
+    lam = (
+        float(alpha)
+        if isinstance(alpha, Real)
+        else _gcv_select(np.sqrt(s2), z2, tc2, n)[0]
+    )
     return lam, V @ ((V.T @ B) / (s2 + lam)[:, None])
 
 
@@ -626,7 +634,13 @@ def gram_factors(G, *, centered=False, n_features=None):
 
 
 def ridge_fit_gram(
-    G, T, *, alpha="gcv", loss="loo", centered=False, n_features=None,
+    G,
+    T,
+    *,
+    alpha="gcv",
+    loss="loo",
+    centered=False,
+    n_features=None,
     loo_denominator=None,
 ):
     """Ridge with a free intercept from the Gram of the training rows.
@@ -673,4 +687,3 @@ def ridge_fit_gram(
     if not centered:
         sol.gram_means = (G.mean(axis=0), float(G.mean()))
     return sol
-

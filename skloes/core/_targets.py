@@ -47,8 +47,9 @@ def resolve_task(y, task, name):
         if task == "auto":
             return "label_free", None, None
         raise ValueError(f"{name}: `y` is required for task={task!r}; got None.")
-    y = check_array(y, ensure_2d=False, dtype=None, input_name="y",
-                    ensure_all_finite=False)
+    y = check_array(
+        y, ensure_2d=False, dtype=None, input_name="y", ensure_all_finite=False
+    )
     if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
         raise ValueError(f"{name}: `y` must be finite; got NaN or infinity in y.")
     if task == "auto":
@@ -57,13 +58,17 @@ def resolve_task(y, task, name):
         try:
             return task, None, np.asarray(y, dtype=np.float64).reshape(len(y), -1)
         except (TypeError, ValueError):
-            raise ValueError(f"{name}: `y` must be numeric for task='regression'; "
-                             f"got dtype {y.dtype}.") from None
+            raise ValueError(
+                f"{name}: `y` must be numeric for task='regression'; "
+                f"got dtype {y.dtype}."
+            ) from None
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
     if y.ndim != 1:
-        raise ValueError(f"{name}: `y` must be one column of class labels for "
-                         f"task='classification'; got shape {y.shape}.")
+        raise ValueError(
+            f"{name}: `y` must be one column of class labels for "
+            f"task='classification'; got shape {y.shape}."
+        )
     classes = np.unique(y)
     check_classes(classes, name)
     return task, classes, y
@@ -109,8 +114,7 @@ def check_classes(classes, name):
     """
     if len(classes) < 2:
         found = f"one class ({classes[0].tolist()!r})" if len(classes) else "none"
-        raise ValueError(f"{name}: `y` must contain at least two classes; got "
-                         f"{found}.")
+        raise ValueError(f"{name}: `y` must contain at least two classes; got {found}.")
 
 
 def check_label_vector(y, name):
@@ -134,7 +138,6 @@ def cv_splits(cv, y, name, param="cv"):
     ``param`` (in place of the splitter's own).
     """
 
-
     n_splits, n = getattr(cv, "n_splits", None), len(y)
     if isinstance(n_splits, Integral) and n_splits > n:
         raise ValueError(
@@ -145,8 +148,7 @@ def cv_splits(cv, y, name, param="cv"):
         if isinstance(cv, StratifiedKFold):
             _check_stratifiable(cv.n_splits, y, name, param)
             _warn_small_classes(cv.n_splits, y, name, param)
-            warnings.filterwarnings("ignore", "The least populated class",
-                                    UserWarning)
+            warnings.filterwarnings("ignore", "The least populated class", UserWarning)
         return list(cv.split(np.zeros((n, 1)), y))
 
 
@@ -163,7 +165,6 @@ def _check_stratifiable(n_splits, y, name, param):
 
 
 def _warn_small_classes(n_splits, y, name, param):
-
     classes, counts = np.unique(y, return_counts=True)
     if counts.min() < n_splits:
         warnings.warn(
@@ -171,5 +172,6 @@ def _warn_small_classes(n_splits, y, name, param):
             f"{counts.min()} samples, fewer than the `{param}`={n_splits} "
             "stratified folds, so some test folds lack it; lower `cv` for "
             "scores on every class.",
-            UserWarning, stacklevel=4,
+            UserWarning,
+            stacklevel=4,
         )

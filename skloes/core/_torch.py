@@ -17,8 +17,14 @@ from __future__ import annotations
 from skloes.utils._optional import import_optional
 from skloes.utils._param_validation import HasMethods
 
-__all__ = ["DEVICE_CONSTRAINT", "may_use_accelerator", "require_torch",
-           "resolve_device", "torch", "torch_available"]
+__all__ = [
+    "DEVICE_CONSTRAINT",
+    "may_use_accelerator",
+    "require_torch",
+    "resolve_device",
+    "torch",
+    "torch_available",
+]
 
 
 class _LazyTorch:

@@ -286,13 +286,19 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         "pooling": [StrOptions({"mean", "cls", "first", "last", "max"}), callable],
         "exclude_tokens": [StrOptions({"auto", "special", "first"}), None],
         "layers": [
-            StrOptions({"all"}), Interval(Integral, None, None, closed="neither"),
-            list, tuple, np.ndarray,
+            StrOptions({"all"}),
+            Interval(Integral, None, None, closed="neither"),
+            list,
+            tuple,
+            np.ndarray,
         ],
         "output": [StrOptions({"stack", "flat"})],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_batch_tokens": [Interval(Integral, 1, None, closed="left"),
-                             StrOptions({"auto"}), None],
+        "max_batch_tokens": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "max_length": [Interval(Integral, 1, None, closed="left")],
         "device": DEVICE_CONSTRAINT,
         "dtype": [StrOptions({"float32", "float16"})],
@@ -302,11 +308,25 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         "trust_remote_code": ["boolean"],
     }
 
-    def __init__(self, model=None, *, pooling="mean", exclude_tokens="auto",
-                 layers="all", output="stack", batch_size=32,
-                 max_batch_tokens="auto", max_length=512, device="auto",
-                 dtype="float32", precision="float32", cache=None, verbose=0,
-                 trust_remote_code=False, progress="deprecated"):
+    def __init__(
+        self,
+        model=None,
+        *,
+        pooling="mean",
+        exclude_tokens="auto",
+        layers="all",
+        output="stack",
+        batch_size=32,
+        max_batch_tokens="auto",
+        max_length=512,
+        device="auto",
+        dtype="float32",
+        precision="float32",
+        cache=None,
+        verbose=0,
+        trust_remote_code=False,
+        progress="deprecated",
+    ):
         self.model = model
         self.pooling = pooling
         self.exclude_tokens = exclude_tokens
@@ -393,12 +413,14 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         _precision().check_precision(self.precision, self.device_, owner=name)
         self._decoder = modality == "text" and is_decoder_only(config)
         self.exclude_tokens_ = resolve_exclude_tokens(
-            self.exclude_tokens, modality, self._decoder, owner=name)
+            self.exclude_tokens, modality, self._decoder, owner=name
+        )
         self.max_batch_tokens_ = self._resolve_batch_tokens()
         self.max_length_ = None
         if modality == "text":
             self.max_length_ = check_max_length(
-                self.max_length, self._text_limits(config), owner=name)
+                self.max_length, self._text_limits(config), owner=name
+            )
         self._drop_loaded()
         return items
 
@@ -407,8 +429,11 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         key = (self.model_path_, self.model_fingerprint_, bool(self.trust_remote_code))
         if key not in _TEXT_LIMITS:
             tokenizer = load_processor(
-                self.model_path_, "text", trust_remote_code=self.trust_remote_code,
-                owner=type(self).__name__)
+                self.model_path_,
+                "text",
+                trust_remote_code=self.trust_remote_code,
+                owner=type(self).__name__,
+            )
             _TEXT_LIMITS[key] = text_limits(tokenizer, config)
         return _TEXT_LIMITS[key]
 
@@ -518,8 +543,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             "model": self.model_fingerprint_,
             "modality": self.modality_,
             "pooling": "first" if self.pooling == "cls" else self.pooling,
-            "exclude_tokens": (self.exclude_tokens_
-                               if self.pooling in ("mean", "max") else None),
+            "exclude_tokens": (
+                self.exclude_tokens_ if self.pooling in ("mean", "max") else None
+            ),
             "max_length": self.max_length_,
             "layers": [int(l) for l in layers],
             "dtype": self.dtype,
@@ -557,8 +583,13 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         model, processor = self.model_, self.processor_
         encoded = None
         if self.modality_ == "text":
-            encoded = tokenize_texts(processor, items, self.max_length_,
-                                     config=model.config, owner=type(self).__name__)
+            encoded = tokenize_texts(
+                processor,
+                items,
+                self.max_length_,
+                config=model.config,
+                owner=type(self).__name__,
+            )
             self._check_not_empty(encoded)
         with torch.inference_mode():
             for index in self._progress(self._batches(items, encoded)):
@@ -574,16 +605,30 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 
     def _pool_text_batch(self, model, tokenizer, encoded, index):
         inputs, mask, exclude = text_batch(
-            tokenizer, encoded, index, exclude_tokens=self.exclude_tokens_,
-            decoder=self._decoder, device=self.device_)
-        return forward_pooled(model, inputs, self.layers_,
-                              self._pool_fn(mask, exclude), blocks=self._blocks)
+            tokenizer,
+            encoded,
+            index,
+            exclude_tokens=self.exclude_tokens_,
+            decoder=self._decoder,
+            device=self.device_,
+        )
+        return forward_pooled(
+            model,
+            inputs,
+            self.layers_,
+            self._pool_fn(mask, exclude),
+            blocks=self._blocks,
+        )
 
     def _pool_batch(self, model, processor, items, index):
         """Images and audio: the processor pads; pooling under the frame mask."""
         inputs = encode_batch(
-            processor, self.modality_, [items[i] for i in index],
-            max_length=self.max_length, device=self.device_, config=model.config,
+            processor,
+            self.modality_,
+            [items[i] for i in index],
+            max_length=self.max_length,
+            device=self.device_,
+            config=model.config,
         )
         pool_fn = None
 
@@ -605,8 +650,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             mask = kept_tokens(mask, exclude)
 
         def call(hidden):
-            value = pool_layers([hidden.float()], [0], mask, self.pooling,
-                                owner=owner)[0]
+            value = pool_layers([hidden.float()], [0], mask, self.pooling, owner=owner)[
+                0
+            ]
             if widths and value.shape[1] != widths[0]:
                 raise ValueError(
                     f"{owner}: callable `pooling` must return the same width k for "
@@ -629,8 +675,11 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if not np.isfinite(pooled).all():
             raise ValueError(
                 f"{type(self).__name__}: the model produced NaN or inf hidden states"
-                + (" (float16 overflow: use `dtype='float32'`)."
-                   if self.dtype == "float16" else ".")
+                + (
+                    " (float16 overflow: use `dtype='float32'`)."
+                    if self.dtype == "float16"
+                    else "."
+                )
             )
 
     def _allocate(self, out, pooled, n):
@@ -661,8 +710,10 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         """Index arrays of the forward passes, in batch order."""
         order = self._batch_order(items, encoded)
         if encoded is None or self.max_batch_tokens_ is None:
-            return [order[start:start + self.batch_size]
-                    for start in range(0, len(order), self.batch_size)]
+            return [
+                order[start : start + self.batch_size]
+                for start in range(0, len(order), self.batch_size)
+            ]
         lengths = [len(encoded["input_ids"][i]) for i in order]
         return token_batches(order, lengths, self.batch_size, self.max_batch_tokens_)
 
@@ -670,8 +721,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         if self.verbose < 1 or len(batches) < PROGRESS_MIN_BATCHES:
             return batches
         tqdm = import_optional("tqdm.auto")
-        return tqdm.tqdm(batches, desc="hidden states", unit="batch", disable=None,
-                         leave=False)
+        return tqdm.tqdm(
+            batches, desc="hidden states", unit="batch", disable=None, leave=False
+        )
 
     # ---------------------------------------------------------- lazy loading
     def _load(self):
@@ -680,15 +732,22 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             name = type(self).__name__
             self._check_weights()
             self._processor = load_processor(
-                self.model_path_, self.modality_,
-                trust_remote_code=self.trust_remote_code, owner=name,
+                self.model_path_,
+                self.modality_,
+                trust_remote_code=self.trust_remote_code,
+                owner=name,
             )
             precision = _precision()
-            self._model = precision.apply_precision(load_model(
-                self.model_path_, trust_remote_code=self.trust_remote_code,
-                device=self.device_, owner=name,
-                torch_dtype=precision.load_dtype(self.precision),
-            ), self.precision)
+            self._model = precision.apply_precision(
+                load_model(
+                    self.model_path_,
+                    trust_remote_code=self.trust_remote_code,
+                    device=self.device_,
+                    owner=name,
+                    torch_dtype=precision.load_dtype(self.precision),
+                ),
+                self.precision,
+            )
             self._blocks = find_blocks(self._model)
 
     def _check_weights(self):

@@ -37,8 +37,9 @@ from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 _LINEAR_CS = np.logspace(-4, 2, 7)
 
 
-class _BaseGeoReg(TorchClassifierMixin, ClassifierMixin, TransformerMixin,
-                  BaseEstimator):
+class _BaseGeoReg(
+    TorchClassifierMixin, ClassifierMixin, TransformerMixin, BaseEstimator
+):
     """What the feature head and the fine-tuner share: training and layers."""
 
     _parameter_constraints = {
@@ -84,8 +85,12 @@ class _BaseGeoReg(TorchClassifierMixin, ClassifierMixin, TransformerMixin,
 
     def _split(self, codes, rng):
         return validation_split(
-            len(codes), self.validation_fraction, rng, codes=codes,
-            classes=self.classes_, owner=type(self).__name__,
+            len(codes),
+            self.validation_fraction,
+            rng,
+            codes=codes,
+            classes=self.classes_,
+            owner=type(self).__name__,
         )
 
     def _selector_layers(self, fit_selector, n_layers):
@@ -131,8 +136,7 @@ class _BaseGeoReg(TorchClassifierMixin, ClassifierMixin, TransformerMixin,
             return np.arange(n_layers), None
         return resolve_layer_indices(self.layers, n_layers, owner=name), None
 
-    def _train(self, module, groups, forward, targets, train_idx, val_idx,
-               generator):
+    def _train(self, module, groups, forward, targets, train_idx, val_idx, generator):
         from skloes.heads._georeg_loss import GeoRegLoss, georeg_can_act
         from skloes.heads._training import train_loop, warn_not_converged
 
@@ -152,11 +156,21 @@ class _BaseGeoReg(TorchClassifierMixin, ClassifierMixin, TransformerMixin,
             )
         geo = GeoRegLoss(weight=self.geo_weight, variant=self.geo_variant)
         result = train_loop(
-            module, groups, forward, targets, train_idx, val_idx, geo_loss=geo,
-            generator=generator, max_epochs=self.max_epochs,
-            batch_size=self.batch_size, weight_decay=self.weight_decay,
-            warmup=self.warmup, n_iter_no_change=self.n_iter_no_change,
-            verbose=self.verbose, desc=type(self).__name__,
+            module,
+            groups,
+            forward,
+            targets,
+            train_idx,
+            val_idx,
+            geo_loss=geo,
+            generator=generator,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            weight_decay=self.weight_decay,
+            warmup=self.warmup,
+            n_iter_no_change=self.n_iter_no_change,
+            verbose=self.verbose,
+            desc=type(self).__name__,
             val_metric=self._val_metric,
             keep_initial=bool(getattr(self, "linear_probe", False)),
         )
@@ -324,13 +338,30 @@ class GeoRegClassifier(_BaseGeoReg):
         "linear_probe": ["boolean"],
     }
 
-    def __init__(self, *, layers="all", prefit=False, layer_dim=None,
-                 fusion="concat", geo_weight=GEO_WEIGHT_FEATURES,
-                 geo_variant="robust",
-                 standardize=True, linear_probe=True, proj_dim=256, max_epochs=50,
-                 batch_size=128, lr=1e-4, weight_decay=0.01, warmup=0.1,
-                 validation_fraction=0.1, n_iter_no_change=5, device="auto",
-                 random_state=None, verbose=0, warm_start=False):
+    def __init__(
+        self,
+        *,
+        layers="all",
+        prefit=False,
+        layer_dim=None,
+        fusion="concat",
+        geo_weight=GEO_WEIGHT_FEATURES,
+        geo_variant="robust",
+        standardize=True,
+        linear_probe=True,
+        proj_dim=256,
+        max_epochs=50,
+        batch_size=128,
+        lr=1e-4,
+        weight_decay=0.01,
+        warmup=0.1,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        device="auto",
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
         self.layers = layers
         self.prefit = prefit
         self.layer_dim = layer_dim
@@ -392,8 +423,12 @@ class GeoRegClassifier(_BaseGeoReg):
         train_idx, val_idx = self._split(codes, rng)
         if not warm:
             head = LayerFusionHead(
-                len(self.layers_), feats.shape[2], len(self.classes_),
-                proj_dim=self.proj_dim, fusion=self.fusion, generator=generator,
+                len(self.layers_),
+                feats.shape[2],
+                len(self.classes_),
+                proj_dim=self.proj_dim,
+                fusion=self.fusion,
+                generator=generator,
                 linear_skip=self.linear_probe,
             )
             if self.linear_probe:
@@ -405,8 +440,15 @@ class GeoRegClassifier(_BaseGeoReg):
         def forward(idx, train):
             return head(feats[idx].to(self.device_), generator if train else None)
 
-        self._train(head, head.param_groups(self.lr), forward, targets,
-                    train_idx, val_idx, generator)
+        self._train(
+            head,
+            head.param_groups(self.lr),
+            forward,
+            targets,
+            train_idx,
+            val_idx,
+            generator,
+        )
         return self
 
     def _linear_probe(self, feats, codes, rng):
@@ -480,8 +522,13 @@ class GeoRegClassifier(_BaseGeoReg):
                 "single feature or X.reshape(1, -1) if it contains a single sample."
             )
         return validate_layers(
-            self, X, y, layer_dim=self.layer_dim, reset=reset,
-            dtype=(np.float32, np.float64), plain="one_layer",
+            self,
+            X,
+            y,
+            layer_dim=self.layer_dim,
+            reset=reset,
+            dtype=(np.float32, np.float64),
+            plain="one_layer",
         )
 
     def _outputs(self, X):

@@ -156,13 +156,32 @@ class GeoRegFineTuner(_BaseGeoReg):
     }
     _val_metric = "score"
 
-    def __init__(self, model=None, *, layers="all", prefit=False, fusion="concat",
-                 geo_weight=GEO_WEIGHT_FINETUNE, geo_variant="robust", proj_dim=256,
-                 max_epochs=3,
-                 batch_size=32, lr=1e-3, lr_backbone=2e-5, weight_decay=0.01,
-                 warmup=0.1, validation_fraction=0.1, n_iter_no_change=2,
-                 pooling="mean", exclude_tokens="auto", max_length=256,
-                 device="auto", random_state=None, verbose=0, warm_start=False):
+    def __init__(
+        self,
+        model=None,
+        *,
+        layers="all",
+        prefit=False,
+        fusion="concat",
+        geo_weight=GEO_WEIGHT_FINETUNE,
+        geo_variant="robust",
+        proj_dim=256,
+        max_epochs=3,
+        batch_size=32,
+        lr=1e-3,
+        lr_backbone=2e-5,
+        weight_decay=0.01,
+        warmup=0.1,
+        validation_fraction=0.1,
+        n_iter_no_change=2,
+        pooling="mean",
+        exclude_tokens="auto",
+        max_length=256,
+        device="auto",
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
         self.model = model
         self.layers = layers
         self.prefit = prefit
@@ -215,17 +234,24 @@ class GeoRegFineTuner(_BaseGeoReg):
         hst = None
         if not warm:
             hst = HiddenStatesTransformer(
-                self.model, pooling=self.pooling,
-                exclude_tokens=self.exclude_tokens, max_length=self.max_length,
-                batch_size=self.batch_size, device=self.device,
+                self.model,
+                pooling=self.pooling,
+                exclude_tokens=self.exclude_tokens,
+                max_length=self.max_length,
+                batch_size=self.batch_size,
+                device=self.device,
                 verbose=self.verbose,
             )
             try:
                 hst.fit(_check_raw(X, name))
             except RemoteCodeError as exc:  # no trust_remote_code option here
-                raise ValueError(exc.message(
-                    name, f"{name} does not run a model's own code: fine-tune a "
-                    "model that transformers supports natively")) from None
+                raise ValueError(
+                    exc.message(
+                        name,
+                        f"{name} does not run a model's own code: fine-tune a "
+                        "model that transformers supports natively",
+                    )
+                ) from None
             self.model_path_, self.modality_ = hst.model_path_, hst.modality_
             self.n_model_layers_ = hst.n_model_layers_
             self.exclude_tokens_ = hst.exclude_tokens_
@@ -264,8 +290,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         devices = [self.device_.index or torch.cuda.current_device()] if cuda else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
-            self._train(module, groups, forward, targets, train_idx, val_idx,
-                        generator)
+            self._train(module, groups, forward, targets, train_idx, val_idx, generator)
         self.backbone_tuned_ = self.lr_backbone > 0 or getattr(
             self, "backbone_tuned_", False
         )
@@ -281,11 +306,16 @@ class GeoRegFineTuner(_BaseGeoReg):
         # hst is local to fit: the backbone it loaded becomes ours to tune
         backbone, processor = hst.model_, hst.processor_
         head = LayerFusionHead(
-            len(self.layers_), int(backbone.config.hidden_size), len(self.classes_),
-            proj_dim=self.proj_dim, fusion=self.fusion, generator=generator,
+            len(self.layers_),
+            int(backbone.config.hidden_size),
+            len(self.classes_),
+            proj_dim=self.proj_dim,
+            fusion=self.fusion,
+            generator=generator,
         )
-        self.module_ = BackboneHead(backbone, head, self.layers_, self.pooling,
-                                    processor=processor).to(self.device_)
+        self.module_ = BackboneHead(
+            backbone, head, self.layers_, self.pooling, processor=processor
+        ).to(self.device_)
         self.backbone_tuned_ = False
 
     def _forward(self, items, generator=None):
@@ -310,21 +340,34 @@ class GeoRegFineTuner(_BaseGeoReg):
         module = self.module_
         config = module.backbone.config
         if self.modality_ != "text":
+
             def batch(idx):
                 return encode_batch(
-                    module.processor, self.modality_, [items[i] for i in idx.tolist()],
-                    max_length=self.max_length, device=self.device_, config=config,
+                    module.processor,
+                    self.modality_,
+                    [items[i] for i in idx.tolist()],
+                    max_length=self.max_length,
+                    device=self.device_,
+                    config=config,
                 ), None
 
             return batch
-        encoded = tokenize_texts(module.processor, items, self.max_length,
-                                 config=config, owner=type(self).__name__)
+        encoded = tokenize_texts(
+            module.processor,
+            items,
+            self.max_length,
+            config=config,
+            owner=type(self).__name__,
+        )
         decoder = is_decoder_only(config)
 
         def batch(idx):
             inputs, _, exclude = text_batch(
-                module.processor, encoded, idx.tolist(),
-                exclude_tokens=self.exclude_tokens_, decoder=decoder,
+                module.processor,
+                encoded,
+                idx.tolist(),
+                exclude_tokens=self.exclude_tokens_,
+                decoder=decoder,
                 device=self.device_,
             )
             return inputs, exclude
@@ -353,8 +396,12 @@ class GeoRegFineTuner(_BaseGeoReg):
 
         check_is_fitted(self)
         items = check_inputs_raw(X, self.modality_, type(self).__name__)
-        out, z = predict_outputs(self.module_, self._forward(items),
-                                 torch.arange(len(items)), self.batch_size)
+        out, z = predict_outputs(
+            self.module_,
+            self._forward(items),
+            torch.arange(len(items)),
+            self.batch_size,
+        )
         return out.double().cpu().numpy(), z.double().cpu().numpy()
 
     def __sklearn_tags__(self):

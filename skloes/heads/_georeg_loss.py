@@ -24,7 +24,6 @@ F = torch.nn.functional
 nn = torch.nn
 
 
-
 def _check_batch(z, y):
     """One clear error naming ``z`` or ``y`` before the loss's linear algebra."""
     if z.ndim != 2 or z.shape[0] == 0:

@@ -24,8 +24,13 @@ from sklearn.model_selection import train_test_split
 
 from skloes.core._torch import torch
 
-__all__ = ["TorchClassifierMixin", "TorchHeadMixin", "head_outputs",
-           "layer_blocks", "validation_split"]
+__all__ = [
+    "TorchClassifierMixin",
+    "TorchHeadMixin",
+    "head_outputs",
+    "layer_blocks",
+    "validation_split",
+]
 
 
 def validation_split(n, fraction, rng, *, codes=None, classes=None, owner="skloes"):
@@ -79,7 +84,9 @@ def validation_split(n, fraction, rng, *, codes=None, classes=None, owner="skloe
     elif n - n_val < 1:  # one sample: nothing to hold out
         return all_idx, all_idx[:0]
     train, val = train_test_split(
-        np.arange(n), test_size=n_val, stratify=stratify,
+        np.arange(n),
+        test_size=n_val,
+        stratify=stratify,
         random_state=int(rng.randint(0, 2**31 - 1)),
     )
     return torch.from_numpy(np.sort(train)), torch.from_numpy(np.sort(val))
@@ -131,7 +138,8 @@ class TorchHeadMixin:
             from skloes.heads._modules import pack_module
 
             state["_module_pickle"] = pack_module(
-                module, path=getattr(self, "model_path_", None),
+                module,
+                path=getattr(self, "model_path_", None),
                 tuned=getattr(self, "backbone_tuned_", True),
             )
         return state

@@ -152,13 +152,29 @@ class LayerFusionHead(nn.Module):
     (torch.Size([5, 2]), torch.Size([5, 12]))
     """
 
-    def __init__(self, n_layers, dim, n_outputs, *, proj_dim=256, fusion="concat",
-                 adapters=True, dropout=0.2, generator=None, linear_skip=False):
+    def __init__(
+        self,
+        n_layers,
+        dim,
+        n_outputs,
+        *,
+        proj_dim=256,
+        fusion="concat",
+        adapters=True,
+        dropout=0.2,
+        generator=None,
+        linear_skip=False,
+    ):
         super().__init__()
         self.init_kwargs = {
-            "n_layers": int(n_layers), "dim": int(dim), "n_outputs": int(n_outputs),
-            "proj_dim": int(proj_dim), "fusion": fusion, "adapters": bool(adapters),
-            "dropout": float(dropout), "linear_skip": bool(linear_skip),
+            "n_layers": int(n_layers),
+            "dim": int(dim),
+            "n_outputs": int(n_outputs),
+            "proj_dim": int(proj_dim),
+            "fusion": fusion,
+            "adapters": bool(adapters),
+            "dropout": float(dropout),
+            "linear_skip": bool(linear_skip),
         }
         if fusion not in FUSIONS:
             raise ValueError(f"`fusion` must be one of {FUSIONS}; got {fusion!r}.")
@@ -362,7 +378,7 @@ class BackboneHead(nn.Module):
         """
         frozen = set()
         if self._blocks is not None:
-            for block in self._blocks[self.depth:]:
+            for block in self._blocks[self.depth :]:
                 frozen.update(id(p) for p in block.parameters())
         trainable = []
         for p in self.backbone.parameters():
@@ -392,8 +408,9 @@ class BackboneHead(nn.Module):
         from skloes.models._forward import forward_hidden_states
         from skloes.models._inputs import token_mask
 
-        states = forward_hidden_states(self.backbone, inputs, self.depth,
-                                       blocks=self._blocks)
+        states = forward_hidden_states(
+            self.backbone, inputs, self.depth, blocks=self._blocks
+        )
         mask = token_mask(self.backbone, inputs, states[0].shape[1])
         return pool_layers(states, self.layers, mask, self.pooling, exclude=exclude)
 
@@ -443,12 +460,15 @@ def pack_module(module, path=None, tuned=True):
         return {"kind": "head", "init": module.init_kwargs, "state": state}
     weights = None
     if tuned:
-        weights = {k: v.detach().cpu()
-                   for k, v in module.backbone.state_dict().items()}
+        weights = {k: v.detach().cpu() for k, v in module.backbone.state_dict().items()}
     return {
-        "kind": "backbone", "config": module.backbone.config, "backbone": weights,
-        "path": path, "head": pack_module(module.head),
-        "processor": module.processor, "layers": module.layers,
+        "kind": "backbone",
+        "config": module.backbone.config,
+        "backbone": weights,
+        "path": path,
+        "head": pack_module(module.head),
+        "processor": module.processor,
+        "layers": module.layers,
         "pooling": module.pooling,
     }
 
@@ -481,6 +501,11 @@ def unpack_module(packed):
             backbone = transformers.AutoModel.from_config(packed["config"])
         backbone.load_state_dict(packed["backbone"])
     head = unpack_module(packed["head"])
-    module = BackboneHead(backbone.eval(), head, packed["layers"], packed["pooling"],
-                          processor=packed["processor"])
+    module = BackboneHead(
+        backbone.eval(),
+        head,
+        packed["layers"],
+        packed["pooling"],
+        processor=packed["processor"],
+    )
     return module.eval()

@@ -47,8 +47,9 @@ from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
 
-class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
-                     BaseEstimator):
+class _BaseScalarMix(
+    TorchHeadMixin, LayerSupportMixin, TransformerMixin, BaseEstimator
+):
     """Shared fit for the ScalarMix heads (the training loop of ``_heads``)."""
 
     _task = "classification"
@@ -69,11 +70,24 @@ class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
         "verbose": ["verbose"],
     }
 
-    def __init__(self, *, adapters=False, proj_dim=256, max_epochs=15,
-                 batch_size=128, lr=1e-3, lr_mix=None, weight_decay=0.01,
-                 validation_fraction=0.1, n_iter_no_change=3,
-                 include_embedding=True, layer_dim=None, device="auto",
-                 random_state=None, verbose=0):
+    def __init__(
+        self,
+        *,
+        adapters=False,
+        proj_dim=256,
+        max_epochs=15,
+        batch_size=128,
+        lr=1e-3,
+        lr_mix=None,
+        weight_decay=0.01,
+        validation_fraction=0.1,
+        n_iter_no_change=3,
+        include_embedding=True,
+        layer_dim=None,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
         self.adapters = adapters
         self.proj_dim = proj_dim
         self.max_epochs = max_epochs
@@ -91,8 +105,14 @@ class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
 
     def _stack(self, X, y=None, reset=True):
         """The layer stack; with ``y``, check it is given and matches X."""
-        stack = validate_layers(self, X, layer_dim=self.layer_dim, reset=reset,
-                                dtype=(np.float64, np.float32), plain="one_layer")
+        stack = validate_layers(
+            self,
+            X,
+            layer_dim=self.layer_dim,
+            reset=reset,
+            dtype=(np.float64, np.float32),
+            plain="one_layer",
+        )
         if reset:
             name = type(self).__name__
             if y is None:
@@ -127,28 +147,47 @@ class _BaseScalarMix(TorchHeadMixin, LayerSupportMixin, TransformerMixin,
         rng = check_random_state(self.random_state)
         generator = make_generator(rng)
         train_idx, val_idx = validation_split(
-            stack.shape[1], self.validation_fraction, rng, codes=strat,
-            classes=getattr(self, "classes_", None), owner=name,
+            stack.shape[1],
+            self.validation_fraction,
+            rng,
+            codes=strat,
+            classes=getattr(self, "classes_", None),
+            owner=name,
         )
         self.device_ = resolve_device(self.device, owner=name)
         feats = layer_blocks(stack, self.selected_layers_)
         head = LayerFusionHead(
-            len(self.selected_layers_), feats.shape[2], n_outputs,
-            proj_dim=self.proj_dim, fusion="scalar_mix", adapters=self.adapters,
+            len(self.selected_layers_),
+            feats.shape[2],
+            n_outputs,
+            proj_dim=self.proj_dim,
+            fusion="scalar_mix",
+            adapters=self.adapters,
             generator=generator,
         ).to(self.device_)
-        lr_mix = self.lr_mix if self.lr_mix is not None else (
-            1e-3 if self.adapters else self.lr)
+        lr_mix = (
+            self.lr_mix
+            if self.lr_mix is not None
+            else (1e-3 if self.adapters else self.lr)
+        )
 
         def forward(idx, train):
             return head(feats[idx].to(self.device_), generator if train else None)
 
         result = train_loop(
-            head, head.param_groups(self.lr, lr_mix), forward,
-            targets.to(self.device_), train_idx, val_idx, task=self._task,
-            generator=generator, max_epochs=self.max_epochs,
-            batch_size=self.batch_size, weight_decay=self.weight_decay,
-            n_iter_no_change=self.n_iter_no_change, verbose=self.verbose,
+            head,
+            head.param_groups(self.lr, lr_mix),
+            forward,
+            targets.to(self.device_),
+            train_idx,
+            val_idx,
+            task=self._task,
+            generator=generator,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            weight_decay=self.weight_decay,
+            n_iter_no_change=self.n_iter_no_change,
+            verbose=self.verbose,
             desc=name,
         )
         self.module_ = head
@@ -341,8 +380,11 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
         stack = self._stack(X, y)
         y = check_array(y, ensure_2d=False, dtype=None, input_name="y")
         if y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn("A column-vector y was passed when a 1d array was "
-                          "expected.", DataConversionWarning, stacklevel=3)
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected.",
+                DataConversionWarning,
+                stacklevel=3,
+            )
             y = y.ravel()
         y = check_label_vector(y, type(self).__name__)
         check_classification_targets(y)

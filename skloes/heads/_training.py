@@ -99,7 +99,7 @@ def predict_outputs(module, forward, idx, batch_size):
     outs, zs = [], []
     with torch.no_grad():
         for start in range(0, len(idx), batch_size):
-            out, z = forward(idx[start:start + batch_size], False)
+            out, z = forward(idx[start : start + batch_size], False)
             outs.append(out)
             zs.append(z)
     return torch.cat(outs), torch.cat(zs)
@@ -115,11 +115,29 @@ def _state_copy(module):
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
-def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
-               geo_loss=None, task="classification", generator=None,
-               max_epochs=15, batch_size=128, weight_decay=0.01, warmup=0.1,
-               clip_norm=1.0, n_iter_no_change=3, tol=1e-4, verbose=0,
-               desc="train", val_metric="score", keep_initial=False):
+def train_loop(
+    module,
+    param_groups,
+    forward,
+    y,
+    train_idx,
+    val_idx=None,
+    *,
+    geo_loss=None,
+    task="classification",
+    generator=None,
+    max_epochs=15,
+    batch_size=128,
+    weight_decay=0.01,
+    warmup=0.1,
+    clip_norm=1.0,
+    n_iter_no_change=3,
+    tol=1e-4,
+    verbose=0,
+    desc="train",
+    val_metric="score",
+    keep_initial=False,
+):
     """Train ``module`` with AdamW, warmup + cosine, clipping and early stopping.
 
     Each step draws a batch of ``train_idx`` (reshuffled every epoch from
@@ -182,8 +200,9 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
     """
     has_val = val_idx is not None and len(val_idx) > 0
     n_steps = max_epochs * math.ceil(len(train_idx) / batch_size)
-    opt = torch.optim.AdamW(param_groups, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=weight_decay)
+    opt = torch.optim.AdamW(
+        param_groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(n_steps, warmup))
     params = [p for group in param_groups for p in group["params"]]
     res, best, best_state, stall = TrainResult(), -np.inf, None, 0
@@ -196,12 +215,26 @@ def train_loop(module, param_groups, forward, y, train_idx, val_idx=None, *,
         best = _val_value(module, forward, y, val_idx, batch_size, task, val_metric)[0]
         best_state = _state_copy(module)
     for epoch in epochs:
-        row = _train_epoch(module, opt, sched, params, forward, y, train_idx,
-                           geo_loss, task, generator, batch_size, clip_norm,
-                           epoch, desc)
+        row = _train_epoch(
+            module,
+            opt,
+            sched,
+            params,
+            forward,
+            y,
+            train_idx,
+            geo_loss,
+            task,
+            generator,
+            batch_size,
+            clip_norm,
+            epoch,
+            desc,
+        )
         if has_val:
             value, row["val_score"], row["val_loss"] = _val_value(
-                module, forward, y, val_idx, batch_size, task, val_metric)
+                module, forward, y, val_idx, batch_size, task, val_metric
+            )
             improved = value > best
         else:
             row["val_score"] = float("nan")
@@ -237,14 +270,29 @@ def _val_value(module, forward, y, val_idx, batch_size, task, val_metric):
     return (score if val_metric == "score" else -loss), score, loss
 
 
-def _train_epoch(module, opt, sched, params, forward, y, train_idx, geo_loss,
-                 task, generator, batch_size, clip_norm, epoch, desc):
+def _train_epoch(
+    module,
+    opt,
+    sched,
+    params,
+    forward,
+    y,
+    train_idx,
+    geo_loss,
+    task,
+    generator,
+    batch_size,
+    clip_norm,
+    epoch,
+    desc,
+):
     module.train()
     perm = train_idx[torch.randperm(len(train_idx), generator=generator)]
-    sums = dict.fromkeys(("loss", "task_loss", "geo_loss", "geo_spectral",
-                          "geo_triangle"), 0.0)
+    sums = dict.fromkeys(
+        ("loss", "task_loss", "geo_loss", "geo_spectral", "geo_triangle"), 0.0
+    )
     for step, start in enumerate(range(0, len(perm), batch_size), 1):
-        batch = perm[start:start + batch_size]
+        batch = perm[start : start + batch_size]
         target = y[batch.to(y.device)]
         out, z = forward(batch, True)
         task_loss = _task_loss(out, target, task)

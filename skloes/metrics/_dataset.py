@@ -114,8 +114,7 @@ def dataset_entropy(
     stack, single = _rows(owner, X, max_prompts, random_state)
     divisor = normalizer(owner, normalization, stack.shape[1], stack.shape[2])
     values = [
-        matrix_entropy(_spectrum(P, bool(clamp_gram)), alpha) / divisor
-        for P in stack
+        matrix_entropy(_spectrum(P, bool(clamp_gram)), alpha) / divisor for P in stack
     ]
     return per_layer(values, single)
 
@@ -285,8 +284,8 @@ def simplex_volume(X, y, *, max_triplets=200, random_state=None):
     if C < 3:
         return per_layer(np.zeros(stack.shape[0]), single)
     rng = check_random_state(random_state)
-    triplets = sample_distinct_triplets(C, max_triplets, rng) if C > 30 else (
-        all_triplets(C)
+    triplets = (
+        sample_distinct_triplets(C, max_triplets, rng) if C > 30 else (all_triplets(C))
     )
     values = []
     for A in stack:

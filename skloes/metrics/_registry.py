@@ -63,15 +63,17 @@ _ROWS = ("max_prompts", "random_state")  # the metrics that subsample rows
 
 METRICS = {
     "dataset_entropy": LayerMetric(
-        dataset_entropy, settings=("alpha", "normalization", *_ROWS)),
+        dataset_entropy, settings=("alpha", "normalization", *_ROWS)
+    ),
     "erank_sigma": LayerMetric(effective_rank, {"kind": "sigma"}, _ROWS),
     "erank_sigma2": LayerMetric(effective_rank, {"kind": "sigma2"}, _ROWS),
     # the function's own name, for its default kind
     "effective_rank": LayerMetric(effective_rank, {"kind": "sigma"}, _ROWS),
     "isotropy": LayerMetric(isotropy),
     "intrinsic_dim": LayerMetric(intrinsic_dim, settings=_ROWS),
-    "simplex_volume": LayerMetric(simplex_volume, settings=("random_state",),
-                                  needs_labels=True),
+    "simplex_volume": LayerMetric(
+        simplex_volume, settings=("random_state",), needs_labels=True
+    ),
 }
 
 

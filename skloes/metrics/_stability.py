@@ -26,18 +26,23 @@ _NAME = "selection_stability"
 
 def _check(selections, n_layers, tolerance):
     """The selections as a boolean ``(M, n_layers)`` matrix."""
-    if (not isinstance(n_layers, Integral) or isinstance(n_layers, bool)
-            or n_layers < 2):
+    if not isinstance(n_layers, Integral) or isinstance(n_layers, bool) or n_layers < 2:
         raise ValueError(f"{_NAME}: `n_layers` must be an int >= 2; got {n_layers!r}.")
-    if (not isinstance(tolerance, Integral) or isinstance(tolerance, bool)
-            or tolerance < 0):
-        raise ValueError(f"{_NAME}: `tolerance` must be an int >= 0; got "
-                         f"{tolerance!r}.")
+    if (
+        not isinstance(tolerance, Integral)
+        or isinstance(tolerance, bool)
+        or tolerance < 0
+    ):
+        raise ValueError(
+            f"{_NAME}: `tolerance` must be an int >= 0; got {tolerance!r}."
+        )
     array = np.asarray(selections) if not isinstance(selections, list) else None
     if array is not None and array.dtype == bool and array.ndim == 2:
         if array.shape[1] != n_layers:
-            raise ValueError(f"{_NAME}: a boolean `selections` must have n_layers "
-                             f"({n_layers}) columns; got {array.shape[1]}.")
+            raise ValueError(
+                f"{_NAME}: a boolean `selections` must have n_layers "
+                f"({n_layers}) columns; got {array.shape[1]}."
+            )
         Z = array.copy()
     else:
         Z = np.zeros((len(selections), n_layers), dtype=bool)
@@ -45,15 +50,20 @@ def _check(selections, n_layers, tolerance):
             picks = np.asarray(picks).ravel()
             if not picks.size:
                 continue
-            if (not np.issubdtype(picks.dtype, np.integer)
-                    or picks.min() < 0 or picks.max() >= n_layers):
+            if (
+                not np.issubdtype(picks.dtype, np.integer)
+                or picks.min() < 0
+                or picks.max() >= n_layers
+            ):
                 raise ValueError(
                     f"{_NAME}: `selections` must hold layer indices in "
-                    f"[0, {n_layers - 1}]; got {picks.tolist()!r}.")
+                    f"[0, {n_layers - 1}]; got {picks.tolist()!r}."
+                )
             Z[i, picks] = True
     if Z.shape[0] < 2:
-        raise ValueError(f"{_NAME}: `selections` must hold at least 2 selections; "
-                         f"got {Z.shape[0]}.")
+        raise ValueError(
+            f"{_NAME}: `selections` must hold at least 2 selections; got {Z.shape[0]}."
+        )
     return Z
 
 
@@ -67,8 +77,11 @@ def _nogueira(Z):
         return np.nan, np.nan
     stability = 1 - M / (M - 1) * np.mean(p * (1 - p)) / denom
     k = Z.sum(axis=1)
-    phi = ((Z @ p) / d - k * kbar / d**2
-           + stability / 2 * (2 * k * kbar / d**2 - k / d - kbar / d + 1)) / denom
+    phi = (
+        (Z @ p) / d
+        - k * kbar / d**2
+        + stability / 2 * (2 * k * kbar / d**2 - k / d - kbar / d + 1)
+    ) / denom
     variance = 4 / M**2 * np.sum((phi - phi.mean()) ** 2)
     return float(stability), float(variance)
 

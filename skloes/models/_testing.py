@@ -49,9 +49,12 @@ def make_tiny_model(path=None, *, num_hidden_layers=2, hidden_size=8, seed=0):
         vocab={word: i for i, word in enumerate(vocab)}, model_max_length=64
     )
     config = BertConfig(
-        vocab_size=len(vocab), hidden_size=hidden_size,
-        num_hidden_layers=num_hidden_layers, num_attention_heads=2,
-        intermediate_size=2 * hidden_size, max_position_embeddings=64,
+        vocab_size=len(vocab),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=64,
     )
     torch.manual_seed(seed)
     _save_quietly(BertModel(config).eval(), path)
@@ -59,8 +62,9 @@ def make_tiny_model(path=None, *, num_hidden_layers=2, hidden_size=8, seed=0):
     return str(path)
 
 
-def make_tiny_vit(path=None, *, num_hidden_layers=2, hidden_size=8, image_size=16,
-                  seed=0):
+def make_tiny_vit(
+    path=None, *, num_hidden_layers=2, hidden_size=8, image_size=16, seed=0
+):
     """Save a tiny random ``ViTModel`` with its image processor to ``path``.
 
     Parameters
@@ -92,8 +96,11 @@ def make_tiny_vit(path=None, *, num_hidden_layers=2, hidden_size=8, image_size=1
     path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-vit-"))
     path.mkdir(parents=True, exist_ok=True)
     config = ViTConfig(
-        image_size=image_size, patch_size=4, hidden_size=hidden_size,
-        num_hidden_layers=num_hidden_layers, num_attention_heads=2,
+        image_size=image_size,
+        patch_size=4,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=2,
         intermediate_size=2 * hidden_size,
     )
     torch.manual_seed(seed)
@@ -104,8 +111,9 @@ def make_tiny_vit(path=None, *, num_hidden_layers=2, hidden_size=8, image_size=1
     return str(path)
 
 
-def make_tiny_wav2vec2(path=None, *, num_hidden_layers=2, hidden_size=8,
-                       stable_layer_norm=True, seed=0):
+def make_tiny_wav2vec2(
+    path=None, *, num_hidden_layers=2, hidden_size=8, stable_layer_norm=True, seed=0
+):
     """Save a tiny random ``Wav2Vec2Model`` with its feature extractor to ``path``.
 
     The convolutional front end has strides 5 and 4 (one frame per 20
@@ -140,17 +148,26 @@ def make_tiny_wav2vec2(path=None, *, num_hidden_layers=2, hidden_size=8,
     path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-wav2vec2-"))
     path.mkdir(parents=True, exist_ok=True)
     config = Wav2Vec2Config(
-        hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
-        num_attention_heads=2, intermediate_size=2 * hidden_size,
-        conv_dim=(8, 8), conv_stride=(5, 4), conv_kernel=(10, 8),
-        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-        feat_extract_norm="layer", do_stable_layer_norm=stable_layer_norm,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+        conv_dim=(8, 8),
+        conv_stride=(5, 4),
+        conv_kernel=(10, 8),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        feat_extract_norm="layer",
+        do_stable_layer_norm=stable_layer_norm,
         mask_time_prob=0.0,
     )
     torch.manual_seed(seed)
     _save_quietly(Wav2Vec2Model(config).eval(), path)
     Wav2Vec2FeatureExtractor(
-        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+        feature_size=1,
+        sampling_rate=16000,
+        padding_value=0.0,
+        do_normalize=True,
         return_attention_mask=True,
     ).save_pretrained(path)
     return str(path)
@@ -163,8 +180,15 @@ def _save_quietly(model, path):
         model.save_pretrained(path)
 
 
-def make_tiny_llama(path=None, *, num_hidden_layers=2, hidden_size=8, add_bos=False,
-                    pad_token=False, seed=0):
+def make_tiny_llama(
+    path=None,
+    *,
+    num_hidden_layers=2,
+    hidden_size=8,
+    add_bos=False,
+    pad_token=False,
+    seed=0,
+):
     """Save a tiny random ``LlamaModel`` (a decoder) with a word-level tokenizer.
 
     Parameters
@@ -199,22 +223,32 @@ def make_tiny_llama(path=None, *, num_hidden_layers=2, hidden_size=8, add_bos=Fa
     path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-llama-"))
     path.mkdir(parents=True, exist_ok=True)
     vocab = ["<unk>", "<s>", "</s>", *_WORDS] + (["<pad>"] if pad_token else [])
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)},
-                                         unk_token="<unk>"))
+    backend = Tokenizer(
+        models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>")
+    )
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     if add_bos:
         backend.post_processor = processors.TemplateProcessing(
-            single="<s> $A", special_tokens=[("<s>", 1)])
+            single="<s> $A", special_tokens=[("<s>", 1)]
+        )
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-        unk_token="<unk>", pad_token="<pad>" if pad_token else None,
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>" if pad_token else None,
         model_max_length=64,
     )
     config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=hidden_size,
-        num_hidden_layers=num_hidden_layers, num_attention_heads=2,
-        num_key_value_heads=1, intermediate_size=2 * hidden_size,
-        max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
+        vocab_size=len(vocab),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
     )
     torch.manual_seed(seed)
     _save_quietly(LlamaModel(config).eval(), path)

@@ -20,5 +20,11 @@ from skloes.probe._fusion import SelectedLayerFusion
 from skloes.probe._persistence import load_probe, save_probe
 from skloes.probe._pruning import prune_layers
 
-__all__ = ["LayerProbeClassifier", "LayerProbeRegressor", "SelectedLayerFusion",
-           "load_probe", "prune_layers", "save_probe"]
+__all__ = [
+    "LayerProbeClassifier",
+    "LayerProbeRegressor",
+    "SelectedLayerFusion",
+    "load_probe",
+    "prune_layers",
+    "save_probe",
+]

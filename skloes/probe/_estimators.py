@@ -141,10 +141,22 @@ class _BaseLayerProbe(BaseEstimator):
     }
     _task = None  # "classification" or "regression"
 
-    def __init__(self, model=None, *, selector=None, estimator=None,
-                 standardize=True, pooling="mean", max_length=128, batch_size=32,
-                 cache=None, device="auto", extractor_params=None,
-                 random_state=None, verbose=0):
+    def __init__(
+        self,
+        model=None,
+        *,
+        selector=None,
+        estimator=None,
+        standardize=True,
+        pooling="mean",
+        max_length=128,
+        batch_size=32,
+        cache=None,
+        device="auto",
+        extractor_params=None,
+        random_state=None,
+        verbose=0,
+    ):
         self.model = model
         self.selector = selector
         self.estimator = estimator
@@ -189,9 +201,15 @@ class _BaseLayerProbe(BaseEstimator):
     def _extractor(self):
         params = dict(self.extractor_params or {})
         params.update(
-            model=self.model, pooling=self.pooling, max_length=self.max_length,
-            batch_size=self.batch_size, cache=self.cache, device=self.device,
-            verbose=self.verbose, output="stack", layers="all",
+            model=self.model,
+            pooling=self.pooling,
+            max_length=self.max_length,
+            batch_size=self.batch_size,
+            cache=self.cache,
+            device=self.device,
+            verbose=self.verbose,
+            output="stack",
+            layers="all",
         )
         return HiddenStatesTransformer(**params)
 
@@ -202,26 +220,33 @@ class _BaseLayerProbe(BaseEstimator):
         try:
             stack = extractor.fit_transform(X, y)
         except RemoteCodeError as exc:  # the option lives in extractor_params
-            raise ValueError(exc.message(
-                type(self).__name__, "pass extractor_params={'trust_remote_code': "
-                "True} only if you trust it")) from None
+            raise ValueError(
+                exc.message(
+                    type(self).__name__,
+                    "pass extractor_params={'trust_remote_code': "
+                    "True} only if you trust it",
+                )
+            ) from None
         return self._fit_stack(extractor, stack, y)
 
     def _fit_stack(self, extractor, stack, y):
         """Select and fit on the every-layer ``stack`` of the fitted
         ``extractor`` and the checked ``y`` (``_check_y``); the command line
         calls it with the stack its report computed already."""
-        selector = clone(self.selector if self.selector is not None
-                         else self._default("selector"))
+        selector = clone(
+            self.selector if self.selector is not None else self._default("selector")
+        )
         selector.fit(stack, y)
-        head = clone(self.estimator if self.estimator is not None
-                     else self._default("estimator"))
+        head = clone(
+            self.estimator if self.estimator is not None else self._default("estimator")
+        )
         if self.standardize:
             head = make_pipeline(StandardScaler(), head)
         head.fit(selector.transform(stack), y)
         del stack
-        full = Pipeline([("extractor", extractor), ("fusion", selector),
-                         ("head", head)])
+        full = Pipeline(
+            [("extractor", extractor), ("fusion", selector), ("head", head)]
+        )
         self.pipeline_ = prune_layers(full)
         self.selector_ = selector
         self.estimator_ = head[-1] if self.standardize else head
@@ -265,8 +290,12 @@ class _BaseLayerProbe(BaseEstimator):
         return tags
 
 
-@fill_doc(PARAMS=_PARAMS_DOC.replace(
-    "{HEAD}", "``LogisticRegression(C=0.01, max_iter=1000)``"), ATTRS=_ATTRS_DOC)
+@fill_doc(
+    PARAMS=_PARAMS_DOC.replace(
+        "{HEAD}", "``LogisticRegression(C=0.01, max_iter=1000)``"
+    ),
+    ATTRS=_ATTRS_DOC,
+)
 class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     """Classify raw texts from the layers of a model that carry the task.
 
@@ -366,8 +395,10 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
         return self._predictor().decision_function(X)
 
 
-@fill_doc(PARAMS=_PARAMS_DOC.replace(
-    "{HEAD}", "``RidgeCV(alphas=np.logspace(-3, 3, 13))``"), ATTRS=_ATTRS_DOC)
+@fill_doc(
+    PARAMS=_PARAMS_DOC.replace("{HEAD}", "``RidgeCV(alphas=np.logspace(-3, 3, 13))``"),
+    ATTRS=_ATTRS_DOC,
+)
 class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
     """Regress a target on the layers of a model that carry it, from raw texts.
 
@@ -420,6 +451,7 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
     def _check_y(self, y):
         y = np.asarray(column_or_1d(y, warn=True), dtype=np.float64)
         if not np.all(np.isfinite(y)):
-            raise ValueError(f"{type(self).__name__}: `y` must be finite; got NaN "
-                             "or infinity.")
+            raise ValueError(
+                f"{type(self).__name__}: `y` must be finite; got NaN or infinity."
+            )
         return y

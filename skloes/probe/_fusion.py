@@ -129,8 +129,13 @@ class SelectedLayerFusion(TransformerMixin, BaseEstimator):
             The selector's fused embedding.
         """
         check_is_fitted(self)
-        stack = check_array(stack_view(X), allow_nd=True, ensure_2d=False,
-                            dtype=FLOAT_DTYPES, input_name="X")
+        stack = check_array(
+            stack_view(X),
+            allow_nd=True,
+            ensure_2d=False,
+            dtype=FLOAT_DTYPES,
+            input_name="X",
+        )
         k = len(self.layers_)
         if stack.ndim != 3:
             raise ValueError(

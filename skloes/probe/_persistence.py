@@ -114,8 +114,11 @@ def save_probe(estimator, path, *, overwrite=False):
         if not overwrite or not (folder / MANIFEST_FILE).is_file():
             raise ValueError(
                 f"{owner}: `path` {str(folder)!r} is not empty; choose a new folder"
-                + (" or pass overwrite=True." if (folder / MANIFEST_FILE).is_file()
-                   else " (it holds no saved probe, so it is never overwritten).")
+                + (
+                    " or pass overwrite=True."
+                    if (folder / MANIFEST_FILE).is_file()
+                    else " (it holds no saved probe, so it is never overwritten)."
+                )
             )
     manifest = {
         "format": FORMAT,
@@ -184,8 +187,10 @@ def load_probe(path, *, trusted=None):
     estimator = sio.load(file, trusted=allowed)
     extractor = _extractor_of(estimator, owner)
     if extractor.model_fingerprint_ != manifest["model_fingerprint"]:
-        raise ValueError(f"{owner}: {str(folder)!r} is inconsistent: its manifest "
-                         "and its estimator name different model files.")
+        raise ValueError(
+            f"{owner}: {str(folder)!r} is inconsistent: its manifest "
+            "and its estimator name different model files."
+        )
     extractor._check_weights()  # the weights behind the reference, unchanged
     return estimator
 
@@ -202,18 +207,24 @@ def _read_manifest(folder, owner):
         fmt = manifest["format"]
         manifest["model_fingerprint"]  # noqa: B018 - must be there
     except (ValueError, KeyError, TypeError):
-        raise ValueError(f"{owner}: {str(file)!r} is not a valid probe "
-                         "manifest.") from None
+        raise ValueError(
+            f"{owner}: {str(file)!r} is not a valid probe manifest."
+        ) from None
     if fmt != FORMAT:
-        raise ValueError(f"{owner}: {str(folder)!r} was saved in format {fmt}; "
-                         f"this skloes reads format {FORMAT}.")
+        raise ValueError(
+            f"{owner}: {str(folder)!r} was saved in format {fmt}; "
+            f"this skloes reads format {FORMAT}."
+        )
     return manifest
 
 
 def _allowed_types(untrusted, trusted, owner):
     extra = set(trusted or ())
-    allowed = [t for t in untrusted
-               if t in _EXTRA_TRUSTED or t in extra or _is_skloes_estimator(t)]
+    allowed = [
+        t
+        for t in untrusted
+        if t in _EXTRA_TRUSTED or t in extra or _is_skloes_estimator(t)
+    ]
     refused = sorted(set(untrusted) - set(allowed))
     if refused:
         raise ValueError(

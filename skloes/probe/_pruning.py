@@ -101,5 +101,8 @@ def prune_layers(pipeline):
     fusion = SelectedLayerFusion(selector).fit()
     (first, _), (second, _) = pipeline.steps[:2]
     rest = [(name, copy.deepcopy(step)) for name, step in pipeline.steps[2:]]
-    return Pipeline([(first, pruned), (second, fusion), *rest],
-                     memory=pipeline.memory, verbose=pipeline.verbose)
+    return Pipeline(
+        [(first, pruned), (second, fusion), *rest],
+        memory=pipeline.memory,
+        verbose=pipeline.verbose,
+    )

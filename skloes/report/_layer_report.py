@@ -217,16 +217,19 @@ class LayerReport(BaseEstimator):
 
     _parameter_constraints: dict = {
         "metrics": [tuple, list],
-        "n_layers_to_select": [Interval(Integral, 1, None, closed="left"),
-                               StrOptions({"auto"})],
+        "n_layers_to_select": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+        ],
         "selector": "no_validation",
         "baselines": [tuple, list],
         "probe": "no_validation",
         "cv": [Interval(Integral, 2, None, closed="left")],
         "nested": ["boolean"],
         "alpha": [Interval(Real, 0, None, closed="neither")],
-        "normalization": [StrOptions({"maxEntropy", "logN", "logD", "logNlogD",
-                                      "raw"})],
+        "normalization": [
+            StrOptions({"maxEntropy", "logN", "logD", "logNlogD", "raw"})
+        ],
         "max_prompts": [Interval(Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
@@ -354,7 +357,12 @@ class LayerReport(BaseEstimator):
 
     def _cv(self, estimator, X, y, folds):
         scores = cross_validate(
-            estimator, X, y, cv=folds, scoring=self.scoring_, n_jobs=self.n_jobs,
+            estimator,
+            X,
+            y,
+            cv=folds,
+            scoring=self.scoring_,
+            n_jobs=self.n_jobs,
             error_score="raise",
         )["test_score"]
         return float(scores.mean()), float(scores.std())
@@ -372,8 +380,10 @@ class LayerReport(BaseEstimator):
 
     def _compute_metrics(self, stack, y, extra_metrics):
         params = {
-            "alpha": self.alpha, "normalization": self.normalization,
-            "max_prompts": self.max_prompts, "random_state": self.random_state,
+            "alpha": self.alpha,
+            "normalization": self.normalization,
+            "max_prompts": self.max_prompts,
+            "random_state": self.random_state,
         }
         self.metrics_ = {}
         for metric in self.metrics:
@@ -390,14 +400,15 @@ class LayerReport(BaseEstimator):
         values, failed, reason = np.full(stack.shape[0], np.nan), [], ""
         for l in range(stack.shape[0]):
             try:
-                values[l] = METRICS[metric](stack[l:l + 1], y, settings=params)[0]
+                values[l] = METRICS[metric](stack[l : l + 1], y, settings=params)[0]
             except ValueError as exc:
                 failed.append(l)
                 reason = str(exc)
         warnings.warn(
             f"{type(self).__name__}: {metric} is undefined on layers {failed} "
             f"(constant, one column wide or tied; e.g. {reason!r}); reported as NaN.",
-            UserWarning, stacklevel=4,
+            UserWarning,
+            stacklevel=4,
         )
         return values
 
@@ -411,8 +422,9 @@ class LayerReport(BaseEstimator):
         self.summary_, cache = [], {}
         inner_cv = self._inner_cv(flat, y, folds)
         for method in _progress(methods, self.verbose, "scoring selections"):
-            est = _method_estimator(method, k, self.random_state, self.selector,
-                                    inner_cv)
+            est = _method_estimator(
+                method, k, self.random_state, self.selector, inner_cv
+            )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
                 if method == "best_single_layer" and not self.nested:
@@ -428,7 +440,8 @@ class LayerReport(BaseEstimator):
                 elif self.nested:
                     pipe = make_pipeline(est, clone(probe))
                     score, std, entry["fold_layers"] = self._nested_cv(
-                        pipe, flat, y, folds)
+                        pipe, flat, y, folds
+                    )
                 else:
                     score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
             self.summary_.append({**entry, "score": score, "score_std": std})
@@ -450,17 +463,26 @@ class LayerReport(BaseEstimator):
             raise ValueError(
                 f"LayerReport: nested selection needs at least 3 training rows in "
                 f"every CV fold; the smallest of the {self.n_splits_} folds has "
-                f"{rows}. Pass nested=False or more rows.")
-        smallest = rows if self.task_ == "regression" else min(
-            np.unique(y[train], return_counts=True)[1].min() for train in trains)
+                f"{rows}. Pass nested=False or more rows."
+            )
+        smallest = (
+            rows
+            if self.task_ == "regression"
+            else min(
+                np.unique(y[train], return_counts=True)[1].min() for train in trains
+            )
+        )
         return int(max(2, min(5, smallest)))
 
     def _fold_stability(self, fold_layers, fitted, n_layers):
         """``fold_selections_``, their stability and per-layer frequency."""
         if fold_layers is None:
             fold_layers = getattr(fitted, "fold_selections_", None)
-        self.fold_selections_ = (None if fold_layers is None else
-                                 [np.asarray(f, dtype=int) for f in fold_layers])
+        self.fold_selections_ = (
+            None
+            if fold_layers is None
+            else [np.asarray(f, dtype=int) for f in fold_layers]
+        )
         self.selection_stability_ = np.nan
         self.selection_frequency_ = None
         if self.fold_selections_ is None:
@@ -471,13 +493,21 @@ class LayerReport(BaseEstimator):
         self.selection_frequency_ = picked.mean(axis=0)
         if n_layers > 1 and len(self.fold_selections_) > 1:
             self.selection_stability_ = float(
-                selection_stability(self.fold_selections_, n_layers))
+                selection_stability(self.fold_selections_, n_layers)
+            )
 
     def _nested_cv(self, pipe, X, y, folds):
         """Score, spread and each fold's picked layers of a selector pipeline."""
-        out = cross_validate(pipe, X, y, cv=folds, scoring=self.scoring_,
-                             n_jobs=self.n_jobs, error_score="raise",
-                             return_estimator=True)
+        out = cross_validate(
+            pipe,
+            X,
+            y,
+            cv=folds,
+            scoring=self.scoring_,
+            n_jobs=self.n_jobs,
+            error_score="raise",
+            return_estimator=True,
+        )
         fold_layers = []
         for fitted in out["estimator"]:
             sel = fitted[0]
@@ -492,8 +522,10 @@ class LayerReport(BaseEstimator):
         key = tuple(layers)
         if key not in cache:
             if len(layers) == 1:
-                cache[key] = (self.probe_scores_[layers[0]],
-                              self.probe_scores_std_[layers[0]])
+                cache[key] = (
+                    self.probe_scores_[layers[0]],
+                    self.probe_scores_std_[layers[0]],
+                )
             else:
                 X = fuse_layers(stack, layers)
                 cache[key] = self._cv(probe, X, y, folds)
@@ -547,8 +579,10 @@ class LayerReport(BaseEstimator):
         check_is_fitted(self, "summary_")
         by = {e["method"]: e for e in self.summary_}
         top = int(np.argmax(self.probe_scores_))
-        best = by.get("best_single_layer", {"layers": [top],
-                                            "score": float(self.probe_scores_[top])})
+        best = by.get(
+            "best_single_layer",
+            {"layers": [top], "score": float(self.probe_scores_[top])},
+        )
         last = by.get("last_layer", {"score": float(self.probe_scores_[-1])})
         folds = self.fold_selections_
         freq = self.selection_frequency_
@@ -567,8 +601,9 @@ class LayerReport(BaseEstimator):
             "best_layer_score": best["score"],
             "profile_best_layer": top,
             "profile_best_layer_score": float(self.probe_scores_[top]),
-            "fold_selections": (None if folds is None
-                                else [[int(v) for v in f] for f in folds]),
+            "fold_selections": (
+                None if folds is None else [[int(v) for v in f] for f in folds]
+            ),
             "selection_stability": None if np.isnan(stability) else stability,
             "selection_frequency": None if freq is None else freq.tolist(),
             "methods": self.summary_,
@@ -610,9 +645,11 @@ class LayerReport(BaseEstimator):
         if self.fold_selections_ is not None:
             folds = " | ".join(",".join(map(str, f)) for f in self.fold_selections_)
             lines.append(f"LOES layers per fold: {folds}")
-            lines.append(f"selection stability {self.selection_stability_:.2f} "
-                         "(Nogueira et al. 2018; 1 = the same layers in every "
-                         "fold, 0 = chance)")
+            lines.append(
+                f"selection stability {self.selection_stability_:.2f} "
+                "(Nogueira et al. 2018; 1 = the same layers in every "
+                "fold, 0 = chance)"
+            )
         return "\n".join(lines)
 
     def plot(self, metrics=None, *, ax=None, figsize=(10.0, 6.0)):

@@ -36,8 +36,7 @@ from skloes.utils._param_validation import Interval, StrOptions
 AUTO_N_LAYERS = 4
 
 #: ``_parameter_constraints`` entry of a budget: a positive int or "auto".
-N_LAYERS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"),
-                       StrOptions({"auto"})]
+N_LAYERS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})]
 
 #: A feature is constant when its standard deviation over the calibration
 #: rows is at most this many units of rounding (the input dtype's epsilon) of
@@ -111,8 +110,9 @@ def calibration_rows(max_samples, n, codes, rng):
         return np.arange(n)
     if codes is not None:
         try:
-            rows, _ = train_test_split(np.arange(n), train_size=count,
-                                       stratify=codes, random_state=rng)
+            rows, _ = train_test_split(
+                np.arange(n), train_size=count, stratify=codes, random_state=rng
+            )
             return np.sort(rows)
         except ValueError:
             pass
@@ -165,7 +165,7 @@ def layer_spread(X, eps, owner, layer):
     centred = unit - mean
     spread = np.sqrt(np.einsum("ij,ij->j", centred, centred) / X.shape[0])
     with np.errstate(over="ignore"):
-        scale = top * float(np.sqrt(np.sum(spread ** 2)))
+        scale = top * float(np.sqrt(np.sum(spread**2)))
         overflow = not np.isfinite(scale * scale)
     if overflow:
         raise ValueError(
@@ -188,8 +188,10 @@ def layer_statistics(stack, eps, owner):
         See :func:`layer_spread`.
     """
     spreads = [layer_spread(layer, eps, owner, l)[1:] for l, layer in enumerate(stack)]
-    return (np.array([v for v, _ in spreads], dtype=np.float64),
-            np.array([d for _, d in spreads], dtype=bool))
+    return (
+        np.array([v for v, _ in spreads], dtype=np.float64),
+        np.array([d for _, d in spreads], dtype=bool),
+    )
 
 
 def candidate_layers(degenerate, include_embedding, owner, stacklevel=4):
@@ -224,13 +226,15 @@ def candidate_layers(degenerate, include_embedding, owner, stacklevel=4):
             f"{owner}: layers {degenerate.tolist()} are degenerate (constant on the "
             "calibration rows, to the precision of their own values) and are not "
             "candidates.",
-            UserWarning, stacklevel=stacklevel,
+            UserWarning,
+            stacklevel=stacklevel,
         )
     layers = np.arange(0 if include_embedding else 1, mask.size)
     candidates = np.setdiff1d(layers, degenerate)
     if not candidates.size:
-        raise ValueError(no_candidates_message(owner, mask.size, include_embedding,
-                                               degenerate))
+        raise ValueError(
+            no_candidates_message(owner, mask.size, include_embedding, degenerate)
+        )
     return candidates, degenerate
 
 
@@ -238,15 +242,22 @@ def no_candidates_message(owner, n_layers, include_embedding, degenerate=()):
     """Why no layer is a candidate (the error of :func:`candidate_layers`)."""
     degenerate = [int(l) for l in degenerate]
     if n_layers == 1 and not include_embedding:
-        return (f"{owner}: `include_embedding`=False leaves no candidate layer: `X` "
-                "has one layer, layer 0 (the embedding output); pass "
-                "include_embedding=True or a stack of more layers.")
-    why = (" with `include_embedding`=False (layer 0 left out)"
-           if not include_embedding else "")
-    return (f"{owner}: no candidate layers: every layer{why} is degenerate, "
-            f"constant on the calibration rows (layers {degenerate}); do the "
-            "samples differ? (For texts: a `max_length` or a vocabulary that "
-            "gives every text the same tokens.)")
+        return (
+            f"{owner}: `include_embedding`=False leaves no candidate layer: `X` "
+            "has one layer, layer 0 (the embedding output); pass "
+            "include_embedding=True or a stack of more layers."
+        )
+    why = (
+        " with `include_embedding`=False (layer 0 left out)"
+        if not include_embedding
+        else ""
+    )
+    return (
+        f"{owner}: no candidate layers: every layer{why} is degenerate, "
+        f"constant on the calibration rows (layers {degenerate}); do the "
+        "samples differ? (For texts: a `max_length` or a vocabulary that "
+        "gives every text the same tokens.)"
+    )
 
 
 class LayerSupportMixin:
@@ -332,9 +343,15 @@ class LayerSelectorMixin(LayerFeatureNamesMixin, TransformerMixin):
             The fused embedding (columns ``layer{l}_{j}``).
         """
         check_is_fitted(self)
-        stack = validate_layers(self, X, layer_dim=self.layer_dim, reset=False,
-                                dtype=FLOAT_DTYPES)
+        stack = validate_layers(
+            self, X, layer_dim=self.layer_dim, reset=False, dtype=FLOAT_DTYPES
+        )
         if getattr(self, "fusion_scaling", None) == "layer":
-            return fuse_layers(stack, self.selected_layers_, self.layer_mean_,
-                               self.layer_scale_, dtype=stack.dtype)
+            return fuse_layers(
+                stack,
+                self.selected_layers_,
+                self.layer_mean_,
+                self.layer_scale_,
+                dtype=stack.dtype,
+            )
         return fuse_layers(stack, self.selected_layers_)

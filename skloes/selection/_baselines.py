@@ -119,8 +119,11 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
                     y, getattr(self, "task", "auto"), name
                 )
                 # integer class codes (classes is sorted), or the (n, p) targets
-                target = (task, classes, y_arr if classes is None
-                          else np.searchsorted(classes, y_arr))
+                target = (
+                    task,
+                    classes,
+                    y_arr if classes is None else np.searchsorted(classes, y_arr),
+                )
             except ValueError:
                 if self._needs_y:
                     raise
@@ -130,17 +133,20 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
         cal = calibration_rows(self.max_samples, n_samples, codes, rng)
         self.calibration_indices_ = cal
         # float64 copy of the calibration rows, only for selectors that read them
-        cal_stack = (np.asarray(stack[:, cal], dtype=np.float64)
-                     if self._data_driven else None)
+        cal_stack = (
+            np.asarray(stack[:, cal], dtype=np.float64) if self._data_driven else None
+        )
         if target is not None:
             target = (target[0], target[1], target[2][cal])
             if target[1] is not None and self._needs_y:
                 self.classes_ = target[1]
-        candidates = self._candidates(stack.shape[0], cal_stack,
-                                      input_epsilon(stack.dtype))
+        candidates = self._candidates(
+            stack.shape[0], cal_stack, input_epsilon(stack.dtype)
+        )
         n_select = self._check_budget(len(candidates))
-        order = np.asarray(self._select(cal_stack, target, candidates, rng, n_select),
-                           np.intp)
+        order = np.asarray(
+            self._select(cal_stack, target, candidates, rng, n_select), np.intp
+        )
         self.selection_order_ = order
         self.selected_layers_ = np.sort(order)
         self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
@@ -151,8 +157,9 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
     def _candidates(self, n_layers, stack, eps):
         name = type(self).__name__
         if not self._data_driven:  # fixed rules: only the embedding policy
-            candidates, _ = candidate_layers(np.zeros(n_layers, dtype=bool),
-                                             self.include_embedding, name)
+            candidates, _ = candidate_layers(
+                np.zeros(n_layers, dtype=bool), self.include_embedding, name
+            )
             return candidates
         if stack.shape[1] < 3:
             raise ValueError(
@@ -161,16 +168,22 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
             )
         _, degenerate = layer_statistics(stack, eps, name)
         candidates, self.degenerate_layers_ = candidate_layers(
-            degenerate, self.include_embedding, name)
+            degenerate, self.include_embedding, name
+        )
         return candidates
 
     def _check_budget(self, n_candidates):
         """The number of layers to pick (``n_layers_to_select`` resolved)."""
         name = type(self).__name__
         if n_candidates == 0:
-            raise ValueError(no_candidates_message(
-                name, self.n_layers_in_, self.include_embedding,
-                getattr(self, "degenerate_layers_", ())))
+            raise ValueError(
+                no_candidates_message(
+                    name,
+                    self.n_layers_in_,
+                    self.include_embedding,
+                    getattr(self, "degenerate_layers_", ()),
+                )
+            )
         budget = getattr(self, "n_layers_to_select", None)
         if budget is None:
             return None
@@ -250,8 +263,14 @@ class LastLayerSelector(_BaseLayerSelector):
     array([3])
     """
 
-    def __init__(self, *, include_embedding=True, max_samples=2000, layer_dim=None,
-                 random_state=None):
+    def __init__(
+        self,
+        *,
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+    ):
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.layer_dim = layer_dim
@@ -289,9 +308,16 @@ class LastKSelector(_BaseLayerSelector):
 
     _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
 
-    def __init__(self, *, n_layers_to_select="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None,
-                 k="deprecated"):
+    def __init__(
+        self,
+        *,
+        n_layers_to_select="auto",
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+        k="deprecated",
+    ):
         self.n_layers_to_select = n_layers_to_select
         self.include_embedding = include_embedding
         self.max_samples = max_samples
@@ -324,8 +350,14 @@ class AllLayersSelector(_BaseLayerSelector):
     array([False,  True,  True])
     """
 
-    def __init__(self, *, include_embedding=True, max_samples=2000, layer_dim=None,
-                 random_state=None):
+    def __init__(
+        self,
+        *,
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+    ):
         self.include_embedding = include_embedding
         self.max_samples = max_samples
         self.layer_dim = layer_dim
@@ -363,9 +395,16 @@ class RandomKSelector(_BaseLayerSelector):
 
     _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
 
-    def __init__(self, *, n_layers_to_select="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None,
-                 k="deprecated"):
+    def __init__(
+        self,
+        *,
+        n_layers_to_select="auto",
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+        k="deprecated",
+    ):
         self.n_layers_to_select = n_layers_to_select
         self.include_embedding = include_embedding
         self.max_samples = max_samples
@@ -375,7 +414,6 @@ class RandomKSelector(_BaseLayerSelector):
 
     def _select(self, stack, target, candidates, rng, n_select):
         return rng.choice(candidates, size=n_select, replace=False)
-
 
 
 # --------------------------------------------------------------------------
@@ -447,19 +485,28 @@ class MetricTopKSelector(_BaseLayerSelector):
     """
 
     _parameter_constraints = {
-        **_COMMON_CONSTRAINTS, **_K_CONSTRAINT,
+        **_COMMON_CONSTRAINTS,
+        **_K_CONSTRAINT,
         "metric": [StrOptions(set(_METRICS)), callable],
         "layer_scores": ["array-like", None],
         "greater_is_better": ["boolean"],
         "metric_params": [dict, None],
     }
 
-    def __init__(self, *, metric="isotropy", n_layers_to_select="auto",
-                 layer_scores=None,
-                 greater_is_better=True, metric_params=None,
-                 include_embedding=True, max_samples=2000, layer_dim=None,
-                 random_state=None,
-                 k="deprecated"):
+    def __init__(
+        self,
+        *,
+        metric="isotropy",
+        n_layers_to_select="auto",
+        layer_scores=None,
+        greater_is_better=True,
+        metric_params=None,
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+        k="deprecated",
+    ):
         self.metric = metric
         self.n_layers_to_select = n_layers_to_select
         self.layer_scores = layer_scores
@@ -501,8 +548,9 @@ class MetricTopKSelector(_BaseLayerSelector):
                 value = self.metric(stack[l], **params)
             else:
                 # the calibration rows are the sample: no further subsampling
-                value = METRICS[self.metric](stack[l], settings={"max_prompts": None},
-                                             **params)
+                value = METRICS[self.metric](
+                    stack[l], settings={"max_prompts": None}, **params
+                )
             try:
                 scores[l] = float(value)
             except (TypeError, ValueError):
@@ -513,7 +561,14 @@ class MetricTopKSelector(_BaseLayerSelector):
                     f"got {value!r} for layer {l}."
                 )
         self.metric_scores_ = scores
-        sign = -1.0 if (self.greater_is_better or isinstance(self.metric, str)
-                        and self.metric != "layer_scores") else 1.0
+        sign = (
+            -1.0
+            if (
+                self.greater_is_better
+                or isinstance(self.metric, str)
+                and self.metric != "layer_scores"
+            )
+            else 1.0
+        )
         order = np.argsort(sign * scores[candidates], kind="stable")
         return candidates[order[:n_select]]

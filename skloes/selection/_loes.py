@@ -59,15 +59,21 @@ _LOES_CONSTRAINTS = {
     "isotropy_weight": [Interval(Real, 0, None, closed="left"), None],
     "redundancy_weight": [Interval(Real, 0, None, closed="left"), None],
     "volume_weight": [Interval(Real, 0, None, closed="left")],
-    "ridge_alpha": [Interval(Real, 0, None, closed="neither"), StrOptions({"gcv"}),
-                    None],
+    "ridge_alpha": [
+        Interval(Real, 0, None, closed="neither"),
+        StrOptions({"gcv"}),
+        None,
+    ],
     "scaling": [StrOptions({"none", "unit_variance"}), None],
     "loss": [StrOptions({"train", "loo"}), None],
     "orthogonalization": [StrOptions({"ridge", "basis"}), None],
     "isotropy": [StrOptions({"inv_cv", "erank"}), None],
     "redundancy": [StrOptions({"overlap", "cka"}), None],
-    "triplets": [StrOptions({"sampled", "auto"}),
-                 Interval(Integral, 1, None, closed="left"), None],
+    "triplets": [
+        StrOptions({"sampled", "auto"}),
+        Interval(Integral, 1, None, closed="left"),
+        None,
+    ],
     "update": [StrOptions({"stagewise", "refit"})],
     "loss_normalization": [StrOptions({"none", "relative"})],
     "objective": [StrOptions({"residual", "fused"}), None],
@@ -77,8 +83,11 @@ _LOES_CONSTRAINTS = {
     "fusion_scaling": [StrOptions({"layer"}), None],
     "orth_energy": [Interval(Real, 0, 1, closed="right")],
     "orth_max_rank": [Interval(Real, 0, 1, closed="right")],
-    "max_samples": [Interval(Integral, 1, None, closed="left"),
-                    Interval(RealNotInt, 0, 1, closed="right"), None],
+    "max_samples": [
+        Interval(Integral, 1, None, closed="left"),
+        Interval(RealNotInt, 0, 1, closed="right"),
+        None,
+    ],
     "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
     "task": [StrOptions({"auto", "classification", "regression", "label_free"})],
     "candidate_grid": [StrOptions({"auto", "all"}), "array-like"],
@@ -303,8 +312,9 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         budget = getattr(self, "n_layers_to_select", None)
         if budget is None:  # LOESSelectorCV: room for its largest budget
             budget = self.max_layers_to_select
-        cfg["grid"] = resolve_grid(self.candidate_grid, self.variant,
-                                   stack.shape[0], budget, name)
+        cfg["grid"] = resolve_grid(
+            self.candidate_grid, self.variant, stack.shape[0], budget, name
+        )
         return stack, y_arr, cfg
 
     def _set_path(self, path, n_select, cfg):
@@ -330,10 +340,14 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         self.support_[order] = True
         self.task_, self.variant_ = cfg["task"], self.variant
         grid = cfg["grid"]
-        self.grid_layers_ = (np.arange(self.n_layers_in_) if grid is None
-                             else np.asarray(grid, dtype=np.intp))
-        self.components_ = {k: cfg[k] for k in (*COMPONENTS, "redundancy_weight",
-                                                 "volume_weight")}
+        self.grid_layers_ = (
+            np.arange(self.n_layers_in_)
+            if grid is None
+            else np.asarray(grid, dtype=np.intp)
+        )
+        self.components_ = {
+            k: cfg[k] for k in (*COMPONENTS, "redundancy_weight", "volume_weight")
+        }
         return self
 
     def scores_frame(self):
@@ -350,8 +364,10 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         import pandas as pd
 
         steps, L = self.n_selected_, self.n_layers_in_
-        data = {"step": np.repeat(np.arange(steps), L),
-                "layer": np.tile(np.arange(L), steps)}
+        data = {
+            "step": np.repeat(np.arange(steps), L),
+            "layer": np.tile(np.arange(L), steps),
+        }
         for key, value in self.scores_.items():
             data[key] = value.ravel()
         picked = np.zeros((steps, L), dtype=bool)
@@ -366,8 +382,7 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         return tags
 
 
-@renamed_params(alpha="isotropy_weight", gamma="redundancy_weight",
-                eta="volume_weight")
+@renamed_params(alpha="isotropy_weight", gamma="redundancy_weight", eta="volume_weight")
 @_doc
 class LOESSelector(_BaseLOES):
     """Layer-wise Optimal Embedding Selection (LOES).
@@ -413,11 +428,11 @@ class LOESSelector(_BaseLOES):
         .. versionchanged:: 0.2
            An unreadable cached result is computed again (it crashed).
 
-{PARAMS}
+    {PARAMS}
 
     Attributes
     ----------
-{ATTRS}
+    {ATTRS}
 
     See Also
     --------
@@ -450,17 +465,40 @@ class LOESSelector(_BaseLOES):
         **_LOES_CONSTRAINTS,
     }
 
-    def __init__(self, *, n_layers_to_select="auto", memory=None, variant="robust",
-                 isotropy_weight=None, redundancy_weight=None, volume_weight=0.1,
-                 ridge_alpha=None, scaling=None, loss=None,
-                 orthogonalization=None, isotropy=None, redundancy=None,
-                 triplets=None, update="stagewise", loss_normalization="none",
-                 objective=None, fused_rank=64,
-                 include_embedding=True, max_samples=2000, exclude_duplicates=True,
-                 fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", candidate_grid="auto",
-                 random_state=None,
-                 alpha="deprecated", gamma="deprecated", eta="deprecated"):
+    def __init__(
+        self,
+        *,
+        n_layers_to_select="auto",
+        memory=None,
+        variant="robust",
+        isotropy_weight=None,
+        redundancy_weight=None,
+        volume_weight=0.1,
+        ridge_alpha=None,
+        scaling=None,
+        loss=None,
+        orthogonalization=None,
+        isotropy=None,
+        redundancy=None,
+        triplets=None,
+        update="stagewise",
+        loss_normalization="none",
+        objective=None,
+        fused_rank=64,
+        include_embedding=True,
+        max_samples=2000,
+        exclude_duplicates=True,
+        fusion_scaling=None,
+        orth_energy=0.99,
+        orth_max_rank=0.5,
+        layer_dim=None,
+        task="auto",
+        candidate_grid="auto",
+        random_state=None,
+        alpha="deprecated",
+        gamma="deprecated",
+        eta="deprecated",
+    ):
         self.n_layers_to_select = n_layers_to_select
         self.memory = memory
         self.variant = variant
@@ -512,14 +550,19 @@ default=None
         """
         stack, y_arr, cfg = self._path_config(X, y)
         name = type(self).__name__
-        path = _loes_path(stack, y_arr, self.n_layers_to_select, cfg,
-                          self.random_state, name,
-                          memory=check_selector_memory(self.memory, name))
+        path = _loes_path(
+            stack,
+            y_arr,
+            self.n_layers_to_select,
+            cfg,
+            self.random_state,
+            name,
+            memory=check_selector_memory(self.memory, name),
+        )
         return self._set_path(path, path.selection_order.size, cfg)
 
 
-@renamed_params(alpha="isotropy_weight", gamma="redundancy_weight",
-                eta="volume_weight")
+@renamed_params(alpha="isotropy_weight", gamma="redundancy_weight", eta="volume_weight")
 @_doc
 class LOESSelectorCV(_BaseLOES):
     """LOES with the budget chosen by cross-validation (see :ref:`loes_cv`).
@@ -562,7 +605,7 @@ class LOESSelectorCV(_BaseLOES):
 
         .. versionadded:: 0.2
 
-{PARAMS}
+    {PARAMS}
 
     Attributes
     ----------
@@ -588,7 +631,7 @@ class LOESSelectorCV(_BaseLOES):
         path, padded with -1 if it stopped early; the scores of budgets a fold
         did not reach are NaN).
 
-{ATTRS}
+    {ATTRS}
 
     See Also
     --------
@@ -628,18 +671,44 @@ class LOESSelectorCV(_BaseLOES):
         **_LOES_CONSTRAINTS,
     }
 
-    def __init__(self, estimator=None, *, max_layers_to_select=10, cv=5,
-                 scoring=None, n_jobs=None, budget_rule="one_se", variant="robust",
-                 isotropy_weight=None, redundancy_weight=None, volume_weight=0.1,
-                 ridge_alpha=None, scaling=None, loss=None,
-                 orthogonalization=None, isotropy=None, redundancy=None,
-                 triplets=None, update="stagewise", loss_normalization="none",
-                 objective=None, fused_rank=64,
-                 include_embedding=True, max_samples=2000, exclude_duplicates=True,
-                 fusion_scaling=None, orth_energy=0.99, orth_max_rank=0.5,
-                 layer_dim=None, task="auto", candidate_grid="auto",
-                 random_state=None,
-                 alpha="deprecated", gamma="deprecated", eta="deprecated"):
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        max_layers_to_select=10,
+        cv=5,
+        scoring=None,
+        n_jobs=None,
+        budget_rule="one_se",
+        variant="robust",
+        isotropy_weight=None,
+        redundancy_weight=None,
+        volume_weight=0.1,
+        ridge_alpha=None,
+        scaling=None,
+        loss=None,
+        orthogonalization=None,
+        isotropy=None,
+        redundancy=None,
+        triplets=None,
+        update="stagewise",
+        loss_normalization="none",
+        objective=None,
+        fused_rank=64,
+        include_embedding=True,
+        max_samples=2000,
+        exclude_duplicates=True,
+        fusion_scaling=None,
+        orth_energy=0.99,
+        orth_max_rank=0.5,
+        layer_dim=None,
+        task="auto",
+        candidate_grid="auto",
+        random_state=None,
+        alpha="deprecated",
+        gamma="deprecated",
+        eta="deprecated",
+    ):
         self.estimator = estimator
         self.max_layers_to_select = max_layers_to_select
         self.cv = cv
@@ -676,10 +745,18 @@ class LOESSelectorCV(_BaseLOES):
         self.eta = eta
 
     def _selector(self, n_select, task):
-        skip = {"n_layers_to_select", "layer_dim", "task", "memory",
-                *self._renamed_params}  # fit already resolved the former names
-        params = {k: getattr(self, k) for k in LOESSelector._parameter_constraints
-                  if k not in skip}
+        skip = {
+            "n_layers_to_select",
+            "layer_dim",
+            "task",
+            "memory",
+            *self._renamed_params,
+        }  # fit already resolved the former names
+        params = {
+            k: getattr(self, k)
+            for k in LOESSelector._parameter_constraints
+            if k not in skip
+        }
         return LOESSelector(n_layers_to_select=n_select, task=task, **params)
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -704,17 +781,23 @@ class LOESSelectorCV(_BaseLOES):
             raise ValueError(f"{name}: `y` is required; got None.")
         stack, y_arr, cfg = self._path_config(X, y)
         if cfg["task"] == "label_free":
-            raise ValueError(f"{name}: `task` must not be 'label_free'; "
-                             "cross-validation needs targets.")
+            raise ValueError(
+                f"{name}: `task` must not be 'label_free'; "
+                "cross-validation needs targets."
+            )
         classification = cfg["task"] == "classification"
         y_fit = y_arr if classification or y_arr.shape[1] > 1 else y_arr.ravel()
         first = 0 if self.include_embedding else 1
         k_max = min(self.max_layers_to_select, stack.shape[0] - first)
         if k_max < 1:
-            raise ValueError(no_candidates_message(name, stack.shape[0],
-                                                   self.include_embedding))
-        estimator = (_default_estimator(cfg["task"]) if self.estimator is None
-                     else self.estimator)
+            raise ValueError(
+                no_candidates_message(name, stack.shape[0], self.include_embedding)
+            )
+        estimator = (
+            _default_estimator(cfg["task"])
+            if self.estimator is None
+            else self.estimator
+        )
         scorer = check_scoring(estimator, scoring=self.scoring)
         cv = check_cv(self.cv, y_fit, classifier=classification)
         seed = self.random_state  # one seed for every fold and the final path
@@ -722,11 +805,15 @@ class LOESSelectorCV(_BaseLOES):
             seed = int(seed.randint(np.iinfo(np.int32).max))
         selector = self._selector(k_max, cfg["task"]).set_params(random_state=seed)
         splits = cv_splits(cv, y_fit, name)
-        probe = _probe_scaling(estimator, self.scoring, self.fusion_scaling,
-                               stack.shape[2])
+        probe = _probe_scaling(
+            estimator, self.scoring, self.fusion_scaling, stack.shape[2]
+        )
         out = Parallel(n_jobs=self.n_jobs)(
-            delayed(_score_fold)(clone(selector), stack, y_fit, tr, te, k_max,
-                                 estimator, scorer, probe) for tr, te in splits)
+            delayed(_score_fold)(
+                clone(selector), stack, y_fit, tr, te, k_max, estimator, scorer, probe
+            )
+            for tr, te in splits
+        )
         scores = np.array([s for s, _ in out])
         mean = scores.mean(axis=0)  # NaN where a fold stopped early
         self.cv_results_ = {
@@ -743,6 +830,8 @@ class LOESSelectorCV(_BaseLOES):
         self.fold_selections_ = [order[:k] for _, order in out]
         self.selection_stability_ = (  # undefined on one layer
             selection_stability(self.fold_selections_, stack.shape[0])
-            if stack.shape[0] > 1 else np.nan)
+            if stack.shape[0] > 1
+            else np.nan
+        )
         path = _loes_path(stack, y_arr, k_max, cfg, seed, name, clip=True)
         return self._set_path(path, k, cfg)

@@ -31,8 +31,15 @@ def _default_estimator(task):
 def _fold_path(selector, stack, y):
     """The selection order of ``selector`` on one fold (budget clipped)."""
     stack, y_arr, cfg = selector._path_config(stack, y)
-    path = _loes_path(stack, y_arr, selector.n_layers_to_select, cfg,
-                       selector.random_state, type(selector).__name__, clip=True)
+    path = _loes_path(
+        stack,
+        y_arr,
+        selector.n_layers_to_select,
+        cfg,
+        selector.random_state,
+        type(selector).__name__,
+        clip=True,
+    )
     return path.selection_order
 
 
@@ -46,16 +53,17 @@ def _probe_scaling(estimator, scoring, fusion_scaling, dim):
     the layer width (a global factor on top does not move the GCV ridge).
     None: any other estimator or scoring, fitted as it is.
     """
-    if scoring is not None or type(estimator) not in (RidgeProbeClassifier,
-                                                      RidgeProbeRegressor):
+    if scoring is not None or type(estimator) not in (
+        RidgeProbeClassifier,
+        RidgeProbeRegressor,
+    ):
         return None
     if estimator.layer_dim == dim or fusion_scaling == "layer":
         return "layer"
     return "global" if estimator.layer_dim is None else None
 
 
-def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer,
-                probe=None):
+def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer, probe=None):
     """One fold of LOESSelectorCV: one path, then every budget 1..k_max.
 
     With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`_probe_scaling`)
@@ -66,19 +74,27 @@ def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer,
     order = _fold_path(selector, sub, y[train])
     scores = np.full(k_max, np.nan)
     if probe is not None:
-        target = (("classification", *np.unique(y, return_inverse=True))
-                  if is_classifier(estimator)
-                  else ("regression", None, y.reshape(y.shape[0], -1)))
-        subsets = _SubsetScorer(stack, target, train, test, scaling=probe,
-                                alpha=estimator.ridge_alpha)
-        scores[:order.size] = subsets.prefix_scores(order.tolist())
+        target = (
+            ("classification", *np.unique(y, return_inverse=True))
+            if is_classifier(estimator)
+            else ("regression", None, y.reshape(y.shape[0], -1))
+        )
+        subsets = _SubsetScorer(
+            stack, target, train, test, scaling=probe, alpha=estimator.ridge_alpha
+        )
+        scores[: order.size] = subsets.prefix_scores(order.tolist())
         return scores, order
     mean = scale = None
     if selector.fusion_scaling == "layer":
-        mean = np.stack([sub[l].mean(axis=0, dtype=np.float64) for l in range(
-            stack.shape[0])])
-        scale = np.array([np.sqrt(np.sum((sub[l] - mean[l]) ** 2) / train.size)
-                          for l in range(stack.shape[0])])
+        mean = np.stack(
+            [sub[l].mean(axis=0, dtype=np.float64) for l in range(stack.shape[0])]
+        )
+        scale = np.array(
+            [
+                np.sqrt(np.sum((sub[l] - mean[l]) ** 2) / train.size)
+                for l in range(stack.shape[0])
+            ]
+        )
     for k in range(1, order.size + 1):
         layers = np.sort(order[:k])
         X_tr = _fuse(sub, layers, mean, scale)

@@ -143,22 +143,39 @@ class _FusedLoss:
         F = np.hstack([self.F[l] for l in subset])
         n, p = F.shape
         B = np.vstack([self._target(l) for l in subset])
-        lam, factor = ridge_factor(self._gram(subset), B, self.tc2, n, kernel=False,
-                                   size=max(n, p), alpha=self.ridge_alpha)
+        lam, factor = ridge_factor(
+            self._gram(subset),
+            B,
+            self.tc2,
+            n,
+            kernel=False,
+            size=max(n, p),
+            alpha=self.ridge_alpha,
+        )
         if factor is None:  # tiny, empty or failed: the eigenvector route
             U, s = self.factors(subset)
-            return ridge_svd(U, s, self.Y, alpha=self.ridge_alpha, loss=self.loss,
-                             loo_denominator=self.denominator)
+            return ridge_svd(
+                U,
+                s,
+                self.Y,
+                alpha=self.ridge_alpha,
+                loss=self.loss,
+                loo_denominator=self.denominator,
+            )
         fit_c = F @ cho_solve(factor, B, check_finite=False)
         E = self.Tc - fit_c
         if self.loss == "train":
             loss = float(np.sum(E**2)) / E.size
         else:
             # F L⁻ᵀ by a right-side triangular solve (BLAS trsm on F's columns)
-            half = blas.dtrsm(1.0, factor[0], np.asfortranarray(F), side=1, lower=1,
-                              trans_a=1)
+            half = blas.dtrsm(
+                1.0, factor[0], np.asfortranarray(F), side=1, lower=1, trans_a=1
+            )
             hat = 1.0 / n + np.sum(half**2, axis=1)
             E_loo = E / np.maximum(1.0 - hat, LOO_FLOOR)[:, None]
-            loss = (float(np.sum(E_loo**2)) / self.denominator
-                    if self.denominator > 0 else 0.0)
+            loss = (
+                float(np.sum(E_loo**2)) / self.denominator
+                if self.denominator > 0
+                else 0.0
+            )
         return _FastFit(lam, loss, self.t_mean + fit_c)

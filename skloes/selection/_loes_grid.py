@@ -84,12 +84,19 @@ def resolve_grid(candidate_grid, variant, n_layers, budget, name):
         grid = auto_grid(n_layers, k)
         return None if grid.size == n_layers else tuple(grid.tolist())
     layers = np.asarray(candidate_grid)
-    if (layers.ndim != 1 or layers.size == 0
-            or not all(isinstance(v, Integral | np.integer) for v in layers.tolist())):
-        raise ValueError(f"{name}: `candidate_grid` must be 'auto', 'all' or a "
-                         f"non-empty list of layer indices; got {candidate_grid!r}.")
+    if (
+        layers.ndim != 1
+        or layers.size == 0
+        or not all(isinstance(v, Integral | np.integer) for v in layers.tolist())
+    ):
+        raise ValueError(
+            f"{name}: `candidate_grid` must be 'auto', 'all' or a "
+            f"non-empty list of layer indices; got {candidate_grid!r}."
+        )
     layers = np.unique(layers.astype(np.intp))
     if layers[0] < 0 or layers[-1] >= n_layers:
-        raise ValueError(f"{name}: `candidate_grid` must hold layers in "
-                         f"[0, {n_layers - 1}]; got {layers.tolist()}.")
+        raise ValueError(
+            f"{name}: `candidate_grid` must hold layers in "
+            f"[0, {n_layers - 1}]; got {layers.tolist()}."
+        )
     return tuple(layers.tolist())

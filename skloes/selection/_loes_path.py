@@ -57,24 +57,51 @@ from skloes.selection._memory import cached_call, memory_error
 #: the fused selection (``objective="fused"``, :ref:`loes_fused`).
 VARIANTS = {
     "reference": {
-        "scaling": "none", "ridge_alpha": 1e-3, "loss": "train",
-        "orthogonalization": "ridge", "isotropy": "inv_cv",
-        "redundancy": "overlap", "triplets": "sampled", "isotropy_weight": 1.0,
+        "scaling": "none",
+        "ridge_alpha": 1e-3,
+        "loss": "train",
+        "orthogonalization": "ridge",
+        "isotropy": "inv_cv",
+        "redundancy": "overlap",
+        "triplets": "sampled",
+        "isotropy_weight": 1.0,
         "objective": "residual",
     },
     "robust": {
-        "scaling": "unit_variance", "ridge_alpha": "gcv", "loss": "loo",
-        "orthogonalization": "basis", "isotropy": "erank",
-        "redundancy": "cka", "triplets": "auto", "isotropy_weight": 0.1,
+        "scaling": "unit_variance",
+        "ridge_alpha": "gcv",
+        "loss": "loo",
+        "orthogonalization": "basis",
+        "isotropy": "erank",
+        "redundancy": "cka",
+        "triplets": "auto",
+        "isotropy_weight": 0.1,
         "objective": "fused",
     },
 }
-COMPONENTS = ("scaling", "ridge_alpha", "loss", "orthogonalization", "isotropy",
-              "redundancy", "triplets", "isotropy_weight", "objective")
-SCORE_KEYS = ("score", "loss", "isotropy", "redundancy", "triangle", "ridge_alpha",
-              "retained")
+COMPONENTS = (
+    "scaling",
+    "ridge_alpha",
+    "loss",
+    "orthogonalization",
+    "isotropy",
+    "redundancy",
+    "triplets",
+    "isotropy_weight",
+    "objective",
+)
+SCORE_KEYS = (
+    "score",
+    "loss",
+    "isotropy",
+    "redundancy",
+    "triangle",
+    "ridge_alpha",
+    "retained",
+)
 DUPLICATE_CKA = 1 - 1e-10  # the duplicate guard's threshold
-EXHAUSTED = 1e-10          # ‖X̃‖²/‖X‖² below which a candidate is exhausted
+EXHAUSTED = 1e-10  # ‖X̃‖²/‖X‖² below which a candidate is exhausted
+
 
 # --------------------------------------------------------------------------
 # The selection path
@@ -96,8 +123,17 @@ class _Layer:
     ``U`` (no ``n × d × m`` product).
     """
 
-    def __init__(self, X, mean, scale, cfg, light=False, share=False, rows=False,
-                 factor_rows=False):
+    def __init__(
+        self,
+        X,
+        mean,
+        scale,
+        cfg,
+        light=False,
+        share=False,
+        rows=False,
+        factor_rows=False,
+    ):
         Xp = X - mean
         unit = cfg["scaling"] == "unit_variance"
         if unit:
@@ -121,10 +157,14 @@ class _Layer:
             if rows:
                 self.Xp = Xp
             return
-        self.U, self.s = thin_svd(Xp, center=False, gram=None if self.gram is None
-                                  else self.gram / (scale**2 if unit else 1.0))
-        self._finish(X, Xp, mean, scale, cfg, iso,
-                     lambda: (self.U.T @ (Xp @ mean)) / self.s)
+        self.U, self.s = thin_svd(
+            Xp,
+            center=False,
+            gram=None if self.gram is None else self.gram / (scale**2 if unit else 1.0),
+        )
+        self._finish(
+            X, Xp, mean, scale, cfg, iso, lambda: (self.U.T @ (Xp @ mean)) / self.s
+        )
 
     def _finish(self, X, Xp, mean, scale, cfg, iso, mean_coords):
         """Spectrum, energy, isotropy and the overlap's raw-data moments."""
@@ -154,8 +194,12 @@ def _light_path(cfg, has_targets):
     ``volume_weight``) reads each candidate's residual against the span from
     its rows (:class:`_RowResidual`); only the selected layers are decomposed.
     """
-    return bool(_LIGHT and has_targets and cfg["objective"] == "fused"
-                and cfg["redundancy_weight"] == 0)
+    return bool(
+        _LIGHT
+        and has_targets
+        and cfg["objective"] == "fused"
+        and cfg["redundancy_weight"] == 0
+    )
 
 
 #: Switch of the light preparation and of the shared Gram (the tests turn it
@@ -198,10 +242,14 @@ class LOESPath:
         if fits is not None:
             residual = self.residual + fits[k:].sum(axis=0)
             fits = fits[:k]
-        return replace(self, selection_order=self.selection_order[:k],
-                       scores={key: v[:k] for key, v in self.scores.items()},
-                       step_fits=fits, residual=residual,
-                       complete=self.complete and k == self.selection_order.size)
+        return replace(
+            self,
+            selection_order=self.selection_order[:k],
+            scores={key: v[:k] for key, v in self.scores.items()},
+            step_fits=fits,
+            residual=residual,
+            complete=self.complete and k == self.selection_order.size,
+        )
 
 
 # When the fused fit scores a step (robust with targets), the two label-blind
@@ -222,15 +270,19 @@ class _Path:
         classes = None
         if task == "classification":
             classes, codes_all = np.unique(y, return_inverse=True)
-        rows = _calibration_rows(cfg["max_samples"], n_all,
-                                 codes_all if classes is not None else None, rng)
+        rows = _calibration_rows(
+            cfg["max_samples"], n_all, codes_all if classes is not None else None, rng
+        )
         n = rows.size
         if n_all < 3:
-            raise ValueError(f"{name}: needs at least 3 samples to select layers; "
-                             f"got {n_all}.")
+            raise ValueError(
+                f"{name}: needs at least 3 samples to select layers; got {n_all}."
+            )
         if n < 3:
-            raise ValueError(f"{name}: `max_samples` must leave at least 3 "
-                             f"calibration rows; got {n}.")
+            raise ValueError(
+                f"{name}: `max_samples` must leave at least 3 "
+                f"calibration rows; got {n}."
+            )
         self.rows, self.n, self.classes = rows, n, classes
         self._targets(y, codes_all if classes is not None else None)
         self.triplets = None
@@ -254,8 +306,10 @@ class _Path:
             Y = y[rows]
             std = Y.std(axis=0)
             if np.any(std <= 1e-12 * np.maximum(np.abs(Y).max(axis=0), 1.0)):
-                raise ValueError(f"{self.name}: `y` must not have a constant "
-                                 "(zero-variance) column on the calibration rows.")
+                raise ValueError(
+                    f"{self.name}: `y` must not have a constant "
+                    "(zero-variance) column on the calibration rows."
+                )
             if self.cfg["variant"] == "robust":
                 Y = (Y - Y.mean(axis=0)) / std
             self.Y = Y
@@ -274,28 +328,45 @@ class _Path:
         self.layer_mean = np.vstack(means)
         self.layer_scale = scale
         candidates, self.degenerate = candidate_layers(
-            degenerate, self.cfg["include_embedding"], self.name, stacklevel=6)
+            degenerate, self.cfg["include_embedding"], self.name, stacklevel=6
+        )
         if self.cfg.get("grid") is not None:  # the candidate grid (_loes_grid)
             candidates = candidates[np.isin(candidates, self.cfg["grid"])]
         self.candidates = candidates.tolist()
         fused = _LIGHT and self.cfg["objective"] == "fused" and self.Y is not None
         self.light = light = _light_path(self.cfg, self.Y is not None)
-        self.factor_rows = (_FACTOR_ROWS and self.cfg["objective"] == "residual"
-                            and self.cfg["orthogonalization"] == "ridge")
-        self.layers = {l: _Layer(raws[l], self.layer_mean[l], self.layer_scale[l],
-                                 self.cfg, light, fused, rows=light and self.triangle,
-                                 factor_rows=self.factor_rows)
-                       for l in self.candidates}
+        self.factor_rows = (
+            _FACTOR_ROWS
+            and self.cfg["objective"] == "residual"
+            and self.cfg["orthogonalization"] == "ridge"
+        )
+        self.layers = {
+            l: _Layer(
+                raws[l],
+                self.layer_mean[l],
+                self.layer_scale[l],
+                self.cfg,
+                light,
+                fused,
+                rows=light and self.triangle,
+                factor_rows=self.factor_rows,
+            )
+            for l in self.candidates
+        }
         self._red, self._cka, self._cross = {}, {}, {}
         self._twins = {}
         if light and self.cfg["exclude_duplicates"]:
             self._twins = self._spectral_twins(raws)
         if self.cfg["objective"] == "fused" and self.Y is not None:
-            F = {l: standardized_components(raws[l], self.cfg["fused_rank"],
-                                            self.layers[l].gram)
-                 for l in self.candidates}
-            self.fused = _FusedLoss(F, self.Y, self.cfg["ridge_alpha"],
-                                    self.cfg["loss"], self.denom)
+            F = {
+                l: standardized_components(
+                    raws[l], self.cfg["fused_rank"], self.layers[l].gram
+                )
+                for l in self.candidates
+            }
+            self.fused = _FusedLoss(
+                F, self.Y, self.cfg["ridge_alpha"], self.cfg["loss"], self.denom
+            )
         for layer in self.layers.values():
             layer.gram = None  # not kept (a cached path stays small)
 
@@ -308,7 +379,7 @@ class _Path:
         keep = {}
         cands = self.candidates
         for i, a in enumerate(cands):
-            for b in cands[i + 1:]:
+            for b in cands[i + 1 :]:
                 if self._spectra_close(a, b):
                     for l in (a, b):
                         keep.setdefault(l, raws[l] - self.layer_mean[l])
@@ -416,9 +487,11 @@ class _Path:
         la, lb, n = self.layers[a], self.layers[b], self.n
         K = self._moments(a, b)
         ca, cb = la.factor, lb.factor
-        num2 = (ca * cb) ** 2 * float(np.sum(K**2)) \
-            + 2 * n * ca * cb * float(la.p @ K @ lb.p) \
+        num2 = (
+            (ca * cb) ** 2 * float(np.sum(K**2))
+            + 2 * n * ca * cb * float(la.p @ K @ lb.p)
             + n**2 * float(la.mean @ la.mean) * float(lb.mean @ lb.mean)
+        )
         denom = np.sqrt(la.raw_norm2) * np.sqrt(lb.raw_norm2)
         return float(np.sqrt(max(num2, 0.0)) / denom) if denom > 0 else 0.0
 
@@ -434,8 +507,14 @@ class _Path:
 
     def ridge(self, U, s, T):
         cfg = self.cfg
-        return ridge_svd(U, s, T, alpha=cfg["ridge_alpha"], loss=cfg["loss"],
-                         loo_denominator=self.denom)
+        return ridge_svd(
+            U,
+            s,
+            T,
+            alpha=cfg["ridge_alpha"],
+            loss=cfg["loss"],
+            loo_denominator=self.denom,
+        )
 
     def run(self, n_select, start=None):
         """Greedy selection of up to ``n_select`` layers.
@@ -451,8 +530,9 @@ class _Path:
         if start is not None:
             order = start.selection_order.tolist()
             keys = list(start.scores)
-            rows = [{key: start.scores[key][i] for key in keys}
-                    for i in range(len(order))]
+            rows = [
+                {key: start.scores[key][i] for key in keys} for i in range(len(order))
+            ]
             if not label_free:
                 fits = list(start.step_fits)
                 self.Y_hat = self.Y - start.residual
@@ -464,15 +544,21 @@ class _Path:
             eligible = np.zeros(L, dtype=bool)
             sols = {}
             for l in self.candidates:
-                if l in order or (cfg["exclude_duplicates"] and k and any(
-                        self.duplicate(l, j) for j in order)):
+                if l in order or (
+                    cfg["exclude_duplicates"]
+                    and k
+                    and any(self.duplicate(l, j) for j in order)
+                ):
                     continue
                 eligible[l] = True
                 sols[l] = self._score(l, k, order, ctx, table)
             if not eligible.any():
-                warnings.warn(f"{self.name}: no eligible candidate left after "
-                              f"{k} step(s); stopping early.", UserWarning,
-                              stacklevel=4)
+                warnings.warn(
+                    f"{self.name}: no eligible candidate left after "
+                    f"{k} step(s); stopping early.",
+                    UserWarning,
+                    stacklevel=4,
+                )
                 stopped = True
                 break
             score = np.where(eligible, table["score"], np.inf)
@@ -491,12 +577,17 @@ class _Path:
         for l, layer in self.layers.items():
             iso[l] = layer.iso
         keys = (*SCORE_KEYS, "eligible")
-        scores = {key: np.array([r[key] for r in rows]).reshape(len(rows), L)
-                  for key in keys}
+        scores = {
+            key: np.array([r[key] for r in rows]).reshape(len(rows), L) for key in keys
+        }
         return LOESPath(
-            selection_order=np.asarray(order, dtype=np.intp), scores=scores,
-            isotropy=iso, calibration_indices=self.rows, classes=self.classes,
-            degenerate_layers=self.degenerate, layer_mean=self.layer_mean,
+            selection_order=np.asarray(order, dtype=np.intp),
+            scores=scores,
+            isotropy=iso,
+            calibration_indices=self.rows,
+            classes=self.classes,
+            degenerate_layers=self.degenerate,
+            layer_mean=self.layer_mean,
             layer_scale=self.layer_scale,
             candidates=np.asarray(self.candidates, dtype=np.intp),
             triplets=self.triplets,
@@ -509,8 +600,13 @@ class _Path:
         """Per-step quantities shared by every candidate."""
         cfg, n = self.cfg, self.n
         Rc = R - R.mean(axis=0)
-        ctx = {"R": R, "tc2": float(np.sum(Rc**2)), "scale": 1.0, "span": None,
-               "order": list(order)}
+        ctx = {
+            "R": R,
+            "tc2": float(np.sum(Rc**2)),
+            "scale": 1.0,
+            "span": None,
+            "order": list(order),
+        }
         if not k:
             return ctx
         if cfg["objective"] == "fused":
@@ -520,8 +616,13 @@ class _Path:
         if self.triangle:
             ctx["cent_Q"] = span.centroids(self.layer_centroids)
         if cfg["loss_normalization"] == "relative":
-            null = ridge_svd(np.zeros((n, 0)), np.zeros(0), R, loss=cfg["loss"],
-                             loo_denominator=self.denom)
+            null = ridge_svd(
+                np.zeros((n, 0)),
+                np.zeros(0),
+                R,
+                loss=cfg["loss"],
+                loo_denominator=self.denom,
+            )
             ctx["scale"] = 1.0 / max(null.loss, 1e-300)
         return ctx
 
@@ -556,19 +657,23 @@ class _Path:
         table["redundancy"][l] = red
         table["triangle"][l] = tri
         table["retained"][l] = retained
-        table["score"][l] = (table["loss"][l]
-                             + cfg["isotropy_weight"] * (1 - layer.iso)
-                             + (cfg["redundancy_weight"] * red
-                                if cfg["redundancy_weight"] else 0.0)
-                             - cfg["volume_weight"] * tri)
+        table["score"][l] = (
+            table["loss"][l]
+            + cfg["isotropy_weight"] * (1 - layer.iso)
+            + (cfg["redundancy_weight"] * red if cfg["redundancy_weight"] else 0.0)
+            - cfg["volume_weight"] * tri
+        )
         return sol
 
     def _redundancy_term(self, l, k, order):
         """Red_l; not computed (NaN) when the fused fit scores with weight 0."""
         if not k:
             return 0.0
-        if (self.cfg["redundancy_weight"] == 0 and self.cfg["objective"] == "fused"
-                and self.Y is not None):
+        if (
+            self.cfg["redundancy_weight"] == 0
+            and self.cfg["objective"] == "fused"
+            and self.Y is not None
+        ):
             return np.nan  # no weight in the score, and CKA is the costly part
         return max(self.redundancy(l, j) for j in order)
 
@@ -584,9 +689,13 @@ class _Path:
         cfg, layer, n = self.cfg, self.layers[l], self.n
         if cfg["objective"] == "fused":
             sol = self.fused([*ctx["order"], l])
-            res = (None if ctx["span"] is None
-                   else _RowResidual(self, l, ctx["span"]) if self.light
-                   else _Residual(layer, ctx["span"], l, gram=False))
+            res = (
+                None
+                if ctx["span"] is None
+                else _RowResidual(self, l, ctx["span"])
+                if self.light
+                else _Residual(layer, ctx["span"], l, gram=False)
+            )
             return sol.loss, sol.alpha, res, sol
         if self.factor_rows:  # step 0 too: the layer's factor rows, no span
             res = _RidgeResidual(self, l, ctx["span"])
@@ -603,10 +712,10 @@ class _Path:
                 sigma, W = sigma[:0], W[:, :0]  # rounding noise only
                 res._eig = (sigma, W)
             if cfg["loss"] == "train":
-                Z = (W / sigma).T @ res.b(self._coords(l, ctx["R"]),
-                                          ctx.get("QtR"))
-                lam, loss = ridge_train_loss(sigma, Z, ctx["tc2"], n,
-                                             alpha=cfg["ridge_alpha"])
+                Z = (W / sigma).T @ res.b(self._coords(l, ctx["R"]), ctx.get("QtR"))
+                lam, loss = ridge_train_loss(
+                    sigma, Z, ctx["tc2"], n, alpha=cfg["ridge_alpha"]
+                )
                 return loss, lam, res, (res, lam)
             U = res.left(n) if sigma.size else np.zeros((n, 0))
             sol = self.ridge(U, sigma, ctx["R"])
@@ -666,8 +775,9 @@ class _Path:
             res, lam = sol
             sigma, _ = res.eig(self.n)
             U = res.left(self.n) if sigma.size else np.zeros((self.n, 0))
-            fit = ridge_svd(U, sigma, ctx["R"], alpha=lam if lam > 0 else 1.0,
-                            loss="train").fitted
+            fit = ridge_svd(
+                U, sigma, ctx["R"], alpha=lam if lam > 0 else 1.0, loss="train"
+            ).fitted
         else:
             fit = sol.fitted
         self.Y_hat = self.Y_hat + fit
@@ -677,6 +787,7 @@ class _Path:
 #: How many path preparations and greedy steps this process computed (the
 #: tests read it to prove that a ``memory`` cache is hit).
 COUNTS = {"prepare": 0, "steps": 0}
+
 
 def _prepare_path(stack, y, cfg, random_state, name):
     """The prepared state of a path (calibration rows, decomposed layers)."""
@@ -698,8 +809,11 @@ def _check_budget(n_select, path, stack, name, clip):
         degenerate = getattr(path, "degenerate", None)
         if degenerate is None:
             degenerate = path.degenerate_layers
-        left_out = (f"; layers {np.asarray(degenerate).tolist()} are degenerate"
-                    if len(degenerate) else "")
+        left_out = (
+            f"; layers {np.asarray(degenerate).tolist()} are degenerate"
+            if len(degenerate)
+            else ""
+        )
         raise ValueError(
             f"{name}: `n_layers_to_select` must be at most the number of candidate "
             f"layers; got {n_select} for {len(candidates)} candidate layer(s) "
@@ -716,8 +830,7 @@ def _run(path, n_select, start=None):
     return result
 
 
-def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False,
-               memory=None):
+def _loes_path(stack, y, n_select, cfg, random_state, name, clip=False, memory=None):
     """Fit one LOES path; returns a :class:`LOESPath`.
 
     With ``clip``, a budget above the number of candidates is lowered to it
@@ -742,8 +855,9 @@ def _memory_path(stack, y, n_select, cfg, random_state, name, clip, memory):
     """:func:`_loes_path` through ``memory`` (an unreadable cached result is
     computed again, see :func:`cached_call`)."""
     # SHA-1 runs on the CPU's hashing unit: twice MD5's speed on large stacks
-    key = joblib.hash((np.asarray(stack), y, sorted(cfg.items()), random_state),
-                      hash_name="sha1")
+    key = joblib.hash(
+        (np.asarray(stack), y, sorted(cfg.items()), random_state), hash_name="sha1"
+    )
     run = memory.cache(_cached_run, ignore=["path", "start"])
     hit = None
     for k in range(stack.shape[0], 0, -1):
@@ -776,19 +890,36 @@ def _cached_run(key, n_select, path, start):
 def _resolve_config(est, task):
     """The variant's components with the explicit overrides of ``est``."""
     defaults = VARIANTS[est.variant]
-    cfg = {c: defaults[c] if getattr(est, c) is None else getattr(est, c)
-           for c in COMPONENTS}
+    cfg = {
+        c: defaults[c] if getattr(est, c) is None else getattr(est, c)
+        for c in COMPONENTS
+    }
     t = cfg["triplets"]
-    cfg["triplet_rule"] = ((defaults["triplets"], int(t)) if isinstance(t, Integral)
-                           else (t, None))
-    for p in ("variant", "volume_weight", "update", "loss_normalization",
-              "fused_rank", "include_embedding", "exclude_duplicates",
-              "orth_energy", "orth_max_rank", "max_samples"):
+    cfg["triplet_rule"] = (
+        (defaults["triplets"], int(t)) if isinstance(t, Integral) else (t, None)
+    )
+    for p in (
+        "variant",
+        "volume_weight",
+        "update",
+        "loss_normalization",
+        "fused_rank",
+        "include_embedding",
+        "exclude_duplicates",
+        "orth_energy",
+        "orth_max_rank",
+        "max_samples",
+    ):
         cfg[p] = getattr(est, p)
     cfg["task"] = task
     fused = cfg["objective"] == "fused" and task != "label_free"
     if fused and est.isotropy_weight is None:
         cfg["isotropy_weight"] = 0.0
-    cfg["redundancy_weight"] = (est.redundancy_weight if est.redundancy_weight
-                                is not None else 0.0 if fused else 0.5)
+    cfg["redundancy_weight"] = (
+        est.redundancy_weight
+        if est.redundancy_weight is not None
+        else 0.0
+        if fused
+        else 0.5
+    )
     return cfg

@@ -115,8 +115,9 @@ class _RidgeSpan:
             sig2, V = w[keep], V[:, keep]
         else:
             self.form = "rows"
-            self.Q, sig = thin_svd(np.hstack([layer.F for layer in layers]),
-                                   center=False)
+            self.Q, sig = thin_svd(
+                np.hstack([layer.F for layer in layers]), center=False
+            )
             sig2 = sig**2
         rank = int(rank_mask(sig2, size).sum())
         sig2 = sig2[:rank]
@@ -134,8 +135,8 @@ class _RidgeSpan:
         for a, ja in enumerate(self.order):
             for b, jb in enumerate(self.order[a:], start=a):
                 block = self.path.cross(ja, jb)
-                G[offs[a]:offs[a + 1], offs[b]:offs[b + 1]] = block
-                G[offs[b]:offs[b + 1], offs[a]:offs[a + 1]] = block.T
+                G[offs[a] : offs[a + 1], offs[b] : offs[b + 1]] = block
+                G[offs[b] : offs[b + 1], offs[a] : offs[a + 1]] = block.T
         return G
 
     def _B(self):

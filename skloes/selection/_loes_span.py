@@ -55,10 +55,11 @@ class _Span:
             offs = np.concatenate([[0], np.cumsum(sizes)])
             for a, ja in enumerate(order):
                 for b, jb in enumerate(order[a:], start=a):
-                    block = (layers[a].s[:, None] * path.cross(ja, jb)
-                             * layers[b].s[None, :])
-                    G[offs[a]:offs[a + 1], offs[b]:offs[b + 1]] = block
-                    G[offs[b]:offs[b + 1], offs[a]:offs[a + 1]] = block.T
+                    block = (
+                        layers[a].s[:, None] * path.cross(ja, jb) * layers[b].s[None, :]
+                    )
+                    G[offs[a] : offs[a + 1], offs[b] : offs[b + 1]] = block
+                    G[offs[b] : offs[b + 1], offs[a] : offs[a + 1]] = block.T
             w, V = np.linalg.eigh(G)
             w, V = w[::-1], V[:, ::-1]
             keep = rank_mask(w, max(n, w.size))
@@ -90,15 +91,19 @@ class _Span:
         if M is not None:
             if self.T is None:
                 return self._Q.T @ M
-            return self.T.T @ np.vstack([path.layers[j].s[:, None]
-                                         * (path.layers[j].U.T @ M)
-                                         for j in self.order])
+            return self.T.T @ np.vstack(
+                [
+                    path.layers[j].s[:, None] * (path.layers[j].U.T @ M)
+                    for j in self.order
+                ]
+            )
         if self._single:
-            return path.cross(self.order[0], l)[:self.rank]
+            return path.cross(self.order[0], l)[: self.rank]
         if self.T is None:
             return self._Q.T @ path.layers[l].U
-        return self.T.T @ np.vstack([path.layers[j].s[:, None] * path.cross(j, l)
-                                     for j in self.order])
+        return self.T.T @ np.vstack(
+            [path.layers[j].s[:, None] * path.cross(j, l) for j in self.order]
+        )
 
     def centroids(self, layer_centroids):
         """Class centroids of the rows of ``Q`` (from those of each ``U_j``)."""
@@ -111,16 +116,18 @@ class _Span:
         """``Q C`` in sample space, by the cheaper of ``Q`` and ``B (T C)``."""
         if self._Q is not None or C.shape[1] >= self.rank:
             return self.Q @ C
-        B = np.hstack([self.path.layers[j].U * self.path.layers[j].s
-                       for j in self.order])
+        B = np.hstack(
+            [self.path.layers[j].U * self.path.layers[j].s for j in self.order]
+        )
         return B @ (self.T @ C)
 
     @property
     def Q(self):
         """The basis in sample space (``n × r``), built once."""
         if self._Q is None:
-            B = np.hstack([self.path.layers[j].U * self.path.layers[j].s
-                           for j in self.order])
+            B = np.hstack(
+                [self.path.layers[j].U * self.path.layers[j].s for j in self.order]
+            )
             self._Q = B @ self.T
         return self._Q
 
@@ -132,8 +139,12 @@ def _span_basis(layers, n, cfg):
     and ``dim``: ``shrink`` is None for the rank-limited basis
     (X̃ = (I - QQᵀ)X) and ``σ²/(σ²+ε_o)`` for the reference ridge projection.
     """
-    path = SimpleNamespace(layers=dict(enumerate(layers)), n=n, cfg=cfg,
-                           cross=lambda a, b: layers[a].U.T @ layers[b].U)
+    path = SimpleNamespace(
+        layers=dict(enumerate(layers)),
+        n=n,
+        cfg=cfg,
+        cross=lambda a, b: layers[a].U.T @ layers[b].U,
+    )
     span = _Span(path, range(len(layers)))
     return span.Q, span.shrink
 
@@ -238,18 +249,21 @@ class _RowResidual:
     def __init__(self, path, l, span):
         self.path, self.l, self.layer = path, l, path.layers[l]
         P = span.Q.T @ self.layer.Xp
-        weight = (np.ones(P.shape[0]) if span.shrink is None
-                  else 2 * span.shrink - span.shrink**2)
-        self.energy = max(self.layer.energy - float(weight @ np.sum(P**2, axis=1)),
-                          0.0)
+        weight = (
+            np.ones(P.shape[0])
+            if span.shrink is None
+            else 2 * span.shrink - span.shrink**2
+        )
+        self.energy = max(self.layer.energy - float(weight @ np.sum(P**2, axis=1)), 0.0)
         self.P = P if span.shrink is None else span.shrink[:, None] * P
 
     def centroids(self, cent_Q):
         """Class centroids of the rows of ``X̃``."""
         layer = self.layer
         if not hasattr(layer, "cent_X"):
-            layer.cent_X = class_centroids(layer.Xp, self.path.codes,
-                                           self.path.n_present)
+            layer.cent_X = class_centroids(
+                layer.Xp, self.path.codes, self.path.n_present
+            )
         return layer.cent_X - cent_Q @ self.P
 
 

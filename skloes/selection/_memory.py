@@ -42,8 +42,11 @@ def cached_call(func, expected, name, *args, compute=True):
         shelved = func.call_and_shelve(*args)  # a reference: nothing read yet
         try:
             value = shelved.get()
-            why = (None if isinstance(value, expected)
-                   else f"a {type(value).__name__}, not a {expected.__name__}")
+            why = (
+                None
+                if isinstance(value, expected)
+                else f"a {type(value).__name__}, not a {expected.__name__}"
+            )
         except Exception as exc:  # anything unpickling garbage may raise
             why = f"{type(exc).__name__}: {exc}"
         if why is None:
@@ -51,7 +54,8 @@ def cached_call(func, expected, name, *args, compute=True):
         warnings.warn(
             f"{name}: a result cached in `memory` ({func.store_backend.location}) "
             f"could not be read ({why[:200]}); it is removed and computed again.",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
         shelved.clear()
     if not compute:

@@ -88,11 +88,21 @@ class BestSingleLayerSelector(_ProbeSelector):
     """
 
     _parameter_constraints = {
-        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, "cv": ["cv_object"],
+        **_COMMON_CONSTRAINTS,
+        **_TASK_CONSTRAINT,
+        "cv": ["cv_object"],
     }
 
-    def __init__(self, *, cv=5, task="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None):
+    def __init__(
+        self,
+        *,
+        cv=5,
+        task="auto",
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+    ):
         self.cv = cv
         self.task = task
         self.include_embedding = include_embedding
@@ -102,8 +112,9 @@ class BestSingleLayerSelector(_ProbeSelector):
 
     def _select(self, stack, target, candidates, rng, n_select):
         classification = target[0] == "classification"
-        cv = check_cv(self.cv, target[2] if classification else None,
-                      classifier=classification)
+        cv = check_cv(
+            self.cv, target[2] if classification else None, classifier=classification
+        )
         y = target[2] if classification else np.zeros(stack.shape[1])
         try:
             splits = cv_splits(cv, y, type(self).__name__)
@@ -184,15 +195,26 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
     """
 
     _parameter_constraints = {
-        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, **_K_CONSTRAINT,
+        **_COMMON_CONSTRAINTS,
+        **_TASK_CONSTRAINT,
+        **_K_CONSTRAINT,
         "max_subsets": [Interval(Integral, 1, None, closed="left")],
         "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
     }
 
-    def __init__(self, *, n_layers_to_select="auto", max_subsets=20000,
-                 validation_fraction=0.2, task="auto", include_embedding=True,
-                 max_samples=2000, layer_dim=None, random_state=None,
-                 k="deprecated"):
+    def __init__(
+        self,
+        *,
+        n_layers_to_select="auto",
+        max_subsets=20000,
+        validation_fraction=0.2,
+        task="auto",
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+        k="deprecated",
+    ):
         self.n_layers_to_select = n_layers_to_select
         self.max_subsets = max_subsets
         self.validation_fraction = validation_fraction
@@ -216,8 +238,9 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
         return n_select
 
     def _select(self, stack, target, candidates, rng, n_select):
-        fit, held = _held_out_split(stack.shape[1], target,
-                                    self.validation_fraction, rng)
+        fit, held = _held_out_split(
+            stack.shape[1], target, self.validation_fraction, rng
+        )
         self.held_out_indices_ = self.calibration_indices_[held]
         scorer = _SubsetScorer(stack, target, fit, held)
         subsets = np.array(list(combinations(candidates, n_select)), dtype=np.intp)
@@ -284,14 +307,24 @@ class GreedyForwardSelector(_ProbeSelector):
     """
 
     _parameter_constraints = {
-        **_COMMON_CONSTRAINTS, **_TASK_CONSTRAINT, **_K_CONSTRAINT,
+        **_COMMON_CONSTRAINTS,
+        **_TASK_CONSTRAINT,
+        **_K_CONSTRAINT,
         "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither")],
     }
 
-    def __init__(self, *, n_layers_to_select="auto", validation_fraction=0.2,
-                 task="auto", include_embedding=True, max_samples=2000, layer_dim=None,
-                 random_state=None,
-                 k="deprecated"):
+    def __init__(
+        self,
+        *,
+        n_layers_to_select="auto",
+        validation_fraction=0.2,
+        task="auto",
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+        k="deprecated",
+    ):
         self.n_layers_to_select = n_layers_to_select
         self.validation_fraction = validation_fraction
         self.task = task
@@ -302,8 +335,9 @@ class GreedyForwardSelector(_ProbeSelector):
         self.k = k
 
     def _select(self, stack, target, candidates, rng, n_select):
-        fit, held = _held_out_split(stack.shape[1], target,
-                                    self.validation_fraction, rng)
+        fit, held = _held_out_split(
+            stack.shape[1], target, self.validation_fraction, rng
+        )
         self.held_out_indices_ = self.calibration_indices_[held]
         scorer = _SubsetScorer(stack, target, fit, held)
         order, path = [], []

@@ -52,8 +52,11 @@ def _probe_score(pred, target, rows):
     truth = values[rows]
     ss_res = ((truth - pred) ** 2).sum(axis=0)
     ss_tot = ((truth - truth.mean(axis=0)) ** 2).sum(axis=0)
-    r2 = np.where(ss_tot > 0, 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0),
-                  np.where(ss_res > 0, 0.0, 1.0))
+    r2 = np.where(
+        ss_tot > 0,
+        1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0),
+        np.where(ss_res > 0, 0.0, 1.0),
+    )
     return float(r2.mean())
 
 
@@ -124,8 +127,8 @@ class _SubsetScorer:
                     if crosses is not None:
                         crosses[li, subset[j]] = C
                 block = (fi * a[j]) * C
-                S[offs[i]:offs[i + 1], offs[j]:offs[j + 1]] = block
-                S[offs[j]:offs[j + 1], offs[i]:offs[i + 1]] = block.T
+                S[offs[i] : offs[i + 1], offs[j] : offs[j + 1]] = block
+                S[offs[j] : offs[j + 1], offs[i] : offs[i + 1]] = block.T
         B = np.vstack([f * (X.T @ self.Tc) for X, f in zip(blocks, a, strict=True)])
         return S, B, offs
 
@@ -156,23 +159,29 @@ class _SubsetScorer:
         width = sum(self._block(l)[0].shape[1] for l in subset)
         if width < n:
             S, B, offs = self._primal(subset, a, crosses)
-            _, coef = ridge_solve(S, B, self.tc2, n, kernel=False, size=n,
-                                  alpha=self.alpha)
+            _, coef = ridge_solve(
+                S, B, self.tc2, n, kernel=False, size=n, alpha=self.alpha
+            )
             pred = self.t_mean
             for i, (l, f) in enumerate(zip(subset, a, strict=True)):
-                pred = pred + f * (self._block(l)[1] @ coef[offs[i]:offs[i + 1]])
+                pred = pred + f * (self._block(l)[1] @ coef[offs[i] : offs[i + 1]])
             return pred
         G, K = self._kernel(subset, a, crosses)
-        _, dual = ridge_solve(G, self.Tc, self.tc2, n, kernel=True, size=width,
-                              alpha=self.alpha)
+        _, dual = ridge_solve(
+            G, self.Tc, self.tc2, n, kernel=True, size=width, alpha=self.alpha
+        )
         return self.t_mean + K @ dual
 
     def prefix_scores(self, order):
         """Scores of the prefixes of ``order`` (each fitted on its sorted layers),
         every pair's cross product and every layer's kernel term added once."""
         crosses = {}
-        return [_probe_score(self.predict(sorted(order[:k]), crosses), self.target,
-                             self.held_out) for k in range(1, len(order) + 1)]
+        return [
+            _probe_score(
+                self.predict(sorted(order[:k]), crosses), self.target, self.held_out
+            )
+            for k in range(1, len(order) + 1)
+        ]
 
     def __call__(self, subset):
         return _probe_score(self.predict(subset), self.target, self.held_out)
@@ -183,8 +192,9 @@ def _held_out_split(n, target, fraction, rng):
     rows = np.arange(n)
     strat = target[2] if target[0] == "classification" else None
     try:
-        fit, held = train_test_split(rows, test_size=fraction, stratify=strat,
-                                     random_state=rng)
+        fit, held = train_test_split(
+            rows, test_size=fraction, stratify=strat, random_state=rng
+        )
     except ValueError:
         fit, held = train_test_split(rows, test_size=fraction, random_state=rng)
     return np.sort(fit), np.sort(held)
@@ -198,8 +208,10 @@ class _RidgeProbe(BaseEstimator):
 
     _parameter_constraints = {
         "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
-        "ridge_alpha": [Interval(RealNotInt, 0, None, closed="neither"),
-                        StrOptions({"gcv"})],
+        "ridge_alpha": [
+            Interval(RealNotInt, 0, None, closed="neither"),
+            StrOptions({"gcv"}),
+        ],
     }
 
     def __init__(self, *, layer_dim=None, ridge_alpha="gcv", alpha="deprecated"):
@@ -320,8 +332,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         check_classes(self.classes_, type(self).__name__)
-        coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes],
-                                           width)
+        coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes], width)
         self._coef, self._intercept = coef, intercept
         self.coef_, self.intercept_ = coef.T.copy(), intercept.copy()
         return self
@@ -428,8 +439,9 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
             The fitted probe.
         """
         width = self._block_width(X)
-        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
-                             y_numeric=True)
+        X, y = validate_data(
+            self, X, y, dtype=np.float64, multi_output=True, y_numeric=True
+        )
         Y = y.reshape(y.shape[0], -1)
         mean, std = Y.mean(axis=0), Y.std(axis=0)
         std = np.where(std > 0, std, 1.0)
@@ -437,8 +449,9 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
         self._coef, self._intercept = coef * std, intercept * std + mean
         self._single = y.ndim == 1
         self.coef_ = self._coef[:, 0].copy() if self._single else self._coef.T.copy()
-        self.intercept_ = (float(self._intercept[0]) if self._single
-                           else self._intercept.copy())
+        self.intercept_ = (
+            float(self._intercept[0]) if self._single else self._intercept.copy()
+        )
         return self
 
     def predict(self, X):

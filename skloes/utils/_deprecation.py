@@ -19,8 +19,13 @@ import warnings
 
 from skloes.utils._param_validation import Hidden, StrOptions
 
-__all__ = ["DEPRECATED", "honours_renamed_params", "renamed_constraints",
-           "renamed_params", "warn_renamed"]
+__all__ = [
+    "DEPRECATED",
+    "honours_renamed_params",
+    "renamed_constraints",
+    "renamed_params",
+    "warn_renamed",
+]
 
 # The methods that read parameters (the others read fitted attributes only),
 # wrapped where skloes defines them; scikit-learn's inherited ones call these.
@@ -30,13 +35,15 @@ DEPRECATED = "deprecated"
 RENAMED_IN, REMOVED_IN = "0.2", "0.4"
 
 
-def warn_renamed(owner: str, old: str, new: str, *, what: str = "parameter",
-                 stacklevel: int = 3) -> None:
+def warn_renamed(
+    owner: str, old: str, new: str, *, what: str = "parameter", stacklevel: int = 3
+) -> None:
     """The one FutureWarning of a renamed parameter, attribute or option."""
     warnings.warn(
         f"{owner}: the {what} `{old}` was renamed `{new}` in {RENAMED_IN} and will "
         f"be removed in {REMOVED_IN}; use `{new}` instead.",
-        FutureWarning, stacklevel=stacklevel,
+        FutureWarning,
+        stacklevel=stacklevel,
     )
 
 
@@ -134,16 +141,21 @@ def renamed_params(**renamed):
     def decorate(cls):
         cls._renamed_params = {**getattr(cls, "_renamed_params", {}), **renamed}
         cls._parameter_constraints = renamed_constraints(
-            cls._parameter_constraints, renamed)
+            cls._parameter_constraints, renamed
+        )
         for name in _READERS:
             method = getattr(cls, name, None)
-            if (method is not None and method.__module__.startswith("skloes")
-                    and not getattr(method, "_honours_renames", False)):
+            if (
+                method is not None
+                and method.__module__.startswith("skloes")
+                and not getattr(method, "_honours_renames", False)
+            ):
                 setattr(cls, name, honours_renamed_params(method))
         if cls.__doc__ and "\n    Attributes\n" in cls.__doc__:
             head, tail = cls.__doc__.split("\n    Attributes\n", 1)
-            cls.__doc__ = (head.rstrip("\n") + "\n\n" + _doc(renamed)
-                           + "\n    Attributes\n" + tail)
+            cls.__doc__ = (
+                head.rstrip("\n") + "\n\n" + _doc(renamed) + "\n    Attributes\n" + tail
+            )
         return cls
 
     return decorate

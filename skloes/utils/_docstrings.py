@@ -43,8 +43,9 @@ def fill_doc(**sections):
     texts = {name: text.strip("\n") for name, text in sections.items()}
 
     def decorate(cls):
-        cls.__doc__ = re.sub(r"(?m)^[ \t]*\{([A-Z_]+)\}[ \t]*$",
-                             lambda m: texts[m.group(1)], cls.__doc__)
+        cls.__doc__ = re.sub(
+            r"(?m)^[ \t]*\{([A-Z_]+)\}[ \t]*$", lambda m: texts[m.group(1)], cls.__doc__
+        )
         return cls
 
     return decorate

@@ -8,8 +8,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 
-_EXTRA_OF = {"torch": "torch", "transformers": "torch", "tqdm": "torch",
-             "matplotlib": "plot", "pandas": "plot", "dask": "dask"}
+_EXTRA_OF = {
+    "torch": "torch",
+    "transformers": "torch",
+    "tqdm": "torch",
+    "matplotlib": "plot",
+    "pandas": "plot",
+    "dask": "dask",
+}
 
 
 def import_optional(name: str, extra: str | None = None):

@@ -23,8 +23,14 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from skloes import GeoRegLoss, HiddenStatesTransformer, LOESSelectorCV  # noqa: E402
 from skloes.report import layer_report  # noqa: E402
 
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great", "not fun",
-         "an awful film"]
+TEXTS = [
+    "a good movie",
+    "a dull plot",
+    "fun",
+    "the story was great",
+    "not fun",
+    "an awful film",
+]
 LABELS = [1, 0, 1, 1, 0, 0]
 
 
@@ -85,8 +91,10 @@ def test_cuda_without_gpu_fails_at_fit_for_heads():
 
     stack = np.random.RandomState(0).randn(3, 12, 4)
     y = np.arange(12) % 2
-    for est in (GeoRegClassifier(device="cuda", max_epochs=1),
-                ScalarMixClassifier(device="cuda", max_epochs=1)):
+    for est in (
+        GeoRegClassifier(device="cuda", max_epochs=1),
+        ScalarMixClassifier(device="cuda", max_epochs=1),
+    ):
         with pytest.raises(ValueError, match="`device`"):
             est.fit(stack, y)
 
@@ -98,14 +106,19 @@ def _remote_model(src, dst, *, broken=False):
         "from transformers import BertConfig\n\n\nclass XConfig(BertConfig):\n"
         "    model_type = 'xbert'\n"
     )
-    body = ("raise RuntimeError('remote code ran')\n" if broken else
-            "from transformers import BertModel\n\nfrom .configuration_x import "
-            "XConfig\n\n\nclass XModel(BertModel):\n    config_class = XConfig\n")
+    body = (
+        "raise RuntimeError('remote code ran')\n"
+        if broken
+        else "from transformers import BertModel\n\nfrom .configuration_x import "
+        "XConfig\n\n\nclass XModel(BertModel):\n    config_class = XConfig\n"
+    )
     (dst / "modeling_x.py").write_text(body)
     config = json.loads((dst / "config.json").read_text())
     config["model_type"] = "xbert"
-    config["auto_map"] = {"AutoConfig": "configuration_x.XConfig",
-                          "AutoModel": "modeling_x.XModel"}
+    config["auto_map"] = {
+        "AutoConfig": "configuration_x.XConfig",
+        "AutoModel": "modeling_x.XModel",
+    }
     (dst / "config.json").write_text(json.dumps(config))
     return str(dst)
 
@@ -126,8 +139,9 @@ def test_trusted_remote_code_works_and_warns(tiny_model_path, tmp_path):
 
 
 # ------------------------------------- 10. broken config and weights
-@pytest.mark.parametrize("text", ['{"model_type": "bert", "hid', "[1, 2]", "",
-                                  "\udcff"])
+@pytest.mark.parametrize(
+    "text", ['{"model_type": "bert", "hid', "[1, 2]", "", "\udcff"]
+)
 def test_invalid_config_json_is_one_line(tiny_model_path, tmp_path, text):
     path = tmp_path / "m"
     shutil.copytree(tiny_model_path, path)
@@ -143,7 +157,7 @@ def test_truncated_safetensors_is_one_line(tiny_model_path, tmp_path, cut):
     shutil.copytree(tiny_model_path, path)
     weights = path / "model.safetensors"
     data = weights.read_bytes()
-    weights.write_bytes(data[:cut] if cut >= 0 else data[:len(data) + cut])
+    weights.write_bytes(data[:cut] if cut >= 0 else data[: len(data) + cut])
     with pytest.raises(ValueError, match=r"`model`.*model\.safetensors.*truncated"):
         _hst(str(path)).fit_transform(TEXTS)
 
@@ -194,5 +208,6 @@ def test_no_warning_on_a_clean_report():
     rng = np.random.RandomState(0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        layer_report(rng.randn(3, 30, 4), np.arange(30) % 2, n_layers_to_select=2,
-                     random_state=0)
+        layer_report(
+            rng.randn(3, 30, 4), np.arange(30) % 2, n_layers_to_select=2, random_state=0
+        )
