@@ -117,6 +117,7 @@ class _LinearHead:
         self.classes_ = _labels(spec.get("classes"))
 
     def _features(self, stack):
+        """The fused, standardized layers, in the dtypes scikit-learn uses."""
         blocks = []
         for i, block in enumerate(stack):
             if self.fusion_mean is not None:
@@ -124,15 +125,17 @@ class _LinearHead:
                     self.fusion_scale[i]
                 )
             blocks.append(block)
-        fused = np.concatenate(blocks, axis=1).astype(stack.dtype, copy=False)
+        fused = np.concatenate(blocks, axis=1).astype(stack.dtype)
         if self.scaler_mean is not None:
-            fused = fused - self.scaler_mean.astype(fused.dtype)
+            fused -= self.scaler_mean
         if self.scaler_scale is not None:
-            fused = fused / self.scaler_scale.astype(fused.dtype)
+            fused /= self.scaler_scale
         return fused
 
     def decision_function(self, stack):
-        scores = self._features(stack) @ self.coef.T + self.intercept
+        features = self._features(stack)
+        coef = self.coef.astype(features.dtype)
+        scores = features @ coef.T + self.intercept.astype(features.dtype)
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     def predict_proba(self, stack):
@@ -334,6 +337,13 @@ class ExportedProbe:
         if self.classes_ is None:
             raise AttributeError("ExportedProbe: a regressor has no predict_proba.")
         return self._head.predict_proba(self.transform(X))
+
+    def _predict_with_proba(self, X):
+        """``predict(X)`` and ``predict_proba(X)`` (None for a regressor)
+        from one pass of the graph."""
+        stack = self.transform(X)
+        proba = None if self.classes_ is None else self._head.predict_proba(stack)
+        return self._head.predict(stack), proba
 
     def predict(self, X):
         """Predicted labels (classifier) or values (regressor).
