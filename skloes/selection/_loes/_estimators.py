@@ -294,6 +294,23 @@ _doc = fill_doc(PARAMS=_PARAMS_DOC, ATTRS=_ATTRS_DOC)
 # --------------------------------------------------------------------------
 # Estimators
 # --------------------------------------------------------------------------
+#: The fitted attributes named after a path's fields (``field_ = path.field``).
+_PATH_FIELDS = (
+    "selection_order",
+    "scores",
+    "isotropy",
+    "calibration_indices",
+    "classes",
+    "degenerate_layers",
+    "layer_mean",
+    "layer_scale",
+    "candidates",
+    "triplets",
+    "step_fits",
+    "residual",
+)
+
+
 class _BaseLOES(LayerSelectorMixin, BaseEstimator):
     """Validation, fitted attributes and the score table of both selectors."""
 
@@ -320,18 +337,8 @@ class _BaseLOES(LayerSelectorMixin, BaseEstimator):
         """Name the fitted attributes from a :class:`LOESPath` (first ``n_select``
         steps)."""
         path = path.truncate(n_select)
-        self.selection_order_ = path.selection_order
-        self.scores_ = path.scores
-        self.isotropy_ = path.isotropy
-        self.calibration_indices_ = path.calibration_indices
-        self.classes_ = path.classes
-        self.degenerate_layers_ = path.degenerate_layers
-        self.layer_mean_ = path.layer_mean
-        self.layer_scale_ = path.layer_scale
-        self.candidates_ = path.candidates
-        self.triplets_ = path.triplets
-        self.step_fits_ = path.step_fits
-        self.residual_ = path.residual
+        for field in _PATH_FIELDS:
+            setattr(self, f"{field}_", getattr(path, field))
         self.task_, self.variant_ = cfg.task, cfg.variant
         self.grid_layers_ = (
             np.arange(self.n_layers_in_)
