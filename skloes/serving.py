@@ -183,6 +183,20 @@ class ExportedProbe:
     the model cut at its deepest selected block, which returns the pooled
     selected layers, and scored by the probe's head.
 
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The saved folder.
+    export : dict
+        The manifest's ``export`` entry.
+    session : onnxruntime.InferenceSession
+        The graph, loaded.
+    tokenizer : tokenizers.Tokenizer
+        The model's tokenizer, truncating at the probe's ``max_length``.
+    head : object
+        The head: ``decision_function``, ``predict`` and, for a classifier,
+        ``predict_proba`` of a pooled stack.
+
     Attributes
     ----------
     classes_ : ndarray or None
@@ -200,6 +214,13 @@ class ExportedProbe:
     --------
     load_exported : Load one.
     skloes.probe.save_probe : Write one, with ``export=``.
+
+    Examples
+    --------
+    >>> from skloes.serving import load_exported
+    >>> probe = load_exported("my_probe")  # doctest: +SKIP
+    >>> probe.selected_layers_, probe.precision_  # doctest: +SKIP
+    (array([14, 18, 22, 26]), 'int8')
     """
 
     def __init__(self, folder, export, session, tokenizer, head):
@@ -284,7 +305,7 @@ class ExportedProbe:
         Returns
         -------
         stack : ndarray of shape (n_layers, n_samples, dim)
-            float32, in the order of ``selected_layers_``.
+            In float32, in the order of ``selected_layers_``.
         """
         texts = self._texts(X)
         encodings = self._encode(texts)
@@ -319,6 +340,7 @@ class ExportedProbe:
         Returns
         -------
         scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            One column for two classes, as in scikit-learn.
         """
         return self._head.decision_function(self.transform(X))
 
@@ -333,6 +355,7 @@ class ExportedProbe:
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
+            In the order of ``classes_``.
         """
         if self.classes_ is None:
             raise AttributeError("ExportedProbe: a regressor has no predict_proba.")
@@ -356,6 +379,7 @@ class ExportedProbe:
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
+            Labels as given at ``fit``, or values.
         """
         return self._head.predict(self.transform(X))
 
