@@ -124,6 +124,7 @@ def speed(args):
         arms[name] = load_exported(WORK / args.model / export, n_threads=args.threads)
     for arm in arms.values():
         arm.predict_proba(new[:8])  # loaded and warm outside the timings
+    start = machine()
     times, probas = {k: [] for k in arms}, {}
     names = list(arms)
     for rep in range(args.repeats):
@@ -138,7 +139,7 @@ def speed(args):
         "threads": args.threads,
         "n": len(new),
         "layers": probe.selected_layers_.tolist(),
-        "machine": machine(),
+        "machine": start,
         "arms": {},
     }
     for name in names:
@@ -316,6 +317,7 @@ def _launch(code, folder, pythonpath):
 
 def coldstart(args):
     fitted_probe(args.model, args.fit)
+    start = machine()
     base = WORK / args.model
     arms = {
         "torch path, baseline": (
@@ -337,7 +339,7 @@ def coldstart(args):
         names = list(arms)
         for name in names[rep % len(names) :] + names[: rep % len(names)]:
             runs[name].append(_launch(*arms[name]))
-    out = {"model": args.model, "machine": machine(), "arms": {}}
+    out = {"model": args.model, "machine": start, "arms": {}}
     for name, values in runs.items():
         wall = [v["wall_s"] for v in values]
         cpu = [v["cpu_s"] for v in values]

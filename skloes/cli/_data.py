@@ -102,9 +102,9 @@ def read_texts(path, text_column):
     """Every text of a data file, in row order (``skloes predict``'s input)."""
     path = _existing_file(path)
     if path.suffix.lower() in (".csv", ".tsv", ".jsonl"):
-        import importlib.util
-
-        if importlib.util.find_spec("pandas") is None:
+        try:
+            import pandas  # noqa: F401 - the reader of every other path
+        except ImportError:
             return _stdlib_texts(path, text_column)
     frame = _read_frame(path, text_column)
     _check_columns(frame, path, [(text_column, "--text-column")])
