@@ -124,7 +124,7 @@ def speed(args):
         arms[name] = load_exported(WORK / args.model / export, n_threads=args.threads)
     for arm in arms.values():
         arm.predict_proba(new[:8])  # loaded and warm outside the timings
-    start = machine()
+    begin = machine()
     times, probas = {k: [] for k in arms}, {}
     names = list(arms)
     for rep in range(args.repeats):
@@ -139,7 +139,7 @@ def speed(args):
         "threads": args.threads,
         "n": len(new),
         "layers": probe.selected_layers_.tolist(),
-        "machine": start,
+        "machine": begin,
         "arms": {},
     }
     for name in names:
@@ -414,6 +414,7 @@ def table():
         lines += [
             f"## int8 quality: {r['model']}, {r['n']} texts per set, 5 folds",
             "",
+            *([f"Partial: {r['partial']}.", ""] if r.get("partial") else []),
             "| data | acc. float32 | acc. int8 | diff. mean / worst (points) | "
             "same prediction |",
             "|---|---|---|---|---|",
