@@ -277,7 +277,7 @@ def test_skloes_predict_runs_an_exported_probe_without_torch(tiny_bert, tmp_path
     data.write_text("text\n" + "\n".join(NEW) + "\n")
     out_csv = tmp_path / "pred.csv"
     code = _forbidding(
-        ["torch", "transformers", "sklearn", "pandas"],
+        ["torch", "transformers", "pandas"],
         "from skloes.cli import main\n"
         "sys.exit(main(['predict', sys.argv[1], '--data', sys.argv[2], "
         "'--out', sys.argv[3], '--threads', '1']))\n",
