@@ -137,6 +137,8 @@ def run_probe(args):
     start = time.perf_counter()
     check_out(args.out, args.force)
     check_save(args.save, args.force)
+    if args.export is not None and args.save is None:
+        raise UserError("--export needs --save DIR (the folder it writes into)")
     texts, labels, names = load_data(
         args.data, args.text_column, args.label_column, args.max_samples, args.seed
     )
@@ -237,10 +239,24 @@ def _save_probe(args, report, hst, stack, labels, texts):
     )
     extractor = probe._extractor().fit(list(texts))
     probe._fit_stack(extractor, stack, probe._check_y(labels))
-    folder = save_probe(probe, args.save, overwrite=args.force)
+    try:
+        folder = save_probe(
+            probe,
+            args.save,
+            overwrite=args.force,
+            export=args.export,
+            check_texts=None if args.export is None else list(texts),
+        )
+    except ImportError as exc:
+        raise UserError(f"--export: {_first_line(exc)}") from None
     size = sum(f.stat().st_size for f in folder.iterdir())
+    what = (
+        "no model weights"
+        if args.export is None
+        else f"with the {args.export} graph, which holds the model's weights "
+        f"through layer {int(probe.selected_layers_.max())}"
+    )
     _log(
         f"probe on layers {probe.selected_layers_.tolist()} saved to {folder}/ "
-        f"({size / 1e6:.1f} MB, no model weights): skloes predict {folder} "
-        "--data FILE"
+        f"({size / 1e6:.1f} MB, {what}): skloes predict {folder} --data FILE"
     )
