@@ -98,8 +98,8 @@ def fixed_arms(stack, y, train, test, C):
     makers = {
         "default": lambda: LOESSelector(random_state=0),
         "best_single": lambda: BestSingleLayerSelector(random_state=0),
-        "cv_shipped": lambda: LOESSelectorCV(random_state=0),
-        "cv_one_se": lambda: LOESSelectorCV(random_state=0),
+        "cv_shipped": lambda: LOESSelectorCV(selector=LOESSelector(random_state=0)),
+        "cv_one_se": lambda: LOESSelectorCV(selector=LOESSelector(random_state=0)),
     }
     fitted = {}
     for arm, make in makers.items():
@@ -147,7 +147,7 @@ def inner_curves(stack, y, train, fitted, C, cv10):
 def outer_curves(stack, y, train, test, C):
     """Held-out head accuracy of every budget of three full-training paths."""
     from skloes.selection import LOESSelector
-    from skloes.selection._loes_grid import auto_grid
+    from skloes.selection._loes._grid import auto_grid
 
     L = stack.shape[0]
     paths = {
@@ -178,7 +178,7 @@ def outer_curves(stack, y, train, test, C):
 def run(model, name, n, max_length, C, rows=None):
     from sklearn.model_selection import StratifiedKFold
 
-    from skloes.selection import LOESSelectorCV
+    from skloes.selection import LOESSelector, LOESSelectorCV
 
     stack, y, meta = _stacks.stack(model, name, n, max_length)
     stack, y = _stacks.subsample(stack, y, rows)
@@ -192,7 +192,8 @@ def run(model, name, n, max_length, C, rows=None):
         arms, fitted = fixed_arms(stack, y, train, test, C)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cv10 = LOESSelectorCV(cv=10, random_state=0).fit(stack[:, train], y[train])
+            cv10 = LOESSelectorCV(cv=10, selector=LOESSelector(random_state=0))
+            cv10.fit(stack[:, train], y[train])
         fold = {
             "arms": arms,
             "inner": inner_curves(stack, y, train, fitted, C, cv10),
@@ -214,6 +215,85 @@ def run(model, name, n, max_length, C, rows=None):
     return result
 
 
+def rule_pick(S, rule):
+    """The budget (1-based) a rule reads off per-fold scores ``S``."""
+    from skloes.core._noise import cheapest_within_noise
+    from skloes.selection._loes._cv import choose_budget
+
+    S = np.asarray(S, dtype=np.float64)
+    if rule == "paired_se":
+        return cheapest_within_noise(S, np.arange(S.shape[1]))[0] + 1
+    return choose_budget(S, rule)
+
+
+RULES = (
+    ("ridge_shipped", "one_se"),
+    ("ridge", "one_se"),
+    ("ridge", "best"),
+    ("ridge", "paired_se"),
+    ("ridge_cv10", "one_se"),
+    ("ridge_cv10", "paired_se"),
+    ("head", "best"),
+    ("head", "paired_se"),
+)
+
+
+def _curve(folds, key):
+    return np.array([np.nanmean(np.asarray(f["inner"][key], float), 0) for f in folds])
+
+
+def summarize(paths):
+    """Markdown: per set, the fixed arms, the budget curves and each rule."""
+    lines = []
+    for path in paths:
+        r = json.loads(Path(path).read_text())
+        F = r["folds"]
+        acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
+        lines += [
+            f"### {Path(path).stem} ({r['meta'].get('rows', r['meta']['n'])} rows, "
+            f"{r['n_layers']} layers)",
+            "",
+            "fixed arms (held-out %): "
+            + ", ".join(f"{a} {v:.1f}" for a, v in acc.items()),
+            "",
+            "| curve | " + " | ".join(f"K={k}" for k in range(1, K_MAX + 1)) + " |",
+            "|---" * (K_MAX + 1) + "|",
+        ]
+        for key in ("ridge_shipped", "ridge", "ridge_cv10", "head"):
+            if key not in F[0]["inner"]:
+                continue
+            m = 100 * _curve(F, key).mean(0)
+            lines.append(f"| inner {key} | " + " | ".join(f"{v:.1f}" for v in m) + " |")
+        for key in ("grid_cv", "grid_k4", "all"):
+            A = [f["outer"][key]["acc"] for f in F]
+            k = min(map(len, A))
+            m = 100 * np.mean([a[:k] for a in A], 0)
+            lines.append(
+                f"| held-out {key} | " + " | ".join(f"{v:.1f}" for v in m) + " |"
+            )
+        lines += [
+            "",
+            "| rule | held-out % | Δ default K=4 | Δ best single | K per fold |",
+            "|---|---|---|---|---|",
+        ]
+        for key, rule in RULES:
+            if key not in F[0]["inner"]:
+                continue
+            ks = [rule_pick(f["inner"][key], rule) for f in F]
+            a = 100 * np.mean(
+                [
+                    f["outer"]["grid_cv"]["acc"][k - 1]
+                    for f, k in zip(F, ks, strict=True)
+                ]
+            )
+            lines.append(
+                f"| {key} {rule} | {a:.1f} | {a - acc['default']:+.1f} | "
+                f"{a - acc['best_single']:+.1f} | {', '.join(map(str, ks))} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["smollm2", "minilm"])
@@ -223,7 +303,11 @@ def main(argv=None):
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--C", type=float, default=0.01)
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--summarize", nargs="+", default=None, help="JSON files")
     args = parser.parse_args(argv)
+    if args.summarize:
+        print(summarize(args.summarize))
+        return
     for model in args.models:
         for name in args.sets:
             suffix = "" if args.C == 0.01 else f"_C{args.C:g}"

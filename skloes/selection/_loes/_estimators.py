@@ -695,7 +695,7 @@ class LOESSelectorCV(_BaseLOES):
         "cv": ["cv_object"],
         "scoring": [str, callable, None],
         "n_jobs": [Integral, None],
-        "budget_rule": [StrOptions({"best", "one_se"})],
+        "budget_rule": [StrOptions({"best", "one_se", "paired_se"})],
     }
 
     def __init__(

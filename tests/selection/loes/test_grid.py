@@ -136,6 +136,18 @@ def test_one_se_rule_prefers_the_smaller_budget_within_noise():
     assert choose_budget(noisy, "one_se") == 1
 
 
+def test_paired_rule_keeps_a_gain_that_every_fold_shares():
+    """Folds of different difficulty: unpaired, one SE of the best budget's
+    scores covers K=1; paired, K=2 beats K=1 on every fold."""
+    from skloes.selection._loes._cv import choose_budget
+
+    scores = np.array([[0.705, 0.73, 0.73], [0.805, 0.82, 0.83], [0.755, 0.78, 0.77]])
+    assert choose_budget(scores, "one_se") == 1
+    assert choose_budget(scores, "paired_se") == 2
+    ragged = np.array([[0.70, 0.90], [0.71, np.nan], [0.69, 0.90]])
+    assert choose_budget(ragged, "paired_se") == 1  # K=2: not reached by a fold
+
+
 def test_budget_rules_agree_on_a_clear_gain(deep):
     stack, y = deep
     kw = dict(selector=LOESSelector(random_state=0), max_layers_to_select=3, cv=3)
