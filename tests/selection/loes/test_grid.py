@@ -30,7 +30,9 @@ def deep():
         (31, 4, SMOL_GRID),
         (31, 1, SMOL_GRID),
         (7, 4, list(range(7))),
-        (13, 4, [0, 2, 4, 6, 8, 10, 12]),
+        (13, 4, list(range(13))),
+        (16, 4, list(range(16))),
+        (17, 4, [1, 4, 7, 10, 13, 16]),
         (31, 6, [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30]),
         (100, 4, list(range(3, 100, 4))),
     ],
@@ -92,6 +94,22 @@ def test_shallow_stack_is_not_thinned():
     ).fit(stack, y)
     assert auto.grid_layers_.tolist() == list(range(7))
     np.testing.assert_array_equal(auto.selection_order_, every.selection_order_)
+
+
+def test_mid_sized_stack_finds_a_signal_between_former_grid_layers():
+    """13 layers: only layer 11 carries the labels, and 11 was not on the
+    former grid (every second layer from 12 down)."""
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, 3, size=150)
+    stack = rng.normal(size=(13, 150, 6))
+    stack[11, :, :3] += 2.0 * np.eye(3)[y]
+    sel = LOESSelector(n_layers_to_select=2, random_state=0).fit(stack, y)
+    assert 11 in sel.grid_layers_.tolist()
+    assert sel.selection_order_[0] == 11
+    former = LOESSelector(
+        n_layers_to_select=2, candidate_grid=list(range(0, 13, 2)), random_state=0
+    ).fit(stack, y)
+    assert 11 not in former.selection_order_.tolist()
 
 
 def test_cv_sizes_the_grid_on_its_largest_budget(deep):
