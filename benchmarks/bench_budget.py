@@ -242,9 +242,50 @@ def _curve(folds, key):
     return np.array([np.nanmean(np.asarray(f["inner"][key], float), 0) for f in folds])
 
 
+def _stability(picks, n_layers):
+    """Nogueira stability of the outer folds' picks (NaN for all layers)."""
+    from skloes.metrics import selection_stability
+
+    if all(len(q) == n_layers for q in picks):
+        return float("nan")
+    return float(selection_stability(picks, n_layers))
+
+
+def target_row(path):
+    """One row of the issue-27 target table: the arms, LOESSelectorCV with the
+    paired rule (read off the shipped fit's per-fold scores), the picks."""
+    r = json.loads(Path(path).read_text())
+    F, L = r["folds"], r["n_layers"]
+    acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
+    ks = [rule_pick(f["inner"]["ridge"], "paired_se") for f in F]
+    cv = 100 * np.mean(
+        [f["outer"]["grid_cv"]["acc"][k - 1] for f, k in zip(F, ks, strict=True)]
+    )
+    picks = [f["outer"]["grid_cv"]["order"][:k] for f, k in zip(F, ks, strict=True)]
+    fit = {a: np.median([f["arms"][a]["fit_s"] for f in F]) for a in F[0]["arms"]}
+    ok = cv >= acc["default"] - 0.5 and cv >= acc["best_single"] - 0.5
+    default_picks = [f["arms"]["default"]["picks"] for f in F]
+    return (
+        f"| {Path(path).stem} | {acc['last']:.1f} | {acc['all']:.1f} | "
+        f"{acc['default']:.1f} | {cv:.1f} | {acc['best_single']:.1f} | "
+        f"{cv - acc['default']:+.1f} | {cv - acc['best_single']:+.1f} | "
+        f"{', '.join(map(str, ks))} | {_stability(picks, L):.2f} | "
+        f"{_stability(default_picks, L):.2f} | {fit['default']:.1f} / "
+        f"{fit['cv_one_se']:.1f} | {'met' if ok else 'missed'} |"
+    )
+
+
+TARGET_HEADER = (
+    "| stack | last | all | default K=4 | LOESSelectorCV (paired_se) | best single "
+    "| Δ K=4 | Δ best single | K per fold | CV stability | default stability "
+    "| fit s default / CV | target |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+)
+
+
 def summarize(paths):
     """Markdown: per set, the fixed arms, the budget curves and each rule."""
-    lines = []
+    lines = [*TARGET_HEADER, *(target_row(p) for p in paths), ""]
     for path in paths:
         r = json.loads(Path(path).read_text())
         F = r["folds"]
