@@ -221,6 +221,14 @@ def rule_pick(S, rule):
     from skloes.selection._loes._cv import choose_budget
 
     S = np.asarray(S, dtype=np.float64)
+    if rule == "anchor_k4":  # K = 4 unless a budget beats it by a paired SE
+        base = min(4, S.shape[1]) - 1
+        d = S - S[:, [base]]
+        gain = d.mean(axis=0) - d.std(axis=0, ddof=1) / np.sqrt(S.shape[0])
+        better = np.flatnonzero(gain > 0)
+        if better.size == 0:
+            return base + 1
+        return int(better[np.argmax(d.mean(axis=0)[better])]) + 1
     if rule == "paired_se":
         return cheapest_within_noise(S, np.arange(S.shape[1]))[0] + 1
     return choose_budget(S, rule)
@@ -233,8 +241,10 @@ RULES = (
     ("ridge", "paired_se"),
     ("ridge_cv10", "one_se"),
     ("ridge_cv10", "paired_se"),
+    ("ridge", "anchor_k4"),
     ("head", "best"),
     ("head", "paired_se"),
+    ("head", "anchor_k4"),
 )
 
 
