@@ -235,7 +235,7 @@ def _save_probe(args, report, hst, stack, labels, texts):
     method = report.recommendation_["method"]
     k = args.n_layers_to_select
     k = min(k, len(report.layers_)) if k != "auto" else k
-    selector = _method_estimator(method, k, args.seed, None)
+    selector = _method_estimator(method, k, args.seed, None, report._selector_cv)
     probe = cls(
         args.model,
         selector=selector,

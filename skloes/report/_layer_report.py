@@ -502,7 +502,7 @@ class LayerReport(BaseEstimator):
         flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, L * d)
         flat = mark_layers(flat, d)
         self.summary_, cache = [], {}
-        inner_cv = self._inner_cv(flat, y, folds)
+        inner_cv = self._selector_cv = self._inner_cv(flat, y, folds)
         for method in _progress(methods, self.verbose, "scoring selections"):
             est = _method_estimator(
                 method, k, self.random_state, self.selector, inner_cv

@@ -504,7 +504,8 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
     stdout = capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "selection.json").read_text())
     probe = load_probe(saved)
-    assert probe.selected_layers_.tolist() == report["selected_layers"]
+    # the saved probe is the recommended answer, refitted on every row
+    assert probe.selected_layers_.tolist() == report["recommendation"]["layers"]
     assert f"saved to {saved}" in stdout
     new = _write_csv(
         tmp_path / "new.csv",
