@@ -143,6 +143,14 @@ def _add_probe_parser(sub):
         help="label column of a data file (default: label)",
     )
     probe.add_argument(
+        "--task",
+        default="auto",
+        choices=["auto", "classification", "regression"],
+        help="what the labels are: classes, or a continuous target; auto "
+        "(default) reads non-integer numbers and float labels with 10 or more "
+        "distinct values as a target, anything else as classes",
+    )
+    probe.add_argument(
         "--pooling",
         default="mean",
         choices=["mean", "cls", "first", "last", "max"],
@@ -295,6 +303,12 @@ def _add_predict_parser(sub):
         default=None,
         metavar="D",
         help="torch device (default: the probe's)",
+    )
+    predict.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow a model whose folder ships its own Python code (never "
+        "read from the saved probe; only if you trust the model)",
     )
 
 

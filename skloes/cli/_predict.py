@@ -31,44 +31,58 @@ def _check_out(out, force):
     return path
 
 
-def _load(folder):
+def _load(folder, trust_remote_code):
+    from skloes.models._loading import RemoteCodeError
     from skloes.probe import load_probe
 
     try:
-        return load_probe(folder)
+        return load_probe(folder, trust_remote_code=trust_remote_code)
+    except RemoteCodeError as exc:  # the option, not the Python parameter
+        raise UserError(
+            exc.message(None, "pass --trust-remote-code only if you trust it")
+        ) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise UserError(_first_line(exc)) from None
+        raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
 
 
 def _configure(probe, args):
-    """Show a progress bar; the user's batch size and device, if given."""
-    extractor = getattr(probe, "pipeline_", probe)[0]
+    """Show a progress bar; the user's batch size and device, if given (a
+    probe gives its settings to its extractor, which resolves the device
+    again and reloads the model when needed)."""
     params = {"verbose": 1}
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
     if args.device is not None:
         params["device"] = args.device
-    extractor.set_params(**params)
-    if args.device is not None:  # resolved again, as fit would
-        from skloes.core._torch import resolve_device
-
-        try:
-            extractor.device_ = resolve_device(args.device, owner=PROG)
-        except ValueError as exc:
-            raise UserError(_first_line(exc)) from None
-        extractor._drop_loaded()
+    if hasattr(probe, "pipeline_"):
+        probe.set_params(**params)
+    else:
+        probe[0].set_params(**params)
 
 
 def _rows(probe, texts):
-    """Header and rows: the prediction, then each class's probability."""
+    """Header and rows: the prediction, then each class's probability when
+    the probe's head gives probabilities (a note says when it does not)."""
     prediction = probe.predict(texts)
     header, columns = ["prediction"], [prediction]
-    if hasattr(probe, "predict_proba") and hasattr(probe, "classes_"):
-        proba = probe.predict_proba(texts)
-        header += [f"proba_{c}" for c in np.asarray(probe.classes_).tolist()]
-        columns += list(proba.T)
+    if hasattr(probe, "classes_"):
+        if hasattr(probe, "predict_proba"):
+            proba = probe.predict_proba(texts)
+            header += [f"proba_{c}" for c in np.asarray(probe.classes_).tolist()]
+            columns += list(proba.T)
+        else:
+            print(
+                f"{PROG}: note: the probe's final estimator "
+                f"({type(_final_step(probe)).__name__}) gives no probabilities; "
+                "writing predictions only",
+                file=sys.stderr,
+            )
     values = [np.asarray(c).tolist() for c in columns]
     return header, zip(*values, strict=True)
+
+
+def _final_step(probe):
+    return probe.estimator_ if hasattr(probe, "estimator_") else probe[-1]
 
 
 def run_predict(args):
@@ -76,7 +90,7 @@ def run_predict(args):
     start = time.perf_counter()
     out = _check_out(args.out, args.force)
     texts = read_texts(args.data, args.text_column)
-    probe = _load(args.probe_dir)
+    probe = _load(args.probe_dir, args.trust_remote_code)
     _configure(probe, args)
     try:
         header, rows = _rows(probe, list(texts))
