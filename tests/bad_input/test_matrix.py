@@ -1892,10 +1892,12 @@ def _loes(memory, k=3):
 
 
 def _cached_outputs(folder, function):
-    return sorted(p for p in Path(folder).rglob("output.pkl") if function in str(p))
+    """The stored results (no pickle since 0.3: .npz archives, see issue 26)."""
+    prefix = {"_cached_run": "run-", "_cached_prepare": "prepared"}[function]
+    return sorted(p for p in Path(folder).rglob(f"{prefix}*.npz"))
 
 
-RESULT_DAMAGE = {  # bytes of a damaged output.pkl
+RESULT_DAMAGE = {  # bytes of a damaged stored result
     "truncated": lambda good: good[: len(good) // 2],
     "garbage": lambda good: RNG.bytes(len(good)),
     "empty": lambda good: b"",
@@ -1974,12 +1976,12 @@ def test_memory_folder_that_cannot_be_used(tmp_path, case):
 
 def test_memory_folder_that_fails_to_write_names_memory(tmp_path, monkeypatch):
     """A full disk or a read-only folder (root ignores chmod: faked)."""
-    from joblib import _store_backends
+    from skloes.selection._loes import _memory
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device", str(tmp_path))
 
-    monkeypatch.setattr(_store_backends.FileSystemStoreBackend, "dump_item", full)
+    monkeypatch.setattr(_memory.tempfile, "mkstemp", full)
     err(r"`memory` folder .*No space left on device").check(
         lambda: _loes(str(tmp_path)).fit(MEMORY_STACK, MEMORY_Y)
     )

@@ -1326,3 +1326,224 @@ def test_a_folder_prepared_before_is_widened_by_its_owner(tmp_path, monkeypatch)
         os.umask(old)
     assert (target / "model.safetensors").stat().st_mode & 0o777 == 0o644
     assert target.stat().st_mode & 0o777 == 0o755
+
+
+# --------------------------------------------------------------------------
+# 3. A memory= folder: no pickle from a folder we did not write
+# --------------------------------------------------------------------------
+MEMORY_STACK = np.random.RandomState(7).randn(6, 40, 5)
+MEMORY_Y = np.arange(40) % 2
+
+
+class Planted:
+    """A pickle that writes the marker when anything unpickles it."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('unpickled')",))
+
+
+def _loes(memory, k=3, **params):
+    from skloes import LOESSelector
+
+    memory = None if memory is None else str(memory)
+    return LOESSelector(n_layers_to_select=k, memory=memory, random_state=0, **params)
+
+
+def _stored(folder, prefix):
+    return sorted(Path(folder).rglob(f"skloes_loes/*/{prefix}*.npz"))
+
+
+def _state_naming(name):  # a well-formed state that names another class
+    import io
+
+    tree = {"format": 1, "root": {"o": name, "state": {}}}
+    buffer = io.BytesIO()
+    np.savez(
+        buffer, **{"state.json": np.frombuffer(json.dumps(tree).encode(), np.uint8)}
+    )
+    return buffer.getvalue()
+
+
+def _object_array_npz():
+    import io
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **{"state.json": np.array([Planted("/nowhere")], dtype=object)})
+    return buffer.getvalue()
+
+
+PLANTED_RESULTS = {  # what a hostile or careless writer puts in the folder
+    "pickle_that_runs_code": lambda m, good: __import__("pickle").dumps(Planted(m)),
+    "object_array_in_npz": lambda m, good: _object_array_npz(),
+    "state_naming_os_system": lambda m, good: _state_naming("posix.system"),
+    "state_naming_a_skloes_estimator": lambda m, good: _state_naming(
+        "skloes.selection._loes._estimators.LOESSelector"
+    ),
+    "truncated": lambda m, good: good[: len(good) // 2],
+    "empty": lambda m, good: b"",
+    "garbage": lambda m, good: np.random.RandomState(0).bytes(len(good)),
+}
+
+
+@pytest.mark.parametrize("prefix", ["run-", "prepared"])
+@pytest.mark.parametrize("plant", list(PLANTED_RESULTS))
+def test_memory_results_never_run_code(tmp_path, marker, plant, prefix):
+    k = 3 if prefix == "run-" else 5  # 5: the 3-path cannot serve it
+    expected = _loes(None, k).fit(MEMORY_STACK, MEMORY_Y).selection_order_
+    _loes(tmp_path).fit(MEMORY_STACK, MEMORY_Y)
+    stored = _stored(tmp_path, prefix)
+    assert stored
+    for file in stored:
+        file.write_bytes(PLANTED_RESULTS[plant](marker, file.read_bytes()))
+
+    def fit():
+        est = _loes(tmp_path, k).fit(MEMORY_STACK, MEMORY_Y)
+        np.testing.assert_array_equal(est.selection_order_, expected)
+
+    _no_code_ran(
+        marker,
+        lambda: warns(r"`memory`.*could not be read.*computed again").check(fit),
+    )
+
+
+def test_memory_never_reads_joblibs_pickles(tmp_path, marker):
+    """Paths cached by 0.2 through joblib sit in <memory>/joblib/: unread."""
+    expected = _loes(None).fit(MEMORY_STACK, MEMORY_Y).selection_order_
+    import joblib
+
+    old = joblib.Memory(tmp_path, verbose=0).cache(lambda x: x)
+    old(1)  # joblib's own layout, with an output.pkl
+    for output in tmp_path.rglob("output.pkl"):
+        output.write_bytes(__import__("pickle").dumps(Planted(marker)))
+    assert list(tmp_path.rglob("output.pkl"))
+    _no_code_ran(
+        marker,
+        lambda: np.testing.assert_array_equal(
+            _loes(tmp_path).fit(MEMORY_STACK, MEMORY_Y).selection_order_, expected
+        ),
+    )
+
+
+def test_a_memory_result_copied_from_other_inputs_is_not_served(tmp_path):
+    other_stack = np.random.RandomState(8).randn(6, 40, 5)
+    expected = _loes(None).fit(MEMORY_STACK, MEMORY_Y).selection_order_
+    _loes(tmp_path / "a").fit(other_stack, MEMORY_Y)
+    _loes(tmp_path / "b").fit(MEMORY_STACK, MEMORY_Y)
+    for source, target in zip(
+        _stored(tmp_path / "a", "run-"), _stored(tmp_path / "b", "run-"), strict=True
+    ):
+        shutil.copy(source, target)  # the other inputs' path, under this key
+    warns(
+        r"`memory`.*belongs to other inputs",
+        lambda est: np.testing.assert_array_equal(est.selection_order_, expected),
+    ).check(lambda: _loes(tmp_path / "b").fit(MEMORY_STACK, MEMORY_Y))
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param({}, id="robust"),
+        pytest.param({"variant": "reference"}, id="reference"),
+        pytest.param({"task": "label_free"}, id="label_free"),
+        pytest.param({"task": "regression"}, id="regression"),
+    ],
+)
+def test_memory_round_trip_gives_the_selection_of_no_memory(tmp_path, params):
+    y = MEMORY_Y.astype(float) if params.get("task") == "regression" else MEMORY_Y
+    y = None if params.get("task") == "label_free" else y
+    plain = _loes(None, 3, **params).fit(MEMORY_STACK, y)
+    for _ in range(2):  # written, then read back
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            est = _loes(tmp_path, 3, **params).fit(MEMORY_STACK, y)
+        np.testing.assert_array_equal(est.selection_order_, plain.selection_order_)
+        for key, value in est.scores_.items():
+            np.testing.assert_array_equal(value, plain.scores_[key])
+    assert not list(tmp_path.rglob("*.pkl"))
+
+
+# The codec itself: builtins, arrays and the classes given, nothing else.
+class _Node:
+    pass
+
+
+def _nested():
+    shared = np.arange(6.0).reshape(2, 3)
+    node = _Node()
+    node.values, node.same, node.kind = shared, shared, _Node
+    node.table = {1: "one", (2, 3): [np.float32(1.5), np.int64(7), np.bool_(True)]}
+    node.inner = _Node()
+    node.inner.parent_values = shared
+    node.flags = (None, True, float("nan"), -0.0, float("inf"))
+    return node
+
+
+def test_safe_state_round_trip_keeps_values_types_and_identities():
+    from skloes.core._safe_state import dumps_state, loads_state
+
+    back = loads_state(dumps_state(_nested(), [_Node]), [_Node])
+    assert isinstance(back, _Node) and back.kind is _Node
+    np.testing.assert_array_equal(back.values, np.arange(6.0).reshape(2, 3))
+    assert back.values is back.same is back.inner.parent_values
+    assert back.table[1] == "one"
+    items = back.table[(2, 3)]
+    assert [type(v) for v in items] == [np.float32, np.int64, np.bool_]
+    assert back.flags[:2] == (None, True) and np.isnan(back.flags[2])
+    assert str(back.flags[3]) == "-0.0" and back.flags[4] == float("inf")
+
+
+SAFE_STATE_REFUSALS = [
+    (
+        "class_not_given",
+        lambda d, l: l(d(_nested(), [_Node]), []),
+        r"may not be constructed",
+    ),
+    (
+        "pickle_bytes",
+        lambda d, l: l(__import__("pickle").dumps({"a": 1}), [_Node]),
+        r"not a saved state",
+    ),
+    (
+        "object_array",
+        lambda d, l: l(_object_array_npz(), [_Node]),
+        r"not a saved state",
+    ),
+    ("empty", lambda d, l: l(b"", [_Node]), r"not a saved state"),
+    (
+        "truncated",
+        lambda d, l: l(d(_nested(), [_Node])[:100], [_Node]),
+        r"not a saved state",
+    ),
+    (
+        "names_a_builtin",
+        lambda d, l: l(_state_naming("builtins.exec"), [_Node]),
+        r"may not be constructed",
+    ),
+    (
+        "dump_unknown_object",
+        lambda d, l: d(object(), [_Node]),
+        r"cannot be saved as a state",
+    ),
+    (
+        "dump_object_array",
+        lambda d, l: d(np.array([1, "a"], dtype=object), []),
+        r"array of Python objects",
+    ),
+    (
+        "dump_unknown_class_ref",
+        lambda d, l: d(dict, []),
+        r"class builtins\.dict cannot be saved",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "run, needle", [pytest.param(r, n, id=i) for i, r, n in SAFE_STATE_REFUSALS]
+)
+def test_safe_state_refuses_what_it_did_not_write(run, needle):
+    from skloes.core._safe_state import dumps_state, loads_state
+
+    err(needle).check(lambda: run(dumps_state, loads_state))

@@ -424,16 +424,21 @@ class LOESSelector(_BaseLOES):
         larger one extends it from its last step. Works across joblib
         workers, so ``GridSearchCV`` over ``n_layers_to_select`` computes one
         path per fold (see :ref:`scaling`). Results are identical to
-        ``memory=None``. A cached result that cannot be read (truncated,
-        garbage, written by another joblib or numpy) is removed with a warning
-        and computed again; a folder that cannot be used is an error naming
-        ``memory``. The cached results are pickles, as with
-        :class:`~sklearn.pipeline.Pipeline`'s ``memory``: reading a folder
-        from an untrusted source can run code, so use only folders you
-        trust.
+        ``memory=None``. The cached results are ``.npz`` archives of arrays
+        and JSON, read with pickling off and built from the LOES classes only
+        (under ``<memory>/skloes_loes/``): unlike joblib's own cache, which
+        reads pickles, reading a folder from an untrusted source cannot run
+        code (see :ref:`trust`). A cached result that cannot be read
+        (truncated, garbage, a pickle, another class, stored for other
+        inputs) is removed with a warning and computed again; a folder that
+        cannot be used is an error naming ``memory``.
 
         .. versionchanged:: 0.2
            An unreadable cached result is computed again (it crashed).
+
+        .. versionchanged:: 0.3
+           Results are stored without pickle (joblib's pickles of 0.2 are
+           never read; the paths are computed again once).
 
     {PARAMS}
 
