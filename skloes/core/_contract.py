@@ -372,6 +372,11 @@ def _check_layout(estimator, n_layers, dim):
         )
 
 
+def _shown(value):
+    """``repr`` on one line (a numpy array's repr wraps)."""
+    return repr(value.tolist() if isinstance(value, np.ndarray) else value)
+
+
 def layer_mask_indices(layers, n_layers, *, param="layers", owner="skloes"):
     """The indices of a boolean layer mask, or None when ``layers`` is not one.
 
@@ -395,7 +400,7 @@ def layer_mask_indices(layers, n_layers, *, param="layers", owner="skloes"):
         what = "mixes booleans and other values" if values.ndim == 1 else "is not 1-D"
         raise TypeError(
             f"{owner}: `{param}` {what}; give layer indices or a boolean mask "
-            f"with one entry per layer; got {layers!r}."
+            f"with one entry per layer; got {values.tolist()!r}."
         )
     if len(values) != n_layers:
         raise ValueError(
@@ -421,7 +426,7 @@ def resolve_layer_indices(layers, n_layers, *, param="layers", owner="skloes"):
     if isinstance(layers, (bool, np.bool_)):
         raise TypeError(
             f"{owner}: `{param}` must be 'all', an int, a list of ints or a "
-            f"boolean mask over the layers; got {layers!r}."
+            f"boolean mask over the layers; got {_shown(layers)}."
         )
     if isinstance(layers, Integral):
         layers = [layers]
@@ -435,7 +440,7 @@ def resolve_layer_indices(layers, n_layers, *, param="layers", owner="skloes"):
     except (TypeError, ValueError):
         raise TypeError(
             f"{owner}: `{param}` must be 'all', an int, a list of ints or a "
-            f"boolean mask over the layers; got {layers!r}."
+            f"boolean mask over the layers; got {_shown(layers)}."
         ) from None
     if not values:
         raise ValueError(f"{owner}: `{param}` must name at least one layer; got [].")

@@ -168,6 +168,61 @@ def test_georeg_layers(layers, outcome):
     outcome.check(run)
 
 
+def grid_is(expected):
+    def check(est):
+        assert est.grid_layers_.tolist() == expected, est.grid_layers_
+
+    return check
+
+
+GRID_CASES = [  # a 6-layer stack
+    (
+        "numpy_mask",
+        np.array([False, True, False, True, True, False]),
+        ok(grid_is([1, 3, 4])),
+    ),
+    ("list_mask", [True, True, False, False, False, True], ok(grid_is([0, 1, 5]))),
+    ("support_of_a_fitted_selector", "support", ok(grid_is([4, 5]))),
+    ("indices_0_1", np.array([0, 1]), ok(grid_is([0, 1]))),
+    (
+        "mask_too_short",
+        np.array([True, False]),
+        err(r"`candidate_grid` is a boolean mask of 2.*one per layer \(6"),
+    ),
+    (
+        "mask_selects_none",
+        [False] * 6,
+        err(r"`candidate_grid` is a boolean mask that selects no layer"),
+    ),
+    ("mask_mixed_with_ints", [True, 3], err(r"`candidate_grid` mixes booleans")),
+    ("mask_2d", np.ones((2, 3), bool), err(r"`candidate_grid` is not 1-D")),
+]
+
+
+@pytest.mark.parametrize("cv", [False, True], ids=["LOESSelector", "LOESSelectorCV"])
+@pytest.mark.parametrize(
+    "grid, outcome", [pytest.param(g, o, id=i) for i, g, o in GRID_CASES]
+)
+def test_candidate_grid(grid, outcome, cv):
+    """A mask is read as a mask; LOESSelectorCV's picks stay in the grid."""
+    from skloes import LOESSelector, LOESSelectorCV
+
+    rng = np.random.RandomState(0)
+    stack, y = rng.randn(6, 60, 4), np.arange(60) % 2
+    if isinstance(grid, str):  # get_support() of a fitted selector, fed back
+        grid = LastKSelector(n_layers_to_select=2).fit(stack, y).get_support()
+    selector = LOESSelector(n_layers_to_select=2, candidate_grid=grid, random_state=0)
+    if not cv:
+        return outcome.check(lambda: selector.fit(stack, y))
+    est = LOESSelectorCV(selector=selector, max_layers_to_select=2, cv=3)
+    if isinstance(outcome, err):
+        return outcome.check(lambda: est.fit(stack, y))
+    picked = est.fit(stack, y).get_support(indices=True).tolist()
+    grid = np.asarray(grid)
+    allowed = np.flatnonzero(grid) if grid.dtype == bool else grid
+    assert set(picked) <= set(allowed.tolist()), (picked, allowed)
+
+
 # --------------------------------------------------------------------------
 # Sample counts, thresholds and counts of the data set loaders
 # --------------------------------------------------------------------------

@@ -188,7 +188,7 @@ _PARAMS_DOC = """
 default="auto"
         Resolved from ``y`` with ``"auto"`` (``y=None`` gives label-free).
 
-    candidate_grid : {"auto", "all"} or array-like of int, default="auto"
+    candidate_grid : {"auto", "all"}, array-like of int or of bool, default="auto"
         Layers the greedy search may pick from. ``"all"``: every layer (the
         behaviour before 0.2). ``"auto"``: for the robust variant, one layer
         per block of ``step`` neighbours, counted down from the last layer,
@@ -197,9 +197,15 @@ default="auto"
         least 4): layers 2, 6, ..., 30 of a 31-layer stack at K <= 4, every
         layer of a stack of 8 or fewer; every layer for the reference variant
         (the authors' search).
-        A list gives the layers explicitly. See :ref:`loes_grid`.
+        A list gives the layers explicitly (indices 0 = the embedding
+        output, or a boolean mask with one entry per layer, as
+        ``get_support()`` returns). See :ref:`loes_grid`.
 
         .. versionadded:: 0.2
+
+        .. versionchanged:: 0.3
+           A boolean mask is read as a mask (it was read as the layers 0
+           and 1).
 
     random_state : int, RandomState instance or None, default=None
         Seeds the calibration subsample and the triangle triplets."""
