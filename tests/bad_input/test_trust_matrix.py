@@ -1547,3 +1547,54 @@ def test_safe_state_refuses_what_it_did_not_write(run, needle):
     from skloes.core._safe_state import dumps_state, loads_state
 
     err(needle).check(lambda: run(dumps_state, loads_state))
+
+
+# --------------------------------------------------------------------------
+# The same rules on the real MiniLM and real texts
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def real_texts(rotten_tomatoes_small):
+    X, y = rotten_tomatoes_small
+    return list(X[:40]), np.asarray(y[:40])
+
+
+def test_minilm_int8_set_after_load_is_computed_in_int8(
+    minilm_path, real_texts, tmp_path
+):
+    """The issue's case: int8 set after the model loaded was computed in
+    float32 and cached under the int8 key (a max difference of 0.131)."""
+    texts = real_texts[0][:16]
+    cache = tmp_path / "c"
+    hst = _hst(minilm_path, max_length=32, cache=cache).fit(texts)
+    float32 = hst.transform(texts)
+    hst.set_params(precision="int8")
+    changed = hst.transform(texts)
+    fresh = _hst(minilm_path, max_length=32, precision="int8").fit_transform(texts)
+    np.testing.assert_allclose(changed, fresh, rtol=1e-5, atol=1e-5)
+    assert np.abs(changed - float32).max() > 1e-3  # int8 moves the features
+    reader = _hst(minilm_path, max_length=32, cache=cache, precision="int8").fit(texts)
+    np.testing.assert_allclose(reader.transform(texts), fresh, rtol=1e-5, atol=1e-5)
+
+
+def test_minilm_probe_saved_and_loaded_under_the_rules(
+    minilm_path, real_texts, tmp_path
+):
+    texts, y = real_texts
+    probe = _probe(
+        minilm_path,
+        max_length=32,
+        extractor_params={"trust_remote_code": True},
+        cache=str(tmp_path / "saver-cache"),
+    ).fit(texts[:30], y[:30])
+    expected = probe.predict_proba(texts[30:])
+    folder = save_probe(probe, tmp_path / "probe")
+    (folder / "notes.txt").write_text("mine")
+    err(r"no save wrote \(notes\.txt\)").check(
+        lambda: save_probe(probe, folder, overwrite=True)
+    )
+    assert (folder / "notes.txt").read_text() == "mine"
+    shutil.rmtree(tmp_path / "saver-cache")
+    loaded = load_probe(folder)
+    assert loaded.pipeline_[0].trust_remote_code is False and loaded.cache is None
+    np.testing.assert_allclose(loaded.predict_proba(texts[30:]), expected, atol=1e-6)
+    assert not (tmp_path / "saver-cache").exists()
