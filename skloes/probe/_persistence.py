@@ -149,6 +149,8 @@ def save_probe(estimator, path, *, overwrite=False):
     array(['fresh'], dtype=object)
     """
     owner = "save_probe"
+    _check_path(path, owner)
+    _check_bool(overwrite, "overwrite", owner)
     extractor = _extractor_of(estimator, owner)
     problem = save_target_problem(path, overwrite=overwrite, replace_hint="overwrite")
     if problem:
@@ -532,11 +534,11 @@ def load_probe(path, *, trusted=None, trust_remote_code=False, cache=None):
     array(['fresh'], dtype=object)
     """
     owner = "load_probe"
-    if not isinstance(trust_remote_code, bool):
-        raise TypeError(
-            f"{owner}: `trust_remote_code` must be True or False; got "
-            f"{trust_remote_code!r}."
-        )
+    _check_path(path, owner)
+    _check_bool(trust_remote_code, "trust_remote_code", owner)
+    _check_trusted(trusted, owner)
+    if cache is not None:
+        _check_path(cache, owner, "cache")
     folder = Path(path)
     manifest = _read_manifest(folder, owner)
     estimator = _read_estimator(folder, trusted, owner)
@@ -546,6 +548,31 @@ def load_probe(path, *, trusted=None, trust_remote_code=False, cache=None):
     extractor._check_weights()  # the weights behind the reference, unchanged
     _check_remote_code(extractor, trust_remote_code, owner)
     return estimator
+
+
+def _check_path(value, owner, param="path"):
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(
+            f"{owner}: `{param}` must be a folder (a str or os.PathLike); got "
+            f"{value!r}."
+        )
+
+
+def _check_bool(value, param, owner):
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: `{param}` must be True or False; got {value!r}.")
+
+
+def _check_trusted(trusted, owner):
+    valid = trusted is None or (
+        isinstance(trusted, (list, tuple))
+        and all(isinstance(name, str) for name in trusted)
+    )
+    if not valid:
+        raise TypeError(
+            f"{owner}: `trusted` must be a list of type names ('module.Class') or "
+            f"None; got {trusted!r}."
+        )
 
 
 def _damaged(folder, file, why):

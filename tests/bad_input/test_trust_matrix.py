@@ -1598,3 +1598,80 @@ def test_minilm_probe_saved_and_loaded_under_the_rules(
     assert loaded.pipeline_[0].trust_remote_code is False and loaded.cache is None
     np.testing.assert_allclose(loaded.predict_proba(texts[30:]), expected, atol=1e-6)
     assert not (tmp_path / "saver-cache").exists()
+
+
+# --------------------------------------------------------------------------
+# The parameters of save_probe and load_probe themselves
+# --------------------------------------------------------------------------
+CALL_CASES = [
+    ("save_path_none", lambda p, f: save_probe(p, None), r"`path` must be a folder"),
+    ("save_path_int", lambda p, f: save_probe(p, 3), r"`path` must be a folder"),
+    (
+        "save_overwrite_str",
+        lambda p, f: save_probe(p, f, overwrite="yes"),
+        r"`overwrite` must be True or False",
+    ),
+    (
+        "save_overwrite_int",
+        lambda p, f: save_probe(p, f, overwrite=1),
+        r"`overwrite` must be True or False",
+    ),
+    (
+        "save_unfitted",
+        lambda p, f: save_probe(LayerProbeClassifier(), f),
+        r"`estimator` must be a fitted",
+    ),
+    ("load_path_none", lambda p, f: load_probe(None), r"`path` must be a folder"),
+    (
+        "load_trusted_str",
+        lambda p, f: load_probe(f, trusted="torch.device"),
+        r"`trusted` must be a list",
+    ),
+    (
+        "load_trusted_ints",
+        lambda p, f: load_probe(f, trusted=[1]),
+        r"`trusted` must be a list",
+    ),
+    (
+        "load_cache_int",
+        lambda p, f: load_probe(f, cache=123),
+        r"`cache` must be a folder",
+    ),
+    (
+        "load_trust_int",
+        lambda p, f: load_probe(f, trust_remote_code=1),
+        r"`trust_remote_code` must be True or False",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "call, needle", [pytest.param(c, n, id=i) for i, c, n in CALL_CASES]
+)
+def test_save_and_load_parameters(fitted, tmp_path, call, needle):
+    folder = save_probe(fitted[0], tmp_path / "p")
+    before = snapshot(tmp_path)
+    err(needle).check(lambda: call(fitted[1], folder))
+    assert snapshot(tmp_path) == before
+
+
+def test_memory_takes_a_pathlib_folder(tmp_path):
+    expected = _loes(None).fit(MEMORY_STACK, MEMORY_Y).selection_order_
+    from skloes import LOESSelector
+
+    est = LOESSelector(n_layers_to_select=3, memory=tmp_path, random_state=0)
+    np.testing.assert_array_equal(
+        est.fit(MEMORY_STACK, MEMORY_Y).selection_order_, expected
+    )
+    assert _stored(tmp_path, "run-")
+
+
+@pytest.mark.parametrize("device", ["meta", "xpu", "hpu:0"])
+def test_devices_that_cannot_compute_are_refused_at_fit(tiny_model_path, device):
+    try:
+        torch.device(device)
+    except RuntimeError:
+        pytest.skip(f"torch does not know {device!r}")
+    err(rf"`device`='{device}'").check(
+        lambda: HiddenStatesTransformer(tiny_model_path, device=device).fit(TEXTS)
+    )

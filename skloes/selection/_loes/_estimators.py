@@ -11,6 +11,7 @@ itself is :mod:`~skloes.selection._loes._path`, its budget cross-validation
 from __future__ import annotations
 
 import inspect
+import os
 import warnings
 from numbers import Integral, Real
 
@@ -422,7 +423,7 @@ class LOESSelector(_BaseLOES):
         K-selection is a prefix of a longer one (the automatic grid is the
         same for every K <= 4).
 
-    memory : str, joblib.Memory or None, default=None
+    memory : str, os.PathLike, joblib.Memory or None, default=None
         Caches the selection path on disk (a folder, or a
         :class:`joblib.Memory`), as :class:`~sklearn.pipeline.Pipeline` does.
         A fit with the same data, targets and parameters but another budget
@@ -479,7 +480,7 @@ class LOESSelector(_BaseLOES):
 
     _parameter_constraints = {
         "n_layers_to_select": N_LAYERS_CONSTRAINT,
-        "memory": [None, str, HasMethods(["cache"])],
+        "memory": [None, str, os.PathLike, HasMethods(["cache"])],
         **_LOES_CONSTRAINTS,
     }
 

@@ -208,6 +208,8 @@ def memory_error(exc: OSError, memory, owner: str) -> ValueError:
 def check_selector_memory(memory, owner: str):
     """:func:`sklearn.utils.validation.check_memory`, whose OS errors (joblib
     creates the folder) name ``memory``."""
+    if isinstance(memory, os.PathLike):  # a pathlib.Path, as every folder here
+        memory = os.fspath(memory)
     try:
         return check_memory(memory)
     except OSError as exc:
