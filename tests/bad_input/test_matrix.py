@@ -2081,7 +2081,7 @@ def test_cli_texts_are_read_as_written(tmp_path, name, text, first):
         _jsonl(path, [first, "a b"] * 6)
     else:
         path.write_text(text)
-    texts, _, _ = load_data(str(path), "text", "label", None, 0)
+    texts, *_ = load_data(str(path), "text", "label", None, 0)
     assert texts[0] == first and isinstance(texts[0], str)
 
 
@@ -2100,7 +2100,7 @@ def test_cli_rows_left_out_are_counted(tmp_path, capsys, text, dropped, total):
     from skloes.cli._data import load_data
 
     (tmp_path / "d.csv").write_text(text)
-    texts, _, _ = load_data(str(tmp_path / "d.csv"), "text", "label", None, 0)
+    texts, *_ = load_data(str(tmp_path / "d.csv"), "text", "label", None, 0)
     assert len(texts) == total - dropped
     assert re.search(
         rf"note: {dropped} of {total} rows .* left out", capsys.readouterr().err
