@@ -556,6 +556,8 @@ def _check_path(value, owner, param="path"):
             f"{owner}: `{param}` must be a folder (a str or os.PathLike); got "
             f"{value!r}."
         )
+    if "\x00" in os.fspath(value):  # the OS refuses it, in words of its own
+        raise ValueError(f"{owner}: `{param}` holds a NUL character; got {value!r}.")
 
 
 def _check_bool(value, param, owner):

@@ -1621,7 +1621,9 @@ CALL_CASES = [
         lambda p, f: save_probe(LayerProbeClassifier(), f),
         r"`estimator` must be a fitted",
     ),
+    ("save_path_nul", lambda p, f: save_probe(p, "a\x00b"), r"`path` holds a NUL"),
     ("load_path_none", lambda p, f: load_probe(None), r"`path` must be a folder"),
+    ("load_path_nul", lambda p, f: load_probe("a\x00b"), r"`path` holds a NUL"),
     (
         "load_trusted_str",
         lambda p, f: load_probe(f, trusted="torch.device"),
