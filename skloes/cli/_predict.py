@@ -49,62 +49,82 @@ def _load(args):
     linear head) or the torch pipeline."""
     try:
         if _exported(args.probe_dir, args.runtime):
-            from skloes.serving import load_exported
-
-            if args.device is not None:
-                raise UserError("--device applies to the torch runtime only")
-            probe = load_exported(args.probe_dir, n_threads=args.threads)
-            if args.batch_size is not None:
-                probe._export["batching"]["batch_size"] = args.batch_size
-            return probe
+            return _load_exported(args)
+        from skloes.models._loading import RemoteCodeError
         from skloes.probe import load_probe
 
         _quiet_libraries()
-        probe = load_probe(args.probe_dir, runtime="torch")
+        probe = load_probe(
+            args.probe_dir, runtime="torch", trust_remote_code=args.trust_remote_code
+        )
+    except RemoteCodeError as exc:  # the option, not the Python parameter
+        raise UserError(
+            exc.message(None, "pass --trust-remote-code only if you trust it")
+        ) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise UserError(_first_line(exc)) from None
+        raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
     _configure(probe, args)
     return probe
 
 
+def _load_exported(args):
+    from skloes.serving import load_exported
+
+    if args.device is not None:
+        raise UserError("--device applies to the torch runtime only")
+    probe = load_exported(args.probe_dir, n_threads=args.threads)
+    if args.batch_size is not None:
+        probe._export["batching"]["batch_size"] = args.batch_size
+    return probe
+
+
 def _configure(probe, args):
-    """Show a progress bar; the user's batch size, device and threads, if given."""
-    extractor = getattr(probe, "pipeline_", probe)[0]
+    """Show a progress bar; the user's batch size, device and threads, if
+    given (a probe gives its settings to its extractor, which resolves the
+    device again and reloads the model when needed)."""
     params = {"verbose": 1}
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
     if args.device is not None:
         params["device"] = args.device
-    extractor.set_params(**params)
+    if hasattr(probe, "pipeline_"):
+        probe.set_params(**params)
+    else:
+        probe[0].set_params(**params)
     if args.threads is not None:
         from skloes.core._torch import torch
 
         torch.set_num_threads(args.threads)
-    if args.device is not None:  # resolved again, as fit would
-        from skloes.core._torch import resolve_device
-
-        try:
-            extractor.device_ = resolve_device(args.device, owner=PROG)
-        except ValueError as exc:
-            raise UserError(_first_line(exc)) from None
-        extractor._drop_loaded()
 
 
 def _rows(probe, texts):
-    """Header and rows: the prediction, then each class's probability."""
+    """Header and rows: the prediction, then each class's probability when
+    the probe's head gives probabilities (a note says when it does not)."""
     if hasattr(probe, "_predict_with_proba"):  # one pass of the graph
         prediction, proba = probe._predict_with_proba(texts)
     else:
         prediction = probe.predict(texts)
         proba = None
-        if hasattr(probe, "predict_proba") and hasattr(probe, "classes_"):
-            proba = probe.predict_proba(texts)
+        if getattr(probe, "classes_", None) is not None:
+            if hasattr(probe, "predict_proba"):
+                proba = probe.predict_proba(texts)
+            else:
+                print(
+                    f"{PROG}: note: the probe's final estimator "
+                    f"({type(_final_step(probe)).__name__}) gives no "
+                    "probabilities; writing predictions only",
+                    file=sys.stderr,
+                )
     header, columns = ["prediction"], [prediction]
     if proba is not None:
         header += [f"proba_{c}" for c in np.asarray(probe.classes_).tolist()]
         columns += list(proba.T)
     values = [np.asarray(c).tolist() for c in columns]
     return header, zip(*values, strict=True)
+
+
+def _final_step(probe):
+    return probe.estimator_ if hasattr(probe, "estimator_") else probe[-1]
 
 
 def run_predict(args):

@@ -143,17 +143,26 @@ def run_probe(args):
 
     start = time.perf_counter()
     check_out(args.out, args.force)
-    check_save(args.save, args.force)
+    check_save(args.save, args.force, args.out)
     if args.export is not None and args.save is None:
         raise UserError("--export needs --save DIR (the folder it writes into)")
-    texts, labels, names = load_data(
-        args.data, args.text_column, args.label_column, args.max_samples, args.seed
+    texts, labels, names, task = load_data(
+        args.data,
+        args.text_column,
+        args.label_column,
+        args.max_samples,
+        args.seed,
+        task=args.task,
     )
-    n_classes = len(np.unique(labels))
-    _log(
-        f"data: {args.data}, {len(texts)} texts, {n_classes} classes"
-        + (f" ({', '.join(map(str, names))})" if names is not None else "")
-    )
+    if task == "classification":
+        n_classes = len(np.unique(labels))
+        what = f"{n_classes} classes" + (
+            f" ({', '.join(map(str, names))})" if names is not None else ""
+        )
+    else:
+        low, high = np.min(labels), np.max(labels)
+        what = f"a continuous target (regression, {low:g} to {high:g})"
+    _log(f"data: {args.data}, {len(texts)} texts, {what}")
     hst, stack, token_metrics = _extract(args, texts)
     t_extract = time.perf_counter() - start
     _log(
@@ -163,6 +172,7 @@ def run_probe(args):
     report = LayerReport(
         n_layers_to_select=args.n_layers_to_select,
         nested=args.nested,
+        task=task,
         random_state=args.seed,
         verbose=1,
     )
@@ -196,30 +206,23 @@ def run_probe(args):
     return report
 
 
-def check_save(save, force=False):
+def check_save(save, force=False, out=None):
     """Fail before any work when ``--save`` cannot take a probe.
 
-    A folder that already holds a saved probe is replaced with ``force``; any
-    other non-empty folder never is.
+    The check of :func:`~skloes.probe.save_probe` itself: a probe saved
+    there is replaced with ``force`` (only the files a save recorded); a
+    folder holding anything else, the current folder or one above it, and
+    the report folder ``out`` (or a folder holding or inside it) never are.
     """
     if save is None:
         return
-    from skloes.probe._persistence import MANIFEST_FILE
+    from skloes.probe._persistence import save_target_problem
 
-    folder = Path(save).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--save {save!r} is a file; choose a new folder")
-    if folder.is_dir() and any(folder.iterdir()):
-        if not (folder / MANIFEST_FILE).is_file():
-            raise UserError(
-                f"--save {save!r} is not empty and holds no saved probe; "
-                "choose a new folder"
-            )
-        if not force:
-            raise UserError(
-                f"--save {save!r} already holds a saved probe; pass "
-                "--force to replace it or choose a new folder"
-            )
+    problem = save_target_problem(
+        save, overwrite=force, replace_hint="--force", reserved={"--out": out}
+    )
+    if problem:
+        raise UserError(f"--save {save!r} {problem}")
 
 
 def _save_probe(args, report, hst, stack, labels, texts):
@@ -237,7 +240,9 @@ def _save_probe(args, report, hst, stack, labels, texts):
     method = report.recommendation_["method"]
     k = args.n_layers_to_select
     k = min(k, len(report.layers_)) if k != "auto" else k
-    selector = _method_estimator(method, k, args.seed, None, report._selector_cv)
+    selector = _method_estimator(
+        method, k, args.seed, None, report._selector_cv, task=report.task_
+    )
     probe = cls(
         args.model,
         selector=selector,
@@ -260,6 +265,8 @@ def _save_probe(args, report, hst, stack, labels, texts):
         )
     except ImportError as exc:
         raise UserError(f"--export: {_first_line(exc)}") from None
+    except ValueError as exc:  # the target changed during the run
+        raise UserError(_first_line(exc).removeprefix("save_probe: ")) from None
     size = sum(f.stat().st_size for f in folder.iterdir())
     what = (
         "no model weights"

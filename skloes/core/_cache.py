@@ -4,12 +4,15 @@ Layout: ``<folder>/<settings digest>/<key[:2]>/<key>.npy``. The settings digest
 covers the model identity (a hash of its weights, config and processor files),
 pooling, ``max_length``, the resolved layers and the output dtype; the key is a
 hash of one input's content. Entries are ``.npy`` files (no pickle) followed
-by a 20-byte trailer, ``SKLC`` and a BLAKE2b digest of the entry's key, header
-and payload (numpy's readers ignore it), written to a temporary name and renamed, so a
-half-written entry is never read. An entry is served only when its header
-states this cache's dtype and shape and its digest matches: anything else (a
-foreign ``.npy``, finite garbage behind a valid header, an entry of an older
-skloes, another input's entry) is a miss, recomputed and rewritten.
+by a 20-byte trailer, ``SKLC`` and a BLAKE2b digest of the settings digest, the
+entry's key, header and payload (numpy's readers ignore it), written to a
+temporary name and renamed, so a half-written entry is never read. An entry is
+served only when its header states this cache's dtype and shape and its digest
+matches: anything else (a foreign ``.npy``, finite garbage behind a valid
+header, an entry of an older skloes, another input's entry, an entry copied by
+hand from the folder of other settings) is a miss, recomputed and rewritten.
+The digest guards against accidents and mix-ups, not against a forger: anyone
+who can write to the folder can compute it (see :ref:`trust`).
 """
 
 # Authors: The skloes developers
@@ -31,9 +34,10 @@ from pathlib import Path
 import numpy as np
 
 _FORMAT = 1
-# An entry's trailer: this magic, then the BLAKE2b-128 digest of its key and
-# of everything before it (the .npy header, which holds the dtype and shape,
-# and the payload): an entry copied under another key is a miss too.
+# An entry's trailer: this magic, then the BLAKE2b-128 digest of its settings
+# digest, its key and everything before it (the .npy header, which holds the
+# dtype and shape, and the payload): an entry copied under another key, or
+# into the folder of other settings, is a miss too.
 _TRAILER_MAGIC = b"SKLC"
 _TRAILER_SIZE = len(_TRAILER_MAGIC) + 16
 _HASHED_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".tiktoken", ".py")
@@ -83,8 +87,14 @@ def _checksum(*chunks) -> bytes:
 
 
 def _trailer(key: str, *chunks) -> bytes:
-    """The trailer of the entry of ``key`` whose bytes are ``chunks``."""
+    """The trailer of the entry of ``key`` whose bytes are ``chunks``; ``key``
+    is :func:`sealed_key` of the settings digest and the content key."""
     return _TRAILER_MAGIC + _checksum(key.encode(), *chunks)
+
+
+def sealed_key(digest: str, key: str) -> str:
+    """What an entry's checksum binds it to: its settings and its content key."""
+    return f"{digest}/{key}"
 
 
 def _atomic_save(path: Path, data: bytes) -> None:
@@ -154,7 +164,8 @@ class HiddenStatesCache:
         if (
             len(data) != end + _TRAILER_SIZE
             or data[:head] != self._header
-            or data[end:] != _trailer(key, memoryview(data)[:end])
+            or data[end:]
+            != _trailer(sealed_key(self.digest, key), memoryview(data)[:end])
         ):
             return None
         array = np.frombuffer(
@@ -199,7 +210,9 @@ class HiddenStatesCache:
         payload = payload.tobytes()
         _atomic_save(
             self.path(key),
-            self._header + payload + _trailer(key, self._header, payload),
+            self._header
+            + payload
+            + _trailer(sealed_key(self.digest, key), self._header, payload),
         )
 
     def output_path(self, keys) -> Path:
@@ -234,6 +247,12 @@ def _file_checksum(key: str, path, size) -> bytes:
     return digest.digest()
 
 
+def _output_key(path: Path) -> str:
+    """An output's checksum key: its settings folder and its name, so a file
+    copied into the ``outputs`` of other settings is a miss."""
+    return sealed_key(path.parent.parent.name, path.stem)
+
+
 def read_output(path: Path, shape, dtype):
     """A published memory-mapped output of ``shape`` and ``dtype``, or None
     when absent or invalid (its header, size or trailer digest differs)."""
@@ -244,7 +263,7 @@ def read_output(path: Path, shape, dtype):
             head = handle.read(len(header))
             handle.seek(size)
             trailer = handle.read()
-        digest = _file_checksum(path.stem, path, size)
+        digest = _file_checksum(_output_key(path), path, size)
         if head != header or trailer != _TRAILER_MAGIC + digest:
             return None
         return np.load(path, mmap_mode="r", allow_pickle=False)
@@ -281,7 +300,7 @@ def publish_output(tmp, array, path: Path):
         array.flush()
         size = os.path.getsize(tmp)
         with open(tmp, "ab") as handle:
-            handle.write(_TRAILER_MAGIC + _file_checksum(path.stem, tmp, size))
+            handle.write(_TRAILER_MAGIC + _file_checksum(_output_key(path), tmp, size))
         os.replace(tmp, path)
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except OSError as exc:

@@ -372,24 +372,75 @@ def _check_layout(estimator, n_layers, dim):
         )
 
 
+def _shown(value):
+    """``repr`` on one line (a numpy array's repr wraps)."""
+    return repr(value.tolist() if isinstance(value, np.ndarray) else value)
+
+
+def layer_mask_indices(layers, n_layers, *, param="layers", owner="skloes"):
+    """The indices of a boolean layer mask, or None when ``layers`` is not one.
+
+    The one rule for every parameter that takes layers: a sequence of booleans
+    (Python or numpy) is a mask over the layers, as ``get_support()`` returns,
+    never the indices 0 and 1; it must have one entry per layer and select
+    one at least.
+    """
+    if isinstance(layers, (str, bytes)):
+        return None
+    try:
+        values = np.asarray(layers, dtype=object)
+    except ValueError:  # ragged: not a mask, and refused as indices
+        return None
+    if values.ndim == 0:
+        return None
+    flags = [isinstance(v, (bool, np.bool_)) for v in values.ravel()]
+    if not flags or not any(flags):
+        return None
+    if not all(flags) or values.ndim != 1:
+        what = "mixes booleans and other values" if values.ndim == 1 else "is not 1-D"
+        raise TypeError(
+            f"{owner}: `{param}` {what}; give layer indices or a boolean mask "
+            f"with one entry per layer; got {values.tolist()!r}."
+        )
+    if len(values) != n_layers:
+        raise ValueError(
+            f"{owner}: `{param}` is a boolean mask of {len(values)} entries; a mask "
+            f"needs one per layer ({n_layers}, 0 being the embedding output)."
+        )
+    indices = np.flatnonzero(values.astype(bool))
+    if not indices.size:
+        raise ValueError(f"{owner}: `{param}` is a boolean mask that selects no layer.")
+    return indices
+
+
 def resolve_layer_indices(layers, n_layers, *, param="layers", owner="skloes"):
     """Resolve Hugging Face ``hidden_states`` indices (negatives from the end).
 
     Layer ``0`` is the embedding output and ``1..n_layers-1`` are the blocks.
-    Returns a sorted array of unique non-negative indices.
+    A boolean mask with one entry per layer is read as a mask
+    (:func:`layer_mask_indices`). Returns a sorted array of unique
+    non-negative indices.
     """
     if isinstance(layers, str) and layers == "all":
         return np.arange(n_layers)
-    if isinstance(layers, Integral) and not isinstance(layers, bool):
+    if isinstance(layers, (bool, np.bool_)):
+        raise TypeError(
+            f"{owner}: `{param}` must be 'all', an int, a list of ints or a "
+            f"boolean mask over the layers; got {_shown(layers)}."
+        )
+    if isinstance(layers, Integral):
         layers = [layers]
+    mask = layer_mask_indices(layers, n_layers, param=param, owner=owner)
+    if mask is not None:
+        return mask
     try:
         values = [int(v) for v in layers]
-        if any(isinstance(v, bool) or int(v) != v for v in layers):
+        if any(int(v) != v for v in layers):
             raise TypeError
     except (TypeError, ValueError):
         raise TypeError(
-            f"{owner}: `{param}` must be 'all', an int or a list of ints; got "
-            f"{layers!r}."
+            f"{owner}: `{param}` must be 'all', an int, a list of ints or a "
+            f"boolean mask over the layers; got {_shown(layers)}."
         ) from None
     if not values:
         raise ValueError(f"{owner}: `{param}` must name at least one layer; got [].")

@@ -137,6 +137,19 @@ def _check_device_available(torch, resolved, device, owner):
                 f"{owner}: `device`={str(device)!r} is not available on this machine; "
                 "use 'auto' or 'cpu'."
             )
+    elif resolved.type == "meta":  # shapes only: every value would be missing
+        raise ValueError(
+            f"{owner}: `device`={str(device)!r} computes no values (torch's meta "
+            "device holds shapes only); use 'auto', 'cpu' or an accelerator."
+        )
+    elif resolved.type != "cpu":  # xpu, hpu...: torch's own availability test
+        backend = getattr(torch, resolved.type, None)
+        available = getattr(backend, "is_available", None)
+        if available is None or not available():
+            raise ValueError(
+                f"{owner}: `device`={str(device)!r} is not available on this machine; "
+                "use 'auto' or 'cpu'."
+            )
 
 
 def may_use_accelerator(device):

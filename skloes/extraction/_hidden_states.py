@@ -75,6 +75,15 @@ AUTO_BATCH_TOKENS = {"cpu": 256, "accelerator": 8192}
 # (model folder, fingerprint, trust_remote_code) -> text_limits(tokenizer, config),
 # per process: clones fitted in a search load the tokenizer once.
 _TEXT_LIMITS: dict = {}
+# Settings that ``fit`` resolves into the fitted state (the features later
+# steps were fitted on): changed after fit, they are refused until the next
+# fit, never silently ignored.
+FIXED_AT_FIT = ("model", "pooling", "exclude_tokens", "layers", "max_length")
+# Settings a fitted extractor honours when they change: the device and the
+# token budget are resolved again, and a model loaded under other settings is
+# loaded again (``_load``), so that no output is computed under one setting
+# and cached under another's key.
+RESOLVED_AGAIN = ("device", "max_batch_tokens")
 
 
 @renamed_params(progress=("verbose", int))
@@ -422,6 +431,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             self.max_length_ = check_max_length(
                 self.max_length, self._text_limits(config), owner=name
             )
+        self._fitted_settings = {
+            key: _snapshot(getattr(self, key)) for key in FIXED_AT_FIT + RESOLVED_AGAIN
+        }
         self._drop_loaded()
         return items
 
@@ -467,6 +479,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         )
 
     def _transform_items(self, items):
+        self._honour_changed_settings()
         keys = [content_key(item) for item in items]
         first = {}
         for i, key in enumerate(keys):
@@ -529,6 +542,28 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             out = publish_output(tmp, out, target)
         return self._format(out)
 
+    def _honour_changed_settings(self):
+        """Refuse a setting fixed at fit that changed since; resolve the device
+        and the token budget again when they changed (see ``FIXED_AT_FIT``)."""
+        fitted = getattr(self, "_fitted_settings", None)
+        if fitted is None:  # fitted by skloes < 0.3
+            return
+        for key in FIXED_AT_FIT:
+            if not same_setting(fitted[key], getattr(self, key)):
+                raise SettingChangedError(
+                    type(self).__name__, key, fitted[key], getattr(self, key)
+                )
+        name = type(self).__name__
+        if not same_setting(fitted["device"], self.device):
+            self.device_ = resolve_device(self.device, owner=name)
+            _precision().check_precision(self.precision, self.device_, owner=name)
+        if not same_setting(fitted["max_batch_tokens"], self.max_batch_tokens):
+            self.max_batch_tokens_ = self._resolve_batch_tokens()
+        self._fitted_settings = {
+            **fitted,
+            **{key: _snapshot(getattr(self, key)) for key in RESOLVED_AGAIN},
+        }
+
     def _format(self, stack):
         if self.output == "stack":
             return stack
@@ -572,6 +607,9 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         every = len(layers) == self.n_model_layers_
         other.set_params(layers="all" if every else [int(l) for l in layers])
         other.layers_, other.n_layers_ = layers, len(layers)
+        fitted = getattr(self, "_fitted_settings", None)
+        if fitted is not None:  # the copy is fitted with its own layers
+            other._fitted_settings = {**fitted, "layers": _snapshot(other.layers)}
         return other
 
     # ------------------------------------------------------------ extraction
@@ -727,10 +765,18 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         )
 
     # ---------------------------------------------------------- lazy loading
+    def _load_settings(self):
+        """What a loaded model depends on besides its files: loaded under
+        other settings, it is loaded again."""
+        return (self.precision, bool(self.trust_remote_code), str(self.device_))
+
     def _load(self):
         check_is_fitted(self)
+        if getattr(self, "_loaded_with", None) != self._load_settings():
+            self._drop_loaded()  # e.g. set_params(precision="int8") after a load
         if getattr(self, "_model", None) is None:
             name = type(self).__name__
+            _precision().check_precision(self.precision, self.device_, owner=name)
             self._check_weights()
             self._processor = load_processor(
                 self.model_path_,
@@ -750,6 +796,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
                 self.precision,
             )
             self._blocks = find_blocks(self._model)
+            self._loaded_with = self._load_settings()
 
     def _check_weights(self):
         """The weights behind ``model`` are those ``fit`` saw, or a clear error.
@@ -789,11 +836,11 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         return self._processor
 
     def _drop_loaded(self):
-        self._model = self._processor = self._blocks = None
+        self._model = self._processor = self._blocks = self._loaded_with = None
 
     def __getstate__(self):
         state = super().__getstate__()
-        for key in ("_model", "_processor", "_blocks"):
+        for key in ("_model", "_processor", "_blocks", "_loaded_with"):
             state.pop(key, None)
         return state
 
@@ -844,6 +891,45 @@ def _precision():
     from skloes.models import _precision
 
     return _precision
+
+
+class SettingChangedError(ValueError):
+    """A setting fixed at ``fit`` that changed since (see ``FIXED_AT_FIT``)."""
+
+    def __init__(self, owner, param, fitted, now):
+        self.param, self.fitted, self.now = param, fitted, now
+        super().__init__(
+            f"{owner}: `{param}` is {now!r} but was {fitted!r} at fit, and the "
+            "features of a fitted estimator are fixed at fit: fit it again, or "
+            f"set `{param}` back to {fitted!r}."
+        )
+
+
+def _snapshot(value):
+    """A copy of a list or array setting (an in-place edit is a change); any
+    other value as is (a callable pooling stays the same object)."""
+    if isinstance(value, (list, np.ndarray)):
+        return copy.copy(value)
+    return value
+
+
+def same_setting(a, b):
+    """Whether two values of a setting are the same (arrays by dtype kind and
+    values, paths by their text, anything else by ``==``)."""
+    if a is b:
+        return True
+    if isinstance(a, (str, os.PathLike)) and isinstance(b, (str, os.PathLike)):
+        return os.fspath(a) == os.fspath(b)
+    sequences = (list, tuple, np.ndarray)
+    if isinstance(a, sequences) or isinstance(b, sequences):
+        if not (isinstance(a, sequences) and isinstance(b, sequences)):
+            return False
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype.kind == b.dtype.kind and np.array_equal(a, b)
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 def _copy_duplicates(out, keys, first):

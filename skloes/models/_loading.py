@@ -156,8 +156,8 @@ def read_config(path: str, *, trust_remote_code: bool = False, owner: str = "skl
     -------
     config : transformers.PretrainedConfig
     """
-    raw = _read_config_json(path, owner)
-    if raw.get("auto_map"):
+    _read_config_json(path, owner)
+    if remote_code(path) is not None:
         _check_remote_code(path, trust_remote_code, owner)
     transformers = import_optional("transformers")
     try:
@@ -189,6 +189,47 @@ def _read_config_json(path: str, owner: str) -> dict:
     return raw
 
 
+# The files of a model folder whose ``auto_map`` makes transformers import
+# Python code (from the folder, or from another hub repository it names) when
+# ``trust_remote_code=True``: the model's config and its processors'.
+CODE_CONFIGS = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "feature_extractor_config.json",
+)
+
+
+def remote_code(path: str):
+    """What code a model folder asks to run: ``(sources, files)``, or None.
+
+    ``sources`` are the files of :data:`CODE_CONFIGS` with an ``auto_map``;
+    ``files`` the folder's ``.py`` files and the code of other repositories
+    that an ``auto_map`` names (``repo--module.Class``).
+    """
+    sources, files = [], set()
+    for name in CODE_CONFIGS:
+        try:
+            with open(os.path.join(path, name), encoding="utf-8") as handle:
+                raw = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
+        if not auto_map:
+            continue
+        sources.append(name)
+        values = auto_map.values() if isinstance(auto_map, dict) else [auto_map]
+        for value in values:
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, str) and "--" in ref:
+                    files.add(ref)
+    if not sources:
+        return None
+    files.update(name for name in os.listdir(path) if name.endswith(".py"))
+    return sources, sorted(files)
+
+
 class RemoteCodeError(ValueError):
     """A model that needs its own Python code, refused before any of it runs.
 
@@ -198,8 +239,8 @@ class RemoteCodeError(ValueError):
     :meth:`message`.
     """
 
-    def __init__(self, owner, path, files):
-        self.path, self.files = path, files
+    def __init__(self, owner, path, sources, files):
+        self.path, self.sources, self.files = path, sources, files
         super().__init__(
             self.message(owner, "pass `trust_remote_code=True` only if you trust it")
         )
@@ -210,18 +251,20 @@ class RemoteCodeError(ValueError):
         prefix = f"{owner}: " if owner else ""
         return (
             f"{prefix}the model in {self.path!r} needs its own Python code "
-            f"(config `auto_map`, files {self.files}); {remedy}."
+            f"(`auto_map` in {', '.join(self.sources)}; files {self.files}); "
+            f"{remedy}."
         )
 
 
 def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
     """Refuse a model's own Python code unless trusted; warn when it will run."""
-    files = sorted(name for name in os.listdir(path) if name.endswith(".py"))
+    sources, files = remote_code(path)
     if not trust_remote_code:
-        raise RemoteCodeError(owner, path, files)
+        raise RemoteCodeError(owner, path, sources, files)
     warnings.warn(
         f"{owner}: `trust_remote_code=True` runs Python code shipped with the model "
-        f"in {path!r} ({', '.join(files) or 'from its auto_map'}).",
+        f"in {path!r} ({', '.join(files) or 'from its auto_map'}; `auto_map` in "
+        f"{', '.join(sources)}).",
         UserWarning,
         stacklevel=3,
     )
@@ -313,6 +356,9 @@ def load_processor(
     processor : object
         ``AutoTokenizer``, ``AutoImageProcessor`` or ``AutoFeatureExtractor``.
     """
+    found = remote_code(path)
+    if found is not None and not trust_remote_code:  # before transformers runs
+        raise RemoteCodeError(owner, path, *found)
     transformers = import_optional("transformers")
     # one attribute only: each imports its own machinery (the image and audio
     # processors' cost about 2 s of a text model's cold start)

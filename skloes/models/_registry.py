@@ -279,6 +279,7 @@ def _ready(target: Path, owner: str) -> bool:
             return False
         weights = target / "model.safetensors"
         if not weights.exists() or safetensors_problem(str(weights)) is None:
+            _widen_if_ours(target)
             return True
         doomed = Path(
             tempfile.mkdtemp(dir=target.parent, prefix=f".tmp-{target.name}-")
@@ -293,11 +294,29 @@ def _ready(target: Path, owner: str) -> bool:
 
 
 def _shared_mode(folder: Path) -> None:
-    """Give ``folder`` the mode the user's umask gives a new folder: mkdtemp
-    makes it 0700, which a team sharing one cache cannot read."""
+    """Give ``folder`` and everything in it the modes the user's umask gives
+    new files and folders: mkdtemp makes the folder 0700 and mkstemp (which
+    writers of ``model.safetensors`` use) its files 0600, which a team
+    sharing one cache cannot read. Bits are only added, never removed."""
     mask = os.umask(0)
     os.umask(mask)
-    os.chmod(folder, 0o777 & ~mask)
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        wanted = (0o777 if path.is_dir() else 0o666) & ~mask
+        mode = path.stat().st_mode & 0o777
+        if mode | wanted != mode:
+            os.chmod(path, mode | wanted)
+
+
+def _widen_if_ours(target: Path) -> None:
+    """A prepared folder of this user from skloes < 0.3 (files left at 0600)
+    gets the umask's modes; another user's is left as it is."""
+    try:
+        if target.stat().st_uid == os.getuid():
+            _shared_mode(target)
+    except (AttributeError, OSError):  # no getuid (Windows), or not ours to change
+        pass
 
 
 def _publish(tmp: Path, target: Path, source: dict, owner: str = "skloes") -> str:

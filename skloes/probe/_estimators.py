@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
@@ -26,6 +27,11 @@ from skloes.core._pooling import POOLINGS
 from skloes.core._targets import check_classes
 from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator
 from skloes.extraction import HiddenStatesTransformer
+from skloes.extraction._hidden_states import (
+    FIXED_AT_FIT,
+    SettingChangedError,
+    same_setting,
+)
 from skloes.probe._pruning import prune_layers
 from skloes.selection import LOESSelector
 from skloes.selection._base import LayerSelectorMixin
@@ -95,7 +101,15 @@ _PARAMS_DOC = """
         parameters (``exclude_tokens``, ``max_batch_tokens``,
         ``precision``, ``trust_remote_code``...); ``{"precision": "int8"}``
         computes the features in int8 (see :ref:`extraction-precision`), and
-        a saved probe predicts in the precision it was fitted with.
+        a saved probe predicts in the precision it was fitted with. A key that
+        is a parameter of the probe itself (``max_length``, ``pooling``...)
+        or that the probe sets (``layers``, ``output``) is an error naming
+        both, never silently overridden.
+
+        .. versionchanged:: 0.3
+           Keys that collide with the probe's own parameters, and unknown
+           keys, are refused at ``fit`` (they were overridden or failed
+           inside the extractor).
 
     random_state : int, RandomState instance or None, default=None
         Seeds the default selector.
@@ -121,6 +135,69 @@ _ATTRS_DOC = """
 
     n_model_layers_ : int
         Hidden states of the model (blocks + the embedding output)."""
+
+
+# HiddenStatesTransformer parameters that are parameters of the probe too:
+# ``extractor_params`` may not set them (nor ``layers`` and ``output``, which
+# the probe sets: it extracts every layer as a stack, then prunes).
+_OWN_EXTRACTOR_PARAMS = (
+    "model",
+    "pooling",
+    "max_length",
+    "batch_size",
+    "cache",
+    "device",
+    "verbose",
+)
+_SET_BY_THE_PROBE = ("layers", "output")
+
+
+def check_extractor_params(extractor_params, owner):
+    """``extractor_params`` as a new dict, refusing keys the probe owns.
+
+    A key that is one of the probe's own parameters, one the probe sets
+    itself, or no parameter of the extractor at all is an error naming it: a
+    silent precedence would run another setting than the one written.
+    """
+    params = dict(extractor_params or {})
+    valid = set(HiddenStatesTransformer._get_param_names())
+    for key in params:
+        if key in _OWN_EXTRACTOR_PARAMS:
+            raise ValueError(
+                f"{owner}: `extractor_params` sets {key!r}, which is the probe's "
+                f"own parameter `{key}`; set it there ({key}={params[key]!r}) and "
+                "drop it from `extractor_params`."
+            )
+        if key in _SET_BY_THE_PROBE:
+            raise ValueError(
+                f"{owner}: `extractor_params` sets {key!r}, which the probe sets "
+                "itself (it extracts every layer as a stack, then keeps the "
+                "selected ones); drop it, and choose layers with `selector`."
+            )
+        if key not in valid:
+            raise ValueError(
+                f"{owner}: `extractor_params` key {key!r} is not a "
+                "HiddenStatesTransformer parameter; valid keys: "
+                f"{sorted(valid - set(_OWN_EXTRACTOR_PARAMS + _SET_BY_THE_PROBE))}."
+            )
+    return params
+
+
+def _head_has(method):
+    """For ``available_if``: whether the final estimator has ``method`` (the
+    fitted one, else the one ``fit`` would use)."""
+
+    def check(probe):
+        head = getattr(probe, "estimator_", None)
+        if head is None:
+            head = (
+                probe.estimator
+                if probe.estimator is not None
+                else probe._default("estimator")
+            )
+        return hasattr(head, method)
+
+    return check
 
 
 class _BaseLayerProbe(BaseEstimator):
@@ -199,20 +276,17 @@ class _BaseLayerProbe(BaseEstimator):
         return super().set_params(**params)
 
     # ---------------------------------------------------------------- fit
+    def _extractor_settings(self):
+        """The extractor parameters this probe decides (every layer, as a
+        stack, is added by :meth:`_extractor`)."""
+        params = check_extractor_params(self.extractor_params, type(self).__name__)
+        params.update({name: getattr(self, name) for name in _OWN_EXTRACTOR_PARAMS})
+        return params
+
     def _extractor(self):
-        params = dict(self.extractor_params or {})
-        params.update(
-            model=self.model,
-            pooling=self.pooling,
-            max_length=self.max_length,
-            batch_size=self.batch_size,
-            cache=self.cache,
-            device=self.device,
-            verbose=self.verbose,
-            output="stack",
-            layers="all",
+        return HiddenStatesTransformer(
+            **self._extractor_settings(), output="stack", layers="all"
         )
-        return HiddenStatesTransformer(**params)
 
     def _fit(self, X, y):
         from skloes.models._loading import RemoteCodeError
@@ -256,11 +330,36 @@ class _BaseLayerProbe(BaseEstimator):
         return self
 
     # ------------------------------------------------------------ predict
+    def _sync_extractor(self):
+        """Give the fitted extractor the probe's current settings: those fixed
+        at fit (``model``, ``pooling``, ``max_length``...) changed since are an
+        error naming them; the others (``device``, ``precision``, ``cache``,
+        ``batch_size``...) take effect, the model being loaded again when
+        needed, so that nothing is computed under one setting and cached
+        under another's key."""
+        extractor = self.pipeline_[0]
+        current = extractor.get_params(deep=False)
+        changed = {
+            key: value
+            for key, value in self._extractor_settings().items()
+            if key in current and not same_setting(current[key], value)
+        }
+        for key in FIXED_AT_FIT:
+            if key in changed:
+                own = key in _OWN_EXTRACTOR_PARAMS
+                param = key if own else f"extractor_params[{key!r}]"
+                raise SettingChangedError(
+                    type(self).__name__, param, current[key], changed[key]
+                )
+        if changed:
+            extractor.set_params(**changed)
+
     def _predictor(self):
         """``pipeline_``, or with a ``cache`` its every-layer twin, which reads
         and fills the entries a search's fits reuse (one forward pass per
         input in all)."""
         check_is_fitted(self)
+        self._sync_extractor()
         if self.cache is None:
             return self.pipeline_
         extractor = self.pipeline_[0]
@@ -364,6 +463,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
         check_classes(self.classes_, type(self).__name__)
         return y
 
+    @available_if(_head_has("predict_proba"))
     def predict_proba(self, X):
         """Class probabilities from raw inputs.
 
@@ -379,6 +479,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
         """
         return self._predictor().predict_proba(X)
 
+    @available_if(_head_has("decision_function"))
     def decision_function(self, X):
         """Decision scores of the final estimator from raw inputs.
 

@@ -39,13 +39,25 @@ DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
 _FIXED = ("last_layer", "last_k", "all_layers")
 
 
-def _method_estimator(method, k, random_state, selector, inner_cv=5):
+def _method_estimator(method, k, random_state, selector, inner_cv=5, task="auto"):
     """The selector of a summary method (imported lazily).
 
     Every selector reads the layout from the marked flat table it is fitted on
     (see :ref:`data_contract`), so none needs ``layer_dim``. ``inner_cv`` is
-    the best single layer's own number of folds.
+    the best single layer's own number of folds; ``task`` is given to the
+    selectors that take one and were left at ``"auto"``.
     """
+    return _with_task(_make_selector(method, k, random_state, selector, inner_cv), task)
+
+
+def _with_task(est, task):
+    params = est.get_params(deep=False)
+    if task != "auto" and params.get("task", None) == "auto":
+        est.set_params(task=task)
+    return est
+
+
+def _make_selector(method, k, random_state, selector, inner_cv):
     if method == "loes":
         if selector is not None:
             return clone(selector)
@@ -182,6 +194,13 @@ class LayerReport(BaseEstimator):
     n_layers_to_select : int or "auto", default=4
         LOES budget K, clipped to the number of layers; ``"auto"`` chooses it
         with ``LOESSelectorCV``. Also the k of the last-k baseline.
+    task : {"auto", "classification", "regression"}, default="auto"
+        What ``y`` is; ``"auto"`` reads it from ``type_of_target(y)``, which
+        takes integer-valued numbers (ratings 1-5, ages) for classes:
+        ``"regression"`` reads them as a continuous target. Given to the
+        selectors that take a ``task``.
+
+        .. versionadded:: 0.3
     selector : estimator or None, default=None
         A layer selector used instead of the default ``LOESSelector``; it is
         fitted on the flat table of the layers, which declares its layout
@@ -197,7 +216,13 @@ class LayerReport(BaseEstimator):
         than ``C=1``) or ``RidgeCV`` over 1e-3..1e3 (regression).
     cv : int, default=5
         Number of folds (stratified and shuffled for classification), reduced
-        to the smallest class size when that is smaller.
+        to the smallest class size when that is smaller, and for regression
+        to half the rows, so that every test fold has two rows at least (the
+        R² of one row is undefined).
+
+        .. versionchanged:: 0.3
+           Regression folds keep two test rows (one-row folds made every
+           score NaN).
     nested : bool, default=True
         If True, every summary method selects its layers inside each CV fold
         (a ``Pipeline`` of selector and probe): unbiased, one selector fit per
@@ -234,7 +259,7 @@ class LayerReport(BaseEstimator):
     Attributes
     ----------
     task_ : {"classification", "regression"}
-        The task, from ``type_of_target(y)``.
+        The task: ``task``, or with ``"auto"`` read from ``type_of_target(y)``.
     scoring_ : str
         ``"accuracy"`` or ``"r2"``.
     layers_ : ndarray of shape (n_layers,)
@@ -302,6 +327,7 @@ class LayerReport(BaseEstimator):
             Interval(Integral, 1, None, closed="left"),
             StrOptions({"auto"}),
         ],
+        "task": [StrOptions({"auto", "classification", "regression"})],
         "selector": "no_validation",
         "baselines": [tuple, list],
         "probe": "no_validation",
@@ -323,6 +349,7 @@ class LayerReport(BaseEstimator):
         *,
         metrics=DEFAULT_METRICS,
         n_layers_to_select=4,
+        task="auto",
         selector=None,
         baselines=DEFAULT_BASELINES,
         probe=None,
@@ -340,6 +367,7 @@ class LayerReport(BaseEstimator):
     ):
         self.metrics = metrics
         self.n_layers_to_select = n_layers_to_select
+        self.task = task
         self.selector = selector
         self.baselines = baselines
         self.probe = probe
@@ -380,7 +408,7 @@ class LayerReport(BaseEstimator):
         stack, y = validate_layers(self, X, y, layer_dim=self.layer_dim)
         self._check_names(owner)
         extra = self._check_extra(owner, extra_metrics, stack.shape[0])
-        self.task_ = task_of(y, owner, multioutput=False)
+        self.task_, y = self._resolve_task(owner, y)
         L, n, d = stack.shape
         self.layers_ = np.arange(L)
         folds = self._folds(owner, y)
@@ -389,7 +417,39 @@ class LayerReport(BaseEstimator):
         self._score_layers(stack, y, probe, folds)
         self._compute_metrics(stack, y, extra)
         self._summarise(stack, y, probe, folds)
+        self._check_scores(owner)
+        self.recommendation_ = _recommend(self.summary_)
         return self
+
+    def _resolve_task(self, owner, y):
+        """``task_`` and ``y`` for it (float64 for regression)."""
+        found = task_of(y, owner, multioutput=False)
+        if self.task == "auto":
+            return found, y
+        if self.task == "classification" and found == "regression":
+            raise ValueError(
+                f"{owner}: `task`='classification' needs class labels; `y` holds "
+                "continuous numbers. Pass task='regression'."
+            )
+        if self.task == "regression":
+            try:
+                y = np.asarray(y, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{owner}: `task`='regression' needs numeric `y`; got "
+                    f"dtype {np.asarray(y).dtype}."
+                ) from None
+        return self.task, y
+
+    def _check_scores(self, owner):
+        """A report whose every score is NaN says nothing: an error instead."""
+        scores = [*self.probe_scores_, *(e["score"] for e in self.summary_)]
+        if not np.isfinite(scores).any():
+            raise ValueError(
+                f"{owner}: every {self.scoring_} score is NaN on these "
+                f"{self.n_splits_} folds; `y` or the rows do not allow a score "
+                "(more rows, or fewer folds with `cv`)."
+            )
 
     def _check_names(self, owner):
         for param, options in (("metrics", DATASET_METRICS), ("baselines", BASELINES)):
@@ -419,7 +479,13 @@ class LayerReport(BaseEstimator):
 
     def _folds(self, owner, y):
         if self.task_ == "regression":
-            self.n_splits_ = min(self.cv, len(y))
+            self.n_splits_ = min(self.cv, len(y) // 2)
+            if self.n_splits_ < 2:
+                raise ValueError(
+                    f"{owner}: a regression report needs at least 4 rows (2 folds "
+                    f"of 2 test rows: the R² of one row is undefined); `y` has "
+                    f"{len(y)}."
+                )
             return KFold(self.n_splits_, shuffle=True, random_state=self.random_state)
         classes, counts = np.unique(y, return_counts=True)
         check_classes(classes, owner)
@@ -505,7 +571,7 @@ class LayerReport(BaseEstimator):
         inner_cv = self._selector_cv = self._inner_cv(flat, y, folds)
         for method in _progress(methods, self.verbose, "scoring selections"):
             est = _method_estimator(
-                method, k, self.random_state, self.selector, inner_cv
+                method, k, self.random_state, self.selector, inner_cv, self.task_
             )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
@@ -531,7 +597,6 @@ class LayerReport(BaseEstimator):
                 self.selected_layers_ = np.asarray(sorted(layers), dtype=int)
                 self.selector_ = fitted
                 self._fold_stability(entry.get("fold_layers"), fitted, L)
-        self.recommendation_ = _recommend(self.summary_)
 
     def _inner_cv(self, X, y, folds):
         """Folds of a selector's own CV: 5, fewer when a nested training fold

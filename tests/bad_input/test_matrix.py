@@ -1892,10 +1892,12 @@ def _loes(memory, k=3):
 
 
 def _cached_outputs(folder, function):
-    return sorted(p for p in Path(folder).rglob("output.pkl") if function in str(p))
+    """The stored results (no pickle since 0.3: .npz archives, see issue 26)."""
+    prefix = {"_cached_run": "run-", "_cached_prepare": "prepared"}[function]
+    return sorted(p for p in Path(folder).rglob(f"{prefix}*.npz"))
 
 
-RESULT_DAMAGE = {  # bytes of a damaged output.pkl
+RESULT_DAMAGE = {  # bytes of a damaged stored result
     "truncated": lambda good: good[: len(good) // 2],
     "garbage": lambda good: RNG.bytes(len(good)),
     "empty": lambda good: b"",
@@ -1974,12 +1976,12 @@ def test_memory_folder_that_cannot_be_used(tmp_path, case):
 
 def test_memory_folder_that_fails_to_write_names_memory(tmp_path, monkeypatch):
     """A full disk or a read-only folder (root ignores chmod: faked)."""
-    from joblib import _store_backends
+    from skloes.selection._loes import _memory
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device", str(tmp_path))
 
-    monkeypatch.setattr(_store_backends.FileSystemStoreBackend, "dump_item", full)
+    monkeypatch.setattr(_memory.tempfile, "mkstemp", full)
     err(r"`memory` folder .*No space left on device").check(
         lambda: _loes(str(tmp_path)).fit(MEMORY_STACK, MEMORY_Y)
     )
@@ -2079,7 +2081,7 @@ def test_cli_texts_are_read_as_written(tmp_path, name, text, first):
         _jsonl(path, [first, "a b"] * 6)
     else:
         path.write_text(text)
-    texts, _, _ = load_data(str(path), "text", "label", None, 0)
+    texts, *_ = load_data(str(path), "text", "label", None, 0)
     assert texts[0] == first and isinstance(texts[0], str)
 
 
@@ -2098,7 +2100,7 @@ def test_cli_rows_left_out_are_counted(tmp_path, capsys, text, dropped, total):
     from skloes.cli._data import load_data
 
     (tmp_path / "d.csv").write_text(text)
-    texts, _, _ = load_data(str(tmp_path / "d.csv"), "text", "label", None, 0)
+    texts, *_ = load_data(str(tmp_path / "d.csv"), "text", "label", None, 0)
     assert len(texts) == total - dropped
     assert re.search(
         rf"note: {dropped} of {total} rows .* left out", capsys.readouterr().err

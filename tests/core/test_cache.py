@@ -180,7 +180,8 @@ def test_damaged_entry_is_recomputed_and_overwritten(tiny_model_path, tmp_path, 
         value = np.load(entry)
         value[0, 0] = np.nan if damage == "nan" else np.inf
         body = good[: -20 - value.nbytes] + value.tobytes()
-        entry.write_bytes(body + _cache._trailer(entry.stem, body))
+        sealed = _cache.sealed_key(entry.parent.parent.name, entry.stem)
+        entry.write_bytes(body + _cache._trailer(sealed, body))
         assert len(entry.read_bytes()) == len(good)  # the header is valid
     elif damage == "wrong_shape":
         np.save(entry, np.zeros((1, 3), np.float32))

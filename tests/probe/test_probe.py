@@ -364,7 +364,7 @@ def test_save_refuses_to_overwrite_and_bad_inputs(deep_tiny, tmp_path):
     save_probe(probe, tmp_path / "p", overwrite=True)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
-    with pytest.raises(ValueError, match="never overwritten"):
+    with pytest.raises(ValueError, match="holds no saved probe"):
         save_probe(probe, tmp_path / "other", overwrite=True)
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
     with pytest.raises(TypeError, match="LayerProbeClassifier"):

@@ -238,8 +238,10 @@ def test_a_tampered_or_swapped_file_is_refused_naming_the_folder(
     with pytest.raises(ValueError, match="does not hash"):
         load_probe(folder)
     (folder / target).unlink()
+    with pytest.raises(ValueError, match=f"{target} .*is missing"):
+        load_probe(folder)  # the manifest's record of the files names it
     with pytest.raises(ValueError, match=f"lacks {target}"):
-        load_probe(folder)
+        load_exported(folder)
 
 
 # --------------------------------------------------------- without torch

@@ -11,6 +11,7 @@ itself is :mod:`~skloes.selection._loes._path`, its budget cross-validation
 from __future__ import annotations
 
 import inspect
+import os
 import warnings
 from numbers import Integral, Real
 
@@ -188,7 +189,7 @@ _PARAMS_DOC = """
 default="auto"
         Resolved from ``y`` with ``"auto"`` (``y=None`` gives label-free).
 
-    candidate_grid : {"auto", "all"} or array-like of int, default="auto"
+    candidate_grid : {"auto", "all"}, array-like of int or of bool, default="auto"
         Layers the greedy search may pick from. ``"all"``: every layer (the
         behaviour before 0.2). ``"auto"``: for the robust variant, one layer
         per block of ``step`` neighbours, counted down from the last layer,
@@ -197,9 +198,15 @@ default="auto"
         least 4): layers 2, 6, ..., 30 of a 31-layer stack at K <= 4, every
         layer of a stack of 8 or fewer; every layer for the reference variant
         (the authors' search).
-        A list gives the layers explicitly. See :ref:`loes_grid`.
+        A list gives the layers explicitly (indices 0 = the embedding
+        output, or a boolean mask with one entry per layer, as
+        ``get_support()`` returns). See :ref:`loes_grid`.
 
         .. versionadded:: 0.2
+
+        .. versionchanged:: 0.3
+           A boolean mask is read as a mask (it was read as the layers 0
+           and 1).
 
     random_state : int, RandomState instance or None, default=None
         Seeds the calibration subsample and the triangle triplets."""
@@ -416,7 +423,7 @@ class LOESSelector(_BaseLOES):
         K-selection is a prefix of a longer one (the automatic grid is the
         same for every K <= 4).
 
-    memory : str, joblib.Memory or None, default=None
+    memory : str, os.PathLike, joblib.Memory or None, default=None
         Caches the selection path on disk (a folder, or a
         :class:`joblib.Memory`), as :class:`~sklearn.pipeline.Pipeline` does.
         A fit with the same data, targets and parameters but another budget
@@ -424,16 +431,21 @@ class LOESSelector(_BaseLOES):
         larger one extends it from its last step. Works across joblib
         workers, so ``GridSearchCV`` over ``n_layers_to_select`` computes one
         path per fold (see :ref:`scaling`). Results are identical to
-        ``memory=None``. A cached result that cannot be read (truncated,
-        garbage, written by another joblib or numpy) is removed with a warning
-        and computed again; a folder that cannot be used is an error naming
-        ``memory``. The cached results are pickles, as with
-        :class:`~sklearn.pipeline.Pipeline`'s ``memory``: reading a folder
-        from an untrusted source can run code, so use only folders you
-        trust.
+        ``memory=None``. The cached results are ``.npz`` archives of arrays
+        and JSON, read with pickling off and built from the LOES classes only
+        (under ``<memory>/skloes_loes/``): unlike joblib's own cache, which
+        reads pickles, reading a folder from an untrusted source cannot run
+        code (see :ref:`trust`). A cached result that cannot be read
+        (truncated, garbage, a pickle, another class, stored for other
+        inputs) is removed with a warning and computed again; a folder that
+        cannot be used is an error naming ``memory``.
 
         .. versionchanged:: 0.2
            An unreadable cached result is computed again (it crashed).
+
+        .. versionchanged:: 0.3
+           Results are stored without pickle (joblib's pickles of 0.2 are
+           never read; the paths are computed again once).
 
     {PARAMS}
 
@@ -468,7 +480,7 @@ class LOESSelector(_BaseLOES):
 
     _parameter_constraints = {
         "n_layers_to_select": N_LAYERS_CONSTRAINT,
-        "memory": [None, str, HasMethods(["cache"])],
+        "memory": [None, str, os.PathLike, HasMethods(["cache"])],
         **_LOES_CONSTRAINTS,
     }
 

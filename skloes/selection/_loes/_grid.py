@@ -17,6 +17,7 @@ from numbers import Integral
 
 import numpy as np
 
+from skloes.core._contract import layer_mask_indices
 from skloes.selection._base import AUTO_N_LAYERS
 
 # The grid sizes itself on the larger of the "auto" budget and the budget: a
@@ -70,10 +71,10 @@ def resolve_grid(candidate_grid, variant, n_layers, budget, owner):
 
     Parameters
     ----------
-    candidate_grid : {"auto", "all"} or array-like of int
-        The estimator's parameter. ``"auto"`` is :func:`auto_grid` for the
-        robust variant and every layer for the reference variant (the
-        authors' search).
+    candidate_grid : {"auto", "all"}, array-like of int or of bool
+        The estimator's parameter (a boolean mask has one entry per
+        layer). ``"auto"`` is :func:`auto_grid` for the robust variant and
+        every layer for the reference variant (the authors' search).
     variant : str
         The LOES variant.
     n_layers : int
@@ -98,6 +99,11 @@ def resolve_grid(candidate_grid, variant, n_layers, budget, owner):
         )
         grid = auto_grid(n_layers, k)
         return None if grid.size == n_layers else tuple(grid.tolist())
+    mask = layer_mask_indices(
+        candidate_grid, n_layers, param="candidate_grid", owner=owner
+    )
+    if mask is not None:  # get_support()'s form: a mask, never the layers 0 and 1
+        return tuple(mask.tolist())
     layers = np.asarray(candidate_grid)
     if (
         layers.ndim != 1

@@ -1,14 +1,24 @@
-"""A LOES path cached on disk (the selector's ``memory``).
+"""A LOES path cached on disk (the selector's ``memory``), in a format that
+cannot run code.
 
-With a :class:`joblib.Memory` the prepared layers and each run are cached
-under a hash of the inputs: a budget within a cached path is a slice of it, a
-larger one extends the longest cached path from its last step (paths are
-nested), to at least twice its length, so that a search over budgets ``1..K``
-extends a path about ``log2(K)`` times. joblib reads a cached result back with
-pickle; a result it cannot read (truncated by a full disk, garbage, written by
-another joblib or numpy) or that is not what the selector stored is removed
-with a warning naming ``memory`` and computed again; an OS error of the folder
-itself (a file, a folder that cannot be written) is an error naming
+With a ``memory`` folder (a path, or a :class:`joblib.Memory`'s location)
+the prepared layers and each run are cached under a hash of the inputs: a
+budget within a cached path is a slice of it, a larger one extends the
+longest cached path from its last step (paths are nested), to at least twice
+its length, so that a search over budgets ``1..K`` extends a path about
+``log2(K)`` times.
+
+The results are stored as ``.npz`` archives of their arrays and a JSON
+structure (:mod:`skloes.core._safe_state`, under
+``<memory>/skloes_loes/<hash>/``) and read back with pickling off,
+constructing only the classes of :data:`RESULT_CLASSES` (and numpy arrays and
+builtins): nothing is unpickled, so a result planted in a shared folder
+cannot run code (joblib's own cache reads its results with pickle). Each
+result records the hash and the budget it was stored under: one copied into
+the folder of other inputs is not served. A result that cannot be
+read (truncated, garbage, another type, a type not on the list) is removed
+with a warning naming ``memory`` and computed again; an OS error of the
+folder itself (a file, a folder that cannot be written) is an error naming
 ``memory``.
 """
 
@@ -17,14 +27,41 @@ itself (a file, a folder that cannot be written) is an error naming
 
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
+from pathlib import Path
 
 import joblib
 import numpy as np
 from sklearn.utils.validation import check_memory
 
+from skloes.core._safe_state import dumps_state, loads_state
 from skloes.selection._base import resolve_n_layers
+from skloes.selection._loes._config import LOESConfig
+from skloes.selection._loes._fused import FusedObjective, FusedRidge
 from skloes.selection._loes._path import LOESPath, PreparedPath, loes_path
+from skloes.selection._loes._prepare import PreparedLayers, _Layer
+from skloes.selection._loes._residual import ResidualObjective
+from skloes.selection._loes._span import RidgeSpan, Span
+from skloes.selection._loes._terms import ScoreTerms
+
+# The classes a cached result is made of: reading one back constructs these
+# (and numpy arrays and builtins), nothing else.
+RESULT_CLASSES = (
+    LOESConfig,
+    LOESPath,
+    PreparedPath,
+    PreparedLayers,
+    _Layer,
+    ScoreTerms,
+    FusedObjective,
+    FusedRidge,
+    ResidualObjective,
+    Span,
+    RidgeSpan,
+)
+STORE_FOLDER = "skloes_loes"
 
 
 def memory_path(stack, y, n_select, cfg, random_state, owner, memory, clip=False):
@@ -44,25 +81,28 @@ def memory_path(stack, y, n_select, cfg, random_state, owner, memory, clip=False
 def _cached_path(stack, y, n_select, cfg, random_state, owner, clip, memory):
     # SHA-1 runs on the CPU's hashing unit: twice MD5's speed on large stacks
     key = joblib.hash((np.asarray(stack), y, cfg, random_state), hash_name="sha1")
-    run = memory.cache(_cached_run, ignore=["path", "start"])
+    store = ResultStore(memory.location, owner)
     hit = None
     for k in range(stack.shape[0], 0, -1):
-        hit = cached_call(run, LOESPath, owner, key, k, None, None, compute=False)
+        hit = store.get(key, f"run-{k}", LOESPath)
         if hit is not None:
             break
     if hit is not None:
         n = _budget(n_select, hit.candidates, hit.degenerate_layers, stack, owner, clip)
         if hit.selection_order.size >= n or hit.complete:
             return hit.truncate(n)
-    prepare = memory.cache(_cached_prepare, ignore=["stack", "y", "owner"])
-    path = cached_call(
-        prepare, PreparedPath, owner, key, stack, y, cfg, random_state, owner
+    path = store.fetch(
+        key,
+        "prepared",
+        PreparedPath,
+        lambda: PreparedPath(stack, y, cfg, random_state, owner),
     )
     n = path.budget(n_select, stack.shape, clip)
     if hit is not None:  # extend ahead (doubling): a budget search asks for more
         n_run = min(len(path.candidates), max(n, 2 * hit.selection_order.size))
-        return cached_call(run, LOESPath, owner, key, n_run, path, hit).truncate(n)
-    return cached_call(run, LOESPath, owner, key, n, path, None)
+        run = store.fetch(key, f"run-{n_run}", LOESPath, lambda: path.run(n_run, hit))
+        return run.truncate(n)
+    return store.fetch(key, f"run-{n}", LOESPath, lambda: path.run(n, None))
 
 
 def _budget(n_select, candidates, degenerate, stack, owner, clip):
@@ -77,60 +117,76 @@ def _budget(n_select, candidates, degenerate, stack, owner, clip):
     )
 
 
-def _cached_prepare(key, stack, y, cfg, random_state, owner):
-    """A :class:`PreparedPath` keyed by ``key`` (the hash of the inputs)."""
-    return PreparedPath(stack, y, cfg, random_state, owner)
-
-
-def _cached_run(key, n_select, path, start):
-    """``path.run`` keyed by ``(key, n_select)``; extends ``start``."""
-    return path.run(n_select, start)
-
-
-def cached_call(func, expected, owner, *args, compute=True):
-    """``func(*args)`` through a :class:`joblib.Memory` cached function.
+class ResultStore:
+    """The cached results of the LOES path in a ``memory`` folder.
 
     Parameters
     ----------
-    func : joblib.memory.MemorizedFunc
-        From ``memory.cache(...)``.
-    expected : type
-        What a valid cached result is an instance of.
+    location : str or os.PathLike
+        The ``memory`` folder.
     owner : str
-        The estimator's name, for the warning.
-    *args
-        The call's arguments.
-    compute : bool, default=True
-        False: return None instead of computing a result that is not cached
-        (or not readable).
-
-    Returns
-    -------
-    result : object or None
+        The estimator's name, for the warnings.
     """
-    if func.check_call_in_cache(*args):
-        shelved = func.call_and_shelve(*args)  # a reference: nothing read yet
+
+    def __init__(self, location, owner):
+        self.root = Path(location) / STORE_FOLDER
+        self.owner = owner
+
+    def file(self, key, name):
+        """Where the result ``name`` of the inputs hashed to ``key`` lives."""
+        return self.root / key / f"{name}.npz"
+
+    def get(self, key, name, expected):
+        """The result, or None when absent; an unreadable one (or not an
+        ``expected``) is removed with a warning and is None too."""
+        file = self.file(key, name)
         try:
-            value = shelved.get()
+            data = file.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            stored = loads_state(data, RESULT_CLASSES)
+            value = stored["result"]
             why = (
-                None
+                "it belongs to other inputs or another budget"
+                if (stored["key"], stored["name"]) != (key, name)
+                else None
                 if isinstance(value, expected)
                 else f"a {type(value).__name__}, not a {expected.__name__}"
             )
-        except Exception as exc:  # anything unpickling garbage may raise
+        except Exception as exc:  # garbage, a class not on the list, a pickle
             why = f"{type(exc).__name__}: {exc}"
         if why is None:
             return value
         warnings.warn(
-            f"{owner}: a result cached in `memory` ({func.store_backend.location}) "
-            f"could not be read ({why[:200]}); it is removed and computed again.",
+            f"{self.owner}: a result cached in `memory` ({file}) could not be read "
+            f"({why[:200]}); it is removed and computed again.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-        shelved.clear()
-    if not compute:
+        file.unlink(missing_ok=True)
         return None
-    return func(*args)
+
+    def put(self, key, name, value):
+        """Store ``value`` atomically (a temporary file, then a rename)."""
+        file = self.file(key, name)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                stored = {"key": key, "name": name, "result": value}
+                handle.write(dumps_state(stored, RESULT_CLASSES))
+            os.replace(tmp, file)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return value
+
+    def fetch(self, key, name, expected, compute):
+        """The cached result, else ``compute()`` stored."""
+        value = self.get(key, name, expected)
+        return value if value is not None else self.put(key, name, compute())
 
 
 def memory_error(exc: OSError, memory, owner: str) -> ValueError:
@@ -152,6 +208,8 @@ def memory_error(exc: OSError, memory, owner: str) -> ValueError:
 def check_selector_memory(memory, owner: str):
     """:func:`sklearn.utils.validation.check_memory`, whose OS errors (joblib
     creates the folder) name ``memory``."""
+    if isinstance(memory, os.PathLike):  # a pathlib.Path, as every folder here
+        memory = os.fspath(memory)
     try:
         return check_memory(memory)
     except OSError as exc:
