@@ -11,30 +11,19 @@ selected block (:func:`~skloes.probe.prune_layers`).
 
 from __future__ import annotations
 
-import os
-from numbers import Integral
-
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
-from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import column_or_1d
 
 from skloes.core._targets import check_classes
-from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator
-from skloes.extraction import HiddenStatesTransformer
-from skloes.probe._pruning import prune_layers
-from skloes.selection import LOESSelector
-from skloes.selection._base import LayerSelectorMixin
+from skloes.core._torch import may_use_accelerator
+from skloes.probe._base import LayerPipelineBase
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import (
-    HasMethods,
-    Interval,
-    StrOptions,
-    _fit_context,
-)
+from skloes.utils._param_validation import HasMethods, _fit_context
 
 __all__ = ["LayerProbeClassifier", "LayerProbeRegressor", "default_head"]
 
@@ -122,23 +111,15 @@ _ATTRS_DOC = """
         Hidden states of the model (blocks + the embedding output)."""
 
 
-class _BaseLayerProbe(BaseEstimator):
+class _BaseLayerProbe(LayerPipelineBase):
     """Shared fit: extract every layer, select, fit the head, prune."""
 
     _parameter_constraints = {
-        "model": [str, os.PathLike, None],  # resolved by the extractor
-        "selector": [LayerSelectorMixin, None],
+        **LayerPipelineBase._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict"]), None],
         "standardize": ["boolean"],
-        "pooling": [StrOptions({"mean", "cls", "first", "last", "max"})],
-        "max_length": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "cache": [str, os.PathLike, None],
-        "device": DEVICE_CONSTRAINT,
-        "extractor_params": [dict, None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
+    _nested_defaults = ("selector", "estimator")
     _task = None  # "classification" or "regression"
 
     def __init__(
@@ -170,102 +151,44 @@ class _BaseLayerProbe(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    # ----------------------------------------------------- nested defaults
     def _default(self, name):
-        if name == "selector":
-            return LOESSelector(random_state=self.random_state)
-        return default_head(self._task)
+        if name == "estimator":
+            return default_head(self._task)
+        return super()._default(name)
 
-    def set_params(self, **params):
-        """Set parameters; nested ones of a None ``selector``/``estimator`` set
-        the default's.
-
-        Parameters
-        ----------
-        **params : dict
-            Estimator parameters, ``selector__*`` and ``estimator__*``
-            included.
-
-        Returns
-        -------
-        self : object
-            This estimator.
-        """
-        for name in ("selector", "estimator"):
-            nested = any(key.startswith(f"{name}__") for key in params)
-            if nested and params.get(name, getattr(self, name)) is None:
-                params[name] = self._default(name)
-        return super().set_params(**params)
+    def _routing_children(self):
+        return {
+            "selector": self._nested("selector"),
+            "estimator": self._nested("estimator"),
+        }
 
     # ---------------------------------------------------------------- fit
-    def _extractor(self):
-        params = dict(self.extractor_params or {})
-        params.update(
-            model=self.model,
-            pooling=self.pooling,
-            max_length=self.max_length,
-            batch_size=self.batch_size,
-            cache=self.cache,
-            device=self.device,
-            verbose=self.verbose,
-            output="stack",
-            layers="all",
-        )
-        return HiddenStatesTransformer(**params)
+    def _fit(self, X, y, params):
+        routed = self._routed_fit_params(params)
+        extractor, stack = self._extract(X, y)
+        return self._fit_stack(extractor, stack, y, routed)
 
-    def _fit(self, X, y):
-        from skloes.models._loading import RemoteCodeError
-
-        extractor = self._extractor()
-        try:
-            stack = extractor.fit_transform(X, y)
-        except RemoteCodeError as exc:  # the option lives in extractor_params
-            raise ValueError(
-                exc.message(
-                    type(self).__name__,
-                    "pass extractor_params={'trust_remote_code': "
-                    "True} only if you trust it",
-                )
-            ) from None
-        return self._fit_stack(extractor, stack, y)
-
-    def _fit_stack(self, extractor, stack, y):
+    def _fit_stack(self, extractor, stack, y, routed=None):
         """Select and fit on the every-layer ``stack`` of the fitted
         ``extractor`` and the checked ``y`` (``_check_y``); the command line
         calls it with the stack its report computed already."""
-        selector = clone(
-            self.selector if self.selector is not None else self._default("selector")
-        )
-        selector.fit(stack, y)
-        head = clone(
-            self.estimator if self.estimator is not None else self._default("estimator")
-        )
-        if self.standardize:
-            head = make_pipeline(StandardScaler(), head)
-        head.fit(selector.transform(stack), y)
+        routed = routed if routed is not None else self._routed_fit_params({})
+        selector = self._fit_selector(extractor, stack, y, routed)
+        fused = selector.transform(stack)
         del stack
-        full = Pipeline(
-            [("extractor", extractor), ("fusion", selector), ("head", head)]
-        )
-        self.pipeline_ = prune_layers(full)
-        self.selector_ = selector
-        self.estimator_ = head[-1] if self.standardize else head
-        self.selected_layers_ = extractor.layers_[selector.selected_layers_]
-        self.n_model_layers_ = extractor.n_model_layers_
+        head = clone(self._nested("estimator"))
+        steps = [head]
+        if self.standardize:  # the scaler weighs rows alike
+            scaler = StandardScaler()
+            fused = scaler.fit_transform(fused)
+            steps = [scaler, head]
+        head.fit(fused, y, **routed.estimator.fit)
+        self.estimator_ = head
+        step = make_pipeline(*steps) if self.standardize else head
+        self._prune(extractor, [("head", step)])
         return self
 
     # ------------------------------------------------------------ predict
-    def _predictor(self):
-        """``pipeline_``, or with a ``cache`` its every-layer twin, which reads
-        and fills the entries a search's fits reuse (one forward pass per
-        input in all)."""
-        check_is_fitted(self)
-        if self.cache is None:
-            return self.pipeline_
-        extractor = self.pipeline_[0]
-        every = extractor._with_layers(np.arange(extractor.n_model_layers_))
-        return Pipeline([("extractor", every), *self.pipeline_.steps[1:]])
-
     def predict(self, X):
         """Predict from raw inputs, running only the layers the probe uses.
 
@@ -339,7 +262,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     _task = "classification"
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, **params):
         """Extract every layer, select layers, fit the estimator.
 
         Parameters
@@ -347,14 +270,22 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
         X : list of str or array-like
             Raw inputs (texts, or images/waveforms for such models).
         y : array-like of shape (n_samples,)
-            Class labels.
+            Class labels, kept as given (strings stay strings).
+        **params : dict
+            Metadata for the inner cross-validation: ``groups`` goes to the
+            selector (a ``LOESSelectorCV`` or a probe-scored selector splits
+            by them); with ``sklearn.set_config(enable_metadata_routing=True)``
+            any metadata is routed as the selector and the estimator request
+            it (``sample_weight`` to an estimator that honours it).
+
+            .. versionadded:: 0.3
 
         Returns
         -------
         self : object
             The fitted probe.
         """
-        return self._fit(X, self._check_y(y))
+        return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
         y = column_or_1d(y, warn=True)
@@ -431,7 +362,7 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
     _task = "regression"
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, **params):
         """Extract every layer, select layers, fit the estimator.
 
         Parameters
@@ -440,13 +371,18 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
             Raw inputs.
         y : array-like of shape (n_samples,)
             Continuous targets.
+        **params : dict
+            Metadata for the inner cross-validation, as for
+            :meth:`LayerProbeClassifier.fit`.
+
+            .. versionadded:: 0.3
 
         Returns
         -------
         self : object
             The fitted probe.
         """
-        return self._fit(X, self._check_y(y))
+        return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
         y = np.asarray(column_or_1d(y, warn=True), dtype=np.float64)

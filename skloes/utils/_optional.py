@@ -15,6 +15,8 @@ _EXTRA_OF = {
     "matplotlib": "plot",
     "pandas": "plot",
     "dask": "dask",
+    "polars": "polars",
+    "skrub": "skrub",
 }
 
 

@@ -1,0 +1,184 @@
+"""Metadata routing: ``groups`` (and ``sample_weight``) to every inner splitter.
+
+scikit-learn's metadata routing (``sklearn.set_config(enable_metadata_routing=
+True)``) is how ``groups`` reach the splitters inside an estimator. The
+estimators of skloes that cross-validate inside ``fit`` (the CV selectors, the
+probes' selector, the report) build their routing here: :func:`router_of`
+states what ``fit`` routes to whom, :func:`route_fit` routes it (scikit-learn's
+:func:`~sklearn.utils.metadata_routing.process_routing` with routing on; by
+hand, ``groups`` only, with it off, as ``RFECV`` does), and
+:func:`check_groups` makes a grouped splitter without groups a clear error.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import inspect
+
+import sklearn
+from sklearn.utils import Bunch
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    process_routing,
+)
+
+__all__ = [
+    "check_groups",
+    "route_fit",
+    "router_of",
+    "routing_enabled",
+    "splitter_wants_groups",
+]
+
+_METHODS = ("fit", "split", "score", "predict", "transform", "partial_fit")
+
+
+def routing_enabled() -> bool:
+    """Whether ``sklearn.set_config(enable_metadata_routing=True)`` is on."""
+    return bool(sklearn.get_config().get("enable_metadata_routing", False))
+
+
+def _name(owner) -> str:
+    return type(owner).__name__
+
+
+def router_of(owner, children, splitter=None, scorer=None):
+    """The routing of ``owner.fit``: to each child's ``fit``, the splitter's
+    ``split`` and the scorer's ``score``.
+
+    Parameters
+    ----------
+    owner : estimator instance
+        The router.
+    children : dict of str to estimator
+        Fitted inside ``owner.fit`` with its metadata (``fit`` to ``fit``).
+    splitter : cross-validation splitter or None, default=None
+        Split inside ``owner.fit`` (``fit`` to ``split``).
+    scorer : scorer or None, default=None
+        Scores inside ``owner.fit`` (``fit`` to ``score``).
+
+    Returns
+    -------
+    router : sklearn.utils.metadata_routing.MetadataRouter
+    """
+    router = MetadataRouter(owner=owner)
+    for name, child in children.items():
+        router.add(**{name: child}, method_mapping=MethodMapping().add("fit", "fit"))
+    if splitter is not None:
+        router.add(
+            splitter=splitter,
+            method_mapping=MethodMapping().add(caller="fit", callee="split"),
+        )
+    if scorer is not None:
+        router.add(
+            scorer=scorer,
+            method_mapping=MethodMapping().add(caller="fit", callee="score"),
+        )
+    return router
+
+
+def _takes_groups(child) -> bool:
+    """Whether ``child.fit`` accepts ``groups`` (by name or ``**kwargs``)."""
+    fit = getattr(child, "fit", None)
+    if fit is None:
+        return False
+    params = inspect.signature(fit).parameters.values()
+    return any(p.name == "groups" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def route_fit(owner, params, children=None, splitter=False):
+    """Route the metadata ``params`` of ``owner.fit``.
+
+    With routing enabled, scikit-learn validates and routes them
+    (:func:`~sklearn.utils.metadata_routing.process_routing`): a value no
+    child requested is an error there. With routing off, only ``groups`` is
+    accepted, as scikit-learn's own CV estimators accept it: it goes to the
+    splitter (when ``splitter``) and to each child whose ``fit`` takes it;
+    any other metadata is an error that names it.
+
+    Parameters
+    ----------
+    owner : estimator instance
+        The router (it implements ``get_metadata_routing``).
+    params : dict
+        The metadata ``fit`` was given (None values dropped).
+    children : dict of str to estimator or None, default=None
+        The children, named as in ``owner.get_metadata_routing()``; without
+        routing, ``groups`` goes to those whose ``fit`` takes it.
+    splitter : bool, default=False
+        Whether ``owner`` splits rows itself (a ``splitter`` entry).
+
+    Returns
+    -------
+    routed : Bunch
+        ``routed[name][method]`` is the dict of metadata of that call (empty
+        when none), for every child, ``"splitter"`` and ``"scorer"``.
+    """
+    params = {k: v for k, v in params.items() if v is not None}
+    if routing_enabled():
+        return process_routing(owner, "fit", **params)
+    extra = sorted(set(params) - {"groups"})
+    if extra:
+        raise TypeError(
+            f"{_name(owner)}.fit: `{extra[0]}` reaches the inner estimators only "
+            "with scikit-learn's metadata routing: call "
+            "sklearn.set_config(enable_metadata_routing=True) and request it "
+            f"(set_fit_request({extra[0]}=True) on the estimator that uses it)."
+        )
+    return _manual(owner, params.get("groups"), dict(children or {}), splitter)
+
+
+def _manual(owner, groups, children, splitter):
+    empty = {m: {} for m in _METHODS}
+    routed = Bunch(**{name: Bunch(**empty) for name in [*children, "splitter"]})
+    routed["scorer"] = Bunch(**empty)
+    if groups is None:
+        return routed
+    takers = [name for name, child in children.items() if _takes_groups(child)]
+    if not takers and not splitter:
+        raise TypeError(
+            f"{_name(owner)}.fit: `groups` is used by no inner splitter here "
+            f"(the {', '.join(children) or 'estimator'} takes none); group "
+            "the rows with a selector that cross-validates (LOESSelectorCV, "
+            "BestSingleLayerSelector...), or drop `groups`."
+        )
+    for name in takers:
+        routed[name]["fit"] = {"groups": groups}
+    if splitter:
+        routed["splitter"]["split"] = {"groups": groups}
+    return routed
+
+
+def splitter_wants_groups(cv) -> bool:
+    """Whether a splitter's ``split`` needs ``groups`` (GroupKFold and kin)."""
+    request = getattr(cv, "_get_metadata_request", None)
+    if request is None:
+        return False
+    wanted = request().split.requests.get("groups")
+    return wanted is True
+
+
+def check_groups(cv, groups, owner, param="cv"):
+    """A grouped splitter that gets no ``groups`` is an error naming it.
+
+    Parameters
+    ----------
+    cv : cross-validation splitter
+        The splitter (after :func:`~sklearn.model_selection.check_cv`).
+    groups : array-like or None
+        The groups that reached it.
+    owner : estimator instance or str
+        Named in the message.
+    param : str, default="cv"
+        The parameter that holds the splitter.
+    """
+    if groups is None and splitter_wants_groups(cv):
+        name = owner if isinstance(owner, str) else _name(owner)
+        raise ValueError(
+            f"{name}: `{param}`={type(cv).__name__} splits by groups, but no "
+            "`groups` reached it; pass fit(X, y, groups=groups) (inside another "
+            "estimator, with sklearn.set_config(enable_metadata_routing=True))."
+        )

@@ -1,0 +1,167 @@
+"""What the text-in estimators share: extract every layer, select, prune, route.
+
+:class:`LayerPipelineBase` holds the parameters and the fit of every estimator
+of this floor that runs a model over raw inputs and keeps the layers a
+selector chose (the probes and :class:`~skloes.probe.LayerTextEncoder`): the
+every-layer extractor, the selector's default, the nested defaults of
+``set_params``, the pruned pipeline ``predict``/``transform`` runs, and the
+metadata routing of ``fit``'s ``groups`` and ``sample_weight`` to the selector
+(and the final estimator).
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import os
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from skloes.core._routing import route_fit, router_of
+from skloes.core._torch import DEVICE_CONSTRAINT
+from skloes.extraction import HiddenStatesTransformer
+from skloes.probe._pruning import prune_layers
+from skloes.selection import LOESSelector
+from skloes.selection._base import LayerSelectorMixin
+from skloes.utils._param_validation import Interval, StrOptions
+
+__all__ = ["LayerPipelineBase"]
+
+
+class LayerPipelineBase(BaseEstimator):
+    """Shared fit: extract every layer, select, prune the forward pass."""
+
+    _parameter_constraints = {
+        "model": [str, os.PathLike, None],  # resolved by the extractor
+        "selector": [LayerSelectorMixin, None],
+        "pooling": [StrOptions({"mean", "cls", "first", "last", "max"})],
+        "max_length": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "cache": [str, os.PathLike, None],
+        "device": DEVICE_CONSTRAINT,
+        "extractor_params": [dict, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+    # Parameters whose None means a default object (nested ``name__param``).
+    _nested_defaults = ("selector",)
+
+    # ----------------------------------------------------- nested defaults
+    def _default(self, name):
+        if name == "selector":
+            return LOESSelector(random_state=self.random_state)
+        raise KeyError(name)
+
+    def _nested(self, name):
+        """The parameter ``name``, or its default object when None."""
+        value = getattr(self, name)
+        return value if value is not None else self._default(name)
+
+    def set_params(self, **params):
+        """Set parameters; nested ones of a None ``selector`` (``estimator``)
+        set the default's.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters, nested ``selector__*`` (and
+            ``estimator__*``) included.
+
+        Returns
+        -------
+        self : object
+            This estimator.
+        """
+        for name in self._nested_defaults:
+            nested = any(key.startswith(f"{name}__") for key in params)
+            if nested and params.get(name, getattr(self, name)) is None:
+                params[name] = self._default(name)
+        return super().set_params(**params)
+
+    # ---------------------------------------------------------------- fit
+    def _extractor(self):
+        params = dict(self.extractor_params or {})
+        params.update(
+            model=self.model,
+            pooling=self.pooling,
+            max_length=self.max_length,
+            batch_size=self.batch_size,
+            cache=self.cache,
+            device=self.device,
+            verbose=self.verbose,
+            output="stack",
+            layers="all",
+        )
+        return HiddenStatesTransformer(**params)
+
+    def _extract(self, X, y):
+        """The fitted every-layer extractor and the stack of ``X``."""
+        from skloes.models._loading import RemoteCodeError
+
+        extractor = self._extractor()
+        try:
+            stack = extractor.fit_transform(X, y)
+        except RemoteCodeError as exc:  # the option lives in extractor_params
+            raise ValueError(
+                exc.message(
+                    type(self).__name__,
+                    "pass extractor_params={'trust_remote_code': "
+                    "True} only if you trust it",
+                )
+            ) from None
+        return extractor, stack
+
+    def _fit_selector(self, extractor, stack, y, routed):
+        """Fit the selector on the every-layer ``stack``; record the layers
+        and the pruned pipeline of the extractor and the fusion."""
+        selector = clone(self._nested("selector"))
+        selector.fit(stack, y, **routed.selector.fit)
+        self.selector_ = selector
+        self.selected_layers_ = extractor.layers_[selector.selected_layers_]
+        self.n_model_layers_ = extractor.n_model_layers_
+        return selector
+
+    def _routed_fit_params(self, params):
+        """``fit``'s metadata, routed to the selector (and the estimator)."""
+        return route_fit(self, params, self._routing_children())
+
+    def _routing_children(self):
+        return {"selector": self._nested("selector")}
+
+    def get_metadata_routing(self):
+        """Get the metadata routing of this estimator.
+
+        ``fit`` routes ``groups`` (and ``sample_weight``) to the selector's
+        ``fit``, whose cross-validation splits by them, when
+        ``sklearn.set_config(enable_metadata_routing=True)``; see
+        :ref:`metadata_routing <sklearn:metadata_routing>`.
+
+        Returns
+        -------
+        routing : sklearn.utils.metadata_routing.MetadataRouter
+            The routing of ``fit`` to the selector (and the estimator).
+        """
+        return router_of(self, self._routing_children())
+
+    # ------------------------------------------------------------ predict
+    def _prune(self, extractor, steps):
+        """``pipeline_``: the extractor, the selector and ``steps``, pruned to
+        the selected layers (the forward pass stops at the deepest)."""
+        full = Pipeline([("extractor", extractor), ("fusion", self.selector_), *steps])
+        self.pipeline_ = prune_layers(full)
+
+    def _predictor(self):
+        """``pipeline_``, or with a ``cache`` its every-layer twin, which reads
+        and fills the entries a search's fits reuse (one forward pass per
+        input in all)."""
+        check_is_fitted(self)
+        if self.cache is None:
+            return self.pipeline_
+        extractor = self.pipeline_[0]
+        every = extractor._with_layers(np.arange(extractor.n_model_layers_))
+        return Pipeline([("extractor", every), *self.pipeline_.steps[1:]])
