@@ -146,10 +146,12 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
     >>> from sklearn.compose import make_column_transformer
     >>> from sklearn.preprocessing import StandardScaler
     >>> from skloes.probe import LayerTextEncoder
+    >>> from skloes.selection import LOESSelector
     >>> table = pd.DataFrame({"review": ["a warm film", "a dull plot"] * 20,
     ...                       "stars": [4.0, 1.5] * 20})
+    >>> text = LayerTextEncoder(selector=LOESSelector(n_layers_to_select=2))
     >>> encode = make_column_transformer(
-    ...     (LayerTextEncoder(selector__n_layers_to_select=2), "review"),
+    ...     (text, "review"),
     ...     (StandardScaler(), ["stars"]),
     ...     verbose_feature_names_out=False,
     ... ).set_output(transform="pandas")  # doctest: +SKIP
