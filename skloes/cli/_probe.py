@@ -137,13 +137,23 @@ def run_probe(args):
     start = time.perf_counter()
     check_out(args.out, args.force)
     check_save(args.save, args.force)
-    texts, labels, names = load_data(
-        args.data, args.text_column, args.label_column, args.max_samples, args.seed
+    texts, labels, names, groups = load_data(
+        args.data,
+        args.text_column,
+        args.label_column,
+        args.max_samples,
+        args.seed,
+        group_column=args.group_column,
     )
     n_classes = len(np.unique(labels))
     _log(
         f"data: {args.data}, {len(texts)} texts, {n_classes} classes"
         + (f" ({', '.join(map(str, names))})" if names is not None else "")
+        + (
+            f", {len(np.unique(groups.astype(str)))} groups ({args.group_column})"
+            if groups is not None
+            else ""
+        )
     )
     hst, stack, token_metrics = _extract(args, texts)
     t_extract = time.perf_counter() - start
@@ -158,7 +168,7 @@ def run_probe(args):
         verbose=1,
     )
     try:
-        report.fit(stack, labels, extra_metrics=token_metrics)
+        report.fit(stack, labels, extra_metrics=token_metrics, groups=groups)
     except ValueError as exc:  # what the layers or labels cannot give
         raise UserError(
             f"cannot probe {args.data}: {as_options(_first_line(exc))}"
@@ -178,7 +188,7 @@ def run_probe(args):
     print(report.format_summary())
     print("\n" + _headline(report.summary()))
     if args.save is not None:
-        _save_probe(args, report, hst, stack, labels, texts)
+        _save_probe(args, report, hst, stack, labels, texts, groups)
     total = time.perf_counter() - start
     print(
         f"report written to {os.fspath(folder)}/ (layers.csv, profile.png, "
@@ -213,18 +223,20 @@ def check_save(save, force=False):
             )
 
 
-def _save_probe(args, report, hst, stack, labels, texts):
+def _save_probe(args, report, hst, stack, labels, texts, groups=None):
     """Fit a probe on every row with the report's selector (so its layers),
-    from the stack the report used."""
+    from the stack the report used (its groups to the selector's own folds)."""
+    from sklearn.base import clone
+
+    from skloes.core._routing import fit_takes
     from skloes.probe import LayerProbeClassifier, LayerProbeRegressor, save_probe
-    from skloes.report._layer_report import _method_estimator
 
     cls = (
         LayerProbeClassifier
         if report.task_ == "classification"
         else LayerProbeRegressor
     )
-    selector = _method_estimator("loes", args.n_layers_to_select, args.seed, None)
+    selector = clone(report.selector_)  # its settings: budget, seed, grouped folds
     probe = cls(
         args.model,
         selector=selector,
@@ -236,7 +248,9 @@ def _save_probe(args, report, hst, stack, labels, texts):
         extractor_params={"precision": args.precision},
     )
     extractor = probe._extractor().fit(list(texts))
-    probe._fit_stack(extractor, stack, probe._check_y(labels))
+    params = {"groups": groups} if fit_takes(selector, "groups") else {}
+    routed = probe._routed_fit_params(params)
+    probe._fit_stack(extractor, stack, probe._check_y(labels), routed)
     folder = save_probe(probe, args.save, overwrite=args.force)
     size = sum(f.stat().st_size for f in folder.iterdir())
     _log(

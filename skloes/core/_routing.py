@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import sklearn
 from sklearn.utils import Bunch
 from sklearn.utils.metadata_routing import (
     MetadataRouter,
     MethodMapping,
+    get_routing_for_object,
     process_routing,
 )
 
 __all__ = [
     "check_groups",
+    "check_groups_array",
+    "fit_takes",
     "route_fit",
     "router_of",
     "routing_enabled",
@@ -80,13 +84,58 @@ def router_of(owner, children, splitter=None, scorer=None):
     return router
 
 
-def _takes_groups(child) -> bool:
-    """Whether ``child.fit`` accepts ``groups`` (by name or ``**kwargs``)."""
+def fit_takes(child, name: str = "groups") -> bool:
+    """Whether ``child.fit`` uses the metadata ``name``.
+
+    With routing on, whether ``child`` requests it (a router asks for what
+    its children and splitter request); with routing off, whether its
+    ``fit`` accepts it (by name, or ``**params``).
+    """
+    if routing_enabled():
+        return bool(get_routing_for_object(child).consumes("fit", [name]))
     fit = getattr(child, "fit", None)
     if fit is None:
         return False
     params = inspect.signature(fit).parameters.values()
-    return any(p.name == "groups" or p.kind is p.VAR_KEYWORD for p in params)
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def check_groups_array(groups, n_samples, owner):
+    """``groups`` as an array of one group per sample, or None.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n_samples,) or None
+        The group of each sample.
+    n_samples : int
+        Number of samples.
+    owner : str
+        Named in the errors.
+
+    Returns
+    -------
+    groups : ndarray of shape (n_samples,) or None
+    """
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or groups.shape[0] != n_samples:
+        raise ValueError(
+            f"{owner}: `groups` must hold one group per sample ({n_samples}); got "
+            f"shape {groups.shape}."
+        )
+    missing = [i for i, g in enumerate(groups) if g is None or g != g]  # NaN
+    if missing:
+        raise ValueError(
+            f"{owner}: `groups` must name a group for every sample; sample "
+            f"{missing[0]} has none ({groups[missing[0]]!r})."
+        )
+    if len(np.unique(groups.astype(str) if groups.dtype == object else groups)) < 2:
+        raise ValueError(
+            f"{owner}: `groups` must hold at least 2 groups to split by them; "
+            f"got only {groups[0]!r}."
+        )
+    return groups
 
 
 def route_fit(owner, params, children=None, splitter=False):
@@ -137,7 +186,7 @@ def _manual(owner, groups, children, splitter):
     routed["scorer"] = Bunch(**empty)
     if groups is None:
         return routed
-    takers = [name for name, child in children.items() if _takes_groups(child)]
+    takers = [name for name, child in children.items() if fit_takes(child)]
     if not takers and not splitter:
         raise TypeError(
             f"{_name(owner)}.fit: `groups` is used by no inner splitter here "

@@ -13,13 +13,20 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
+from sklearn.model_selection import (
+    GroupKFold,
+    KFold,
+    StratifiedGroupKFold,
+    StratifiedKFold,
+    cross_validate,
+)
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from skloes import selection
 from skloes.core._contract import fuse_layers, mark_layers, validate_layers
+from skloes.core._routing import check_groups_array, fit_takes, routing_enabled
 from skloes.core._targets import check_classes, task_of
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
@@ -274,7 +281,7 @@ class LayerReport(BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, extra_metrics=None):
+    def fit(self, X, y, *, extra_metrics=None, groups=None):
         """Score every layer and the selection.
 
         Parameters
@@ -287,6 +294,14 @@ class LayerReport(BaseEstimator):
         extra_metrics : dict of str to array-like of shape (n_layers,), default=None
             Precomputed per-layer values to report alongside (for example the
             token-level metrics from :class:`TokenMetricPooling`).
+        groups : array-like of shape (n_samples,) or None, default=None
+            The group of each sample (a speaker, an author, a document):
+            the folds, outer and inner (a selector's own cross-validation),
+            keep every group on one side of each split; stratified by class
+            for classification (``StratifiedGroupKFold``, else
+            ``GroupKFold``), ``cv`` folds at most, one per group at most.
+
+            .. versionadded:: 0.3
 
         Returns
         -------
@@ -300,6 +315,8 @@ class LayerReport(BaseEstimator):
         self.task_ = task_of(y, name, multioutput=False)
         L, n, d = stack.shape
         self.layers_ = np.arange(L)
+        self._groups = check_groups_array(groups, n, name)
+        self.n_groups_ = None if groups is None else len(np.unique(self._groups))
         folds = self._folds(name, y)
         probe = self._probe()
         self.scoring_ = "accuracy" if self.task_ == "classification" else "r2"
@@ -335,9 +352,15 @@ class LayerReport(BaseEstimator):
         return out
 
     def _folds(self, name, y):
+        """The outer folds, split once: ``(train, test)`` pairs."""
+        self.n_splits_ = n = self._n_splits(name, y)
+        splitter = self._splitter(n)
+        return list(splitter.split(np.zeros((len(y), 1)), y, self._groups))
+
+    def _n_splits(self, name, y):
+        n = len(y) if self._groups is None else self.n_groups_
         if self.task_ == "regression":
-            self.n_splits_ = min(self.cv, len(y))
-            return KFold(self.n_splits_, shuffle=True, random_state=self.random_state)
+            return int(min(self.cv, n))
         classes, counts = np.unique(y, return_counts=True)
         check_classes(classes, name)
         if counts.min() < 2:
@@ -345,10 +368,19 @@ class LayerReport(BaseEstimator):
                 f"{name}: every class needs at least 2 samples for cross-validation; "
                 f"class {classes[counts.argmin()].tolist()!r} has {counts.min()}."
             )
-        self.n_splits_ = int(min(self.cv, counts.min()))
-        return StratifiedKFold(
-            self.n_splits_, shuffle=True, random_state=self.random_state
-        )
+        return int(min(self.cv, counts.min(), n))
+
+    def _splitter(self, n_splits):
+        """``n_splits`` shuffled folds: stratified for classification, grouped
+        when the report has ``groups``."""
+        kinds = {
+            (False, "classification"): StratifiedKFold,
+            (False, "regression"): KFold,
+            (True, "classification"): StratifiedGroupKFold,
+            (True, "regression"): GroupKFold,
+        }
+        kind = kinds[(self._groups is not None, self.task_)]
+        return kind(n_splits, shuffle=True, random_state=self.random_state)
 
     def _probe(self):
         if self.probe is not None:
@@ -425,13 +457,15 @@ class LayerReport(BaseEstimator):
             est = _method_estimator(
                 method, k, self.random_state, self.selector, inner_cv
             )
+            est = self._grouped(est, inner_cv)
+            fit_params = self._selector_params(est)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
                 if method == "best_single_layer" and not self.nested:
                     fitted = None  # argmax of the per-layer table
                     layers = [int(np.argmax(self.probe_scores_))]
                 else:
-                    fitted = clone(est).fit(flat, y)
+                    fitted = clone(est).fit(flat, y, **fit_params)
                     layers = [int(v) for v in fitted.get_support(indices=True)]
                 entry = {"method": method, "layers": layers}
                 if self.nested and method in _FIXED:  # no rows: same in every fold
@@ -440,7 +474,7 @@ class LayerReport(BaseEstimator):
                 elif self.nested:
                     pipe = make_pipeline(est, clone(probe))
                     score, std, entry["fold_layers"] = self._nested_cv(
-                        pipe, flat, y, folds
+                        pipe, flat, y, folds, fit_params
                     )
                 else:
                     score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
@@ -454,10 +488,13 @@ class LayerReport(BaseEstimator):
 
     def _inner_cv(self, X, y, folds):
         """Folds of a selector's own CV: 5, fewer when a nested training fold
-        holds fewer rows of a class (at least 2)."""
-        if not self.nested:
-            return 5
-        trains = [train for train, _ in folds.split(X, y)]
+        holds fewer rows of a class (at least 2), or of groups; a grouped
+        splitter of that many folds with ``groups``."""
+        n = 5 if not self.nested else self._inner_n_splits(y, folds)
+        return n if self._groups is None else self._splitter(n)
+
+    def _inner_n_splits(self, y, folds):
+        trains = [train for train, _ in folds]
         rows = min(train.size for train in trains)
         if rows < 3:  # a selection needs 3 calibration rows
             raise ValueError(
@@ -472,7 +509,26 @@ class LayerReport(BaseEstimator):
                 np.unique(y[train], return_counts=True)[1].min() for train in trains
             )
         )
+        if self._groups is not None:
+            groups = min(len(np.unique(self._groups[train])) for train in trains)
+            smallest = min(smallest, groups)
         return int(max(2, min(5, smallest)))
+
+    def _grouped(self, selector, inner_cv):
+        """With ``groups``, a selector that cross-validates by a number of
+        folds (``cv`` an int or None) splits by the groups instead."""
+        if self._groups is None or "cv" not in selector.get_params(deep=False):
+            return selector
+        cv = selector.get_params(deep=False)["cv"]
+        if cv is None or isinstance(cv, Integral):
+            return clone(selector).set_params(cv=inner_cv)
+        return selector
+
+    def _selector_params(self, selector):
+        """The ``fit`` metadata of a selector: ``groups`` when it splits."""
+        if self._groups is None or not fit_takes(selector, "groups"):
+            return {}
+        return {"groups": self._groups}
 
     def _fold_stability(self, fold_layers, fitted, n_layers):
         """``fold_selections_``, their stability and per-layer frequency."""
@@ -496,8 +552,16 @@ class LayerReport(BaseEstimator):
                 selection_stability(self.fold_selections_, n_layers)
             )
 
-    def _nested_cv(self, pipe, X, y, folds):
-        """Score, spread and each fold's picked layers of a selector pipeline."""
+    def _nested_cv(self, pipe, X, y, folds, fit_params):
+        """Score, spread and each fold's picked layers of a selector pipeline.
+
+        The selector's ``fit_params`` (its ``groups``) reach it through
+        scikit-learn's metadata routing when it is on, else as the
+        pipeline's step parameters; either way, sliced to each training fold.
+        """
+        if fit_params and not routing_enabled():
+            step = pipe.steps[0][0]
+            fit_params = {f"{step}__{k}": v for k, v in fit_params.items()}
         out = cross_validate(
             pipe,
             X,
@@ -507,6 +571,7 @@ class LayerReport(BaseEstimator):
             n_jobs=self.n_jobs,
             error_score="raise",
             return_estimator=True,
+            params=fit_params or None,
         )
         fold_layers = []
         for fitted in out["estimator"]:
