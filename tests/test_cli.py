@@ -512,6 +512,12 @@ def test_a_probe_saved_from_a_built_in_set_predicts_its_class_names(
     assert "(fresh, rotten)" in capsys.readouterr().out
     probe = load_probe(saved)
     assert probe.classes_.tolist() == ["fresh", "rotten"]
+    card = (saved / "README.md").read_text()
+    report = json.loads((tmp_path / "out" / "selection.json").read_text())
+    last = next(e for e in report["methods"] if e["method"] == "last_layer")
+    assert f"| last_layer | {last['layers'][0]} | {last['score']:.4f}" in card
+    assert "| all_layers |" in card and probe.pipeline_[0].model_fingerprint_ in card
+    assert "- source: `rotten_tomatoes`" in card and "fresh (" in card
     new = _write_csv(tmp_path / "new.csv", ["a warm film", "dull"], ["?", "?"], "text")
     out = tmp_path / "predictions.csv"
     assert main(["predict", str(saved), "--data", str(new), "--out", str(out)]) == 0

@@ -251,7 +251,9 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
     params = {"groups": groups} if fit_takes(selector, "groups") else {}
     routed = probe._routed_fit_params(params)
     probe._fit_stack(extractor, stack, probe._check_y(labels), routed)
-    folder = save_probe(probe, args.save, overwrite=args.force)
+    folder = save_probe(
+        probe, args.save, overwrite=args.force, report=report, data_name=args.data
+    )
     size = sum(f.stat().st_size for f in folder.iterdir())
     _log(
         f"probe on layers {probe.selected_layers_.tolist()} saved to {folder}/ "

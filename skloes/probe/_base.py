@@ -124,6 +124,7 @@ class LayerPipelineBase(BaseEstimator):
         self.selector_ = selector
         self.selected_layers_ = extractor.layers_[selector.selected_layers_]
         self.n_model_layers_ = extractor.n_model_layers_
+        self.n_samples_fit_ = int(stack.shape[1])
         return selector
 
     def _routed_fit_params(self, params):

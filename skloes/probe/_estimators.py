@@ -108,7 +108,13 @@ _ATTRS_DOC = """
         (:func:`~skloes.probe.prune_layers`).
 
     n_model_layers_ : int
-        Hidden states of the model (blocks + the embedding output)."""
+        Hidden states of the model (blocks + the embedding output).
+
+    n_samples_fit_ : int
+        Number of training inputs (for the model card of
+        :func:`~skloes.probe.save_probe`).
+
+        .. versionadded:: 0.3"""
 
 
 class _BaseLayerProbe(LayerPipelineBase):
@@ -238,7 +244,12 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     Attributes
     ----------
     classes_ : ndarray
-        The class labels.
+        The class labels, as given to ``fit`` (strings stay strings).
+
+    class_count_ : ndarray of shape (n_classes,)
+        Training inputs of each class.
+
+        .. versionadded:: 0.3
 
     {ATTRS}
 
@@ -251,7 +262,9 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     --------
     >>> from skloes.datasets import load_rotten_tomatoes
     >>> from skloes.probe import LayerProbeClassifier
-    >>> X, y = load_rotten_tomatoes(n_samples=200, return_X_y=True)  # doctest: +SKIP
+    >>> X, y = load_rotten_tomatoes(
+    ...     n_samples=200, return_X_y=True, as_labels=True
+    ... )  # doctest: +SKIP
     >>> probe = LayerProbeClassifier(random_state=0).fit(X, y)  # doctest: +SKIP
     >>> probe.selected_layers_  # doctest: +SKIP
     array([1, 2, 3, 4])
@@ -290,7 +303,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     def _check_y(self, y):
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
-        self.classes_ = np.unique(y)
+        self.classes_, self.class_count_ = np.unique(y, return_counts=True)
         check_classes(self.classes_, type(self).__name__)
         return y
 

@@ -1,9 +1,10 @@
 """Saving fitted probes without the model's weights; loading them without pickle.
 
-A saved probe is a folder of two files: ``estimator.skops``, the fitted
+A saved probe is a folder of three files: ``estimator.skops``, the fitted
 estimator in skops' format (a zip of JSON and ``.npy`` files that loads by
-constructing only types on an allow-list, never by unpickling), and
-``manifest.json``, the model reference and the hash of its files. The model's
+constructing only types on an allow-list, never by unpickling),
+``manifest.json``, the model reference and the hash of its files, and
+``README.md``, its model card. The model's
 weights are never written: loading finds them again from the reference and
 refuses when they changed or are gone.
 """
@@ -24,6 +25,7 @@ from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
 from skloes.extraction import HiddenStatesTransformer
+from skloes.probe._card import CARD_FILE, model_card
 from skloes.utils._optional import import_optional
 from skloes.utils._version import VERSION
 
@@ -67,12 +69,15 @@ def _extractor_of(estimator, owner):
     )
 
 
-def save_probe(estimator, path, *, overwrite=False):
+def save_probe(estimator, path, *, overwrite=False, report=None, data_name=None):
     """Save a fitted probe or pipeline to a folder, without the model's weights.
 
-    The folder holds the fitted estimator in skops' format (no pickle) and a
-    manifest with the model reference and the hash of its files; the model's
-    weights stay where they are. :func:`load_probe` checks that hash.
+    The folder holds the fitted estimator in skops' format (no pickle), a
+    manifest with the model reference and the hash of its files, and a model
+    card (``README.md``: the model and its fingerprint, the layers and their
+    stability, the training data, the cross-validated scores when ``report``
+    gives them, the precision and the limits); the model's weights stay
+    where they are. :func:`load_probe` checks that hash.
 
     Read more in the :ref:`User Guide <probe>`.
 
@@ -87,6 +92,17 @@ def save_probe(estimator, path, *, overwrite=False):
         The folder to write (created).
     overwrite : bool, default=False
         Replace a probe already saved in ``path``.
+    report : LayerReport, dict or None, default=None
+        A fitted :class:`~skloes.report.LayerReport` of the same data (or its
+        ``summary()``): its cross-validated scores against the last layer and
+        all layers, and the stability of the layers across its folds, go
+        into the card (``skloes probe --save`` passes its own).
+
+        .. versionadded:: 0.3
+    data_name : str or None, default=None
+        Where the training data came from, for the card.
+
+        .. versionadded:: 0.3
 
     Returns
     -------
@@ -133,6 +149,7 @@ def save_probe(estimator, path, *, overwrite=False):
     try:
         _skops().dump(estimator, staging / ESTIMATOR_FILE)
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        _write_card(staging, estimator, extractor, report, data_name)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(staging, folder)
@@ -140,6 +157,12 @@ def save_probe(estimator, path, *, overwrite=False):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return folder
+
+
+def _write_card(folder, estimator, extractor, report, data_name):
+    """The model card, ``README.md`` (see :func:`~skloes.probe._card.model_card`)."""
+    card = model_card(estimator, extractor, report=report, data_name=data_name)
+    (folder / CARD_FILE).write_text(card, encoding="utf-8")
 
 
 def load_probe(path, *, trusted=None):

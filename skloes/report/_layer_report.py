@@ -205,6 +205,10 @@ class LayerReport(BaseEstimator):
         The LOES selector fitted on all rows.
     n_splits_ : int
         Number of folds used.
+    n_groups_ : int or None
+        Number of distinct ``groups`` the folds were split by (None without).
+
+        .. versionadded:: 0.3
 
     See Also
     --------
@@ -632,6 +636,7 @@ class LayerReport(BaseEstimator):
         -------
         summary : dict
             The task, the scoring, whether the selection was ``nested``, the
+            number of folds and of groups (None without ``groups``), the
             selected layers and order, the fused (LOES) score, the last
             layer's score, the best single layer and its score (from the
             ``best_single_layer`` method when it is a baseline, so with
@@ -658,6 +663,7 @@ class LayerReport(BaseEstimator):
             "nested": bool(self.nested),
             "n_layers": int(len(self.layers_)),
             "n_splits": self.n_splits_,
+            "n_groups": self.n_groups_,
             "selected_layers": [int(v) for v in self.selected_layers_],
             "selection_order": [int(v) for v in self.selection_order_],
             "fused_score": by["loes"]["score"],
