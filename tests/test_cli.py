@@ -260,7 +260,7 @@ def test_python_dash_m_reports_errors_without_traceback(tmp_path):
 
 
 # ------------------------------------------------ the report folder (--out)
-REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
 
 
 def _never_load_data(monkeypatch):

@@ -22,7 +22,7 @@ import numpy as np
 from skloes.cli._args import UserError, _first_line, as_options
 from skloes.cli._data import load_data
 
-REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
 
 
 def check_out(out, force):
@@ -190,10 +190,8 @@ def run_probe(args):
     if args.save is not None:
         _save_probe(args, report, hst, stack, labels, texts, groups)
     total = time.perf_counter() - start
-    print(
-        f"report written to {os.fspath(folder)}/ (layers.csv, profile.png, "
-        f"selection.json) in {total:.1f} s"
-    )
+    written = ", ".join(name for name in REPORT_FILES if (folder / name).exists())
+    print(f"report written to {os.fspath(folder)}/ ({written}) in {total:.1f} s")
     return report
 
 

@@ -745,8 +745,40 @@ class LayerReport(BaseEstimator):
         check_is_fitted(self, "summary_")
         return plot_layer_profile(self, metrics=metrics, ax=ax, figsize=figsize)
 
+    def plot_budget(self, *, ax=None, figsize=(5.5, 3.5)):
+        """Draw the cross-validated budget curve of the report's selector.
+
+        Only when the selector is a ``LOESSelectorCV``
+        (``n_layers_to_select="auto"``); see
+        :func:`~skloes.plotting.plot_budget_curve`.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        ax : matplotlib Axes or None, default=None
+            Where to draw; None makes a new figure.
+        figsize : tuple of float, default=(5.5, 3.5)
+            Size in inches of a new figure.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The figure drawn on.
+        """
+        from skloes.plotting import plot_budget_curve
+
+        check_is_fitted(self, "summary_")
+        return plot_budget_curve(self.selector_, ax=ax, figsize=figsize)
+
+    def _has_budget_curve(self):
+        return "n_layers" in getattr(self.selector_, "cv_results_", {})
+
     def save(self, folder):
         """Write ``layers.csv``, ``profile.png`` and ``selection.json``.
+
+        With a ``LOESSelectorCV`` selector, also ``budget.png``, its
+        cross-validated budget curve (:meth:`plot_budget`).
 
         Parameters
         ----------
@@ -771,6 +803,11 @@ class LayerReport(BaseEstimator):
             json.dump(self.summary(), f, indent=2)
             f.write("\n")
         self.plot().savefig(folder / "profile.png", dpi=100)
+        budget = folder / "budget.png"
+        if self._has_budget_curve():
+            self.plot_budget().savefig(budget, dpi=100)
+        elif budget.is_file():  # an earlier report's curve would describe no fit
+            budget.unlink()
         return folder
 
 
