@@ -30,6 +30,7 @@ from skloes.core._frames import as_container, output_container
 from skloes.core._memory import release_memory
 from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
     AUTO_EXCLUDE,
+    POOLINGS,
     kept_tokens,
     pool,
     pool_layers,
@@ -289,7 +290,7 @@ class HiddenStatesTransformer(
 
     _parameter_constraints: dict = {
         "model": [str, os.PathLike, None],
-        "pooling": [StrOptions({"mean", "cls", "first", "last", "max"}), callable],
+        "pooling": [StrOptions(set(POOLINGS)), callable],
         "exclude_tokens": [StrOptions({"auto", "special", "first"}), None],
         "layers": [
             StrOptions({"all"}),

@@ -22,6 +22,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
+from skloes.core._pooling import POOLINGS
 from skloes.core._routing import route_fit, router_of
 from skloes.core._torch import DEVICE_CONSTRAINT
 from skloes.extraction import HiddenStatesTransformer
@@ -39,7 +40,7 @@ class LayerPipelineBase(BaseEstimator):
     _parameter_constraints = {
         "model": [str, os.PathLike, None],  # resolved by the extractor
         "selector": [LayerSelectorMixin, None],
-        "pooling": [StrOptions({"mean", "cls", "first", "last", "max"})],
+        "pooling": [StrOptions(set(POOLINGS))],
         "max_length": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "cache": [str, os.PathLike, None],
