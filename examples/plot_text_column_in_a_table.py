@@ -26,6 +26,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import sklearn
 import transformers
 from sklearn.compose import ColumnTransformer
 from sklearn.linear_model import LogisticRegression
@@ -38,8 +39,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skloes.datasets import load_vader_amazon3
+from skloes.plotting import plot_budget_curve
 from skloes.probe import LayerTextEncoder
-from skloes.selection import LOESSelector
+from skloes.selection import LOESSelector, LOESSelectorCV
 
 transformers.logging.set_verbosity_error()
 cache = Path(tempfile.gettempdir()) / "skloes_examples_cache"
@@ -118,6 +120,34 @@ both = pipelines["text layers + numbers"].fit(table, y)
 encode = both[0].set_output(transform="pandas")
 frame = encode.transform(table)
 print(frame.shape, list(frame.columns[:2]), "...", list(frame.columns[-2:]))
+
+# %%
+# The budget, chosen inside the fit by grouped folds
+# --------------------------------------------------
+# With scikit-learn's metadata routing on, ``groups`` travel from ``fit``
+# through the pipeline and the column transformer to the encoder's
+# ``LOESSelectorCV``, whose own folds are grouped too (it asks for them: no
+# ``set_fit_request`` needed). Its cross-validated budget curve:
+sklearn.set_config(enable_metadata_routing=True)
+tuned_text = LayerTextEncoder(
+    selector=LOESSelectorCV(
+        cv=StratifiedGroupKFold(n_splits=3), max_layers_to_select=4
+    ),
+    max_length=64,
+    cache=cache,
+)
+tuned = make_pipeline(
+    ColumnTransformer(
+        [("text", tuned_text, "text"), ("numbers", StandardScaler(), numbers)]
+    ),
+    StandardScaler(),
+    head(),
+).fit(table, y, groups=groups)
+sklearn.set_config(enable_metadata_routing=False)
+selector = tuned[0].named_transformers_["text"].selector_
+print("budget:", selector.n_layers_to_select_, "layers", selector.selected_layers_)
+fig, ax = plt.subplots(figsize=(5.5, 3.5))
+plot_budget_curve(selector, ax=ax)
 
 # %%
 # The scores

@@ -16,9 +16,15 @@ hand, ``groups`` only, with it off, as ``RFECV`` does), and
 from __future__ import annotations
 
 import inspect
+from numbers import Integral
 
 import numpy as np
 import sklearn
+from sklearn.model_selection import (
+    GroupKFold,
+    StratifiedGroupKFold,
+    check_cv,
+)
 from sklearn.utils import Bunch
 from sklearn.utils.metadata_routing import (
     MetadataRouter,
@@ -31,9 +37,12 @@ __all__ = [
     "check_groups",
     "check_groups_array",
     "fit_takes",
+    "grouped_splitter",
+    "refuse_sample_weight",
     "route_fit",
     "router_of",
     "routing_enabled",
+    "routing_splitter",
     "splitter_wants_groups",
 ]
 
@@ -46,10 +55,10 @@ def routing_enabled() -> bool:
 
 
 def _name(owner) -> str:
-    return type(owner).__name__
+    return owner if isinstance(owner, str) else type(owner).__name__
 
 
-def router_of(owner, children, splitter=None, scorer=None):
+def router_of(owner, children, splitter=None, scorer=None, callers=("fit",)):
     """The routing of ``owner.fit``: to each child's ``fit``, the splitter's
     ``split`` and the scorer's ``score``.
 
@@ -63,6 +72,9 @@ def router_of(owner, children, splitter=None, scorer=None):
         Split inside ``owner.fit`` (``fit`` to ``split``).
     scorer : scorer or None, default=None
         Scores inside ``owner.fit`` (``fit`` to ``score``).
+    callers : tuple of str, default=("fit",)
+        The methods of ``owner`` that fit the children (a transformer's
+        ``fit_transform`` too, which a ``ColumnTransformer`` calls).
 
     Returns
     -------
@@ -70,18 +82,19 @@ def router_of(owner, children, splitter=None, scorer=None):
     """
     router = MetadataRouter(owner=owner)
     for name, child in children.items():
-        router.add(**{name: child}, method_mapping=MethodMapping().add("fit", "fit"))
+        router.add(**{name: child}, method_mapping=_mapping(callers, "fit"))
     if splitter is not None:
-        router.add(
-            splitter=splitter,
-            method_mapping=MethodMapping().add(caller="fit", callee="split"),
-        )
+        router.add(splitter=splitter, method_mapping=_mapping(callers, "split"))
     if scorer is not None:
-        router.add(
-            scorer=scorer,
-            method_mapping=MethodMapping().add(caller="fit", callee="score"),
-        )
+        router.add(scorer=scorer, method_mapping=_mapping(callers, "score"))
     return router
+
+
+def _mapping(callers, callee):
+    mapping = MethodMapping()
+    for caller in callers:
+        mapping.add(caller=caller, callee=callee)
+    return mapping
 
 
 def fit_takes(child, name: str = "groups") -> bool:
@@ -138,7 +151,7 @@ def check_groups_array(groups, n_samples, owner):
     return groups
 
 
-def route_fit(owner, params, children=None, splitter=False):
+def route_fit(owner, params, children=None, splitter=False, method="fit"):
     """Route the metadata ``params`` of ``owner.fit``.
 
     With routing enabled, scikit-learn validates and routes them
@@ -159,6 +172,8 @@ def route_fit(owner, params, children=None, splitter=False):
         routing, ``groups`` goes to those whose ``fit`` takes it.
     splitter : bool, default=False
         Whether ``owner`` splits rows itself (a ``splitter`` entry).
+    method : str, default="fit"
+        The method of ``owner`` routing them (``"fit_transform"`` too).
 
     Returns
     -------
@@ -168,7 +183,7 @@ def route_fit(owner, params, children=None, splitter=False):
     """
     params = {k: v for k, v in params.items() if v is not None}
     if routing_enabled():
-        return process_routing(owner, "fit", **params)
+        return process_routing(owner, method, **params)
     extra = sorted(set(params) - {"groups"})
     if extra:
         raise TypeError(
@@ -201,6 +216,61 @@ def _manual(owner, groups, children, splitter):
     return routed
 
 
+def grouped_splitter(cv, y, classifier, groups, owner, param="cv"):
+    """The splitter of a ``cv`` parameter, grouped when ``groups`` are given.
+
+    With ``groups``, a number of folds (an int, or None for 5) becomes that
+    many grouped folds (``StratifiedGroupKFold`` for a classifier, else
+    ``GroupKFold``), so that no group is on both sides of a split; a splitter
+    object is kept as given. A splitter that splits by groups and gets none is
+    an error naming ``groups`` (:func:`check_groups`).
+
+    Parameters
+    ----------
+    cv : int, cross-validation generator, iterable or None
+        The estimator's ``cv``.
+    y : array-like
+        The targets (stratification).
+    classifier : bool
+        Whether the folds are stratified by class.
+    groups : array-like or None
+        The group of each sample.
+    owner : estimator instance or str
+        Named in the errors.
+    param : str, default="cv"
+        The parameter's name.
+
+    Returns
+    -------
+    splitter : cross-validation generator
+    """
+    if groups is not None and (cv is None or isinstance(cv, Integral)):
+        n_splits = 5 if cv is None else int(cv)
+        return (StratifiedGroupKFold if classifier else GroupKFold)(n_splits)
+    splitter = check_cv(cv, y, classifier=classifier)
+    check_groups(splitter, groups, owner, param)
+    return splitter
+
+
+def routing_splitter(cv):
+    """The splitter a router declares for ``cv``: a number of folds asks for
+    ``groups`` (it becomes grouped when they come, see :func:`grouped_splitter`).
+    """
+    if cv is None or isinstance(cv, Integral):
+        return GroupKFold(5 if cv is None else int(cv))
+    return check_cv(cv)
+
+
+def refuse_sample_weight(params, owner, why):
+    """A one-line error when ``sample_weight`` reached an estimator that cannot
+    weigh rows (``why`` says what)."""
+    if params.get("sample_weight") is not None:
+        raise ValueError(
+            f"{_name(owner)}: `sample_weight` cannot be honoured: {why}; request "
+            "it on the estimator after this one instead."
+        )
+
+
 def splitter_wants_groups(cv) -> bool:
     """Whether a splitter's ``split`` needs ``groups`` (GroupKFold and kin)."""
     request = getattr(cv, "_get_metadata_request", None)
@@ -225,9 +295,8 @@ def check_groups(cv, groups, owner, param="cv"):
         The parameter that holds the splitter.
     """
     if groups is None and splitter_wants_groups(cv):
-        name = owner if isinstance(owner, str) else _name(owner)
         raise ValueError(
-            f"{name}: `{param}`={type(cv).__name__} splits by groups, but no "
+            f"{_name(owner)}: `{param}`={type(cv).__name__} splits by groups, but no "
             "`groups` reached it; pass fit(X, y, groups=groups) (inside another "
             "estimator, with sklearn.set_config(enable_metadata_routing=True))."
         )

@@ -128,9 +128,11 @@ class LayerPipelineBase(BaseEstimator):
         self.n_samples_fit_ = int(stack.shape[1])
         return selector
 
-    def _routed_fit_params(self, params):
+    _fit_methods = ("fit",)  # the methods that fit (and route to) the children
+
+    def _routed_fit_params(self, params, method="fit"):
         """``fit``'s metadata, routed to the selector (and the estimator)."""
-        return route_fit(self, params, self._routing_children())
+        return route_fit(self, params, self._routing_children(), method=method)
 
     def _routing_children(self):
         return {"selector": self._nested("selector")}
@@ -141,14 +143,15 @@ class LayerPipelineBase(BaseEstimator):
         ``fit`` routes ``groups`` (and ``sample_weight``) to the selector's
         ``fit``, whose cross-validation splits by them, when
         ``sklearn.set_config(enable_metadata_routing=True)``; see
-        :ref:`metadata_routing <sklearn:metadata_routing>`.
+        scikit-learn's `metadata routing
+        <https://scikit-learn.org/stable/metadata_routing.html>`_.
 
         Returns
         -------
         routing : sklearn.utils.metadata_routing.MetadataRouter
             The routing of ``fit`` to the selector (and the estimator).
         """
-        return router_of(self, self._routing_children())
+        return router_of(self, self._routing_children(), callers=self._fit_methods)
 
     # ------------------------------------------------------------ predict
     def _prune(self, extractor, steps):

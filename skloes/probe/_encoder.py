@@ -159,6 +159,8 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
     ['review__layer3_0', 'review__layer3_1']
     """
 
+    _fit_methods = ("fit", "fit_transform")
+
     def __init__(
         self,
         model=None,
@@ -203,7 +205,7 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
         self : object
             The fitted encoder.
         """
-        self._fit(X, y, params)
+        self._fit(X, y, params, "fit")
         return self
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -224,16 +226,16 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
         X_out : ndarray or DataFrame of shape (n_samples, n_selected * dim_)
             The selected layers, side by side.
         """
-        return self._fit(X, y, params)
+        return self._fit(X, y, params, "fit_transform")
 
-    def _fit(self, X, y, params):
+    def _fit(self, X, y, params, method):
         texts = self._read(X, reset=True)
         if y is not None and len(y) != len(texts):
             raise ValueError(
                 f"{type(self).__name__}: `y` must have one entry per text of `X`; "
                 f"got {len(y)} for {len(texts)} texts."
             )
-        routed = self._routed_fit_params(params)
+        routed = self._routed_fit_params(params, method)
         extractor, stack = self._extract(texts, None)
         selector = self._fit_selector(extractor, stack, y, routed)
         self.dim_ = int(extractor.dim_)
@@ -278,7 +280,7 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
         return column
 
     def get_feature_names_out(self, input_features=None):
-        """Names of the output columns: ``{column}__layer{l}_{j}``.
+        """Get the names of the output columns: ``{column}__layer{l}_{j}``.
 
         Parameters
         ----------
@@ -345,6 +347,11 @@ def _one_text_column(X, owner):
             f"{owner}: `X` must be a column of texts (a Series, a one-column "
             f"frame or a list of str); got {type(X).__name__}{sparse}."
         )
+    elif getattr(getattr(X, "dtype", None), "kind", "O") in "biufcm":
+        raise TypeError(
+            f"{owner}: `X` must hold strings (one text column); got a numeric "
+            f"array of shape {X.shape}."
+        )
     elif getattr(X, "ndim", 1) == 2:
         if X.shape[1] != 1:
             raise ValueError(
@@ -367,7 +374,7 @@ def _one_text_column(X, owner):
             )
         )
         raise TypeError(
-            f"{owner}: `X` must be a column of text (str); {where} holds {what} "
-            f"at row {i}; {fix}."
+            f"{owner}: `X` must hold strings (one text column); {where} holds "
+            f"{what} at row {i}; {fix}."
         )
     return [str(t) for t in texts], name

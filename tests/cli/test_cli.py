@@ -530,6 +530,32 @@ def test_a_probe_saved_from_a_built_in_set_predicts_its_class_names(
 
 
 @pytest.mark.torch
+def test_group_column_groups_the_folds_and_bad_groups_are_one_line_errors(
+    tmp_path, capsys, tiny_model_path
+):
+    pd = pytest.importorskip("pandas")
+    data, texts = _tiny_data(tmp_path, n=48)
+    frame = pd.read_csv(data)
+    frame["speaker"] = np.repeat(np.arange(12), 4)
+    frame.to_csv(data, index=False)
+    argv = ["probe", "--model", tiny_model_path, "--data", str(data)]
+    argv += ["--n-layers-to-select", "1", "--device", "cpu", "--out"]
+    assert main([*argv, str(tmp_path / "out"), "--group-column", "speaker"]) == 0
+    assert "12 groups (speaker)" in capsys.readouterr().out
+    status = main([*argv, str(tmp_path / "o2"), "--group-column", "nope"])
+    _one_line_error(capsys, status, "--group-column 'nope' is not a column")
+    frame["speaker"] = 1
+    frame.to_csv(data, index=False)
+    status = main([*argv, str(tmp_path / "o3"), "--group-column", "speaker"])
+    _one_line_error(capsys, status, "holds a single group")
+    status = main(
+        ["probe", "--data", "bbc_news", "--out", str(tmp_path / "o4")]
+        + ["--group-column", "topic"]
+    )
+    _one_line_error(capsys, status, "has no groups")
+
+
+@pytest.mark.torch
 def test_probe_and_predict_read_parquet(tmp_path, capsys, tiny_model_path):
     """Parquet in, after the README's set-up (the ``cli`` extra brings pyarrow)."""
     pd = pytest.importorskip("pandas")

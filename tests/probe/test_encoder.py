@@ -11,17 +11,24 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pd = pytest.importorskip("pandas")
 
+import sklearn  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.compose import ColumnTransformer, make_column_transformer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
-from sklearn.model_selection import GridSearchCV, StratifiedKFold  # noqa: E402
+from sklearn.model_selection import (  # noqa: E402
+    GridSearchCV,
+    StratifiedGroupKFold,
+    StratifiedKFold,
+    cross_validate,
+)
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils import estimator_checks  # noqa: E402
 
 from skloes import LayerTextEncoder  # noqa: E402
 from skloes.extraction import HiddenStatesTransformer as HST  # noqa: E402
-from skloes.selection import MetricTopKSelector  # noqa: E402
+from skloes.probe import LayerProbeClassifier  # noqa: E402
+from skloes.selection import LOESSelectorCV, MetricTopKSelector  # noqa: E402
 
 TEXTS = [
     "a good movie",
@@ -196,7 +203,8 @@ def test_bad_columns_get_a_one_line_error_naming_x(deep_tiny):
         (table[["stars"]], TypeError, "column 'stars' holds float"),
         (pd.Series(["a", None, "b"]), TypeError, "a missing value at row 1"),
         (pd.Series(["a", np.nan, "b"]), TypeError, "a missing value at row 1"),
-        (np.zeros((4, 2)), ValueError, "one text column; got an array of 2"),
+        (np.zeros((4, 2)), TypeError, "got a numeric array of shape"),
+        (np.array([["a", "b"]] * 3, dtype=object), ValueError, "array of 2 col"),
         ("one text", TypeError, "column of texts"),
     ]
     for X, error, message in cases:
@@ -215,32 +223,11 @@ def test_bad_columns_get_a_one_line_error_naming_x(deep_tiny):
 
 
 # --------------------------------------------------------- sklearn checks
-API_CHECKS = [
-    "check_estimator_cloneable",
-    "check_estimator_tags_renamed",
-    "check_valid_tag_types",
-    "check_estimator_repr",
-    "check_no_attributes_set_in_init",
-    "check_estimators_unfitted",
-    "check_transformers_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params",
-    "check_n_features_in_after_fitting",
-    "check_mixin_order",
-    "check_parameters_default_constructible",
-    "check_get_params_invariance",
-    "check_set_params",
-    "check_transformer_n_iter",
-]
-# The checks that feed 2-D numeric tables: the input here is one text column,
-# so fit refuses them with its one-line error naming `X`; what each guards is
-# tested by hand above (fit returns self, no parameter overwritten, pickling,
-# idempotent refits, pandas and polars output, names).
-NUMERIC_CHECKS = [
-    "check_fit_score_takes_y",
-    "check_estimators_overwrite_params",
-    "check_dont_overwrite_parameters",
-    "check_estimators_fit_returns_self",
-    "check_readonly_memmap_input",
+# The API checks and the numeric checks every text estimator shares run in
+# tests/test_common.py; these transformer checks also feed 2-D numeric
+# tables, which the one-text-column encoder refuses with its error naming
+# `X` (what they guard is tested by hand above: pickling, frames, names).
+TRANSFORMER_NUMERIC_CHECKS = [
     "check_estimators_pickle",
     "check_pipeline_consistency",
     "check_transformer_general",
@@ -251,14 +238,13 @@ NUMERIC_CHECKS = [
 ]
 
 
-@pytest.mark.parametrize("check", API_CHECKS)
-def test_sklearn_api_checks(deep_tiny, check):
-    getattr(estimator_checks, check)("LayerTextEncoder", LayerTextEncoder(deep_tiny))
-
-
-@pytest.mark.parametrize("check", NUMERIC_CHECKS)
-def test_numeric_checks_fail_with_the_one_text_column_error(deep_tiny, check):
-    with pytest.raises((TypeError, ValueError), match="text column|column of text"):
+@pytest.mark.parametrize("check", TRANSFORMER_NUMERIC_CHECKS)
+def test_transformer_checks_on_numbers_fail_with_the_text_column_error(
+    deep_tiny, check
+):
+    with pytest.raises(
+        (TypeError, ValueError), match=r"`X` must (hold strings|be one)"
+    ):
         getattr(estimator_checks, check)(
             "LayerTextEncoder", LayerTextEncoder(deep_tiny)
         )
@@ -348,3 +334,96 @@ def test_smollm2_column_in_a_column_transformer(smollm2_path, rotten_tomatoes_sm
     deepest = int(fitted.selected_layers_.max())
     assert fitted.pipeline_[0].layers_.max() == deepest
     assert out.columns[0].startswith("layertextencoder__review__layer")
+
+
+# ----------------------------------------------------- grouped folds, routed
+GROUPS = np.repeat(np.arange(len(TEXTS) // 2), 2)
+
+
+class _Recording(StratifiedGroupKFold):
+    log: list = []
+
+    def split(self, X, y=None, groups=None):
+        for train, test in super().split(X, y, groups):
+            _Recording.log.append((train, test, np.asarray(groups)))
+            yield train, test
+
+
+@pytest.fixture
+def recording():
+    _Recording.log.clear()
+    yield _Recording
+    sklearn.set_config(enable_metadata_routing=False)
+
+
+def _grouped_selector():
+    return LOESSelectorCV(cv=_Recording(2), max_layers_to_select=2)
+
+
+def _no_leak():
+    assert _Recording.log
+    for train, test, groups in _Recording.log:
+        assert not set(groups[train]) & set(groups[test])
+
+
+@pytest.mark.parametrize("routing", [False, True])
+def test_probe_and_encoder_route_groups_to_their_selector(
+    deep_tiny, recording, routing
+):
+    sklearn.set_config(enable_metadata_routing=routing)
+    LayerProbeClassifier(deep_tiny, selector=_grouped_selector()).fit(
+        TEXTS, Y, groups=GROUPS
+    )
+    assert len(recording.log) == 2
+    _no_leak()
+    recording.log.clear()
+    LayerTextEncoder(deep_tiny, selector=_grouped_selector()).fit(
+        TEXTS, Y, groups=GROUPS
+    )
+    assert len(recording.log) == 2
+    _no_leak()
+
+
+def test_routed_groups_reach_the_encoder_inside_a_column_transformer(
+    deep_tiny, recording
+):
+    sklearn.set_config(enable_metadata_routing=True)
+    table = _table()
+    ct = make_column_transformer(
+        (LayerTextEncoder(deep_tiny, selector=_grouped_selector()), "review"),
+        (StandardScaler(), ["stars", "words"]),
+    )
+    pipe = make_pipeline(ct, LogisticRegression(max_iter=1000))
+    out = cross_validate(
+        pipe, table, Y, params={"groups": GROUPS}, cv=StratifiedGroupKFold(3)
+    )
+    assert out["test_score"].shape == (3,)
+    assert len(recording.log) == 3 * 2  # each outer fold's encoder split by group
+    _no_leak()
+
+
+def test_groups_a_selector_cannot_use_and_unrouted_weights_are_refused(deep_tiny):
+    with pytest.raises(TypeError, match="`groups` is used by no inner splitter"):
+        LayerProbeClassifier(deep_tiny).fit(TEXTS, Y, groups=GROUPS)
+    with pytest.raises(TypeError, match="`sample_weight` reaches the inner"):
+        LayerProbeClassifier(deep_tiny).fit(TEXTS, Y, sample_weight=np.ones(len(Y)))
+
+
+def test_routed_sample_weight_reaches_the_head_that_requests_it(deep_tiny, recording):
+    sklearn.set_config(enable_metadata_routing=True)
+    weights = np.linspace(0.1, 3.0, len(Y))
+    head = LogisticRegression(C=0.01, max_iter=1000).set_fit_request(sample_weight=True)
+    probe = LayerProbeClassifier(deep_tiny, estimator=head, random_state=0)
+    probe.fit(TEXTS, Y, sample_weight=weights)
+    fused = probe.pipeline_[:-1].transform(TEXTS)
+    scaled = probe.pipeline_[-1][0].transform(fused)
+    by_hand = LogisticRegression(C=0.01, max_iter=1000).fit(
+        scaled, Y, sample_weight=weights
+    )
+    np.testing.assert_allclose(probe.estimator_.coef_, by_hand.coef_, rtol=1e-6)
+    unweighted = LayerProbeClassifier(deep_tiny, random_state=0).fit(TEXTS, Y)
+    assert not np.allclose(unweighted.estimator_.coef_, probe.estimator_.coef_)
+    with pytest.raises(ValueError, match="`sample_weight` cannot be honoured"):
+        LayerProbeClassifier(
+            deep_tiny, estimator=head, selector=LOESSelectorCV(estimator=head)
+        ).fit(TEXTS, Y, sample_weight=weights)
