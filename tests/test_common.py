@@ -30,7 +30,12 @@ from skloes.heads import (
     ScalarMixClassifier,
     ScalarMixRegressor,
 )
-from skloes.probe import LayerProbeClassifier, LayerProbeRegressor, SelectedLayerFusion
+from skloes.probe import (
+    LayerProbeClassifier,
+    LayerProbeRegressor,
+    LayerTextEncoder,
+    SelectedLayerFusion,
+)
 from skloes.report import LayerReport
 from skloes.selection import (
     AllLayersSelector,
@@ -160,9 +165,17 @@ TEXT_ESTIMATORS = {
     LayerProbeClassifier: lambda model: LayerProbeClassifier(model),
     LayerProbeRegressor: lambda model: LayerProbeRegressor(model),
     GeoRegFineTuner: lambda model: GeoRegFineTuner(model, max_epochs=1),
+    LayerTextEncoder: lambda model: LayerTextEncoder(model),
 }
 # Beyond the common API checks, per estimator.
-EXTRA_API_CHECKS = {HiddenStatesTransformer: ["check_n_features_in_after_fitting"]}
+EXTRA_API_CHECKS = {
+    HiddenStatesTransformer: ["check_n_features_in_after_fitting"],
+    LayerTextEncoder: [
+        "check_n_features_in_after_fitting",
+        "check_transformers_unfitted",
+        "check_transformer_n_iter",
+    ],
+}
 
 
 def _text_cases(checks):

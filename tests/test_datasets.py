@@ -137,3 +137,48 @@ def test_chatterbot_topics_are_english_files_with_one_topic_per_text():
     assert set(data.data) <= {" ".join(t.split()) for t in english}
     fewer = load_chatterbot_topics(min_per_topic=100)
     assert len(fewer.target_names) < len(data.target_names)
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+def test_as_labels_gives_the_class_names_of_the_codes(loader):
+    codes = loader(n_samples=120, random_state=1)
+    X, names = loader(n_samples=120, random_state=1, return_X_y=True, as_labels=True)
+    assert list(X) == list(codes.data)
+    np.testing.assert_array_equal(names, codes.target_names[codes.target])
+    assert names.dtype == object and all(isinstance(n, str) for n in names)
+
+
+def test_rotten_tomatoes_groups_are_the_movies_and_follow_the_subsample():
+    full = load_rotten_tomatoes()
+    assert len(full.groups) == len(full.data) and len(set(full.groups)) == 508
+    sub = load_rotten_tomatoes(n_samples=300, random_state=2)
+    pairs = set(zip(full.data, full.groups, strict=True))
+    assert set(zip(sub.data, sub.groups, strict=True)) <= pairs
+    assert len(set(sub.groups)) > 100
+
+
+def test_amazon_snippets_table_columns_come_from_the_data():
+    from skloes.datasets import load_vader_amazon3
+
+    data = load_vader_amazon3(as_frame=True)
+    frame = data.data
+    assert list(frame.columns) == [
+        "text",
+        "review",
+        "position",
+        "lexicon_valence",
+        "lexicon_words",
+        "review_snippets",
+    ]
+    assert len(frame) == 3697 and frame["review"].nunique() == 300
+    assert np.bincount(data.target).tolist() == [1216, 762, 1719]
+    np.testing.assert_array_equal(data.groups, frame["review"])
+    sizes = frame.groupby("review")["text"].transform("size")
+    np.testing.assert_array_equal(frame["review_snippets"], sizes)
+    # the lexicon columns by hand: "great" is rated 3.1 and "value" 1.4
+    row = frame.loc[frame["text"] == "great value."].iloc[0]
+    assert row["lexicon_words"] == 2
+    assert row["lexicon_valence"] == pytest.approx(3.1 + 1.4)
+    assert (row["review"], row["position"]) == (7, 1)
+    texts, y = load_vader_amazon3(return_X_y=True, n_samples=200)
+    assert isinstance(texts, np.ndarray) and len(y) == 200

@@ -19,7 +19,10 @@ BUILTIN_DATA = (
     "sms_spam",
     "vader_tweets3",
     "vader_nyt3",
+    "vader_amazon3",
 )
+# The group column of the built-in sets that have one (``--group-column``).
+BUILTIN_GROUPS = {"rotten_tomatoes": "movie", "vader_amazon3": "review"}
 
 
 # The main job: the offline SmolLM2 decoder, where intermediate layers matter most
@@ -151,6 +154,16 @@ def _add_probe_parser(sub):
         help="what the labels are: classes, or a continuous target; auto "
         "(default) reads non-integer numbers and float labels with 10 or more "
         "distinct values as a target, anything else as classes",
+    )
+    probe.add_argument(
+        "--group-column",
+        default=None,
+        metavar="C",
+        help="column of each text's group (its speaker, author, document...): "
+        "every outer and inner fold keeps a group on one side of the split; "
+        "the built-in sets' group columns: "
+        + ", ".join(f"{c} ({d})" for d, c in BUILTIN_GROUPS.items())
+        + " (default: none)",
     )
     probe.add_argument(
         "--pooling",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import BUILTIN_DATA, UserError, _first_line
+from skloes.cli._args import BUILTIN_DATA, BUILTIN_GROUPS, UserError, _first_line
 
 # Byte-order marks, longest first: a file saved by a spreadsheet or an editor
 # on Windows starts with one, which is not part of the first column's name.
@@ -205,43 +205,79 @@ def _existing_file(data):
     return path
 
 
-def _read_table(path, text_column, label_column):
+def _read_table(path, text_column, label_column, group_column=None):
     frame = _read_frame(path, text_column)
-    _check_columns(
-        frame, path, [(text_column, "--text-column"), (label_column, "--label-column")]
-    )
+    columns = [(text_column, "--text-column"), (label_column, "--label-column")]
+    if group_column is not None:
+        columns.append((group_column, "--group-column"))
+    _check_columns(frame, path, columns)
     n_rows = len(frame)
-    frame = frame[[text_column, label_column]].dropna()
+    frame = frame[[c for c, _ in columns]].dropna()
+    what = "a text and a label" + (" and a group" if group_column else "")
     if len(frame) == 0:
-        raise UserError(f"{str(path)!r} has no row with both a text and a label")
+        raise UserError(f"{str(path)!r} has no row with {what}")
     if len(frame) < n_rows:  # said, never silent
         print(
             f"skloes probe: note: {n_rows - len(frame)} of {n_rows} rows of "
-            f"{str(path)!r} have no text ({text_column!r}) or no label "
-            f"({label_column!r}) and are left out",
+            f"{str(path)!r} lack {what} ({', '.join(repr(c) for c, _ in columns)}) "
+            "and are left out",
             file=sys.stderr,
         )
-    return _texts(frame[text_column], path), frame[label_column].to_numpy()
+    groups = None if group_column is None else frame[group_column].to_numpy()
+    return _texts(frame[text_column], path), frame[label_column].to_numpy(), groups
 
 
-def _subsample(texts, labels, n, seed, task):
+def _subsample(labels, n, seed, task):
+    """Sorted rows of a subsample of ``n`` (stratified for classes), or None
+    for all rows."""
     from sklearn.model_selection import train_test_split
 
-    if n is None or n >= len(texts):
-        return texts, labels
+    if n is None or n >= len(labels):
+        return None
     stratify = labels if task == "classification" else None
     try:
         index, _ = train_test_split(
-            np.arange(len(texts)), train_size=n, stratify=stratify, random_state=seed
+            np.arange(len(labels)), train_size=n, stratify=stratify, random_state=seed
         )
     except ValueError:  # a class too small to stratify: uniform draw
-        index = np.random.RandomState(seed).choice(len(texts), n, replace=False)
-    index = np.sort(index)
-    return texts[index], labels[index]
+        index = np.random.RandomState(seed).choice(len(labels), n, replace=False)
+    return np.sort(index)
 
 
-def load_data(data, text_column, label_column, max_samples, seed, task="auto"):
-    """Texts and labels of a built-in data set or a data file, and the task.
+def _builtin(data, group_column, task):
+    """Texts, class names as labels, the class names and the groups of a
+    built-in data set."""
+    from skloes import datasets
+
+    if task == "regression":
+        raise UserError(
+            f"--task regression: the built-in data set {data!r} has classes, "
+            "not a continuous target"
+        )
+    try:
+        bunch = datasets.load_dataset(data)
+    except ImportError as exc:
+        raise UserError(f"data set {data!r} is not installed: {exc}") from None
+    groups = None
+    if group_column is not None:
+        if BUILTIN_GROUPS.get(data) != group_column:
+            has = BUILTIN_GROUPS.get(data)
+            raise UserError(
+                f"--group-column {group_column!r}: data set {data!r} "
+                + (f"has the group column {has!r}" if has else "has no groups")
+            )
+        groups = bunch.groups
+    labels = bunch.target_names[bunch.target].astype(object)  # the names, kept
+    return bunch.data, labels, bunch.target_names, groups
+
+
+def load_data(
+    data, text_column, label_column, max_samples, seed, task="auto", group_column=None
+):
+    """Texts, labels, the task and groups of a built-in data set or a data file.
+
+    A built-in set's labels are its class names (``"fresh"``, not ``0``),
+    so a probe fitted on them predicts names.
 
     Returns
     -------
@@ -250,22 +286,12 @@ def load_data(data, text_column, label_column, max_samples, seed, task="auto"):
         Class labels, or float64 targets for regression.
     label_names : ndarray or None
     task : {"classification", "regression"}
+    groups : ndarray or None
+        The ``group_column`` of each text (None without one).
     """
-    from skloes import datasets
-
     if data in BUILTIN_DATA:
-        if task == "regression":
-            raise UserError(
-                f"--task regression: the built-in data set {data!r} has classes, "
-                "not a continuous target"
-            )
-        try:
-            bunch = datasets.load_dataset(data)
-        except ImportError as exc:
-            raise UserError(f"data set {data!r} is not installed: {exc}") from None
+        texts, labels, names, groups = _builtin(data, group_column, task)
         task = "classification"
-        texts, labels = _subsample(bunch.data, bunch.target, max_samples, seed, task)
-        names = bunch.target_names
     else:
         path = Path(data).expanduser()
         if not path.exists():
@@ -275,15 +301,29 @@ def load_data(data, text_column, label_column, max_samples, seed, task="auto"):
                     "or a data file"
                 )
             raise UserError(f"data file {data!r} does not exist")
-        texts, labels = _read_table(path, text_column, label_column)
+        texts, labels, groups = _read_table(
+            path, text_column, label_column, group_column
+        )
         task, labels = resolve_task(labels, task, label_column)
-        texts, labels = _subsample(texts, labels, max_samples, seed, task)
         names = None
+    index = _subsample(labels, max_samples, seed, task)
+    if index is not None:
+        texts, labels = texts[index], labels[index]
+        groups = None if groups is None else groups[index]
     if task == "classification":
         _check_classes(labels)
     else:
         _check_target(labels)
-    return texts, labels, names, task
+    _check_groups(groups, group_column)
+    return texts, labels, names, task, groups
+
+
+def _check_groups(groups, group_column):
+    if groups is not None and len(np.unique(groups.astype(str))) < 2:
+        raise UserError(
+            f"--group-column {group_column!r} holds a single group; grouped "
+            "cross-validation needs 2 or more"
+        )
 
 
 # ``--task auto`` reads float labels with at least this many distinct values

@@ -22,7 +22,7 @@ import numpy as np
 from skloes.cli._args import UserError, _first_line, as_options
 from skloes.cli._data import load_data
 
-REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
 
 
 def check_out(out, force):
@@ -146,13 +146,14 @@ def run_probe(args):
     check_save(args.save, args.force, args.out)
     if args.export is not None and args.save is None:
         raise UserError("--export needs --save DIR (the folder it writes into)")
-    texts, labels, names, task = load_data(
+    texts, labels, names, task, groups = load_data(
         args.data,
         args.text_column,
         args.label_column,
         args.max_samples,
         args.seed,
         task=args.task,
+        group_column=args.group_column,
     )
     if task == "classification":
         n_classes = len(np.unique(labels))
@@ -162,6 +163,8 @@ def run_probe(args):
     else:
         low, high = np.min(labels), np.max(labels)
         what = f"a continuous target (regression, {low:g} to {high:g})"
+    if groups is not None:
+        what += f", {len(np.unique(groups.astype(str)))} groups ({args.group_column})"
     _log(f"data: {args.data}, {len(texts)} texts, {what}")
     hst, stack, token_metrics = _extract(args, texts)
     t_extract = time.perf_counter() - start
@@ -177,7 +180,7 @@ def run_probe(args):
         verbose=1,
     )
     try:
-        report.fit(stack, labels, extra_metrics=token_metrics)
+        report.fit(stack, labels, extra_metrics=token_metrics, groups=groups)
     except ValueError as exc:  # what the layers or labels cannot give
         raise UserError(
             f"cannot probe {args.data}: {as_options(_first_line(exc))}"
@@ -197,12 +200,10 @@ def run_probe(args):
     print(report.format_summary())
     print("\n" + _headline(report.summary()))
     if args.save is not None:
-        _save_probe(args, report, hst, stack, labels, texts)
+        _save_probe(args, report, hst, stack, labels, texts, groups)
     total = time.perf_counter() - start
-    print(
-        f"report written to {os.fspath(folder)}/ (layers.csv, profile.png, "
-        f"selection.json) in {total:.1f} s"
-    )
+    written = ", ".join(name for name in REPORT_FILES if (folder / name).exists())
+    print(f"report written to {os.fspath(folder)}/ ({written}) in {total:.1f} s")
     return report
 
 
@@ -225,10 +226,11 @@ def check_save(save, force=False, out=None):
         raise UserError(f"--save {save!r} {problem}")
 
 
-def _save_probe(args, report, hst, stack, labels, texts):
+def _save_probe(args, report, hst, stack, labels, texts, groups=None):
     """Fit a probe on every row with the selector of the report's
     recommendation (the cheapest answer within noise of the best), from the
-    stack the report used."""
+    stack the report used (its groups to the selector's own folds)."""
+    from skloes.core._routing import fit_takes
     from skloes.probe import LayerProbeClassifier, LayerProbeRegressor, save_probe
     from skloes.report._layer_report import _method_estimator
 
@@ -254,7 +256,9 @@ def _save_probe(args, report, hst, stack, labels, texts):
         extractor_params={"precision": args.precision},
     )
     extractor = probe._extractor().fit(list(texts))
-    probe._fit_stack(extractor, stack, probe._check_y(labels))
+    params = {"groups": groups} if fit_takes(selector, "groups") else {}
+    routed = probe._routed_fit_params(params)
+    probe._fit_stack(extractor, stack, probe._check_y(labels), routed)
     try:
         folder = save_probe(
             probe,
@@ -262,6 +266,8 @@ def _save_probe(args, report, hst, stack, labels, texts):
             overwrite=args.force,
             export=args.export,
             check_texts=None if args.export is None else list(texts),
+            report=report,
+            data_name=args.data,
         )
     except ImportError as exc:
         raise UserError(f"--export: {_first_line(exc)}") from None

@@ -131,13 +131,14 @@ def check_label_vector(y, owner):
     return y
 
 
-def cv_splits(cv, y, owner, param="cv"):
+def cv_splits(cv, y, owner, param="cv", groups=None):
     """The ``(train, test)`` splits of ``cv`` over ``y``, checked against ``y``.
 
-    ``cv`` is the splitter returned by :func:`sklearn.model_selection.check_cv`.
-    More folds than samples is an error naming ``param``; for stratified
-    k-fold, a class smaller than the number of folds gives one warning naming
-    ``param`` (in place of the splitter's own).
+    ``cv`` is the splitter returned by :func:`sklearn.model_selection.check_cv`
+    (or :func:`~skloes.core._routing.grouped_splitter`); ``groups`` go to its
+    ``split``. More folds than samples is an error naming ``param``; for
+    stratified k-fold, a class smaller than the number of folds gives one
+    warning naming ``param`` (in place of the splitter's own).
     """
 
     n_splits, n = getattr(cv, "n_splits", None), len(y)
@@ -151,7 +152,7 @@ def cv_splits(cv, y, owner, param="cv"):
             _check_stratifiable(cv.n_splits, y, owner, param)
             _warn_small_classes(cv.n_splits, y, owner, param)
             warnings.filterwarnings("ignore", "The least populated class", UserWarning)
-        return list(cv.split(np.zeros((n, 1)), y))
+        return list(cv.split(np.zeros((n, 1)), y, groups))
 
 
 def _check_stratifiable(n_splits, y, owner, param):

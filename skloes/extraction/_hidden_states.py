@@ -26,6 +26,7 @@ from skloes.core._contract import (
     layer_feature_names,
     resolve_layer_indices,
 )
+from skloes.core._frames import as_container, output_container
 from skloes.core._memory import release_memory
 from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
     AUTO_EXCLUDE,
@@ -87,7 +88,9 @@ RESOLVED_AGAIN = ("device", "max_batch_tokens")
 
 
 @renamed_params(progress=("verbose", int))
-class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
+class HiddenStatesTransformer(
+    TransformerMixin, BaseEstimator, auto_wrap_output_keys=None
+):
     """Extract the pooled hidden state of every layer of a Hugging Face model.
 
     ``transform`` runs the model over raw inputs (texts, images or audio
@@ -140,7 +143,10 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         scikit-learn-native form (cross-validation, ``set_output``). The flat
         array is a :class:`~skloes.core._contract.LayerTable` that carries
         its ``layer_dim``, so later steps read its layers without being told
-        (see :ref:`data_contract`).
+        (see :ref:`data_contract`). ``set_output(transform="pandas")`` or
+        ``"polars"`` makes the flat output a frame; a stack has no frame form
+        and is returned as is, so that in a ``Pipeline`` set to frames the
+        selector after the extractor returns the frame.
 
     batch_size : int, default=32
         Inputs per forward pass (at most: ``max_batch_tokens`` splits long
@@ -394,7 +400,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
         H : ndarray of shape (n_layers, n_samples, dim) or (n_samples, n_layers * dim)
             The layer stack (``output="stack"``) or the flat table.
         """
-        return self._transform_items(self._fit(X, y))
+        return self._as_output(self._transform_items(self._fit(X, y)), X)
 
     def _fit(self, X, y):
         """Fit and return the checked inputs."""
@@ -474,9 +480,43 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             The layer stack (``output="stack"``) or the flat table.
         """
         check_is_fitted(self)
-        return self._transform_items(
-            check_inputs(X, self.modality_, owner=type(self).__name__)
-        )
+        items = check_inputs(X, self.modality_, owner=type(self).__name__)
+        return self._as_output(self._transform_items(items), X)
+
+    def set_output(self, *, transform=None):
+        """Set the container of the flat output.
+
+        The flat table (``output="flat"``) becomes a pandas or polars
+        DataFrame with the columns ``layer{l}_{j}``; the layer stack
+        (``output="stack"``) is 3-D, has no frame form and is returned as is
+        whatever the setting (in a ``Pipeline`` set to frames, the selector
+        after the extractor returns the frame).
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None, default=None
+            The container of ``transform`` and ``fit_transform``; None leaves
+            the setting unchanged.
+
+        Returns
+        -------
+        self : object
+            This transformer.
+        """
+        if transform is not None:
+            config = dict(getattr(self, "_sklearn_output_config", {}))
+            config["transform"] = transform
+            self._sklearn_output_config = config
+        return self
+
+    def _as_output(self, out, X):
+        """The flat output in the container ``set_output`` asked for."""
+        if self.output == "stack":
+            return out
+        container = output_container(self)
+        if container == "default":
+            return out
+        return as_container(out, self.get_feature_names_out(), container, like=X)
 
     def _transform_items(self, items):
         self._honour_changed_settings()
@@ -852,6 +892,14 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         """Column names ``layer{l}_{j}`` of the flat output.
 
+        A layer stack (``output="stack"``) has no columns of its own; its
+        names are those of the same values laid flat, which are the names a
+        selector after it derives its own from. So a ``Pipeline`` of an
+        extractor and a selector gives its names whatever the output.
+
+        .. versionchanged:: 0.3
+           Names for ``output="stack"`` too (it was an error).
+
         Parameters
         ----------
         input_features : None
@@ -863,12 +911,6 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
             ``layer{l}_{j}`` for each returned layer ``l`` and unit ``j``.
         """
         check_is_fitted(self)
-        if self.output != "flat":
-            raise ValueError(
-                f"{type(self).__name__}: feature names (and set_output) need "
-                f"`output='flat'`; got output={self.output!r}, whose 3-D stack has "
-                "no columns."
-            )
         if self.dim_ is None:
             raise ValueError(
                 f"{type(self).__name__}: the width of a callable `pooling` is known "

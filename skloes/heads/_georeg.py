@@ -26,6 +26,7 @@ from skloes.core._contract import resolve_layer_indices, validate_layers
 from skloes.core._targets import check_classes, check_label_vector
 from skloes.core._torch import DEVICE_CONSTRAINT, torch
 from skloes.heads._mixins import (
+    EmbeddingFeatureNamesMixin,
     TorchClassifierMixin,
     head_outputs,
     layer_blocks,
@@ -38,7 +39,11 @@ _LINEAR_CS = np.logspace(-4, 2, 7)
 
 
 class _BaseGeoReg(
-    TorchClassifierMixin, ClassifierMixin, TransformerMixin, BaseEstimator
+    TorchClassifierMixin,
+    ClassifierMixin,
+    EmbeddingFeatureNamesMixin,
+    TransformerMixin,
+    BaseEstimator,
 ):
     """What the feature head and the fine-tuner share: training and layers."""
 

@@ -20,11 +20,13 @@ numpy arrays: the logits or regression outputs, and the fused embedding).
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin
 from sklearn.model_selection import train_test_split
 
 from skloes.core._torch import torch
 
 __all__ = [
+    "EmbeddingFeatureNamesMixin",
     "TorchClassifierMixin",
     "TorchHeadMixin",
     "head_outputs",
@@ -119,6 +121,21 @@ def head_outputs(module, feats, batch_size):
 
     out, z = predict_outputs(module64, forward, torch.arange(len(feats)), batch_size)
     return out.numpy(), z.numpy()
+
+
+class EmbeddingFeatureNamesMixin(ClassNamePrefixFeaturesOutMixin):
+    """Names of the fused embedding that a head's ``transform`` returns.
+
+    ``get_feature_names_out`` gives ``{class name}{i}`` (lowercase, as
+    scikit-learn's PCA does), so a head also takes ``set_output`` and a
+    ``Pipeline`` ending with it can be set to return frames. Goes left of
+    ``TransformerMixin``.
+    """
+
+    @property
+    def _n_features_out(self):
+        module = self.module_
+        return int(getattr(module, "head", module).embed_dim)
 
 
 class TorchHeadMixin:

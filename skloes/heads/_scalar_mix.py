@@ -34,6 +34,7 @@ from skloes.core._contract import validate_layers
 from skloes.core._targets import check_classes, check_label_vector
 from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator, torch
 from skloes.heads._mixins import (
+    EmbeddingFeatureNamesMixin,
     TorchClassifierMixin,
     TorchHeadMixin,
     head_outputs,
@@ -48,7 +49,11 @@ __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
 
 class _BaseScalarMix(
-    TorchHeadMixin, LayerSupportMixin, TransformerMixin, BaseEstimator
+    TorchHeadMixin,
+    LayerSupportMixin,
+    EmbeddingFeatureNamesMixin,
+    TransformerMixin,
+    BaseEstimator,
 ):
     """Shared fit for the ScalarMix heads (the training loop of ``_heads``)."""
 

@@ -15,6 +15,7 @@ from numbers import Integral
 import numpy as np
 
 from skloes.core._batching import token_batches  # noqa: F401 (re-exported)
+from skloes.core._frames import frame_column, is_frame
 from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._torch import torch
@@ -141,11 +142,11 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
 def _one_column(X, modality, owner):
     """The single column of a 2-D table of inputs; an error for wider tables.
 
-    A DataFrame, and for text a 2-D array of strings, holds one input per row
-    only when it has one column: iterating it otherwise yields column names
-    or rows.
+    A DataFrame (pandas or polars), and for text a 2-D array of strings,
+    holds one input per row only when it has one column: iterating it
+    otherwise yields column names or rows.
     """
-    frame = hasattr(X, "iloc") and getattr(X, "ndim", 1) == 2
+    frame = is_frame(X)
     table = frame or (
         modality == "text"
         and getattr(X, "ndim", None) == 2
@@ -154,7 +155,7 @@ def _one_column(X, modality, owner):
     if not table:
         return X
     if X.shape[1] == 1:
-        return X.iloc[:, 0] if frame else X[:, 0]
+        return frame_column(X) if frame else X[:, 0]
     names = f" ({', '.join(map(repr, list(X.columns)[:5]))})" if frame else ""
     raise ValueError(
         f"{owner}: `X` is a 2-D table with {X.shape[1]} columns{names}; a "

@@ -4,8 +4,10 @@
 layers, fit a final estimator and predict by running the model only through
 the deepest selected block; :func:`prune_layers` does the same to a fitted
 pipeline of your own, and :class:`SelectedLayerFusion` is the step it puts in
-place of the selector; :func:`save_probe` and :func:`load_probe` store either
-without the model's weights, in a format that loads without pickle.
+place of the selector; :class:`LayerTextEncoder` encodes a text column of a
+table by the selected layers (a ``ColumnTransformer`` or skrub entry);
+:func:`save_probe` and :func:`load_probe` store a probe without the model's
+weights, in a format that loads without pickle.
 
 May import: utils, core, models, extraction, metrics, selection, heads.
 """
@@ -15,6 +17,7 @@ May import: utils, core, models, extraction, metrics, selection, heads.
 
 from __future__ import annotations
 
+from skloes.probe._encoder import LayerTextEncoder
 from skloes.probe._estimators import LayerProbeClassifier, LayerProbeRegressor
 from skloes.probe._fusion import SelectedLayerFusion
 from skloes.probe._persistence import load_probe, save_probe
@@ -23,6 +26,7 @@ from skloes.probe._pruning import prune_layers
 __all__ = [
     "LayerProbeClassifier",
     "LayerProbeRegressor",
+    "LayerTextEncoder",
     "SelectedLayerFusion",
     "load_probe",
     "prune_layers",

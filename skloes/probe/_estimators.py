@@ -11,37 +11,20 @@ selected block (:func:`~skloes.probe.prune_layers`).
 
 from __future__ import annotations
 
-import os
-from numbers import Integral
-
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
-from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import column_or_1d
 
-from skloes.core._pooling import POOLINGS
 from skloes.core._targets import check_classes
-from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator
-from skloes.extraction import HiddenStatesTransformer
-from skloes.extraction._hidden_states import (
-    FIXED_AT_FIT,
-    SettingChangedError,
-    same_setting,
-)
-from skloes.probe._pruning import prune_layers
-from skloes.selection import LOESSelector
-from skloes.selection._base import LayerSelectorMixin
+from skloes.core._torch import may_use_accelerator
+from skloes.probe._base import LayerPipelineBase
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import (
-    HasMethods,
-    Interval,
-    StrOptions,
-    _fit_context,
-)
+from skloes.utils._param_validation import HasMethods, _fit_context
 
 __all__ = ["LayerProbeClassifier", "LayerProbeRegressor", "default_head"]
 
@@ -134,53 +117,13 @@ _ATTRS_DOC = """
         (:func:`~skloes.probe.prune_layers`).
 
     n_model_layers_ : int
-        Hidden states of the model (blocks + the embedding output)."""
+        Hidden states of the model (blocks + the embedding output).
 
+    n_samples_fit_ : int
+        Number of training inputs (for the model card of
+        :func:`~skloes.probe.save_probe`).
 
-# HiddenStatesTransformer parameters that are parameters of the probe too:
-# ``extractor_params`` may not set them (nor ``layers`` and ``output``, which
-# the probe sets: it extracts every layer as a stack, then prunes).
-_OWN_EXTRACTOR_PARAMS = (
-    "model",
-    "pooling",
-    "max_length",
-    "batch_size",
-    "cache",
-    "device",
-    "verbose",
-)
-_SET_BY_THE_PROBE = ("layers", "output")
-
-
-def check_extractor_params(extractor_params, owner):
-    """``extractor_params`` as a new dict, refusing keys the probe owns.
-
-    A key that is one of the probe's own parameters, one the probe sets
-    itself, or no parameter of the extractor at all is an error naming it: a
-    silent precedence would run another setting than the one written.
-    """
-    params = dict(extractor_params or {})
-    valid = set(HiddenStatesTransformer._get_param_names())
-    for key in params:
-        if key in _OWN_EXTRACTOR_PARAMS:
-            raise ValueError(
-                f"{owner}: `extractor_params` sets {key!r}, which is the probe's "
-                f"own parameter `{key}`; set it there ({key}={params[key]!r}) and "
-                "drop it from `extractor_params`."
-            )
-        if key in _SET_BY_THE_PROBE:
-            raise ValueError(
-                f"{owner}: `extractor_params` sets {key!r}, which the probe sets "
-                "itself (it extracts every layer as a stack, then keeps the "
-                "selected ones); drop it, and choose layers with `selector`."
-            )
-        if key not in valid:
-            raise ValueError(
-                f"{owner}: `extractor_params` key {key!r} is not a "
-                "HiddenStatesTransformer parameter; valid keys: "
-                f"{sorted(valid - set(_OWN_EXTRACTOR_PARAMS + _SET_BY_THE_PROBE))}."
-            )
-    return params
+        .. versionadded:: 0.3"""
 
 
 def _head_has(method):
@@ -200,23 +143,15 @@ def _head_has(method):
     return check
 
 
-class _BaseLayerProbe(BaseEstimator):
+class _BaseLayerProbe(LayerPipelineBase):
     """Shared fit: extract every layer, select, fit the head, prune."""
 
     _parameter_constraints = {
-        "model": [str, os.PathLike, None],  # resolved by the extractor
-        "selector": [LayerSelectorMixin, None],
+        **LayerPipelineBase._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict"]), None],
         "standardize": ["boolean"],
-        "pooling": [StrOptions(set(POOLINGS))],
-        "max_length": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "cache": [str, os.PathLike, None],
-        "device": DEVICE_CONSTRAINT,
-        "extractor_params": [dict, None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
+    _nested_defaults = ("selector", "estimator")
     _task = None  # "classification" or "regression"
 
     def __init__(
@@ -248,124 +183,44 @@ class _BaseLayerProbe(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    # ----------------------------------------------------- nested defaults
     def _default(self, name):
-        if name == "selector":
-            return LOESSelector(random_state=self.random_state)
-        return default_head(self._task)
+        if name == "estimator":
+            return default_head(self._task)
+        return super()._default(name)
 
-    def set_params(self, **params):
-        """Set parameters; nested ones of a None ``selector``/``estimator`` set
-        the default's.
-
-        Parameters
-        ----------
-        **params : dict
-            Estimator parameters, ``selector__*`` and ``estimator__*``
-            included.
-
-        Returns
-        -------
-        self : object
-            This estimator.
-        """
-        for name in ("selector", "estimator"):
-            nested = any(key.startswith(f"{name}__") for key in params)
-            if nested and params.get(name, getattr(self, name)) is None:
-                params[name] = self._default(name)
-        return super().set_params(**params)
+    def _routing_children(self):
+        return {
+            "selector": self._nested("selector"),
+            "estimator": self._nested("estimator"),
+        }
 
     # ---------------------------------------------------------------- fit
-    def _extractor_settings(self):
-        """The extractor parameters this probe decides (every layer, as a
-        stack, is added by :meth:`_extractor`)."""
-        params = check_extractor_params(self.extractor_params, type(self).__name__)
-        params.update({name: getattr(self, name) for name in _OWN_EXTRACTOR_PARAMS})
-        return params
+    def _fit(self, X, y, params):
+        routed = self._routed_fit_params(params)
+        extractor, stack = self._extract(X, y)
+        return self._fit_stack(extractor, stack, y, routed)
 
-    def _extractor(self):
-        return HiddenStatesTransformer(
-            **self._extractor_settings(), output="stack", layers="all"
-        )
-
-    def _fit(self, X, y):
-        from skloes.models._loading import RemoteCodeError
-
-        extractor = self._extractor()
-        try:
-            stack = extractor.fit_transform(X, y)
-        except RemoteCodeError as exc:  # the option lives in extractor_params
-            raise ValueError(
-                exc.message(
-                    type(self).__name__,
-                    "pass extractor_params={'trust_remote_code': "
-                    "True} only if you trust it",
-                )
-            ) from None
-        return self._fit_stack(extractor, stack, y)
-
-    def _fit_stack(self, extractor, stack, y):
+    def _fit_stack(self, extractor, stack, y, routed=None):
         """Select and fit on the every-layer ``stack`` of the fitted
         ``extractor`` and the checked ``y`` (``_check_y``); the command line
         calls it with the stack its report computed already."""
-        selector = clone(
-            self.selector if self.selector is not None else self._default("selector")
-        )
-        selector.fit(stack, y)
-        head = clone(
-            self.estimator if self.estimator is not None else self._default("estimator")
-        )
-        if self.standardize:
-            head = make_pipeline(StandardScaler(), head)
-        head.fit(selector.transform(stack), y)
+        routed = routed if routed is not None else self._routed_fit_params({})
+        selector = self._fit_selector(extractor, stack, y, routed)
+        fused = selector.transform(stack)
         del stack
-        full = Pipeline(
-            [("extractor", extractor), ("fusion", selector), ("head", head)]
-        )
-        self.pipeline_ = prune_layers(full)
-        self.selector_ = selector
-        self.estimator_ = head[-1] if self.standardize else head
-        self.selected_layers_ = extractor.layers_[selector.selected_layers_]
-        self.n_model_layers_ = extractor.n_model_layers_
+        head = clone(self._nested("estimator"))
+        steps = [head]
+        if self.standardize:  # the scaler weighs rows alike
+            scaler = StandardScaler()
+            fused = scaler.fit_transform(fused)
+            steps = [scaler, head]
+        head.fit(fused, y, **routed.estimator.fit)
+        self.estimator_ = head
+        step = make_pipeline(*steps) if self.standardize else head
+        self._prune(extractor, [("head", step)])
         return self
 
     # ------------------------------------------------------------ predict
-    def _sync_extractor(self):
-        """Give the fitted extractor the probe's current settings: those fixed
-        at fit (``model``, ``pooling``, ``max_length``...) changed since are an
-        error naming them; the others (``device``, ``precision``, ``cache``,
-        ``batch_size``...) take effect, the model being loaded again when
-        needed, so that nothing is computed under one setting and cached
-        under another's key."""
-        extractor = self.pipeline_[0]
-        current = extractor.get_params(deep=False)
-        changed = {
-            key: value
-            for key, value in self._extractor_settings().items()
-            if key in current and not same_setting(current[key], value)
-        }
-        for key in FIXED_AT_FIT:
-            if key in changed:
-                own = key in _OWN_EXTRACTOR_PARAMS
-                param = key if own else f"extractor_params[{key!r}]"
-                raise SettingChangedError(
-                    type(self).__name__, param, current[key], changed[key]
-                )
-        if changed:
-            extractor.set_params(**changed)
-
-    def _predictor(self):
-        """``pipeline_``, or with a ``cache`` its every-layer twin, which reads
-        and fills the entries a search's fits reuse (one forward pass per
-        input in all)."""
-        check_is_fitted(self)
-        self._sync_extractor()
-        if self.cache is None:
-            return self.pipeline_
-        extractor = self.pipeline_[0]
-        every = extractor._with_layers(np.arange(extractor.n_model_layers_))
-        return Pipeline([("extractor", every), *self.pipeline_.steps[1:]])
-
     def predict(self, X):
         """Predict from raw inputs, running only the layers the probe uses.
 
@@ -415,7 +270,12 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     Attributes
     ----------
     classes_ : ndarray
-        The class labels.
+        The class labels, as given to ``fit`` (strings stay strings).
+
+    class_count_ : ndarray of shape (n_classes,)
+        Training inputs of each class.
+
+        .. versionadded:: 0.3
 
     {ATTRS}
 
@@ -428,7 +288,9 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     --------
     >>> from skloes.datasets import load_rotten_tomatoes
     >>> from skloes.probe import LayerProbeClassifier
-    >>> X, y = load_rotten_tomatoes(n_samples=200, return_X_y=True)  # doctest: +SKIP
+    >>> X, y = load_rotten_tomatoes(
+    ...     n_samples=200, return_X_y=True, as_labels=True
+    ... )  # doctest: +SKIP
     >>> probe = LayerProbeClassifier(random_state=0).fit(X, y)  # doctest: +SKIP
     >>> probe.selected_layers_  # doctest: +SKIP
     array([1, 2, 3, 4])
@@ -439,7 +301,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     _task = "classification"
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, **params):
         """Extract every layer, select layers, fit the estimator.
 
         Parameters
@@ -447,19 +309,27 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
         X : list of str or array-like
             Raw inputs (texts, or images/waveforms for such models).
         y : array-like of shape (n_samples,)
-            Class labels.
+            Class labels, kept as given (strings stay strings).
+        **params : dict
+            Metadata for the inner cross-validation: ``groups`` goes to the
+            selector (a ``LOESSelectorCV`` or a probe-scored selector splits
+            by them); with ``sklearn.set_config(enable_metadata_routing=True)``
+            any metadata is routed as the selector and the estimator request
+            it (``sample_weight`` to an estimator that honours it).
+
+            .. versionadded:: 0.3
 
         Returns
         -------
         self : object
             The fitted probe.
         """
-        return self._fit(X, self._check_y(y))
+        return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
-        self.classes_ = np.unique(y)
+        self.classes_, self.class_count_ = np.unique(y, return_counts=True)
         check_classes(self.classes_, type(self).__name__)
         return y
 
@@ -533,7 +403,7 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
     _task = "regression"
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, **params):
         """Extract every layer, select layers, fit the estimator.
 
         Parameters
@@ -542,13 +412,18 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
             Raw inputs.
         y : array-like of shape (n_samples,)
             Continuous targets.
+        **params : dict
+            Metadata for the inner cross-validation, as for
+            :meth:`LayerProbeClassifier.fit`.
+
+            .. versionadded:: 0.3
 
         Returns
         -------
         self : object
             The fitted probe.
         """
-        return self._fit(X, self._check_y(y))
+        return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
         y = np.asarray(column_or_1d(y, warn=True), dtype=np.float64)

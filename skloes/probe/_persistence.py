@@ -4,7 +4,8 @@ A saved probe is a folder written by :func:`save_probe`: ``estimator.skops``,
 the fitted estimator in skops' format (a zip of JSON and ``.npy`` files that
 loads by constructing only types on an allow-list, never by unpickling), and
 ``manifest.json``, the model reference, the hash of its files and the list of
-the files the save wrote (``files``). The model's weights are never written:
+the files the save wrote (``files``), and ``README.md``, its model card. The
+model's weights are never written:
 loading finds them again from the reference and refuses when they changed or
 are gone.
 
@@ -36,6 +37,7 @@ from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
 from skloes.extraction import HiddenStatesTransformer
+from skloes.probe._card import CARD_FILE, model_card
 from skloes.utils._optional import import_optional
 from skloes.utils._version import VERSION
 
@@ -97,13 +99,25 @@ def _extractor_of(estimator, owner):
 # --------------------------------------------------------------------------
 # Saving
 # --------------------------------------------------------------------------
-def save_probe(estimator, path, *, overwrite=False, export=None, check_texts=None):
+def save_probe(
+    estimator,
+    path,
+    *,
+    overwrite=False,
+    export=None,
+    check_texts=None,
+    report=None,
+    data_name=None,
+):
     """Save a fitted probe or pipeline to a folder, by default without the weights.
 
-    The folder holds the fitted estimator in skops' format (no pickle) and a
+    The folder holds the fitted estimator in skops' format (no pickle), a
     manifest with the model reference, the hash of its files and the list of
-    files the save wrote; the model's weights stay where they are.
-    :func:`load_probe` checks that hash. With ``export``, the folder also
+    files the save wrote, and a model card (``README.md``: the model and its
+    fingerprint, the layers and their stability, the training data, the
+    cross-validated scores when ``report`` gives them, the precision and the
+    limits); the model's weights stay where they are. :func:`load_probe`
+    checks that hash. With ``export``, the folder also
     carries the model cut at the deepest selected block as an ONNX graph that
     pools the selected layers itself (so the folder then holds those blocks'
     weights), the tokenizer and the head: :func:`skloes.serving.load_exported`
@@ -150,6 +164,17 @@ def save_probe(estimator, path, *, overwrite=False, export=None, check_texts=Non
         256 used; required with ``export``.
 
         .. versionadded:: 0.3
+    report : LayerReport, dict or None, default=None
+        A fitted :class:`~skloes.report.LayerReport` of the same data (or its
+        ``summary()``): its cross-validated scores against the last layer and
+        all layers, and the stability of the layers across its folds, go
+        into the card (``skloes probe --save`` passes its own).
+
+        .. versionadded:: 0.3
+    data_name : str or None, default=None
+        Where the training data came from, for the card.
+
+        .. versionadded:: 0.3
 
     Returns
     -------
@@ -184,6 +209,7 @@ def save_probe(estimator, path, *, overwrite=False, export=None, check_texts=Non
         files = []
         for writer in PROBE_WRITERS:
             files += writer(estimator, staging, manifest)
+        files += _write_card(staging, estimator, extractor, report, data_name)
         if export is not None:
             manifest["export"] = _write_export(
                 estimator, staging, export, check_texts, owner
@@ -222,6 +248,13 @@ def _write_estimator(estimator, folder, manifest):
 # save replaces those and nothing else. A feature that saves more files
 # appends its writer here.
 PROBE_WRITERS = [_write_estimator]
+
+
+def _write_card(folder, estimator, extractor, report, data_name):
+    """The model card, ``README.md`` (see :func:`~skloes.probe._card.model_card`)."""
+    card = model_card(estimator, extractor, report=report, data_name=data_name)
+    (folder / CARD_FILE).write_text(card, encoding="utf-8")
+    return [CARD_FILE]
 
 
 def _check_export_params(export, check_texts, owner):

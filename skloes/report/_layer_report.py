@@ -13,7 +13,13 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
+from sklearn.model_selection import (
+    GroupKFold,
+    KFold,
+    StratifiedGroupKFold,
+    StratifiedKFold,
+    cross_validate,
+)
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
@@ -21,6 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from skloes import selection
 from skloes.core._contract import fuse_layers, mark_layers, validate_layers
 from skloes.core._noise import cheapest_within_noise, within_noise
+from skloes.core._routing import check_groups_array, fit_takes, routing_enabled
 from skloes.core._targets import check_classes, task_of
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
@@ -304,6 +311,10 @@ class LayerReport(BaseEstimator):
         The LOES selector fitted on all rows.
     n_splits_ : int
         Number of folds used.
+    n_groups_ : int or None
+        Number of distinct ``groups`` the folds were split by (None without).
+
+        .. versionadded:: 0.3
 
     See Also
     --------
@@ -385,7 +396,7 @@ class LayerReport(BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, extra_metrics=None):
+    def fit(self, X, y, *, extra_metrics=None, groups=None):
         """Score every layer and the selection.
 
         Parameters
@@ -398,6 +409,14 @@ class LayerReport(BaseEstimator):
         extra_metrics : dict of str to array-like of shape (n_layers,), default=None
             Precomputed per-layer values to report alongside (for example the
             token-level metrics from :class:`TokenMetricPooling`).
+        groups : array-like of shape (n_samples,) or None, default=None
+            The group of each sample (a speaker, an author, a document):
+            the folds, outer and inner (a selector's own cross-validation),
+            keep every group on one side of each split; stratified by class
+            for classification (``StratifiedGroupKFold``, else
+            ``GroupKFold``), ``cv`` folds at most, one per group at most.
+
+            .. versionadded:: 0.3
 
         Returns
         -------
@@ -411,6 +430,8 @@ class LayerReport(BaseEstimator):
         self.task_, y = self._resolve_task(owner, y)
         L, n, d = stack.shape
         self.layers_ = np.arange(L)
+        self._groups = check_groups_array(groups, n, owner)
+        self.n_groups_ = None if groups is None else len(np.unique(self._groups))
         folds = self._folds(owner, y)
         probe = self._probe()
         self.scoring_ = "accuracy" if self.task_ == "classification" else "r2"
@@ -478,15 +499,21 @@ class LayerReport(BaseEstimator):
         return out
 
     def _folds(self, owner, y):
+        """The outer folds, split once: ``(train, test)`` pairs."""
+        self.n_splits_ = n = self._n_splits(owner, y)
+        splitter = self._splitter(n)
+        return list(splitter.split(np.zeros((len(y), 1)), y, self._groups))
+
+    def _n_splits(self, owner, y):
+        n = len(y) if self._groups is None else self.n_groups_
         if self.task_ == "regression":
-            self.n_splits_ = min(self.cv, len(y) // 2)
-            if self.n_splits_ < 2:
+            if len(y) // 2 < 2:
                 raise ValueError(
                     f"{owner}: a regression report needs at least 4 rows (2 folds "
                     f"of 2 test rows: the R² of one row is undefined); `y` has "
                     f"{len(y)}."
                 )
-            return KFold(self.n_splits_, shuffle=True, random_state=self.random_state)
+            return int(min(self.cv, len(y) // 2, n))
         classes, counts = np.unique(y, return_counts=True)
         check_classes(classes, owner)
         if counts.min() < 2:
@@ -494,10 +521,19 @@ class LayerReport(BaseEstimator):
                 f"{owner}: every class needs at least 2 samples for cross-validation; "
                 f"class {classes[counts.argmin()].tolist()!r} has {counts.min()}."
             )
-        self.n_splits_ = int(min(self.cv, counts.min()))
-        return StratifiedKFold(
-            self.n_splits_, shuffle=True, random_state=self.random_state
-        )
+        return int(min(self.cv, counts.min(), n))
+
+    def _splitter(self, n_splits):
+        """``n_splits`` shuffled folds: stratified for classification, grouped
+        when the report has ``groups``."""
+        kinds = {
+            (False, "classification"): StratifiedKFold,
+            (False, "regression"): KFold,
+            (True, "classification"): StratifiedGroupKFold,
+            (True, "regression"): GroupKFold,
+        }
+        kind = kinds[(self._groups is not None, self.task_)]
+        return kind(n_splits, shuffle=True, random_state=self.random_state)
 
     def _probe(self):
         if self.probe is not None:
@@ -573,13 +609,15 @@ class LayerReport(BaseEstimator):
             est = _method_estimator(
                 method, k, self.random_state, self.selector, inner_cv, self.task_
             )
+            est = self._grouped(est, inner_cv)
+            fit_params = self._selector_params(est)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
                 if method == "best_single_layer" and not self.nested:
                     fitted = None  # argmax of the per-layer table
                     layers = [int(np.argmax(self.probe_scores_))]
                 else:
-                    fitted = clone(est).fit(flat, y)
+                    fitted = clone(est).fit(flat, y, **fit_params)
                     layers = [int(v) for v in fitted.get_support(indices=True)]
                 entry = {"method": method, "layers": layers}
                 if self.nested and method in _FIXED:  # no rows: same in every fold
@@ -587,7 +625,9 @@ class LayerReport(BaseEstimator):
                     scores = self._fused_cv(stack, y, probe, folds, layers, cache)
                 elif self.nested:
                     pipe = make_pipeline(est, clone(probe))
-                    scores, entry["fold_layers"] = self._nested_cv(pipe, flat, y, folds)
+                    scores, entry["fold_layers"] = self._nested_cv(
+                        pipe, flat, y, folds, fit_params
+                    )
                 else:
                     scores = self._fused_cv(stack, y, probe, folds, layers, cache)
             self.summary_.append({**entry, **_scored(scores)})
@@ -600,10 +640,13 @@ class LayerReport(BaseEstimator):
 
     def _inner_cv(self, X, y, folds):
         """Folds of a selector's own CV: 5, fewer when a nested training fold
-        holds fewer rows of a class (at least 2)."""
-        if not self.nested:
-            return 5
-        trains = [train for train, _ in folds.split(X, y)]
+        holds fewer rows of a class (at least 2), or of groups; a grouped
+        splitter of that many folds with ``groups``."""
+        n = 5 if not self.nested else self._inner_n_splits(y, folds)
+        return n if self._groups is None else self._splitter(n)
+
+    def _inner_n_splits(self, y, folds):
+        trains = [train for train, _ in folds]
         rows = min(train.size for train in trains)
         if rows < 3:  # a selection needs 3 calibration rows
             raise ValueError(
@@ -618,7 +661,26 @@ class LayerReport(BaseEstimator):
                 np.unique(y[train], return_counts=True)[1].min() for train in trains
             )
         )
+        if self._groups is not None:
+            groups = min(len(np.unique(self._groups[train])) for train in trains)
+            smallest = min(smallest, groups)
         return int(max(2, min(5, smallest)))
+
+    def _grouped(self, selector, inner_cv):
+        """With ``groups``, a selector that cross-validates by a number of
+        folds (``cv`` an int or None) splits by the groups instead."""
+        if self._groups is None or "cv" not in selector.get_params(deep=False):
+            return selector
+        cv = selector.get_params(deep=False)["cv"]
+        if cv is None or isinstance(cv, Integral):
+            return clone(selector).set_params(cv=inner_cv)
+        return selector
+
+    def _selector_params(self, selector):
+        """The ``fit`` metadata of a selector: ``groups`` when it splits."""
+        if self._groups is None or not fit_takes(selector, "groups"):
+            return {}
+        return {"groups": self._groups}
 
     def _fold_stability(self, fold_layers, fitted, n_layers):
         """``fold_selections_``, their stability and per-layer frequency."""
@@ -642,8 +704,16 @@ class LayerReport(BaseEstimator):
                 selection_stability(self.fold_selections_, n_layers)
             )
 
-    def _nested_cv(self, pipe, X, y, folds):
-        """Score, spread and each fold's picked layers of a selector pipeline."""
+    def _nested_cv(self, pipe, X, y, folds, fit_params):
+        """Score, spread and each fold's picked layers of a selector pipeline.
+
+        The selector's ``fit_params`` (its ``groups``) reach it through
+        scikit-learn's metadata routing when it is on, else as the
+        pipeline's step parameters; either way, sliced to each training fold.
+        """
+        if fit_params and not routing_enabled():
+            step = pipe.steps[0][0]
+            fit_params = {f"{step}__{k}": v for k, v in fit_params.items()}
         out = cross_validate(
             pipe,
             X,
@@ -653,6 +723,7 @@ class LayerReport(BaseEstimator):
             n_jobs=self.n_jobs,
             error_score="raise",
             return_estimator=True,
+            params=fit_params or None,
         )
         fold_layers = []
         for fitted in out["estimator"]:
@@ -709,6 +780,7 @@ class LayerReport(BaseEstimator):
         -------
         summary : dict
             The task, the scoring, whether the selection was ``nested``, the
+            number of folds and of groups (None without ``groups``), the
             selected layers and order, the fused (LOES) score, the last
             layer's score, the best single layer and its score (from the
             ``best_single_layer`` method when it is a baseline, so with
@@ -736,6 +808,7 @@ class LayerReport(BaseEstimator):
             "nested": bool(self.nested),
             "n_layers": int(len(self.layers_)),
             "n_splits": self.n_splits_,
+            "n_groups": self.n_groups_,
             "selected_layers": [int(v) for v in self.selected_layers_],
             "selection_order": [int(v) for v in self.selection_order_],
             "fused_score": by["loes"]["score"],
@@ -826,8 +899,40 @@ class LayerReport(BaseEstimator):
         check_is_fitted(self, "summary_")
         return plot_layer_profile(self, metrics=metrics, ax=ax, figsize=figsize)
 
+    def plot_budget(self, *, ax=None, figsize=(5.5, 3.5)):
+        """Draw the cross-validated budget curve of the report's selector.
+
+        Only when the selector is a ``LOESSelectorCV``
+        (``n_layers_to_select="auto"``); see
+        :func:`~skloes.plotting.plot_budget_curve`.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        ax : matplotlib Axes or None, default=None
+            Where to draw; None makes a new figure.
+        figsize : tuple of float, default=(5.5, 3.5)
+            Size in inches of a new figure.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The figure drawn on.
+        """
+        from skloes.plotting import plot_budget_curve
+
+        check_is_fitted(self, "summary_")
+        return plot_budget_curve(self.selector_, ax=ax, figsize=figsize)
+
+    def _has_budget_curve(self):
+        return "n_layers" in getattr(self.selector_, "cv_results_", {})
+
     def save(self, folder):
         """Write ``layers.csv``, ``profile.png`` and ``selection.json``.
+
+        With a ``LOESSelectorCV`` selector, also ``budget.png``, its
+        cross-validated budget curve (:meth:`plot_budget`).
 
         Parameters
         ----------
@@ -852,6 +957,11 @@ class LayerReport(BaseEstimator):
             json.dump(self.summary(), f, indent=2)
             f.write("\n")
         self.plot().savefig(folder / "profile.png", dpi=100)
+        budget = folder / "budget.png"
+        if self._has_budget_curve():
+            self.plot_budget().savefig(budget, dpi=100)
+        elif budget.is_file():  # an earlier report's curve would describe no fit
+            budget.unlink()
         return folder
 
 

@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_random_state
 
 from skloes.core._contract import FLOAT_DTYPES, validate_layers
+from skloes.core._routing import check_groups_array
 from skloes.core._targets import resolve_task
 from skloes.metrics._registry import METRICS, label_free_metrics
 from skloes.selection._base import (
@@ -103,6 +104,11 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
         self : object
             The fitted selector.
         """
+        return self._fit(X, y)
+
+    def _fit(self, X, y, groups=None):
+        """Validate, draw the calibration rows, select (``groups``: those of
+        the probe-scored selectors, which split the calibration rows)."""
         owner = type(self).__name__
         stack = validate_layers(self, X, layer_dim=self.layer_dim, dtype=FLOAT_DTYPES)
         n_samples = stack.shape[1]
@@ -144,8 +150,12 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
             stack.shape[0], cal_stack, input_epsilon(stack.dtype)
         )
         n_select = self._check_budget(len(candidates))
+        extra = {}
+        if groups is not None:
+            extra["groups"] = check_groups_array(groups, n_samples, owner)[cal]
         order = np.asarray(
-            self._select(cal_stack, target, candidates, rng, n_select), np.intp
+            self._select(cal_stack, target, candidates, rng, n_select, **extra),
+            np.intp,
         )
         self.selection_order_ = order
         return self

@@ -16,8 +16,8 @@ from math import comb
 from numbers import Integral
 
 import numpy as np
-from sklearn.model_selection import check_cv
 
+from skloes.core._routing import grouped_splitter
 from skloes.core._targets import cv_splits
 from skloes.selection._baselines import (
     _ATTR_DOC,
@@ -30,7 +30,7 @@ from skloes.selection._baselines import (
 from skloes.selection._ridge_probe import _held_out_split, _SubsetScorer
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import Interval, RealNotInt
+from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
 
 _TASK_DOC = """
     task : {"auto", "classification", "regression"}, default="auto"
@@ -41,8 +41,39 @@ _probe_doc = fill_doc(COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC, TASK=_TASK_DOC)
 
 
 class _ProbeSelector(_BaseLayerSelector):
+    """The probe-scored selectors split their calibration rows, so they take
+    ``groups`` (and ask for them under metadata routing)."""
+
     _needs_y = True
     _data_driven = True
+    # Routed to ``fit`` whenever an outer router has them (a grouped search).
+    __metadata_request__fit = {"groups": True}
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, groups=None):
+        """Select layers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
+            A layer stack, or a flat table of ``layer_dim``-wide layer blocks.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets (class labels or continuous), required.
+        groups : array-like of shape (n_samples,) or None, default=None
+            The group of each sample: the splits of the calibration rows keep
+            each group on one side (an int ``cv`` becomes that many grouped
+            folds). With ``sklearn.set_config(enable_metadata_routing=True)``
+            an outer ``Pipeline`` or ``cross_validate`` passes them here
+            without ``set_fit_request``.
+
+            .. versionadded:: 0.3
+
+        Returns
+        -------
+        self : object
+            The fitted selector.
+        """
+        return self._fit(X, y, groups)
 
 
 @_probe_doc
@@ -110,14 +141,14 @@ class BestSingleLayerSelector(_ProbeSelector):
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    def _select(self, stack, target, candidates, rng, n_select):
+    def _select(self, stack, target, candidates, rng, n_select, groups=None):
         classification = target[0] == "classification"
-        cv = check_cv(
-            self.cv, target[2] if classification else None, classifier=classification
-        )
         y = target[2] if classification else np.zeros(stack.shape[1])
+        cv = grouped_splitter(
+            self.cv, y if classification else None, classification, groups, self
+        )
         try:
-            splits = cv_splits(cv, y, type(self).__name__)
+            splits = cv_splits(cv, y, type(self).__name__, groups=groups)
         except ValueError as exc:
             if str(exc).startswith(type(self).__name__):
                 raise
@@ -237,9 +268,9 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
             )
         return n_select
 
-    def _select(self, stack, target, candidates, rng, n_select):
+    def _select(self, stack, target, candidates, rng, n_select, groups=None):
         fit, held = _held_out_split(
-            stack.shape[1], target, self.validation_fraction, rng
+            stack.shape[1], target, self.validation_fraction, rng, groups
         )
         self.held_out_indices_ = self.calibration_indices_[held]
         scorer = _SubsetScorer(stack, target, fit, held)
@@ -334,9 +365,9 @@ class GreedyForwardSelector(_ProbeSelector):
         self.random_state = random_state
         self.k = k
 
-    def _select(self, stack, target, candidates, rng, n_select):
+    def _select(self, stack, target, candidates, rng, n_select, groups=None):
         fit, held = _held_out_split(
-            stack.shape[1], target, self.validation_fraction, rng
+            stack.shape[1], target, self.validation_fraction, rng, groups
         )
         self.held_out_indices_ = self.calibration_indices_[held]
         scorer = _SubsetScorer(stack, target, fit, held)

@@ -16,7 +16,7 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import GroupShuffleSplit, train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -186,9 +186,14 @@ class _SubsetScorer:
         return _probe_score(self.predict(subset), self.target, self.held_out)
 
 
-def _held_out_split(n, target, fraction, rng):
-    """Stratified (when possible) fit/held-out split of the calibration rows."""
+def _held_out_split(n, target, fraction, rng, groups=None):
+    """Stratified (when possible) fit/held-out split of the calibration rows;
+    with ``groups``, a split of the groups (none on both sides)."""
     rows = np.arange(n)
+    if groups is not None:
+        split = GroupShuffleSplit(n_splits=1, test_size=fraction, random_state=rng)
+        fit, held = next(split.split(rows, groups=groups))
+        return np.sort(fit), np.sort(held)
     strat = target[2] if target[0] == "classification" else None
     try:
         fit, held = train_test_split(

@@ -18,6 +18,8 @@ _EXTRA_OF = {
     "onnxruntime": "serve",
     "tokenizers": "serve",
     "onnx": "export",
+    "polars": "polars",
+    "skrub": "skrub",
 }
 
 

@@ -720,10 +720,7 @@ def _record_reaching_out(files):
 
 
 def _legacy_probe_and_user_file(folder, fitted):
-    save_probe(fitted[0], folder)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    del manifest["files"]
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    _legacy(save_probe(fitted[0], folder))
     (folder / "README.md").write_text("mine")
     return folder
 
@@ -887,9 +884,11 @@ ACCEPTED_TARGETS = [  # (id, setup(folder, fitted) -> path)
 
 
 def _legacy(folder):
+    """A folder as skloes 0.2 saved it: no file record, no model card."""
     manifest = json.loads((folder / "manifest.json").read_text())
     del manifest["files"]
     (folder / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "README.md").unlink()
     return folder
 
 

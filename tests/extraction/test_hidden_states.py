@@ -165,8 +165,33 @@ def test_flat_output_names_and_pandas(tiny_model_path):
     frame = hst.set_output(transform="pandas").transform(TEXTS)
     assert isinstance(frame, pd.DataFrame)
     assert list(frame.columns) == list(names)
-    with pytest.raises(ValueError, match="output='flat'"):
-        HST(tiny_model_path).fit(TEXTS).get_feature_names_out()
+    pl = pytest.importorskip("polars")
+    frame = hst.set_output(transform="polars").transform(pd.Series(TEXTS))
+    assert isinstance(frame, pl.DataFrame) and frame.columns == list(names)
+    np.testing.assert_array_equal(frame.to_numpy(), flat)
+
+
+def test_a_stack_is_named_by_its_flat_columns_and_stays_3d(tiny_model_path):
+    """The stack has no frame form: set_output leaves it as is, and its names
+    are those of the flat table (so a Pipeline's next step can ask)."""
+    flat = HST(tiny_model_path, layers=[1, 2], output="flat").fit(TEXTS)
+    hst = HST(tiny_model_path, layers=[1, 2]).fit(TEXTS)
+    np.testing.assert_array_equal(
+        hst.get_feature_names_out(), flat.get_feature_names_out()
+    )
+    for container in ("pandas", "polars"):
+        out = hst.set_output(transform=container).transform(TEXTS)
+        assert isinstance(out, np.ndarray) and out.shape == (2, len(TEXTS), 8)
+
+
+def test_a_polars_frame_of_one_text_column_is_read_as_its_column(tiny_model_path):
+    pl = pytest.importorskip("polars")
+    hst = HST(tiny_model_path).fit(TEXTS)
+    np.testing.assert_array_equal(
+        hst.transform(pl.DataFrame({"text": TEXTS})), hst.transform(TEXTS)
+    )
+    with pytest.raises(ValueError, match="2 columns"):
+        hst.transform(pl.DataFrame({"a": TEXTS, "b": TEXTS}))
 
 
 def test_float16_output(tiny_model_path):

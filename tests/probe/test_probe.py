@@ -293,7 +293,7 @@ def test_saved_probe_loads_in_a_fresh_process_with_identical_predictions(
     probe = LayerProbeClassifier(model, random_state=0).fit(TEXTS, Y)
     folder = save_probe(probe, tmp_path / "saved")
     names = sorted(os.listdir(folder))
-    assert names == ["estimator.skops", "manifest.json"]
+    assert names == ["README.md", "estimator.skops", "manifest.json"]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["model"] == model
     assert manifest["model_fingerprint"] == probe.pipeline_[0].model_fingerprint_
@@ -354,6 +354,34 @@ def test_load_refuses_untrusted_types_unless_trusted(deep_tiny, tmp_path):
         load_probe(folder)
     name = f"{_Custom.__module__}._Custom"
     assert load_probe(folder, trusted=[name]).predict(NEW).shape == (4,)
+
+
+def test_save_writes_a_model_card_from_the_probe_and_its_report(deep_tiny, tmp_path):
+    from skloes.report import LayerReport
+
+    labels = np.where(Y == 1, "warm", "cold")
+    probe = LayerProbeClassifier(deep_tiny, random_state=0).fit(TEXTS, labels)
+    card = (save_probe(probe, tmp_path / "bare") / "README.md").read_text()
+    extractor = probe.pipeline_[0]
+    layers = ", ".join(map(str, probe.selected_layers_))
+    assert extractor.model_fingerprint_ in card and f"- selected: {layers} " in card
+    assert "- samples: 36" in card and "cold (18), warm (18)" in card
+    assert "Not measured here" in card and "- forward pass: float32" in card
+    stack = HST(deep_tiny, max_length=128).fit_transform(TEXTS)
+    report = LayerReport(n_layers_to_select=4, random_state=0).fit(stack, labels)
+    card = (
+        save_probe(probe, tmp_path / "full", report=report, data_name="toy.csv")
+        / "README.md"
+    ).read_text()
+    by = {e["method"]: e for e in report.summary()["methods"]}
+    for method in ("loes", "last_layer", "all_layers"):
+        assert f"| {method} | " in card and f"{by[method]['score']:.4f}" in card
+    assert f"stability across {report.n_splits_} folds" in card
+    assert "- source: `toy.csv`" in card and "Not measured" not in card
+    assert (
+        load_probe(tmp_path / "full").predict(NEW).tolist()
+        == probe.predict(NEW).tolist()
+    )
 
 
 def test_save_refuses_to_overwrite_and_bad_inputs(deep_tiny, tmp_path):

@@ -167,6 +167,7 @@ def test_int8_export_records_its_check_and_predicts(tiny_bert, tmp_path):
     folder = save_probe(probe, tmp_path / "p", export="onnx-int8", check_texts=TEXTS)
     names = sorted(os.listdir(folder))
     assert names == [
+        "README.md",
         "estimator.skops",
         "graph-int8.onnx",
         "head.npz",

@@ -302,3 +302,37 @@ def test_recommends_the_fused_answer_when_one_layer_is_clearly_worse():
     assert rec["n_layers_kept"] > 1
     assert by["last_layer"]["method"] not in rec["within_noise"]
     assert rec["score"] > by["best_single_layer"]["score"]
+
+
+def test_budget_curve_of_a_cv_selector_in_the_report_and_as_a_function(
+    planted, tmp_path
+):
+    pytest.importorskip("matplotlib")
+    from skloes.plotting import plot_budget_curve
+
+    H, y = planted
+    auto = LayerReport(
+        n_layers_to_select="auto", metrics=("isotropy",), baselines=("last_layer",)
+    ).fit(H, y)
+    selector = auto.selector_
+    fig = plot_budget_curve(selector)
+    ax = fig.axes[0]
+    results = selector.cv_results_
+    mean_line = next(
+        line for line in ax.get_lines() if line.get_label().startswith("mean of")
+    )
+    np.testing.assert_allclose(mean_line.get_ydata(), results["mean_test_score"])
+    np.testing.assert_array_equal(mean_line.get_xdata(), results["n_layers"])
+    chosen = [line for line in ax.get_lines() if line.get_label().startswith("chosen")]
+    assert chosen and chosen[0].get_xdata()[0] == selector.n_layers_to_select_
+    folds = [line for line in ax.get_lines() if line.get_color() == "0.6"]
+    assert len(folds) == sum(
+        key.startswith("split") and "score" in key for key in results
+    )
+    folder = auto.save(tmp_path / "auto")
+    assert (folder / "budget.png").stat().st_size > 5_000
+    fixed = LayerReport(n_layers_to_select=2, metrics=("isotropy",)).fit(H, y)
+    fixed.save(folder)  # a fixed budget has no curve: the earlier one goes
+    assert not (folder / "budget.png").exists()
+    with pytest.raises(ValueError, match="fitted LOESSelectorCV"):
+        fixed.plot_budget()

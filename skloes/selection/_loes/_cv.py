@@ -60,13 +60,51 @@ def probe_scaling(estimator, scoring, fusion_scaling, dim):
     return "global" if estimator.layer_dim is None else None
 
 
-def score_fold(selector, stack, y, train, test, k_max, estimator, scorer, probe=None):
+class FoldMetadata:
+    """The metadata routed to the estimator's ``fit`` and the scorer, sliced
+    to a fold's training and held-out rows (one value per sample is sliced,
+    anything else passed whole)."""
+
+    def __init__(self, fit=None, score=None):
+        self.fit, self.score = dict(fit or {}), dict(score or {})
+
+    def __bool__(self):
+        return bool(self.fit or self.score)
+
+    @staticmethod
+    def _rows(params, rows, n):
+        return {
+            k: np.asarray(v)[rows] if np.ndim(v) >= 1 and len(v) == n else v
+            for k, v in params.items()
+        }
+
+    def fit_params(self, train, n):
+        return self._rows(self.fit, train, n)
+
+    def score_params(self, test, n):
+        return self._rows(self.score, test, n)
+
+
+def score_fold(
+    selector,
+    stack,
+    y,
+    train,
+    test,
+    k_max,
+    estimator,
+    scorer,
+    probe=None,
+    metadata=None,
+):
     """One fold of LOESSelectorCV: one path, then every budget 1..k_max.
 
     With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`probe_scaling`)
     the prefixes are scored from per-layer Grams of the fold, which equals
-    fitting the ridge probe on each fused prefix.
+    fitting the ridge probe on each fused prefix. ``metadata``
+    (:class:`FoldMetadata`) goes to the estimator's ``fit`` and the scorer.
     """
+    metadata = metadata or FoldMetadata()
     sub = stack[:, train]
     order = fold_path(selector, sub, y[train])
     scores = np.full(k_max, np.nan)
@@ -92,12 +130,15 @@ def score_fold(selector, stack, y, train, test, k_max, estimator, scorer, probe=
                 for l in range(stack.shape[0])
             ]
         )
+    n = stack.shape[1]
+    fit_params = metadata.fit_params(train, n)
+    score_params = metadata.score_params(test, n)
     for k in range(1, order.size + 1):
         layers = np.sort(order[:k])
         X_tr = _fuse(sub, layers, mean, scale)
         X_te = _fuse(stack[:, test], layers, mean, scale)
-        est = clone(estimator).fit(X_tr, y[train])
-        scores[k - 1] = scorer(est, X_te, y[test])
+        est = clone(estimator).fit(X_tr, y[train], **fit_params)
+        scores[k - 1] = scorer(est, X_te, y[test], **score_params)
     return scores, order
 
 

@@ -19,10 +19,17 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
 from sklearn.metrics import check_scoring
-from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted
 
 from skloes.core._contract import FLOAT_DTYPES, validate_layers
+from skloes.core._routing import (
+    check_groups_array,
+    grouped_splitter,
+    refuse_sample_weight,
+    route_fit,
+    router_of,
+    routing_splitter,
+)
 from skloes.core._targets import cv_splits, resolve_task
 from skloes.metrics._stability import selection_stability
 from skloes.selection._base import (
@@ -32,6 +39,7 @@ from skloes.selection._base import (
 )
 from skloes.selection._loes._config import LOESConfig
 from skloes.selection._loes._cv import (
+    FoldMetadata,
     choose_budget,
     default_estimator,
     probe_scaling,
@@ -819,7 +827,7 @@ class LOESSelectorCV(_BaseLOES):
         return LOESSelector(**fold)
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, **params):
         """Score every budget by cross-validation, then select on all rows.
 
         Parameters
@@ -829,6 +837,17 @@ class LOESSelectorCV(_BaseLOES):
             A layer stack or a flat table of ``layer_dim``-wide blocks.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Class labels or continuous targets (required).
+        **params : dict
+            ``groups``: the group of each sample; the folds keep each group
+            on one side (an int ``cv`` becomes that many grouped folds). With
+            ``sklearn.set_config(enable_metadata_routing=True)``, metadata is
+            routed to the splitter, the estimator's ``fit`` and the scorer as
+            they request it (``groups`` reach this selector from an outer
+            ``cross_validate`` or ``Pipeline`` without ``set_fit_request``);
+            ``sample_weight`` is refused: the LOES path weighs every row
+            alike.
+
+            .. versionadded:: 0.3
 
         Returns
         -------
@@ -838,6 +857,8 @@ class LOESSelectorCV(_BaseLOES):
         owner = type(self).__name__
         if y is None:
             raise ValueError(f"{owner}: `y` is required; got None.")
+        refuse_sample_weight(params, self, "the LOES path weighs every row alike")
+        routed = route_fit(self, params, {"estimator": self._estimator()}, True)
         params = self._selector_params()
         stack, y_arr, cfg = self._path_config(X, y, params, self.max_layers_to_select)
         if cfg.task == "label_free":
@@ -853,11 +874,8 @@ class LOESSelectorCV(_BaseLOES):
             raise ValueError(
                 no_candidates_message(owner, stack.shape[0], cfg.include_embedding)
             )
-        estimator = (
-            default_estimator(cfg.task) if self.estimator is None else self.estimator
-        )
+        estimator = self._estimator(cfg.task)
         scorer = check_scoring(estimator, scoring=self.scoring)
-        cv = check_cv(self.cv, y_fit, classifier=classification)
         seed = params["random_state"]  # one seed for every fold and the final path
         if isinstance(seed, np.random.RandomState):
             seed = int(seed.randint(np.iinfo(np.int32).max))
@@ -865,15 +883,62 @@ class LOESSelectorCV(_BaseLOES):
         probe = probe_scaling(
             estimator, self.scoring, params["fusion_scaling"], stack.shape[2]
         )
+        metadata = FoldMetadata(routed.estimator.fit, routed.scorer.score)
+        if metadata:  # the closed-form probe takes no metadata: fit it
+            probe = None
         out = Parallel(n_jobs=self.n_jobs)(
             delayed(score_fold)(
-                clone(selector), stack, y_fit, tr, te, k_max, estimator, scorer, probe
+                clone(selector),
+                stack,
+                y_fit,
+                tr,
+                te,
+                k_max,
+                estimator,
+                scorer,
+                probe,
+                metadata,
             )
-            for tr, te in cv_splits(cv, y_fit, owner)
+            for tr, te in self._splits(y_fit, classification, routed.splitter.split)
         )
         self._record_folds(out, k_max, stack.shape[0])
         path = loes_path(stack, y_arr, k_max, cfg, seed, owner, clip=True)
         return self._set_path(path, self.n_layers_to_select_, cfg)
+
+    def _estimator(self, task="classification"):
+        """The estimator scored on each budget (the ridge probe by default)."""
+        return default_estimator(task) if self.estimator is None else self.estimator
+
+    def _splits(self, y, classification, split_params):
+        """The folds, grouped when ``groups`` reached ``fit``."""
+        owner, groups = type(self).__name__, split_params.get("groups")
+        groups = check_groups_array(groups, len(y), owner)
+        cv = grouped_splitter(self.cv, y, classification, groups, self)
+        return cv_splits(cv, y, owner, groups=groups)
+
+    def get_metadata_routing(self):
+        """Get the metadata routing of this selector.
+
+        ``fit`` routes ``groups`` to the splitter (an int ``cv`` asks for
+        them: it becomes grouped folds when they come), and what the
+        estimator and the scorer request to them; see
+        scikit-learn's `metadata routing
+        <https://scikit-learn.org/stable/metadata_routing.html>`_.
+
+        .. versionadded:: 0.3
+
+        Returns
+        -------
+        routing : sklearn.utils.metadata_routing.MetadataRouter
+            The routing of ``fit``.
+        """
+        estimator = self._estimator()
+        return router_of(
+            self,
+            {"estimator": estimator},
+            splitter=routing_splitter(self.cv),
+            scorer=check_scoring(estimator, scoring=self.scoring),
+        )
 
     def _record_folds(self, out, k_max, n_layers):
         """``cv_results_``, the chosen budget and the folds' picks at it."""
