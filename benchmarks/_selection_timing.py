@@ -166,7 +166,7 @@ def budget_search(
             seconds, fitted = _clock(lambda: search(budgets, Memory(folder, verbose=0)))
         times["all budgets, memory"].append(seconds)
         scores = fitted.cv_results_["mean_test_score"]
-    if not check_identity:  # tests/test_selection.py checks it on small data
+    if not check_identity:  # tests/selection/loes checks it on small data
         return times, float("nan")
     plain = search(budgets, None).cv_results_["mean_test_score"]
     return times, float(np.max(np.abs(plain - scores)))

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import transformers
 
-from skloes import HiddenStatesTransformer, LOESSelectorCV
+from skloes import HiddenStatesTransformer, LOESSelector, LOESSelectorCV
 from skloes.datasets import load_rotten_tomatoes
 
 transformers.logging.set_verbosity_error()
@@ -42,7 +42,9 @@ H = HiddenStatesTransformer(max_length=64, cache=cache).fit_transform(texts)
 # 1, 2, ..., 7 layers of that path. The chosen budget is the smallest with the
 # best mean score, and the final selection is one path on all rows, cut there.
 start = time.perf_counter()
-selector = LOESSelectorCV(max_layers_to_select=7, cv=5, random_state=0).fit(H, y)
+selector = LOESSelectorCV(
+    selector=LOESSelector(random_state=0), max_layers_to_select=7, cv=5
+).fit(H, y)
 print(
     f"fitted in {time.perf_counter() - start:.2f} s "
     f"(6 selection paths: 5 folds + the final one)"

@@ -10,14 +10,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import importlib.util
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-# The frozen copy of the original LOES path is an oracle for the tests, not a
+# The tests' shared helpers are the package ``_support`` of this folder. The
+# frozen copy of the original LOES path there is an oracle for the tests, not a
 # module of its own: its docstrings are not doctests.
-collect_ignore = ["_loes_oracle.py"]
+sys.path.insert(0, str(Path(__file__).parent))
+collect_ignore = ["_support/loes_oracle.py"]
 
 # Prepared bundles (a converted GGUF, reassembled zip parts) go to a folder of
 # this session, or to $SKLOES_TEST_HOME when set: scripts/test.sh points it at
@@ -59,6 +62,15 @@ def tiny_model_path(tmp_path_factory):
     from skloes.models._testing import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def deep_tiny(tmp_path_factory):
+    """A 6-block tiny BERT: deep enough for pruning to skip blocks."""
+    pytest.importorskip("transformers")
+    from skloes.models._testing import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny6"), num_hidden_layers=6)
 
 
 @pytest.fixture(scope="session")

@@ -142,7 +142,9 @@ def test_loes_cv_passes_the_resolved_weights_to_its_selector():
     H, y = _stack()
     with pytest.warns(FutureWarning, match="`alpha` was renamed"):
         cv = LOESSelectorCV(
-            alpha=0.5, max_layers_to_select=2, cv=2, random_state=0
+            selector=LOESSelector(alpha=0.5, random_state=0),
+            max_layers_to_select=2,
+            cv=2,
         ).fit(H, y)
     assert cv.components_["isotropy_weight"] == 0.5
 
@@ -163,6 +165,24 @@ def test_report_progress_is_verbose():
             progress=False, cv=2, n_layers_to_select=2, baselines=()
         ).fit(H, y)
     assert report.get_params()["verbose"] == 0
+
+
+def test_report_alpha_is_entropy_order_until_0_5():
+    H, y = _stack()
+    kw = dict(cv=2, n_layers_to_select=2, baselines=(), metrics=("dataset_entropy",))
+    with pytest.warns(
+        FutureWarning,
+        match="`alpha` was renamed `entropy_order` in 0.3 and will be removed in 0.5",
+    ):
+        old = LayerReport(alpha=2.0, **kw).fit(H, y)
+    new = LayerReport(entropy_order=2.0, **kw).fit(H, y)
+    default = LayerReport(**kw).fit(H, y)
+    entropy = new.metrics_["dataset_entropy"]
+    np.testing.assert_array_equal(old.metrics_["dataset_entropy"], entropy)
+    assert not np.allclose(default.metrics_["dataset_entropy"], entropy)
+    assert old.get_params()["entropy_order"] == 1.0  # the parameters are unchanged
+    with pytest.raises(ValueError, match="set `entropy_order` only"):
+        LayerReport(alpha=2.0, entropy_order=3.0, **kw).fit(H, y)
 
 
 def test_cli_k_is_n_layers_to_select_with_a_warning():

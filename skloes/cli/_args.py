@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from skloes.core._pooling import POOLINGS
+
 BUILTIN_DATA = (
     "rotten_tomatoes",
     "bbc_news",
@@ -145,7 +147,7 @@ def _add_probe_parser(sub):
     probe.add_argument(
         "--pooling",
         default="mean",
-        choices=["mean", "cls", "first", "last", "max"],
+        choices=list(POOLINGS),
         help="token pooling (default: mean)",
     )
     probe.add_argument(

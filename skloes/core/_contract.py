@@ -305,7 +305,7 @@ def _validate_flat(estimator, X, y, *, layer_dim, reset, dtype, **check_params):
     return stack if no_y else (stack, None if y is None else y)
 
 
-def flat_width(name, X, layer_dim, plain):
+def flat_width(owner, X, layer_dim, plain):
     """The block width of a 2-D ``X`` by the contract's order.
 
     ``layer_dim`` if given (it must agree with a width ``X`` declares), else
@@ -316,7 +316,7 @@ def flat_width(name, X, layer_dim, plain):
     declared = flat_layer_dim(X)
     if layer_dim is not None and declared is not None and layer_dim != declared:
         raise ValueError(
-            f"{name}: `layer_dim`={layer_dim} contradicts the flat table `X`, "
+            f"{owner}: `layer_dim`={layer_dim} contradicts the flat table `X`, "
             f"whose layout declares blocks of {declared} columns (the output of "
             "HiddenStatesTransformer); leave layer_dim=None."
         )
@@ -342,7 +342,7 @@ def stack_view(X):
     return flat.reshape(n_samples, n_features // width, width).transpose(1, 0, 2)
 
 
-def _check_layer_dim(name, layer_dim, n_features):
+def _check_layer_dim(owner, layer_dim, n_features):
     if layer_dim is None:
         return 1
     if (
@@ -351,14 +351,14 @@ def _check_layer_dim(name, layer_dim, n_features):
         or layer_dim < 1
     ):
         raise ValueError(
-            f"{name}: `layer_dim` must be a positive integer or None; got "
+            f"{owner}: `layer_dim` must be a positive integer or None; got "
             f"{layer_dim!r}."
         )
     if n_features % layer_dim:
         raise ValueError(
-            f"{name}: `layer_dim`={layer_dim} does not divide the {n_features} columns "
-            "of the flat table `X`; the columns must be n_layers blocks of layer_dim "
-            "features each."
+            f"{owner}: `layer_dim`={layer_dim} does not divide the {n_features} "
+            "columns of the flat table `X`; the columns must be n_layers blocks of "
+            "layer_dim features each."
         )
     return int(layer_dim)
 

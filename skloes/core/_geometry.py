@@ -16,6 +16,7 @@ from itertools import combinations
 from math import comb
 
 import numpy as np
+from scipy.linalg import eigh
 
 from skloes.core._torch import torch
 
@@ -82,8 +83,86 @@ def rank_mask(w, size):
 
 
 # --------------------------------------------------------------------------
-# Thin decomposition
+# Symmetric decompositions: the descending eigh, the thin SVD, block Grams
 # --------------------------------------------------------------------------
+def eigh_descending(G, *, keep_size=None, top=None):
+    """Eigenpairs of a symmetric matrix, largest eigenvalue first.
+
+    Parameters
+    ----------
+    G : ndarray of shape (m, m)
+        Symmetric matrix (its lower triangle is read).
+    keep_size : int or None, default=None
+        When given, only the pairs the rank rule keeps
+        (:func:`rank_mask` with this ``size``).
+    top : int or None, default=None
+        When given, only the ``top`` largest pairs are computed (a partial
+        decomposition, :func:`scipy.linalg.eigh` with ``subset_by_index``).
+
+    Returns
+    -------
+    w : ndarray of shape (r,)
+        Eigenvalues, descending.
+    V : ndarray of shape (m, r)
+        Orthonormal eigenvectors, in the same order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.core._geometry import eigh_descending
+    >>> w, V = eigh_descending(np.diag([1.0, 3.0, 0.0]), keep_size=3)
+    >>> w.tolist(), V.shape
+    ([3.0, 1.0], (3, 2))
+    """
+    if top is None:
+        w, V = np.linalg.eigh(G)
+    else:
+        size = G.shape[0]
+        w, V = eigh(G, subset_by_index=[size - top, size - 1])
+    w, V = w[::-1], V[:, ::-1]
+    if keep_size is not None:
+        keep = rank_mask(w, keep_size)
+        w, V = w[keep], V[:, keep]
+    return w, V
+
+
+def block_gram(sizes, block):
+    """A symmetric matrix assembled from its upper blocks.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Width of each block row (and column).
+    block : callable
+        ``block(a, b)`` for ``a <= b`` returns the ``(sizes[a], sizes[b])``
+        block; the block ``(b, a)`` is its transpose (so is a diagonal block,
+        which is written as its own transpose).
+
+    Returns
+    -------
+    G : ndarray of shape (sum(sizes), sum(sizes))
+    offsets : ndarray of shape (len(sizes) + 1,)
+        Where each block starts (and the total).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.core._geometry import block_gram
+    >>> A = [np.ones((4, 1)), np.arange(8.0).reshape(4, 2)]
+    >>> G, offsets = block_gram([1, 2], lambda a, b: A[a].T @ A[b])
+    >>> bool(np.allclose(G, np.hstack(A).T @ np.hstack(A))), offsets.tolist()
+    (True, [0, 1, 3])
+    """
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
+    G = np.empty((offs[-1], offs[-1]))
+    for a in range(len(sizes)):
+        for b in range(a, len(sizes)):
+            B = block(a, b)
+            G[offs[a] : offs[a + 1], offs[b] : offs[b + 1]] = B
+            G[offs[b] : offs[b + 1], offs[a] : offs[a + 1]] = B.T
+    return G, offs
+
+
 def thin_svd(X, *, center=True, return_v=False, gram=None):
     """Thin SVD ``X_c = U diag(s) Vᵀ`` from ``eigh`` of the smaller Gram.
 
@@ -124,18 +203,14 @@ def thin_svd(X, *, center=True, return_v=False, gram=None):
     if center:
         X = X - X.mean(axis=0)
     n, d = X.shape
+    small = X @ X.T if n <= d else (X.T @ X if gram is None else gram)
+    w, W = eigh_descending(small, keep_size=max(n, d))
+    s = np.sqrt(w)
     if n <= d:
-        w, U = np.linalg.eigh(X @ X.T)
-    else:
-        w, V = np.linalg.eigh(X.T @ X if gram is None else gram)
-    w, order = w[::-1], slice(None, None, -1)
-    keep = rank_mask(w, max(n, d))
-    s = np.sqrt(w[keep])
-    if n <= d:
-        U = U[:, order][:, keep]
+        U = W
         V = (X.T @ U) / s if return_v else None
     else:
-        V = V[:, order][:, keep]
+        V = W
         U = (X @ V) / s
     return (U, s, V) if return_v else (U, s)
 
@@ -336,7 +411,7 @@ def gram_spectrum(Z, *, clamp_gram=False):
     return np.linalg.eigvalsh(G)
 
 
-def effective_rank(s, *, power=1):
+def spectrum_effective_rank(s, *, power=1):
     """Effective rank ``exp(-Σ q log q)`` of singular values ``s``.
 
     ``power=1`` is Roy and Vetterli's ``q = σ/Σσ``; ``power=2`` uses
@@ -344,8 +419,8 @@ def effective_rank(s, *, power=1):
 
     Examples
     --------
-    >>> from skloes.core._geometry import effective_rank
-    >>> round(effective_rank([2.0, 2.0, 2.0]), 12)
+    >>> from skloes.core._geometry import spectrum_effective_rank
+    >>> round(spectrum_effective_rank([2.0, 2.0, 2.0]), 12)
     3.0
     """
     s = np.asarray(s, dtype=np.float64)

@@ -34,7 +34,7 @@ from numbers import Real
 import numpy as np
 from scipy.linalg import cho_factor, lapack
 
-from skloes.core._geometry import rank_mask, thin_svd
+from skloes.core._geometry import eigh_descending, rank_mask, thin_svd
 
 #: Exponents ``e`` of the GCV grid ``Λ = {s̄²·10^e}``: -6, -5.5, ..., 3 (19 points).
 GCV_EXPONENTS = np.linspace(-6.0, 3.0, 19)
@@ -183,7 +183,7 @@ def _as_2d_target(T):
     return T[:, None] if T.ndim == 1 else T
 
 
-def _gcv_scan(s2, explained, tc2, n):
+def gcv_scan(s2, explained, tc2, n):
     """GCV over the grid of the spectrum ``s2``; ties go to the larger λ.
 
     ``explained(λ)`` is ``Σ_j f_j(2 - f_j) z_j²``, the part of ``‖T_c‖²`` the
@@ -210,7 +210,7 @@ def _gcv_select(s, z2, tc2, n):
         f = s2 / (s2 + lam)
         return float(np.dot(f * (2.0 - f), z2))
 
-    return _gcv_scan(s2, explained, tc2, n)
+    return gcv_scan(s2, explained, tc2, n)
 
 
 def tridiagonalize(S):
@@ -344,17 +344,14 @@ def _ridge_reduce(S, B, tc2, n, *, kernel, size, alpha):
         return value
 
     try:
-        return _gcv_scan(s2, explained, tc2, n)[0], reduction, Bp
+        return gcv_scan(s2, explained, tc2, n)[0], reduction, Bp
     except np.linalg.LinAlgError:
         return None, None, None
 
 
 def _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha):
     """:func:`ridge_solve` by an eigendecomposition."""
-    w, V = np.linalg.eigh(S)
-    w, V = w[::-1], V[:, ::-1]
-    keep = rank_mask(w, size)
-    s2, V = w[keep], V[:, keep]
+    s2, V = eigh_descending(S, keep_size=size)
     if not s2.size:
         return (float(alpha) if isinstance(alpha, Real) else 0.0), np.zeros_like(B)
     Z2 = np.sum((V.T @ B) ** 2, axis=1)
@@ -626,11 +623,9 @@ def gram_factors(G, *, centered=False, n_features=None):
     """
     Gc = np.asarray(G, dtype=np.float64) if centered else center_gram(G)
     n = Gc.shape[0]
-    w, U = np.linalg.eigh((Gc + Gc.T) / 2.0)
-    w, U = w[::-1], U[:, ::-1]
     width = n if n_features is None else max(n, int(n_features))
-    keep = rank_mask(w, width)
-    return U[:, keep], np.sqrt(w[keep])
+    w, U = eigh_descending((Gc + Gc.T) / 2.0, keep_size=width)
+    return U, np.sqrt(w)
 
 
 def ridge_fit_gram(

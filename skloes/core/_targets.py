@@ -18,7 +18,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array
 
 
-def resolve_task(y, task, name):
+def resolve_task(y, task, owner):
     """Resolve the task of a layer selector from its targets.
 
     Parameters
@@ -28,8 +28,8 @@ def resolve_task(y, task, name):
     task : {"auto", "classification", "regression", "label_free"}
         The requested task; ``"auto"`` reads it from ``type_of_target(y)``
         (``"label_free"`` when ``y`` is None).
-    name : str
-        The estimator name that prefixes the error messages.
+    owner : str
+        the estimator name that prefixes the error messages.
 
     Returns
     -------
@@ -46,43 +46,43 @@ def resolve_task(y, task, name):
     if y is None:
         if task == "auto":
             return "label_free", None, None
-        raise ValueError(f"{name}: `y` is required for task={task!r}; got None.")
+        raise ValueError(f"{owner}: `y` is required for task={task!r}; got None.")
     y = check_array(
         y, ensure_2d=False, dtype=None, input_name="y", ensure_all_finite=False
     )
     if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
-        raise ValueError(f"{name}: `y` must be finite; got NaN or infinity in y.")
+        raise ValueError(f"{owner}: `y` must be finite; got NaN or infinity in y.")
     if task == "auto":
-        task = task_of(y, name)
+        task = task_of(y, owner)
     if task == "regression":
         try:
             return task, None, np.asarray(y, dtype=np.float64).reshape(len(y), -1)
         except (TypeError, ValueError):
             raise ValueError(
-                f"{name}: `y` must be numeric for task='regression'; "
+                f"{owner}: `y` must be numeric for task='regression'; "
                 f"got dtype {y.dtype}."
             ) from None
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
     if y.ndim != 1:
         raise ValueError(
-            f"{name}: `y` must be one column of class labels for "
+            f"{owner}: `y` must be one column of class labels for "
             f"task='classification'; got shape {y.shape}."
         )
     classes = np.unique(y)
-    check_classes(classes, name)
+    check_classes(classes, owner)
     return task, classes, y
 
 
-def task_of(y, name, multioutput=True):
+def task_of(y, owner, multioutput=True):
     """``"classification"`` or ``"regression"``, read from ``type_of_target(y)``.
 
     Parameters
     ----------
     y : ndarray
         Checked targets.
-    name : str
-        The estimator name that prefixes the error.
+    owner : str
+        the estimator name that prefixes the error.
     multioutput : bool, default=True
         Whether several continuous target columns are a regression task.
 
@@ -97,39 +97,41 @@ def task_of(y, name, multioutput=True):
         return "regression"
     what = "continuous targets" if multioutput else "a 1-D continuous target"
     raise ValueError(
-        f"{name}: `y` must hold class labels or {what}; got "
+        f"{owner}: `y` must hold class labels or {what}; got "
         f"type_of_target(y)={kind!r} (Unknown label type)."
     )
 
 
-def check_classes(classes, name):
+def check_classes(classes, owner):
     """The one "at least two classes" rule of every classifier and selector.
 
     Parameters
     ----------
     classes : ndarray
         The distinct class labels of ``y``.
-    name : str
-        The estimator name that prefixes the error.
+    owner : str
+        the estimator name that prefixes the error.
     """
     if len(classes) < 2:
         found = f"one class ({classes[0].tolist()!r})" if len(classes) else "none"
-        raise ValueError(f"{name}: `y` must contain at least two classes; got {found}.")
+        raise ValueError(
+            f"{owner}: `y` must contain at least two classes; got {found}."
+        )
 
 
-def check_label_vector(y, name):
+def check_label_vector(y, owner):
     """Class labels as a 1-D array; a 2-D ``y`` is an error naming ``y``."""
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         return y.ravel()
     if y.ndim != 1:
         raise ValueError(
-            f"{name}: `y` must be a 1-D array of class labels; got shape {y.shape}."
+            f"{owner}: `y` must be a 1-D array of class labels; got shape {y.shape}."
         )
     return y
 
 
-def cv_splits(cv, y, name, param="cv"):
+def cv_splits(cv, y, owner, param="cv"):
     """The ``(train, test)`` splits of ``cv`` over ``y``, checked against ``y``.
 
     ``cv`` is the splitter returned by :func:`sklearn.model_selection.check_cv`.
@@ -141,34 +143,34 @@ def cv_splits(cv, y, name, param="cv"):
     n_splits, n = getattr(cv, "n_splits", None), len(y)
     if isinstance(n_splits, Integral) and n_splits > n:
         raise ValueError(
-            f"{name}: `{param}`={n_splits} folds need at least {n_splits} samples; "
+            f"{owner}: `{param}`={n_splits} folds need at least {n_splits} samples; "
             f"got {n}."
         )
     with warnings.catch_warnings():
         if isinstance(cv, StratifiedKFold):
-            _check_stratifiable(cv.n_splits, y, name, param)
-            _warn_small_classes(cv.n_splits, y, name, param)
+            _check_stratifiable(cv.n_splits, y, owner, param)
+            _warn_small_classes(cv.n_splits, y, owner, param)
             warnings.filterwarnings("ignore", "The least populated class", UserWarning)
         return list(cv.split(np.zeros((n, 1)), y))
 
 
-def _check_stratifiable(n_splits, y, name, param):
+def _check_stratifiable(n_splits, y, owner, param):
     """Stratified folds need one class with at least ``n_splits`` samples."""
     classes, counts = np.unique(y, return_counts=True)
     if counts.max() < n_splits:
         raise ValueError(
-            f"{name}: `{param}`={n_splits} stratified folds need a class with at "
+            f"{owner}: `{param}`={n_splits} stratified folds need a class with at "
             f"least {n_splits} samples; the largest of the {classes.size} classes "
             f"has {counts.max()} ({len(y)} samples); lower `{param}` to at most "
             f"{max(counts.max(), 2)} or pass a KFold splitter."
         )
 
 
-def _warn_small_classes(n_splits, y, name, param):
+def _warn_small_classes(n_splits, y, owner, param):
     classes, counts = np.unique(y, return_counts=True)
     if counts.min() < n_splits:
         warnings.warn(
-            f"{name}: class {classes[counts.argmin()].tolist()!r} has "
+            f"{owner}: class {classes[counts.argmin()].tolist()!r} has "
             f"{counts.min()} samples, fewer than the `{param}`={n_splits} "
             "stratified folds, so some test folds lack it; lower `cv` for "
             "scores on every class.",

@@ -29,6 +29,7 @@ from skloes.core._contract import (
 from skloes.core._memory import release_memory
 from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
     AUTO_EXCLUDE,
+    POOLINGS,
     kept_tokens,
     pool,
     pool_layers,
@@ -283,7 +284,7 @@ class HiddenStatesTransformer(TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "model": [str, os.PathLike, None],
-        "pooling": [StrOptions({"mean", "cls", "first", "last", "max"}), callable],
+        "pooling": [StrOptions(set(POOLINGS)), callable],
         "exclude_tokens": [StrOptions({"auto", "special", "first"}), None],
         "layers": [
             StrOptions({"all"}),

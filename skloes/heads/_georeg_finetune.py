@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
+from skloes.core._pooling import POOLINGS
 from skloes.core._torch import torch
 from skloes.heads._georeg import _BaseGeoReg
 from skloes.heads._options import GEO_WEIGHT_FINETUNE
@@ -150,7 +151,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         **_BaseGeoReg._parameter_constraints,
         "model": [None, str, os.PathLike],
         "lr_backbone": [Interval(Real, 0, None, closed="left")],
-        "pooling": [StrOptions({"mean", "first", "cls", "last", "max"})],
+        "pooling": [StrOptions(set(POOLINGS))],
         "exclude_tokens": [StrOptions({"auto", "special", "first"}), None],
         "max_length": [Interval(Integral, 1, None, closed="left")],
     }
@@ -412,19 +413,19 @@ class GeoRegFineTuner(_BaseGeoReg):
         return tags
 
 
-def check_inputs_raw(X, modality, name):
+def check_inputs_raw(X, modality, owner):
     """Raw inputs of ``modality`` as a list (numeric feature tables rejected)."""
     from skloes.models._inputs import check_inputs
 
-    return check_inputs(_check_raw(X, name), modality, owner=name)
+    return check_inputs(_check_raw(X, owner), modality, owner=owner)
 
 
-def _check_raw(X, name):
+def _check_raw(X, owner):
     """Reject numeric feature tables (texts expected)."""
     dtype = getattr(X, "dtype", None)
     if dtype is not None and getattr(dtype, "kind", "") in "biuf" and np.ndim(X) >= 2:
         raise TypeError(
-            f"{name}: `X` must hold raw inputs (texts, images or waveforms); got "
+            f"{owner}: `X` must hold raw inputs (texts, images or waveforms); got "
             f"a numeric array of shape {np.shape(X)}. Use GeoRegClassifier to "
             "train on precomputed layer features."
         )

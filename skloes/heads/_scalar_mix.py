@@ -141,9 +141,8 @@ class _BaseScalarMix(
                 f"{name}: no candidate layers (n_layers={stack.shape[0]}, "
                 f"`include_embedding`={self.include_embedding})."
             )
-        self.selected_layers_ = np.arange(first, stack.shape[0])
-        self.support_ = np.zeros(stack.shape[0], dtype=bool)
-        self.support_[first:] = True
+        self._first_layer = first
+        layers = np.arange(first, stack.shape[0])
         rng = check_random_state(self.random_state)
         generator = make_generator(rng)
         train_idx, val_idx = validation_split(
@@ -155,9 +154,9 @@ class _BaseScalarMix(
             owner=name,
         )
         self.device_ = resolve_device(self.device, owner=name)
-        feats = layer_blocks(stack, self.selected_layers_)
+        feats = layer_blocks(stack, layers)
         head = LayerFusionHead(
-            len(self.selected_layers_),
+            len(layers),
             feats.shape[2],
             n_outputs,
             proj_dim=self.proj_dim,
@@ -195,10 +194,15 @@ class _BaseScalarMix(
         self.n_iter_ = result.n_iter
         warn_not_converged(self, result, self.max_epochs)
         weights = np.zeros(stack.shape[0])
-        weights[self.selected_layers_] = head.layer_weights()
+        weights[layers] = head.layer_weights()
         self.layer_weights_ = weights
         self.scale_ = float(head.scale.detach().cpu())
         return self
+
+    def _support_mask(self):
+        mask = np.zeros(self.n_layers_in_, dtype=bool)
+        mask[self._first_layer :] = True
+        return mask
 
     def _outputs(self, X):
         """(outputs, z) as float64 numpy arrays."""
@@ -295,7 +299,7 @@ _MIX_ATTR_DOC = """
     selected_layers_ : ndarray
         The mixed layers (every candidate).
 
-    support_ : ndarray of shape (n_layers_in_,)
+    support_ : ndarray of shape ``(n_layers_in_,)``
         Boolean mask of the mixed layers.
 
     module_ : torch.nn.Module

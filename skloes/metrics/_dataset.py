@@ -19,10 +19,10 @@ from skloes.core._geometry import (
     overlap_redundancy,
     rank_mask,
     sample_distinct_triplets,
+    spectrum_effective_rank,
     thin_svd,
     triangle_areas,
 )
-from skloes.core._geometry import effective_rank as _erank
 from skloes.metrics._base import (
     as_layers,
     check_alpha,
@@ -157,7 +157,7 @@ def effective_rank(X, *, kind="sigma", max_prompts=1000, random_state=None):
     values = []
     for P in stack:
         s = np.sqrt(_spectrum(P).clip(0.0))
-        values.append(_erank(s, power=power) if np.any(s > 0) else 0.0)
+        values.append(spectrum_effective_rank(s, power=power) if np.any(s > 0) else 0.0)
     return per_layer(values, single)
 
 

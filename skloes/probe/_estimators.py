@@ -22,6 +22,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
+from skloes.core._pooling import POOLINGS
 from skloes.core._targets import check_classes
 from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator
 from skloes.extraction import HiddenStatesTransformer
@@ -130,7 +131,7 @@ class _BaseLayerProbe(BaseEstimator):
         "selector": [LayerSelectorMixin, None],
         "estimator": [HasMethods(["fit", "predict"]), None],
         "standardize": ["boolean"],
-        "pooling": [StrOptions({"mean", "cls", "first", "last", "max"})],
+        "pooling": [StrOptions(set(POOLINGS))],
         "max_length": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "cache": [str, os.PathLike, None],

@@ -108,9 +108,10 @@ class SelectedLayerFusion(TransformerMixin, BaseEstimator):
         self.n_layers_in_ = int(selector.n_layers_in_)
         self.dim_in_ = int(selector.dim_in_)
         self.mean_ = self.scale_ = None
-        if getattr(selector, "fusion_scaling", None) == "layer":
-            self.mean_ = np.asarray(selector.layer_mean_)[layers]
-            self.scale_ = np.asarray(selector.layer_scale_)[layers]
+        statistics = selector._fusion_statistics()
+        if statistics is not None:
+            self.mean_ = np.asarray(statistics[0])[layers]
+            self.scale_ = np.asarray(statistics[1])[layers]
         return self
 
     def transform(self, X):

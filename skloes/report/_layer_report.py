@@ -49,7 +49,9 @@ def _method_estimator(method, k, random_state, selector, inner_cv=5):
         if selector is not None:
             return clone(selector)
         if k == "auto":
-            return selection.LOESSelectorCV(random_state=random_state)
+            return selection.LOESSelectorCV(
+                selector=selection.LOESSelector(random_state=random_state)
+            )
         return selection.LOESSelector(n_layers_to_select=k, random_state=random_state)
     make = {
         "last_layer": lambda: selection.LastLayerSelector(),
@@ -86,7 +88,7 @@ def _fmt(value, width=9):
     return f"{value:.4f}".rjust(width)
 
 
-@renamed_params(progress=("verbose", int))
+@renamed_params(progress=("verbose", int), alpha=("entropy_order", None, "0.3"))
 class LayerReport(BaseEstimator):
     """Probe score, layer metrics and layer selection for every layer of a stack.
 
@@ -143,8 +145,12 @@ class LayerReport(BaseEstimator):
 
         .. versionchanged:: 0.2
            The default is True (it was False).
-    alpha : float, default=1.0
-        Rényi order of ``dataset_entropy``.
+    entropy_order : float, default=1.0
+        Rényi order α of ``dataset_entropy`` (the ``alpha`` of
+        :func:`~skloes.metrics.dataset_entropy`).
+
+        .. versionadded:: 0.3
+           Formerly ``alpha``.
     normalization : str, default="maxEntropy"
         Normalisation of ``dataset_entropy``.
     max_prompts : int or None, default=1000
@@ -226,7 +232,7 @@ class LayerReport(BaseEstimator):
         "probe": "no_validation",
         "cv": [Interval(Integral, 2, None, closed="left")],
         "nested": ["boolean"],
-        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "entropy_order": [Interval(Real, 0, None, closed="neither")],
         "normalization": [
             StrOptions({"maxEntropy", "logN", "logD", "logNlogD", "raw"})
         ],
@@ -247,7 +253,7 @@ class LayerReport(BaseEstimator):
         probe=None,
         cv=5,
         nested=True,
-        alpha=1.0,
+        entropy_order=1.0,
         normalization="maxEntropy",
         max_prompts=1000,
         random_state=0,
@@ -255,6 +261,7 @@ class LayerReport(BaseEstimator):
         layer_dim=None,
         verbose=0,
         progress="deprecated",
+        alpha="deprecated",
     ):
         self.metrics = metrics
         self.n_layers_to_select = n_layers_to_select
@@ -263,7 +270,7 @@ class LayerReport(BaseEstimator):
         self.probe = probe
         self.cv = cv
         self.nested = nested
-        self.alpha = alpha
+        self.entropy_order = entropy_order
         self.normalization = normalization
         self.max_prompts = max_prompts
         self.random_state = random_state
@@ -271,6 +278,7 @@ class LayerReport(BaseEstimator):
         self.layer_dim = layer_dim
         self.verbose = verbose
         self.progress = progress
+        self.alpha = alpha
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -293,14 +301,14 @@ class LayerReport(BaseEstimator):
         self : object
             The fitted report.
         """
-        name = type(self).__name__
+        owner = type(self).__name__
         stack, y = validate_layers(self, X, y, layer_dim=self.layer_dim)
-        self._check_names(name)
-        extra = self._check_extra(name, extra_metrics, stack.shape[0])
-        self.task_ = task_of(y, name, multioutput=False)
+        self._check_names(owner)
+        extra = self._check_extra(owner, extra_metrics, stack.shape[0])
+        self.task_ = task_of(y, owner, multioutput=False)
         L, n, d = stack.shape
         self.layers_ = np.arange(L)
-        folds = self._folds(name, y)
+        folds = self._folds(owner, y)
         probe = self._probe()
         self.scoring_ = "accuracy" if self.task_ == "classification" else "r2"
         self._score_layers(stack, y, probe, folds)
@@ -308,41 +316,41 @@ class LayerReport(BaseEstimator):
         self._summarise(stack, y, probe, folds)
         return self
 
-    def _check_names(self, name):
+    def _check_names(self, owner):
         for param, options in (("metrics", DATASET_METRICS), ("baselines", BASELINES)):
             for value in getattr(self, param):
                 if value not in options:
                     raise ValueError(
-                        f"{name}: `{param}` entries must be among {list(options)}; "
+                        f"{owner}: `{param}` entries must be among {list(options)}; "
                         f"got {value!r}."
                     )
 
-    def _check_extra(self, name, extra_metrics, n_layers):
+    def _check_extra(self, owner, extra_metrics, n_layers):
         out = {}
         for key, values in (extra_metrics or {}).items():
             values = np.asarray(values, dtype=np.float64).ravel()
             if values.shape != (n_layers,):
                 raise ValueError(
-                    f"{name}: `extra_metrics[{key!r}]` must hold one value per layer "
+                    f"{owner}: `extra_metrics[{key!r}]` must hold one value per layer "
                     f"({n_layers}); got shape {values.shape}."
                 )
             if str(key) in self.metrics:  # would silently replace a computed one
                 raise ValueError(
-                    f"{name}: `extra_metrics` key {key!r} is also a computed metric "
+                    f"{owner}: `extra_metrics` key {key!r} is also a computed metric "
                     f"of `metrics`; rename it."
                 )
             out[str(key)] = values
         return out
 
-    def _folds(self, name, y):
+    def _folds(self, owner, y):
         if self.task_ == "regression":
             self.n_splits_ = min(self.cv, len(y))
             return KFold(self.n_splits_, shuffle=True, random_state=self.random_state)
         classes, counts = np.unique(y, return_counts=True)
-        check_classes(classes, name)
+        check_classes(classes, owner)
         if counts.min() < 2:
             raise ValueError(
-                f"{name}: every class needs at least 2 samples for cross-validation; "
+                f"{owner}: every class needs at least 2 samples for cross-validation; "
                 f"class {classes[counts.argmin()].tolist()!r} has {counts.min()}."
             )
         self.n_splits_ = int(min(self.cv, counts.min()))
@@ -380,7 +388,7 @@ class LayerReport(BaseEstimator):
 
     def _compute_metrics(self, stack, y, extra_metrics):
         params = {
-            "alpha": self.alpha,
+            "alpha": self.entropy_order,
             "normalization": self.normalization,
             "max_prompts": self.max_prompts,
             "random_state": self.random_state,

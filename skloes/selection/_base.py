@@ -47,8 +47,12 @@ N_LAYERS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), StrOptions({"
 ROUNDING_UNITS = 64
 
 
-def resolve_n_layers(n_layers_to_select, n_candidates, name):
+def resolve_n_layers(
+    n_layers_to_select, n_candidates, owner, *, clip=False, shape=None, degenerate=()
+):
     """The number of layers a selector picks, from its budget parameter.
+
+    The one budget rule and error of every selector.
 
     Parameters
     ----------
@@ -57,8 +61,15 @@ def resolve_n_layers(n_layers_to_select, n_candidates, name):
         (as ``RFE``'s default), an int must not exceed ``n_candidates``.
     n_candidates : int
         Number of candidate layers (at least 1).
-    name : str
+    owner : str
         The estimator name that prefixes the error message.
+    clip : bool, default=False
+        Lower an int above ``n_candidates`` to it instead of raising (the
+        largest budget a search tries).
+    shape : tuple of int or None, default=None
+        ``(n_layers, n_samples, dim)`` of the input, named in the error.
+    degenerate : sequence of int, default=()
+        The layers left out as degenerate, named in the error.
 
     Returns
     -------
@@ -72,12 +83,21 @@ def resolve_n_layers(n_layers_to_select, n_candidates, name):
     """
     if isinstance(n_layers_to_select, str) and n_layers_to_select == "auto":
         return min(AUTO_N_LAYERS, n_candidates)
-    if n_layers_to_select > n_candidates:
+    n_select = int(n_layers_to_select)
+    if clip:
+        n_select = min(n_select, n_candidates)
+    if n_select > n_candidates:
+        of = ""
+        if shape is not None:
+            of = f" of {shape[0]} ({shape[0] * shape[2]} feature(s))"
+        degenerate = [int(l) for l in degenerate]
+        left_out = f"; layers {degenerate} are degenerate" if degenerate else ""
         raise ValueError(
-            f"{name}: `n_layers_to_select` must be at most the number of "
-            f"candidate layers ({n_candidates}); got {n_layers_to_select}."
+            f"{owner}: `n_layers_to_select` must be at most the number of candidate "
+            f"layers; got {n_select} for {n_candidates} candidate layer(s){of}"
+            f"{left_out}."
         )
-    return int(n_layers_to_select)
+    return n_select
 
 
 def calibration_rows(max_samples, n, codes, rng):
@@ -261,7 +281,29 @@ def no_candidates_message(owner, n_layers, include_embedding, degenerate=()):
 
 
 class LayerSupportMixin:
-    """``get_support`` over layers, from the fitted boolean ``support_``."""
+    """The layers a fitted estimator uses, derived from one boolean mask.
+
+    A subclass implements ``_support_mask()`` (a boolean mask over the
+    ``n_layers_in_`` layers, from its fitted state); ``support_``,
+    ``selected_layers_`` and :meth:`get_support` derive from it, as
+    scikit-learn's ``SelectorMixin`` derives its methods from
+    ``_get_support_mask``.
+    """
+
+    def _support_mask(self):
+        raise NotImplementedError
+
+    @property
+    def support_(self):
+        """Boolean mask over the ``n_layers_in_`` layers of the selected ones."""
+        check_is_fitted(self)
+        return self._support_mask()
+
+    @property
+    def selected_layers_(self):
+        """The selected layers, ascending (Hugging Face indices: 0 is the
+        embedding output)."""
+        return np.flatnonzero(self.support_)
 
     def get_support(self, indices=False):
         """Mask (or indices) of the selected layers.
@@ -276,8 +318,7 @@ class LayerSupportMixin:
         support : ndarray
             Boolean mask of shape (n_layers_in_,), or the sorted indices.
         """
-        check_is_fitted(self)
-        return np.flatnonzero(self.support_) if indices else self.support_.copy()
+        return self.selected_layers_ if indices else self.support_
 
 
 class LayerFeatureNamesMixin(LayerSupportMixin):
@@ -318,15 +359,33 @@ class LayerFeatureNamesMixin(LayerSupportMixin):
 
 
 class LayerSelectorMixin(LayerFeatureNamesMixin, TransformerMixin):
-    """``transform`` of a fitted layer selector: its layers, concatenated.
+    """The contract of a fitted layer selector, from its ``selection_order_``.
 
+    A selector's ``fit`` records ``selection_order_`` (the layers in the order
+    they were picked) with the layout of its input (``n_layers_in_``,
+    ``dim_in_``: :func:`~skloes.core._contract.validate_layers`); the mask
+    (``support_``, ``get_support``), ``selected_layers_``, ``n_selected_``,
+    the column names and :meth:`transform` all derive from it. A selector
+    whose fused blocks are standardised overrides :meth:`_fusion_statistics`.
     A ``TransformerMixin`` itself, so that ``set_output`` wraps this
     ``transform`` (scikit-learn wraps only methods a class defines).
-
-    Reads ``selected_layers_`` and, when the selector has
-    ``fusion_scaling="layer"``, the calibration statistics ``layer_mean_``
-    and ``layer_scale_``.
     """
+
+    def _support_mask(self):
+        mask = np.zeros(self.n_layers_in_, dtype=bool)
+        mask[self.selection_order_] = True
+        return mask
+
+    @property
+    def n_selected_(self):
+        """Number of layers selected."""
+        check_is_fitted(self)
+        return int(len(self.selection_order_))
+
+    def _fusion_statistics(self):
+        """``(mean, scale)`` of every layer when the fused blocks are centred
+        and scaled (``layer_mean_``, ``layer_scale_``), else None."""
+        return None
 
     def transform(self, X):
         """Concatenate the selected layers in layer-index order.
@@ -343,15 +402,9 @@ class LayerSelectorMixin(LayerFeatureNamesMixin, TransformerMixin):
             The fused embedding (columns ``layer{l}_{j}``).
         """
         check_is_fitted(self)
-        stack = validate_layers(
-            self, X, layer_dim=self.layer_dim, reset=False, dtype=FLOAT_DTYPES
-        )
-        if getattr(self, "fusion_scaling", None) == "layer":
-            return fuse_layers(
-                stack,
-                self.selected_layers_,
-                self.layer_mean_,
-                self.layer_scale_,
-                dtype=stack.dtype,
-            )
-        return fuse_layers(stack, self.selected_layers_)
+        stack = validate_layers(self, X, reset=False, dtype=FLOAT_DTYPES)
+        statistics = self._fusion_statistics()
+        if statistics is None:
+            return fuse_layers(stack, self.selected_layers_)
+        mean, scale = statistics
+        return fuse_layers(stack, self.selected_layers_, mean, scale, dtype=stack.dtype)

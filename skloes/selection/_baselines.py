@@ -103,12 +103,12 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
         self : object
             The fitted selector.
         """
-        name = type(self).__name__
+        owner = type(self).__name__
         stack = validate_layers(self, X, layer_dim=self.layer_dim, dtype=FLOAT_DTYPES)
         n_samples = stack.shape[1]
         if y is None and self._needs_y:
             raise ValueError(
-                f"{name}: `y` must be given; this baseline scores layers with a "
+                f"{owner}: `y` must be given; this baseline scores layers with a "
                 "probe, so it requires y to be passed, but the target y is None."
             )
         target = None
@@ -116,7 +116,7 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
             _check_length(self, y, stack.shape)
             try:
                 task, classes, y_arr = resolve_task(
-                    y, getattr(self, "task", "auto"), name
+                    y, getattr(self, "task", "auto"), owner
                 )
                 # integer class codes (classes is sorted), or the (n, p) targets
                 target = (
@@ -148,37 +148,33 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
             self._select(cal_stack, target, candidates, rng, n_select), np.intp
         )
         self.selection_order_ = order
-        self.selected_layers_ = np.sort(order)
-        self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
-        self.support_[order] = True
-        self.n_selected_ = order.size
         return self
 
     def _candidates(self, n_layers, stack, eps):
-        name = type(self).__name__
+        owner = type(self).__name__
         if not self._data_driven:  # fixed rules: only the embedding policy
             candidates, _ = candidate_layers(
-                np.zeros(n_layers, dtype=bool), self.include_embedding, name
+                np.zeros(n_layers, dtype=bool), self.include_embedding, owner
             )
             return candidates
         if stack.shape[1] < 3:
             raise ValueError(
-                f"{name}: needs at least 3 calibration samples; got n_samples = "
+                f"{owner}: needs at least 3 calibration samples; got n_samples = "
                 f"{stack.shape[1]}."
             )
-        _, degenerate = layer_statistics(stack, eps, name)
+        _, degenerate = layer_statistics(stack, eps, owner)
         candidates, self.degenerate_layers_ = candidate_layers(
-            degenerate, self.include_embedding, name
+            degenerate, self.include_embedding, owner
         )
         return candidates
 
     def _check_budget(self, n_candidates):
         """The number of layers to pick (``n_layers_to_select`` resolved)."""
-        name = type(self).__name__
+        owner = type(self).__name__
         if n_candidates == 0:
             raise ValueError(
                 no_candidates_message(
-                    name,
+                    owner,
                     self.n_layers_in_,
                     self.include_embedding,
                     getattr(self, "degenerate_layers_", ()),
@@ -187,7 +183,7 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
         budget = getattr(self, "n_layers_to_select", None)
         if budget is None:
             return None
-        return resolve_n_layers(budget, n_candidates, name)
+        return resolve_n_layers(budget, n_candidates, owner)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -215,14 +211,14 @@ _COMMON_DOC = """
         Seeds the calibration subsample and any other draw."""
 
 _ATTR_DOC = """
-    selected_layers_ : ndarray of shape (n_selected_,)
+    selected_layers_ : ndarray of shape ``(n_selected_,)``
         Selected layers, sorted ascending (Hugging Face ``hidden_states``
         indices: 0 is the embedding output).
 
     selection_order_ : ndarray of shape (n_selected_,)
         The same layers in the order they were chosen.
 
-    support_ : ndarray of shape (n_layers_in_,)
+    support_ : ndarray of shape ``(n_layers_in_,)``
         Boolean mask over layers.
 
     calibration_indices_ : ndarray
@@ -523,22 +519,22 @@ class MetricTopKSelector(_BaseLayerSelector):
         return self.metric != "layer_scores"
 
     def _user_scores(self):
-        name = type(self).__name__
+        owner = type(self).__name__
         if self.layer_scores is None:
             raise ValueError(
-                f"{name}: `layer_scores` must be an array of one score per layer "
+                f"{owner}: `layer_scores` must be an array of one score per layer "
                 "when metric='layer_scores'; got None."
             )
         scores = np.asarray(self.layer_scores, dtype=np.float64).ravel()
         if scores.size != self.n_layers_in_ or not np.all(np.isfinite(scores)):
             raise ValueError(
-                f"{name}: `layer_scores` must hold {self.n_layers_in_} finite "
+                f"{owner}: `layer_scores` must hold {self.n_layers_in_} finite "
                 f"values (one per layer); got {self.layer_scores!r}."
             )
         return scores
 
     def _select(self, stack, target, candidates, rng, n_select):
-        name = type(self).__name__
+        owner = type(self).__name__
         params = dict(self.metric_params or {})
         scores = np.full(self.n_layers_in_, np.nan)
         if self.metric == "layer_scores":
@@ -557,7 +553,7 @@ class MetricTopKSelector(_BaseLayerSelector):
                 scores[l] = np.nan
             if not np.isfinite(scores[l]):
                 raise ValueError(
-                    f"{name}: `metric` must give a finite float for every layer; "
+                    f"{owner}: `metric` must give a finite float for every layer; "
                     f"got {value!r} for layer {l}."
                 )
         self.metric_scores_ = scores

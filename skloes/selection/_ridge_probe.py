@@ -21,6 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from skloes.core._contract import _check_layer_dim, flat_width
+from skloes.core._geometry import block_gram
 from skloes.core._ridge import ridge_fit, ridge_solve
 from skloes.core._targets import check_classes
 from skloes.utils._deprecation import renamed_params, warn_renamed
@@ -117,18 +118,16 @@ class _SubsetScorer:
         """The fit Gram ``AᵀA`` and ``AᵀT_c`` of the scaled concatenation ``A``,
         from the layers' cross products (kept in ``crosses`` when given)."""
         blocks = [self._block(l)[0] for l in subset]
-        offs = np.concatenate([[0], np.cumsum([X.shape[1] for X in blocks])])
-        S = np.empty((offs[-1], offs[-1]))
-        for i, (li, fi) in enumerate(zip(subset, a, strict=True)):
-            for j in range(i, len(subset)):
-                C = None if crosses is None else crosses.get((li, subset[j]))
-                if C is None:
-                    C = blocks[i].T @ blocks[j]
-                    if crosses is not None:
-                        crosses[li, subset[j]] = C
-                block = (fi * a[j]) * C
-                S[offs[i] : offs[i + 1], offs[j] : offs[j + 1]] = block
-                S[offs[j] : offs[j + 1], offs[i] : offs[i + 1]] = block.T
+
+        def block(i, j):
+            C = None if crosses is None else crosses.get((subset[i], subset[j]))
+            if C is None:
+                C = blocks[i].T @ blocks[j]
+                if crosses is not None:
+                    crosses[subset[i], subset[j]] = C
+            return (a[i] * a[j]) * C
+
+        S, offs = block_gram([X.shape[1] for X in blocks], block)
         B = np.vstack([f * (X.T @ self.Tc) for X, f in zip(blocks, a, strict=True)])
         return S, B, offs
 

@@ -21,6 +21,7 @@ from skloes.utils._param_validation import Hidden, StrOptions
 
 __all__ = [
     "DEPRECATED",
+    "resolved_params",
     "honours_renamed_params",
     "renamed_constraints",
     "renamed_params",
@@ -34,27 +35,86 @@ _READERS = ("fit", "fit_transform", "transform")
 DEPRECATED = "deprecated"
 RENAMED_IN, REMOVED_IN = "0.2", "0.4"
 
+#: Release that removes a name deprecated in each release (two releases later).
+_REMOVAL = {"0.2": "0.4", "0.3": "0.5"}
+
+
+def removed_in(renamed_in: str) -> str:
+    """The release that removes a name deprecated in ``renamed_in``."""
+    return _REMOVAL[renamed_in]
+
 
 def warn_renamed(
-    owner: str, old: str, new: str, *, what: str = "parameter", stacklevel: int = 3
+    owner: str,
+    old: str,
+    new: str,
+    *,
+    what: str = "parameter",
+    renamed_in: str = RENAMED_IN,
+    stacklevel: int = 3,
 ) -> None:
     """The one FutureWarning of a renamed parameter, attribute or option."""
     warnings.warn(
-        f"{owner}: the {what} `{old}` was renamed `{new}` in {RENAMED_IN} and will "
-        f"be removed in {REMOVED_IN}; use `{new}` instead.",
+        f"{owner}: the {what} `{old}` was renamed `{new}` in {renamed_in} and will "
+        f"be removed in {removed_in(renamed_in)}; use `{new}` instead.",
         FutureWarning,
         stacklevel=stacklevel,
     )
 
 
+def _spec(spec):
+    """``(new, convert, renamed_in)`` of a rename that :func:`renamed_params`
+    stores."""
+    if not isinstance(spec, tuple):
+        return spec, None, RENAMED_IN
+    if len(spec) == 2:
+        return (*spec, RENAMED_IN)
+    return spec
+
+
 def _renames(estimator):
     for old, spec in getattr(type(estimator), "_renamed_params", {}).items():
-        new, convert = spec if isinstance(spec, tuple) else (spec, None)
-        yield old, new, convert
+        yield (old, *_spec(spec))
 
 
 def _is_set(value) -> bool:
     return not (isinstance(value, str) and value == DEPRECATED)
+
+
+def _renamed_values(estimator, *, warn):
+    """``{new: value}`` of each renamed parameter set under its former name.
+
+    Setting a former name together with a non-default new name is an error;
+    with ``warn``, each one set gives its FutureWarning.
+    """
+    values = {}
+    for old, new, convert, renamed_in in _renames(estimator):
+        value = getattr(estimator, old)
+        if not _is_set(value):
+            continue
+        default = type(estimator)().get_params(deep=False)[new]
+        if getattr(estimator, new) != default:
+            raise ValueError(
+                f"{type(estimator).__name__}: set `{new}` only; `{old}` is its "
+                f"former name (got {old}={value!r} and {new}="
+                f"{getattr(estimator, new)!r})."
+            )
+        if warn:
+            warn_renamed(
+                type(estimator).__name__, old, new, renamed_in=renamed_in, stacklevel=4
+            )
+        values[new] = convert(value) if convert else value
+    return values
+
+
+def resolved_params(estimator, *, warn=True):
+    """``get_params(deep=False)`` with each former name's value under its new
+    name, and without the former names."""
+    params = estimator.get_params(deep=False)
+    params.update(_renamed_values(estimator, warn=warn))
+    for old, *_ in _renames(estimator):
+        params.pop(old)
+    return params
 
 
 def honours_renamed_params(method):
@@ -71,25 +131,13 @@ def honours_renamed_params(method):
     def wrapper(self, *args, **kwargs):
         if "_renames_applied" in vars(self):  # inside an outer wrapped call
             return method(self, *args, **kwargs)
-        saved = {}
-        for old, new, convert in _renames(self):
-            value = getattr(self, old)
-            if not _is_set(value):
-                continue
-            value = convert(value) if convert else value
-            default = type(self)().get_params(deep=False)[new]
-            if getattr(self, new) != default:
-                raise ValueError(
-                    f"{type(self).__name__}: set `{new}` only; `{old}` is its "
-                    f"former name (got {old}={getattr(self, old)!r} and {new}="
-                    f"{getattr(self, new)!r})."
-                )
-            if method.__name__.startswith("fit"):  # once per fit, not per call
-                warn_renamed(type(self).__name__, old, new)
-            saved[new] = getattr(self, new)
-            setattr(self, new, value)
-        if not saved:
+        # once per fit, not per call
+        values = _renamed_values(self, warn=method.__name__.startswith("fit"))
+        if not values:
             return method(self, *args, **kwargs)
+        saved = {new: getattr(self, new) for new in values}
+        for new, value in values.items():
+            setattr(self, new, value)
         vars(self)["_renames_applied"] = True
         try:
             return method(self, *args, **kwargs)
@@ -106,7 +154,7 @@ def renamed_constraints(cls_constraints: dict, renamed: dict) -> dict:
     """``cls_constraints`` plus each former name, constrained as its new name."""
     out = dict(cls_constraints)
     for old, spec in renamed.items():
-        new = spec[0] if isinstance(spec, tuple) else spec
+        new = _spec(spec)[0]
         out[old] = [*cls_constraints[new], Hidden(StrOptions({DEPRECATED}))]
     return out
 
@@ -114,14 +162,14 @@ def renamed_constraints(cls_constraints: dict, renamed: dict) -> dict:
 def _doc(renamed: dict) -> str:
     lines = []
     for old, spec in renamed.items():
-        new = spec[0] if isinstance(spec, tuple) else spec
+        new, _, since = _spec(spec)
         lines += [
             f"    {old} : object, default={DEPRECATED!r}",
             f"        Former name of ``{new}``.",
             "",
-            f"        .. deprecated:: {RENAMED_IN}",
-            f"           ``{old}`` was renamed ``{new}`` in {RENAMED_IN} and will be",
-            f"           removed in {REMOVED_IN}.",
+            f"        .. deprecated:: {since}",
+            f"           ``{old}`` was renamed ``{new}`` in {since} and will be",
+            f"           removed in {removed_in(since)}.",
             "",
         ]
     return "\n".join(lines)
@@ -131,7 +179,8 @@ def renamed_params(**renamed):
     """Class decorator: the parameters renamed in the last release.
 
     ``renamed`` maps each former name to its new name (or to ``(new,
-    convert)``). The class's ``__init__`` must keep each former name with the
+    convert)``, or ``(new, convert, renamed_in)`` for a rename of a later
+    release than 0.2). The class's ``__init__`` must keep each former name with the
     default ``"deprecated"``. The decorator records the renames, adds the
     former names to ``_parameter_constraints``, documents them at the end of
     the Parameters section, and wraps skloes' ``fit``, ``fit_transform`` and

@@ -20,7 +20,12 @@ pytest.importorskip("transformers")
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
-from skloes import GeoRegLoss, HiddenStatesTransformer, LOESSelectorCV  # noqa: E402
+from skloes import (  # noqa: E402
+    GeoRegLoss,
+    HiddenStatesTransformer,
+    LOESSelector,
+    LOESSelectorCV,
+)
 from skloes.report import layer_report  # noqa: E402
 
 TEXTS = [
@@ -178,7 +183,9 @@ def test_loes_cv_names_cv_when_a_class_is_smaller():
     y = np.array([0] * 27 + [1] * 3)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        LOESSelectorCV(cv=5, max_layers_to_select=2, random_state=0).fit(stack, y)
+        LOESSelectorCV(
+            selector=LOESSelector(random_state=0), cv=5, max_layers_to_select=2
+        ).fit(stack, y)
     messages = [str(w.message) for w in record]
     ours = [m for m in messages if "`cv`=5" in m]
     assert len(ours) == 1
@@ -188,7 +195,9 @@ def test_loes_cv_names_cv_when_a_class_is_smaller():
         LOESSelectorCV(cv=31).fit(stack, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        LOESSelectorCV(cv=3, max_layers_to_select=2, random_state=0).fit(stack, y)
+        LOESSelectorCV(
+            selector=LOESSelector(random_state=0), cv=3, max_layers_to_select=2
+        ).fit(stack, y)
 
 
 # --------------------------------- 10. layer_report and one constant layer

@@ -155,7 +155,7 @@ DATA_CASES = [
 LAYER_ESTIMATORS = {
     "LOESSelector": lambda: LOESSelector(n_layers_to_select=2, random_state=0),
     "LOESSelectorCV": lambda: LOESSelectorCV(
-        max_layers_to_select=2, cv=3, random_state=0
+        selector=LOESSelector(random_state=0), max_layers_to_select=2, cv=3
     ),
     "LastLayerSelector": lambda: selection.LastLayerSelector(),
     "LastKSelector": lambda: selection.LastKSelector(**{K: 2}),
@@ -406,7 +406,10 @@ def test_one_scaled_layer_leaves_the_others_candidates(variant, factor):
 ONE_LAYER = STACK[:1]
 NO_EMBEDDING_CASES = [  # include_embedding=False on a one-layer stack
     ("LOESSelector", lambda: LOESSelector(include_embedding=False)),
-    ("LOESSelectorCV", lambda: LOESSelectorCV(include_embedding=False, cv=3)),
+    (
+        "LOESSelectorCV",
+        lambda: LOESSelectorCV(selector=LOESSelector(include_embedding=False), cv=3),
+    ),
     (
         "BestSingleLayerSelector",
         lambda: selection.BestSingleLayerSelector(include_embedding=False, cv=3),
@@ -577,7 +580,9 @@ MANY_CLASSES = np.r_[np.arange(500), np.arange(100)]
 MANY_CLASS_CASES = [
     (
         "LOESSelectorCV",
-        lambda: LOESSelectorCV(max_layers_to_select=2, cv=5, random_state=0),
+        lambda: LOESSelectorCV(
+            selector=LOESSelector(random_state=0), max_layers_to_select=2, cv=5
+        ),
         err(
             r"LOESSelectorCV: `cv`=5 stratified folds.*largest of the 500 classes has 2"
         ),
@@ -590,9 +595,9 @@ MANY_CLASS_CASES = [
     (
         "LOESSelectorCV_kfold",
         lambda: LOESSelectorCV(
+            selector=LOESSelector(random_state=0),
             max_layers_to_select=2,
             cv=__import__("sklearn").model_selection.KFold(3),
-            random_state=0,
         ),
         ok(selects_from(L)),
     ),

@@ -17,7 +17,6 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
-from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from skloes.core._geometry import triangle_areas  # noqa: E402
 from skloes.heads._georeg import GeoRegClassifier  # noqa: E402
@@ -652,30 +651,6 @@ def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
 
 
 # --------------------------------------------------------------------------
-# scikit-learn's estimator checks (tiny max_epochs)
-# --------------------------------------------------------------------------
-# None: the linear-probe start passes check_classifiers_train, which the
-# authors' head (a LayerNorm over the check's 2-feature blobs keeps only
-# sign(x1 - x2)) could not.
-EXPECTED_FAILED = {}
-
-
-@parametrize_with_checks(
-    [
-        GeoRegClassifier(
-            proj_dim=4, max_epochs=2, lr=1e-2, batch_size=64, random_state=0
-        ),
-        GeoRegClassifier(),
-    ],
-    expected_failed_checks=lambda est: EXPECTED_FAILED,
-)
-def test_sklearn_compatible(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        check(estimator)
-
-
-# --------------------------------------------------------------------------
 # End-to-end mode
 # --------------------------------------------------------------------------
 def test_finetune_tiny_model_pickles_with_its_tuned_backbone(tiny_model_path):
@@ -943,33 +918,6 @@ def test_without_torch_every_torch_estimator_gives_the_install_hint():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
-
-
-# --------------------------------------------------------------------------
-# GeoRegFineTuner: scikit-learn's API checks (the input is raw text)
-# --------------------------------------------------------------------------
-FINETUNER_API_CHECKS = [
-    "check_estimator_cloneable",
-    "check_estimator_tags_renamed",
-    "check_valid_tag_types",
-    "check_estimator_repr",
-    "check_no_attributes_set_in_init",
-    "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params",
-    "check_mixin_order",
-    "check_parameters_default_constructible",
-    "check_get_params_invariance",
-    "check_set_params",
-]
-
-
-@pytest.mark.parametrize("check", FINETUNER_API_CHECKS)
-def test_fine_tuner_api_checks(tiny_model_path, check):
-    from sklearn.utils import estimator_checks
-
-    getattr(estimator_checks, check)(
-        "GeoRegFineTuner", GeoRegFineTuner(tiny_model_path, max_epochs=1)
-    )
 
 
 def test_fine_tuner_fit_returns_self_is_idempotent_and_keeps_params(

@@ -1,10 +1,8 @@
-"""LOES layer selection: ``LOESSelector`` and ``LOESSelectorCV``.
+"""The public LOES estimators: ``LOESSelector`` and ``LOESSelectorCV``.
 
-The greedy path (:mod:`skloes.selection._loes_path`) scores every candidate layer by a
-ridge fit of the current residual on the layer orthogonalised against the
-selected ones, plus an isotropy prior, a redundancy penalty and a class-triangle
-bonus. This module holds the estimators: parameters, validation, transform,
-the score table and the cross-validated budget.
+Parameters, validation, the fitted attributes and the score table; the path
+itself is :mod:`~skloes.selection._loes._path`, its budget cross-validation
+:mod:`~skloes.selection._loes._cv`.
 """
 
 # Authors: The skloes developers
@@ -12,6 +10,8 @@ the score table and the cross-validated budget.
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -29,20 +29,17 @@ from skloes.selection._base import (
     LayerSelectorMixin,
     no_candidates_message,
 )
-from skloes.selection._loes_cv import (
-    _choose_budget,
-    _default_estimator,
-    _probe_scaling,
-    _score_fold,
+from skloes.selection._loes._config import LOESConfig
+from skloes.selection._loes._cv import (
+    choose_budget,
+    default_estimator,
+    probe_scaling,
+    score_fold,
 )
-from skloes.selection._loes_grid import resolve_grid
-from skloes.selection._loes_path import (
-    COMPONENTS,
-    _loes_path,
-    _resolve_config,
-)
-from skloes.selection._memory import check_selector_memory
-from skloes.utils._deprecation import renamed_params
+from skloes.selection._loes._grid import resolve_grid
+from skloes.selection._loes._memory import check_selector_memory, memory_path
+from skloes.selection._loes._path import loes_path
+from skloes.utils._deprecation import renamed_params, resolved_params
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     HasMethods,
@@ -95,9 +92,6 @@ _LOES_CONSTRAINTS = {
 }
 
 
-# --------------------------------------------------------------------------
-# Estimators
-# --------------------------------------------------------------------------
 _PARAMS_DOC = """
     variant : {"robust", "reference"}, default="robust"
         ``"reference"`` reproduces the authors' implementation; ``"robust"``
@@ -215,10 +209,10 @@ _ATTRS_DOC = """
         Layers in the order they were picked (Hugging Face indices: 0 is the
         embedding output).
 
-    selected_layers_ : ndarray of shape (n_selected_,)
+    selected_layers_ : ndarray of shape ``(n_selected_,)``
         The same layers, ascending.
 
-    support_ : ndarray of shape (n_layers_in_,)
+    support_ : ndarray of shape ``(n_layers_in_,)``
         Boolean mask of the selected layers.
 
     scores_ : dict of ndarray of shape (n_selected_, n_layers_in_)
@@ -297,58 +291,71 @@ _ATTRS_DOC = """
 _doc = fill_doc(PARAMS=_PARAMS_DOC, ATTRS=_ATTRS_DOC)
 
 
-class _BaseLOES(LayerSelectorMixin, BaseEstimator):
-    """Transform, support and score-table methods shared by both selectors."""
+# --------------------------------------------------------------------------
+# Estimators
+# --------------------------------------------------------------------------
+#: The fitted attributes named after a path's fields (``field_ = path.field``).
+_PATH_FIELDS = (
+    "selection_order",
+    "scores",
+    "isotropy",
+    "calibration_indices",
+    "classes",
+    "degenerate_layers",
+    "layer_mean",
+    "layer_scale",
+    "candidates",
+    "triplets",
+    "step_fits",
+    "residual",
+)
 
-    def _path_config(self, X, y):
-        kw = dict(layer_dim=self.layer_dim, dtype=FLOAT_DTYPES)
+
+class _BaseLOES(LayerSelectorMixin, BaseEstimator):
+    """Validation, fitted attributes and the score table of both selectors."""
+
+    def _path_config(self, X, y, params, budget):
+        """The validated stack and targets, and the fit's :class:`LOESConfig`.
+
+        ``params`` are the LOES parameters of the fit (renamed ones resolved)
+        and ``budget`` the largest budget the candidate grid must leave room
+        for.
+        """
+        kw = dict(layer_dim=params["layer_dim"], dtype=FLOAT_DTYPES)
         if y is None:  # validate_layers(flat, y=None) would return X alone
             stack, y_checked = validate_layers(self, X, **kw), None
         else:
             stack, y_checked = validate_layers(self, X, y, **kw)
-        name = type(self).__name__
-        task, classes, y_arr = resolve_task(y_checked, self.task, name)
-        cfg = _resolve_config(self, task)
-        budget = getattr(self, "n_layers_to_select", None)
-        if budget is None:  # LOESSelectorCV: room for its largest budget
-            budget = self.max_layers_to_select
-        cfg["grid"] = resolve_grid(
-            self.candidate_grid, self.variant, stack.shape[0], budget, name
+        owner = type(self).__name__
+        task, _, y_arr = resolve_task(y_checked, params["task"], owner)
+        grid = resolve_grid(
+            params["candidate_grid"], params["variant"], stack.shape[0], budget, owner
         )
-        return stack, y_arr, cfg
+        return stack, y_arr, LOESConfig.resolve(params, task, grid)
 
     def _set_path(self, path, n_select, cfg):
         """Name the fitted attributes from a :class:`LOESPath` (first ``n_select``
         steps)."""
         path = path.truncate(n_select)
-        order = path.selection_order
-        self.selection_order_ = order
-        self.scores_ = path.scores
-        self.isotropy_ = path.isotropy
-        self.calibration_indices_ = path.calibration_indices
-        self.classes_ = path.classes
-        self.degenerate_layers_ = path.degenerate_layers
-        self.layer_mean_ = path.layer_mean
-        self.layer_scale_ = path.layer_scale
-        self.candidates_ = path.candidates
-        self.triplets_ = path.triplets
-        self.step_fits_ = path.step_fits
-        self.residual_ = path.residual
-        self.n_selected_ = int(order.size)
-        self.selected_layers_ = np.sort(order)
-        self.support_ = np.zeros(self.n_layers_in_, dtype=bool)
-        self.support_[order] = True
-        self.task_, self.variant_ = cfg["task"], self.variant
-        grid = cfg["grid"]
+        for field in _PATH_FIELDS:
+            setattr(self, f"{field}_", getattr(path, field))
+        self.task_, self.variant_ = cfg.task, cfg.variant
         self.grid_layers_ = (
             np.arange(self.n_layers_in_)
-            if grid is None
-            else np.asarray(grid, dtype=np.intp)
+            if cfg.grid is None
+            else np.asarray(cfg.grid, dtype=np.intp)
         )
-        self.components_ = {
-            k: cfg[k] for k in (*COMPONENTS, "redundancy_weight", "volume_weight")
-        }
+        self.components_ = cfg.components()
         return self
+
+    def _selector_param(self, name):
+        """The value of one of the selector's parameters."""
+        return getattr(self, name)
+
+    def _fusion_statistics(self):
+        if self._selector_param("fusion_scaling") == "layer":
+            return self.layer_mean_, self.layer_scale_
+        return None
 
     def scores_frame(self):
         """The per-step score table as a long pandas DataFrame.
@@ -548,39 +555,55 @@ default=None
         self : object
             The fitted selector.
         """
-        stack, y_arr, cfg = self._path_config(X, y)
-        name = type(self).__name__
-        path = _loes_path(
-            stack,
-            y_arr,
-            self.n_layers_to_select,
-            cfg,
-            self.random_state,
-            name,
-            memory=check_selector_memory(self.memory, name),
-        )
+        params = self.get_params(deep=False)
+        budget = self.n_layers_to_select
+        stack, y_arr, cfg = self._path_config(X, y, params, budget)
+        owner = type(self).__name__
+        memory = check_selector_memory(self.memory, owner)
+        path = memory_path(stack, y_arr, budget, cfg, self.random_state, owner, memory)
         return self._set_path(path, path.selection_order.size, cfg)
 
 
-@renamed_params(alpha="isotropy_weight", gamma="redundancy_weight", eta="volume_weight")
-@_doc
+#: LOESSelector's parameters that LOESSelectorCV took directly before 0.3
+#: (they keep working, with a FutureWarning, until 0.5).
+_SELECTOR_PARAMS = tuple(
+    p
+    for p in LOESSelector._get_param_names()
+    if p not in ("n_layers_to_select", "memory")
+)
+
+_CV_DOC = """
+    Because LOES paths are nested, one selection path per fold scores every
+    budget ``1..max_layers_to_select`` (as ``RFECV`` does): a fold fits one
+    ``selector`` on its training rows, then fits ``estimator`` on the fused
+    layers of each prefix of the path and scores it on the held-out rows.
+    The final selection is one full-data path truncated to the chosen
+    budget, so the fitted object behaves as a fitted :class:`LOESSelector`.
+    Total cost: ``n_splits + 1`` paths."""
+
+
+@fill_doc(ATTRS=_ATTRS_DOC, INTRO=_CV_DOC)
 class LOESSelectorCV(_BaseLOES):
     """LOES with the budget chosen by cross-validation (see :ref:`loes_cv`).
 
-    Because LOES paths are nested, one selection path per fold scores every
-    budget ``1..max_layers_to_select`` (as ``RFECV`` does): a fold fits one
-    ``LOESSelector`` on its training rows, then fits ``estimator`` on the
-    fused layers of each prefix of the path and scores it on the held-out
-    rows. The final selection is one full-data path truncated to the best
-    budget, so the fitted object behaves as a fitted :class:`LOESSelector`.
-    Total cost: ``n_splits + 1`` paths.
+    {INTRO}
 
     Parameters
     ----------
     estimator : estimator instance or None, default=None
-        Scored on the fused layers; None uses the ridge probe of
-        :mod:`skloes.baselines` (``RidgeProbeClassifier`` or
-        ``RidgeProbeRegressor``).
+        Scored on the fused layers of each budget; None uses the ridge probe
+        (:class:`~skloes.selection.RidgeProbeClassifier` or
+        :class:`~skloes.selection.RidgeProbeRegressor`).
+
+    selector : LOESSelector or None, default=None
+        The selector whose path is cross-validated, with all its parameters
+        (``variant``, the score weights, ``candidate_grid``, ``layer_dim``,
+        ``random_state``, ...); None is ``LOESSelector()``. Its
+        ``n_layers_to_select`` and ``memory`` are not used: the budget is
+        what this estimator chooses. Search over its parameters as
+        ``selector__<name>``.
+
+        .. versionadded:: 0.3
 
     max_layers_to_select : int, default=10
         Largest budget tried, clipped to the number of candidate layers.
@@ -604,8 +627,6 @@ class LOESSelectorCV(_BaseLOES):
         before 0.2). See :ref:`loes_cv`.
 
         .. versionadded:: 0.2
-
-    {PARAMS}
 
     Attributes
     ----------
@@ -639,6 +660,12 @@ class LOESSelectorCV(_BaseLOES):
 
     Notes
     -----
+    .. deprecated:: 0.3
+       :class:`LOESSelector`'s parameters given to ``LOESSelectorCV``
+       directly, as before 0.3 (``LOESSelectorCV(variant="reference",
+       random_state=0)``), still work until 0.5, with a ``FutureWarning``:
+       they are set on ``selector``. Pass them through ``selector``.
+
     With ``fusion_scaling="layer"``, each fold scales the fused blocks with
     its own training rows, exactly as a ``Pipeline([LOESSelector(...),
     estimator])`` in ``GridSearchCV`` does when the calibration rows cover the
@@ -648,13 +675,13 @@ class LOESSelectorCV(_BaseLOES):
     --------
     >>> import numpy as np
     >>> from sklearn.linear_model import LogisticRegression
-    >>> from skloes import LOESSelectorCV
+    >>> from skloes import LOESSelector, LOESSelectorCV
     >>> rng = np.random.RandomState(0)
     >>> y = rng.randint(0, 2, size=100)
     >>> stack = rng.normal(size=(4, 100, 6))
     >>> stack[1, :, 0] += 3 * y
-    >>> cv = LOESSelectorCV(LogisticRegression(), max_layers_to_select=3,
-    ...                     cv=3, random_state=0).fit(stack, y)
+    >>> cv = LOESSelectorCV(LogisticRegression(), selector=LOESSelector(random_state=0),
+    ...                     max_layers_to_select=3, cv=3).fit(stack, y)
     >>> cv.cv_results_["mean_test_score"].shape
     (3,)
     >>> int(cv.selection_order_[0])
@@ -663,101 +690,112 @@ class LOESSelectorCV(_BaseLOES):
 
     _parameter_constraints = {
         "estimator": "no_validation",
+        "selector": [LOESSelector, None],
         "max_layers_to_select": [Interval(Integral, 1, None, closed="left")],
         "cv": ["cv_object"],
         "scoring": [str, callable, None],
         "n_jobs": [Integral, None],
         "budget_rule": [StrOptions({"best", "one_se"})],
-        **_LOES_CONSTRAINTS,
     }
 
     def __init__(
         self,
         estimator=None,
         *,
+        selector=None,
         max_layers_to_select=10,
         cv=5,
         scoring=None,
         n_jobs=None,
         budget_rule="one_se",
-        variant="robust",
-        isotropy_weight=None,
-        redundancy_weight=None,
-        volume_weight=0.1,
-        ridge_alpha=None,
-        scaling=None,
-        loss=None,
-        orthogonalization=None,
-        isotropy=None,
-        redundancy=None,
-        triplets=None,
-        update="stagewise",
-        loss_normalization="none",
-        objective=None,
-        fused_rank=64,
-        include_embedding=True,
-        max_samples=2000,
-        exclude_duplicates=True,
-        fusion_scaling=None,
-        orth_energy=0.99,
-        orth_max_rank=0.5,
-        layer_dim=None,
-        task="auto",
-        candidate_grid="auto",
-        random_state=None,
-        alpha="deprecated",
-        gamma="deprecated",
-        eta="deprecated",
+        **selector_params,
     ):
         self.estimator = estimator
+        self.selector = selector
         self.max_layers_to_select = max_layers_to_select
         self.cv = cv
         self.scoring = scoring
         self.n_jobs = n_jobs
         self.budget_rule = budget_rule
-        self.variant = variant
-        self.isotropy_weight = isotropy_weight
-        self.redundancy_weight = redundancy_weight
-        self.volume_weight = volume_weight
-        self.ridge_alpha = ridge_alpha
-        self.scaling = scaling
-        self.loss = loss
-        self.orthogonalization = orthogonalization
-        self.isotropy = isotropy
-        self.redundancy = redundancy
-        self.triplets = triplets
-        self.update = update
-        self.loss_normalization = loss_normalization
-        self.objective = objective
-        self.fused_rank = fused_rank
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.exclude_duplicates = exclude_duplicates
-        self.fusion_scaling = fusion_scaling
-        self.orth_energy = orth_energy
-        self.orth_max_rank = orth_max_rank
-        self.layer_dim = layer_dim
-        self.task = task
-        self.candidate_grid = candidate_grid
-        self.random_state = random_state
-        self.alpha = alpha
-        self.gamma = gamma
-        self.eta = eta
+        for key, value in selector_params.items():
+            if key not in _SELECTOR_PARAMS:
+                raise TypeError(
+                    f"LOESSelectorCV.__init__() got an unexpected keyword argument "
+                    f"{key!r}"
+                )
+            setattr(self, key, value)
 
-    def _selector(self, n_select, task):
-        skip = {
-            "n_layers_to_select",
-            "layer_dim",
-            "task",
-            "memory",
-            *self._renamed_params,
-        }  # fit already resolved the former names
-        params = {
-            k: getattr(self, k)
-            for k in LOESSelector._parameter_constraints
-            if k not in skip
-        }
-        return LOESSelector(n_layers_to_select=n_select, task=task, **params)
+    def _selector_param(self, name):
+        flat = self._flat_params()
+        if name in flat:
+            return flat[name]
+        selector = LOESSelector() if self.selector is None else self.selector
+        return getattr(selector, name)
+
+    def _flat_params(self):
+        """The deprecated flat selector parameters that are set."""
+        return {key: vars(self)[key] for key in _SELECTOR_PARAMS if key in vars(self)}
+
+    def get_params(self, deep=True):
+        """Get parameters for this estimator.
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            If True, also the parameters of the sub-estimators.
+
+        Returns
+        -------
+        params : dict
+            Parameter names mapped to their values (the deprecated flat
+            selector parameters included when they are set).
+        """
+        return {**super().get_params(deep=deep), **self._flat_params()}
+
+    def set_params(self, **params):
+        """Set the parameters of this estimator.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters (the deprecated flat selector parameters
+            included).
+
+        Returns
+        -------
+        self : object
+            This estimator.
+        """
+        for key in [key for key in params if key in _SELECTOR_PARAMS]:
+            setattr(self, key, params.pop(key))
+        return super().set_params(**params)
+
+    def _selector_params(self):
+        """The parameters of the cross-validated selector (renames resolved)."""
+        owner, flat = type(self).__name__, self._flat_params()
+        if flat and self.selector is not None:
+            raise ValueError(
+                f"{owner}: set the selector's parameters on `selector` only; got "
+                f"`selector` and {sorted(flat)}."
+            )
+        if flat:
+            warnings.warn(
+                f"{owner}: passing LOESSelector's parameters {sorted(flat)} directly "
+                "is deprecated since 0.3 and will be removed in 0.5; pass "
+                "`selector=LOESSelector(...)` instead.",
+                FutureWarning,
+                stacklevel=4,
+            )
+        selector = LOESSelector() if self.selector is None else clone(self.selector)
+        selector.set_params(**flat)
+        selector._validate_params()
+        return resolved_params(selector)
+
+    def _fold_selector(self, params, k_max, task, seed):
+        """The selector each fold fits: the budget ``k_max`` on a fold's stack."""
+        fold = {**params, "n_layers_to_select": k_max, "task": task}
+        fold.update(random_state=seed, layer_dim=None, memory=None)
+        return LOESSelector(**fold)
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
@@ -776,49 +814,52 @@ class LOESSelectorCV(_BaseLOES):
         self : object
             The fitted selector.
         """
-        name = type(self).__name__
+        owner = type(self).__name__
         if y is None:
-            raise ValueError(f"{name}: `y` is required; got None.")
-        stack, y_arr, cfg = self._path_config(X, y)
-        if cfg["task"] == "label_free":
+            raise ValueError(f"{owner}: `y` is required; got None.")
+        params = self._selector_params()
+        stack, y_arr, cfg = self._path_config(X, y, params, self.max_layers_to_select)
+        if cfg.task == "label_free":
             raise ValueError(
-                f"{name}: `task` must not be 'label_free'; "
-                "cross-validation needs targets."
+                f"{owner}: `task` must not be 'label_free'; cross-validation needs "
+                "targets."
             )
-        classification = cfg["task"] == "classification"
+        classification = cfg.task == "classification"
         y_fit = y_arr if classification or y_arr.shape[1] > 1 else y_arr.ravel()
-        first = 0 if self.include_embedding else 1
+        first = 0 if cfg.include_embedding else 1
         k_max = min(self.max_layers_to_select, stack.shape[0] - first)
         if k_max < 1:
             raise ValueError(
-                no_candidates_message(name, stack.shape[0], self.include_embedding)
+                no_candidates_message(owner, stack.shape[0], cfg.include_embedding)
             )
         estimator = (
-            _default_estimator(cfg["task"])
-            if self.estimator is None
-            else self.estimator
+            default_estimator(cfg.task) if self.estimator is None else self.estimator
         )
         scorer = check_scoring(estimator, scoring=self.scoring)
         cv = check_cv(self.cv, y_fit, classifier=classification)
-        seed = self.random_state  # one seed for every fold and the final path
+        seed = params["random_state"]  # one seed for every fold and the final path
         if isinstance(seed, np.random.RandomState):
             seed = int(seed.randint(np.iinfo(np.int32).max))
-        selector = self._selector(k_max, cfg["task"]).set_params(random_state=seed)
-        splits = cv_splits(cv, y_fit, name)
-        probe = _probe_scaling(
-            estimator, self.scoring, self.fusion_scaling, stack.shape[2]
+        selector = self._fold_selector(params, k_max, cfg.task, seed)
+        probe = probe_scaling(
+            estimator, self.scoring, params["fusion_scaling"], stack.shape[2]
         )
         out = Parallel(n_jobs=self.n_jobs)(
-            delayed(_score_fold)(
+            delayed(score_fold)(
                 clone(selector), stack, y_fit, tr, te, k_max, estimator, scorer, probe
             )
-            for tr, te in splits
+            for tr, te in cv_splits(cv, y_fit, owner)
         )
+        self._record_folds(out, k_max, stack.shape[0])
+        path = loes_path(stack, y_arr, k_max, cfg, seed, owner, clip=True)
+        return self._set_path(path, self.n_layers_to_select_, cfg)
+
+    def _record_folds(self, out, k_max, n_layers):
+        """``cv_results_``, the chosen budget and the folds' picks at it."""
         scores = np.array([s for s, _ in out])
-        mean = scores.mean(axis=0)  # NaN where a fold stopped early
         self.cv_results_ = {
             "n_layers": np.arange(1, k_max + 1),
-            "mean_test_score": mean,
+            "mean_test_score": scores.mean(axis=0),  # NaN where a fold stopped
             "std_test_score": scores.std(axis=0),
         }
         for i, (s, order) in enumerate(out):
@@ -826,12 +867,25 @@ class LOESSelectorCV(_BaseLOES):
             padded = np.full(k_max, -1, dtype=np.intp)
             padded[: order.size] = order
             self.cv_results_[f"split{i}_selection_order"] = padded
-        k = self.n_layers_to_select_ = _choose_budget(scores, self.budget_rule)
+        k = self.n_layers_to_select_ = choose_budget(scores, self.budget_rule)
         self.fold_selections_ = [order[:k] for _, order in out]
         self.selection_stability_ = (  # undefined on one layer
-            selection_stability(self.fold_selections_, stack.shape[0])
-            if stack.shape[0] > 1
+            selection_stability(self.fold_selections_, n_layers)
+            if n_layers > 1
             else np.nan
         )
-        path = _loes_path(stack, y_arr, k_max, cfg, seed, name, clip=True)
-        return self._set_path(path, k, cfg)
+
+
+# The signature shows the parameters of LOESSelectorCV; the deprecated flat
+# LOES parameters that ``**selector_params`` still accepts are not among them
+# (scikit-learn reads parameters from the signature, and ``get_params`` adds
+# the flat ones that are set).
+LOESSelectorCV.__init__.__signature__ = inspect.signature(
+    LOESSelectorCV.__init__
+).replace(
+    parameters=[
+        p
+        for p in inspect.signature(LOESSelectorCV.__init__).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+)

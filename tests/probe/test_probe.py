@@ -20,7 +20,6 @@ from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
-from sklearn.utils import estimator_checks  # noqa: E402
 
 from skloes.extraction import HiddenStatesTransformer as HST  # noqa: E402
 from skloes.probe import (  # noqa: E402
@@ -69,14 +68,6 @@ def _blocks_run(model_path, fn):
     finally:
         handle.remove()
     return calls[0]
-
-
-@pytest.fixture(scope="module")
-def deep_tiny(tmp_path_factory):
-    """A 6-block tiny BERT: deep enough for pruning to skip blocks."""
-    from skloes.models._testing import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("tiny6"), num_hidden_layers=6)
 
 
 @pytest.fixture(scope="module")
@@ -184,60 +175,6 @@ def test_probe_rejects_bad_parameters_and_targets(deep_tiny):
         LayerProbeClassifier(deep_tiny, max_length=0).fit(TEXTS, Y)
     with pytest.raises(TypeError, match="strings"):
         LayerProbeClassifier(deep_tiny).fit(np.zeros((len(Y), 3)), Y)
-
-
-# ------------------------------------------------ sklearn checks (text input)
-API_CHECKS = [
-    "check_estimator_cloneable",
-    "check_estimator_tags_renamed",
-    "check_valid_tag_types",
-    "check_estimator_repr",
-    "check_no_attributes_set_in_init",
-    "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params",
-    "check_mixin_order",
-    "check_parameters_default_constructible",
-    "check_get_params_invariance",
-    "check_set_params",
-]
-# Checks that feed a 2-D float array: the input here is raw text, so fit
-# raises a clear TypeError; what each guards is tested by hand below.
-NUMERIC_CHECKS = [
-    "check_fit_score_takes_y",
-    "check_estimators_overwrite_params",
-    "check_dont_overwrite_parameters",
-    "check_estimators_fit_returns_self",
-    "check_fit_idempotent",
-    "check_methods_sample_order_invariance",
-    "check_methods_subset_invariance",
-]
-
-
-@pytest.mark.parametrize("cls", [LayerProbeClassifier, LayerProbeRegressor])
-@pytest.mark.parametrize("check", API_CHECKS)
-def test_sklearn_api_checks(deep_tiny, cls, check):
-    getattr(estimator_checks, check)(cls.__name__, cls(deep_tiny))
-
-
-# SelectedLayerFusion takes a fitted selector and layer stacks (3-D): the API
-# checks apply; the checks that fit it on 2-D float tables do not (a plain
-# table is not a stack of the selector's layers), and its transform is tested
-# against the selector's below.
-@pytest.mark.parametrize("check", API_CHECKS)
-def test_selected_layer_fusion_api_checks(check):
-    H = np.random.RandomState(0).normal(size=(4, 20, 3))
-    selector = LastKSelector(n_layers_to_select=2).fit(H)
-    getattr(estimator_checks, check)(
-        "SelectedLayerFusion", SelectedLayerFusion(selector)
-    )
-
-
-@pytest.mark.parametrize("check", NUMERIC_CHECKS)
-def test_numeric_checks_fail_with_a_clear_type_error(deep_tiny, check):
-    with pytest.raises(TypeError, match="must hold strings for a text model"):
-        getattr(estimator_checks, check)(
-            "LayerProbeClassifier", LayerProbeClassifier(deep_tiny)
-        )
 
 
 def test_probe_contract_on_text(deep_tiny):

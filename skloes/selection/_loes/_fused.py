@@ -1,4 +1,4 @@
-"""The fused step loss of LOES (``objective="fused"``).
+"""The fused step loss of LOES (``objective="fused"``, the robust default).
 
 Instead of fitting the stagewise residual on the candidate orthogonalised
 against the selected layers (the authors' step, ``objective="residual"``),
@@ -25,17 +25,12 @@ an ``|S|r × |S|r`` matrix (:func:`skloes.core._ridge.ridge_factor`) and one
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import blas, cho_solve, eigh
+from scipy.linalg import blas, cho_solve
 
-from skloes.core._geometry import rank_mask
+from skloes.core._geometry import block_gram, eigh_descending, rank_mask
 from skloes.core._ridge import LOO_FLOOR, ridge_factor, ridge_svd
-
-
-class _FastFit:
-    """The parts of a :class:`~skloes.core._ridge.RidgeSolution` a path reads."""
-
-    def __init__(self, alpha, loss, fitted):
-        self.alpha, self.loss, self.fitted = alpha, loss, fitted
+from skloes.selection._loes._objective import Candidate, FitSummary, StepContext
+from skloes.selection._loes._span import Residual, RowResidual, Span
 
 
 def standardized_components(X, rank, gram=None):
@@ -67,10 +62,7 @@ def standardized_components(X, rank, gram=None):
         X = X / np.sqrt(total)
         small = X @ X.T if n <= d else X.T @ X
         scale = None
-    size = small.shape[0]
-    r = min(rank, size)
-    w, V = eigh(small, subset_by_index=[size - r, size - 1])
-    w, V = w[::-1], V[:, ::-1]
+    w, V = eigh_descending(small, top=min(rank, small.shape[0]))
     keep = rank_mask(w, max(n, d))
     w, V = w[keep], V[:, keep]
     if n <= d:
@@ -78,7 +70,7 @@ def standardized_components(X, rank, gram=None):
     return X @ (V if scale is None else V * scale[:, None])
 
 
-class _FusedLoss:
+class FusedRidge:
     """Ridge of the targets on the fused leading components of a selection.
 
     Parameters
@@ -119,16 +111,15 @@ class _FusedLoss:
         return self._targets[i]
 
     def _gram(self, subset):
-        G = np.block([[self._block(i, j) for j in subset] for i in subset])
+        sizes = [self.F[l].shape[1] for l in subset]
+        G, _ = block_gram(sizes, lambda a, b: self._block(subset[a], subset[b]))
         return (G + G.T) / 2
 
     def factors(self, subset):
         """Thin-SVD factors ``(U, s)`` of the fused components of ``subset``."""
         subset = sorted(subset)
-        w, W = np.linalg.eigh(self._gram(subset))
-        w, W = w[::-1], W[:, ::-1]
-        keep = rank_mask(w, max(self.Y.shape[0], w.size))
-        w, W = w[keep], W[:, keep]
+        G = self._gram(subset)
+        w, W = eigh_descending(G, keep_size=max(self.Y.shape[0], G.shape[0]))
         s = np.sqrt(w)
         F = np.hstack([self.F[l] for l in subset])
         return F @ (W / s), s
@@ -178,4 +169,60 @@ class _FusedLoss:
                 if self.denominator > 0
                 else 0.0
             )
-        return _FastFit(lam, loss, self.t_mean + fit_c)
+        return FitSummary(lam, loss, self.t_mean + fit_c)
+
+
+class FusedObjective:
+    """Scores candidates by the fused ridge fit of the selection plus the candidate.
+
+    Parameters
+    ----------
+    prep : PreparedLayers
+        The prepared layers, while their raw calibration rows (and shared
+        Grams) are still held: the standardised components are computed here.
+    """
+
+    def __init__(self, prep):
+        self.prep, self.cfg = prep, prep.cfg
+        cfg = prep.cfg
+        components = {
+            l: standardized_components(
+                prep.raws[l], cfg.fused_rank, prep.layers[l].gram
+            )
+            for l in prep.candidates
+        }
+        self.ridge = FusedRidge(
+            components, prep.Y, cfg.ridge_alpha, cfg.loss, prep.denom
+        )
+
+    def context(self, k, order, R):
+        """Per-step quantities: the span and its centroids for the triangle."""
+        prep = self.prep
+        Rc = R - R.mean(axis=0)
+        ctx = StepContext(R=R, tc2=float(np.sum(Rc**2)), order=list(order))
+        if not k:
+            return ctx
+        if prep.triangle:
+            if prep.form == "light":  # a light layer is decomposed once selected
+                for j in order:
+                    prep.layers[j].factors()
+            span = ctx.span = Span(prep, order)
+            ctx.cent_span = span.centroids()
+        if self.cfg.loss_normalization == "relative":
+            ctx.scale = 1.0 / max(self.ridge(order).loss, 1e-300)
+        return ctx
+
+    def candidate(self, l, k, ctx):
+        """The fused fit's loss with ``l`` added; its residual for the triangle."""
+        sol = self.ridge([*ctx.order, l])
+        res = None
+        if ctx.span is not None:
+            if self.prep.form == "light":
+                res = RowResidual(self.prep, l, ctx.span)
+            else:
+                res = Residual(self.prep.layers[l], ctx.span, l, gram=False)
+        return Candidate(sol.loss, sol.alpha, res, lambda: sol.fitted)
+
+    def contribution(self, best, k, winner, Y_hat):
+        """The fused fit replaces ``Ŷ``."""
+        return winner.fitted() - Y_hat

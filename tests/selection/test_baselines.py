@@ -1,9 +1,8 @@
-"""Tests for the baseline selectors, the ridge probes and ScalarMix."""
+"""Tests for the baseline selectors and the ridge probes."""
 
 from __future__ import annotations
 
 import pickle
-import warnings
 from itertools import combinations
 
 import numpy as np
@@ -16,11 +15,9 @@ from sklearn.model_selection import (
     cross_val_score,
 )
 from sklearn.pipeline import Pipeline
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skloes.core import _geometry
 from skloes.core._ridge import gcv_alpha_grid
-from skloes.heads import ScalarMixClassifier, ScalarMixRegressor
 from skloes.selection import (
     AllLayersSelector,
     BestSingleLayerSelector,
@@ -91,48 +88,6 @@ def _make(cls, **params):
     if cls in K_SELECTORS:
         params.setdefault("n_layers_to_select", 2)
     return cls(**params)
-
-
-# --------------------------------------------------------------------------
-# scikit-learn estimator checks on flat tables
-# --------------------------------------------------------------------------
-_LAYOUT = {}
-
-
-def _expected_failed_checks(est):
-    if isinstance(est, (RidgeProbeClassifier, RidgeProbeRegressor)):
-        return {}
-    failures = dict(_LAYOUT)
-    if isinstance(est, (ScalarMixClassifier, ScalarMixRegressor)):
-        reason = (
-            "a torch probe behind a LayerNorm (one epoch, or the default "
-            "15) does not reach the score threshold on 2-feature blobs; "
-            "learning is tested below"
-        )
-        failures["check_classifiers_train"] = reason
-        failures["check_regressors_train"] = reason
-    return failures
-
-
-def _check_instances():
-    ests = [cls() for cls in SELECTORS]  # default instances: the budget is "auto"
-    ests += [RidgeProbeClassifier(), RidgeProbeRegressor()]
-    ests += [
-        ScalarMixClassifier(max_epochs=1, batch_size=64),
-        ScalarMixRegressor(max_epochs=1, batch_size=64),
-        ScalarMixClassifier(),
-        ScalarMixRegressor(),
-    ]  # defaults too
-    return ests
-
-
-@parametrize_with_checks(
-    _check_instances(), expected_failed_checks=_expected_failed_checks
-)
-def test_sklearn_compatible(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        check(estimator)
 
 
 # --------------------------------------------------------------------------
@@ -648,95 +603,3 @@ def test_exactly_two_classes_work():
     for cls in PROBE_SELECTORS:
         sel = _make(cls, random_state=0).fit(H, y)
         assert 2 in sel.selected_layers_ and sel.classes_.tolist() == [0, 1]
-
-
-# --------------------------------------------------------------------------
-# ScalarMix
-# --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def mix_data():
-    rng = np.random.RandomState(0)
-    y = np.repeat([0, 1, 2], 40)
-    H = rng.normal(size=(3, 120, 8))
-    H[2] += 2 * np.eye(8)[y]
-    return H, y
-
-
-@pytest.mark.torch
-def test_scalar_mix_weights_the_informative_layer(mix_data):
-    pytest.importorskip("torch")
-    H, y = mix_data
-    clf = ScalarMixClassifier(
-        lr=1e-2,
-        lr_mix=5e-2,
-        batch_size=16,
-        max_epochs=15,
-        validation_fraction=0,
-        random_state=0,
-    ).fit(H, y)
-    assert clf.layer_weights_.argmax() == 2
-    assert clf.layer_weights_.sum() == pytest.approx(1.0, abs=1e-6)
-    assert clf.scale_ != 1.0 and clf.score(H, y) > 0.8
-    assert clf.transform(H).shape == (120, 8)
-    again = ScalarMixClassifier(
-        lr=1e-2,
-        lr_mix=5e-2,
-        batch_size=16,
-        max_epochs=15,
-        validation_fraction=0,
-        random_state=0,
-    ).fit(H, y)
-    np.testing.assert_array_equal(again.predict_proba(H), clf.predict_proba(H))
-    loaded = pickle.loads(pickle.dumps(clf))
-    np.testing.assert_array_equal(loaded.predict_proba(H), clf.predict_proba(H))
-
-
-@pytest.mark.torch
-def test_scalar_mix_adapters_fix_the_scale_and_skip_the_embedding(mix_data):
-    pytest.importorskip("torch")
-    H, y = mix_data
-    clf = ScalarMixClassifier(
-        adapters=True,
-        proj_dim=8,
-        include_embedding=False,
-        batch_size=32,
-        max_epochs=3,
-        random_state=0,
-    ).fit(H, y)
-    assert clf.scale_ == 1.0
-    assert clf.layer_weights_[0] == 0.0
-    assert clf.layer_weights_[1:].sum() == pytest.approx(1.0, abs=1e-6)
-    assert clf.transform(H).shape == (120, 8)
-    assert clf.get_support().tolist() == [False, True, True]
-
-
-@pytest.mark.torch
-def test_scalar_mix_regressor_and_errors(mix_data):
-    pytest.importorskip("torch")
-    H, _ = mix_data
-    y = 3 * H[1, :, 0] + 1
-    reg = ScalarMixRegressor(
-        lr=1e-2, lr_mix=5e-2, batch_size=16, max_epochs=20, random_state=0
-    ).fit(H, y)
-    assert reg.layer_weights_.argmax() == 1 and reg.score(H, y) > 0.5
-    with pytest.raises(ValueError, match="requires y"):
-        ScalarMixRegressor().fit(H, None)
-    with pytest.raises(ValueError, match="at least two classes"):
-        ScalarMixClassifier().fit(H, np.zeros(120))
-
-
-def test_scalar_mix_is_deterministic_where_it_runs_on_the_cpu(monkeypatch):
-    """ "auto" on a machine without an accelerator runs on the CPU: the estimator
-    checks that need bit-identical refits must run, not be skipped."""
-    torch = pytest.importorskip("torch")
-    from sklearn.utils import get_tags
-
-    from skloes.heads import ScalarMixClassifier
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    assert not get_tags(ScalarMixClassifier()).non_deterministic
-    assert not get_tags(ScalarMixClassifier(device="cpu")).non_deterministic
-    assert get_tags(ScalarMixClassifier(device="cuda")).non_deterministic
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert get_tags(ScalarMixClassifier()).non_deterministic

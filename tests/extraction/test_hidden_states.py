@@ -19,7 +19,6 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import FunctionTransformer  # noqa: E402
-from sklearn.utils import estimator_checks  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
 from skloes.models._forward import find_blocks, forward_hidden_states  # noqa: E402
@@ -529,49 +528,6 @@ def test_audio_rejects_strings_and_2d_waveforms(wav2vec2_paths):
         HST(path).fit(["speech"])
     with pytest.raises(ValueError, match="1-D waveforms"):
         HST(path).fit([np.zeros((2, 400))])
-
-
-# ---------------------------------------------------------------- sklearn checks
-API_CHECKS = [
-    "check_estimator_cloneable",
-    "check_estimator_tags_renamed",
-    "check_valid_tag_types",
-    "check_estimator_repr",
-    "check_no_attributes_set_in_init",
-    "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params",
-    "check_n_features_in_after_fitting",
-    "check_mixin_order",
-    "check_parameters_default_constructible",
-    "check_get_params_invariance",
-    "check_set_params",
-]
-# Checks that feed a 2-D float array: the input here is raw text, so fit raises
-# a clear TypeError; the behaviour each one guards is tested by hand above
-# (fit returns self, idempotence, order/subset invariance, no param overwrite).
-EXPECTED_FAILED_CHECKS = {
-    "check_fit_score_takes_y": "fits a 2-D float array; input is raw text",
-    "check_estimators_overwrite_params": "fits a 2-D float array; input is raw text",
-    "check_dont_overwrite_parameters": "fits a 2-D float array; input is raw text",
-    "check_estimators_fit_returns_self": "fits a 2-D float array; input is raw text",
-    "check_readonly_memmap_input": "fits a 2-D float array; input is raw text",
-    "check_fit_idempotent": "fits a 2-D float array; input is raw text",
-    "check_methods_sample_order_invariance": "2-D float input; tested on text",
-    "check_methods_subset_invariance": "2-D float input; tested on text",
-}
-
-
-@pytest.mark.parametrize("check", API_CHECKS)
-def test_sklearn_api_checks(tiny_model_path, check):
-    getattr(estimator_checks, check)("HiddenStatesTransformer", HST(tiny_model_path))
-
-
-@pytest.mark.parametrize("check", sorted(EXPECTED_FAILED_CHECKS))
-def test_sklearn_numeric_checks_fail_with_a_clear_type_error(tiny_model_path, check):
-    with pytest.raises(TypeError, match="must hold strings for a text model"):
-        getattr(estimator_checks, check)(
-            "HiddenStatesTransformer", HST(tiny_model_path)
-        )
 
 
 def test_fit_returns_self_and_is_idempotent(tiny_model_path):

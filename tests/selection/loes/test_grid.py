@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from skloes import LOESSelector, LOESSelectorCV
-from skloes.selection._loes_grid import auto_grid
+from skloes.selection._loes._grid import auto_grid
 
 SMOL_GRID = [2, 6, 10, 14, 18, 22, 26, 30]
 
@@ -96,7 +96,9 @@ def test_shallow_stack_is_not_thinned():
 
 def test_cv_sizes_the_grid_on_its_largest_budget(deep):
     stack, y = deep
-    cv = LOESSelectorCV(max_layers_to_select=6, cv=3, random_state=0).fit(stack, y)
+    cv = LOESSelectorCV(
+        selector=LOESSelector(random_state=0), max_layers_to_select=6, cv=3
+    ).fit(stack, y)
     assert cv.grid_layers_.tolist() == auto_grid(31, 6).tolist()
     for i in range(3):
         order = cv.cv_results_[f"split{i}_selection_order"]
@@ -107,7 +109,9 @@ def test_cv_reports_fold_selections_and_their_stability(deep):
     from skloes.metrics import selection_stability
 
     stack, y = deep
-    cv = LOESSelectorCV(max_layers_to_select=4, cv=3, random_state=0).fit(stack, y)
+    cv = LOESSelectorCV(
+        selector=LOESSelector(random_state=0), max_layers_to_select=4, cv=3
+    ).fit(stack, y)
     k = cv.n_layers_to_select_
     assert len(cv.fold_selections_) == 3
     for i, picks in enumerate(cv.fold_selections_):
@@ -120,21 +124,21 @@ def test_cv_reports_fold_selections_and_their_stability(deep):
 
 
 def test_one_se_rule_prefers_the_smaller_budget_within_noise():
-    from skloes.selection._loes_cv import _choose_budget
+    from skloes.selection._loes._cv import choose_budget
 
     scores = np.array([[0.80, 0.83, 0.84], [0.82, 0.81, 0.86], [0.78, 0.85, 0.85]])
     # means 0.800, 0.830, 0.850; SE at K=3 is 0.00577: only K=3 is within it
-    assert _choose_budget(scores, "best") == 3
-    assert _choose_budget(scores, "one_se") == 3
+    assert choose_budget(scores, "best") == 3
+    assert choose_budget(scores, "one_se") == 3
     noisy = np.array([[0.80, 0.90], [0.84, 0.78], [0.82, 0.87]])
     # means 0.820, 0.850; SE at K=2 is 0.0361: K=1 is within it
-    assert _choose_budget(noisy, "best") == 2
-    assert _choose_budget(noisy, "one_se") == 1
+    assert choose_budget(noisy, "best") == 2
+    assert choose_budget(noisy, "one_se") == 1
 
 
 def test_budget_rules_agree_on_a_clear_gain(deep):
     stack, y = deep
-    kw = dict(max_layers_to_select=3, cv=3, random_state=0)
+    kw = dict(selector=LOESSelector(random_state=0), max_layers_to_select=3, cv=3)
     best = LOESSelectorCV(budget_rule="best", **kw).fit(stack, y)
     one_se = LOESSelectorCV(**kw).fit(stack, y)
     assert one_se.n_layers_to_select_ <= best.n_layers_to_select_

@@ -26,6 +26,7 @@ def _one_line_error(capsys, status, needle):
     assert len(err) == 1, err
     assert err[0].startswith("skloes probe: error:") and needle in err[0]
     assert "Traceback" not in err[0]
+    return err[0]
 
 
 def _write_csv(path, texts, labels, text_col="review", label_col="stars"):
@@ -278,8 +279,10 @@ def test_existing_report_file_is_never_overwritten(tmp_path, capsys, monkeypatch
     (tmp_path / name).write_text("the user's own file")
     (tmp_path / "notes.txt").write_text("unrelated")
     status = main(["probe", "--out", str(tmp_path)])
-    _one_line_error(capsys, status, name)
-    assert "--force" in capsys.readouterr().err or True
+    message = _one_line_error(capsys, status, name)
+    assert "--force" in message
+    assert (tmp_path / name).read_text() == "the user's own file"
+    assert (tmp_path / "notes.txt").read_text() == "unrelated"
     assert (tmp_path / name).read_text() == "the user's own file"
 
 

@@ -4,7 +4,7 @@ Neighbouring blocks of a deep decoder are nearly interchangeable, so a greedy
 search over every layer picks, from one resample to the next, different
 members of the same plateau (see :ref:`loes_grid`). ``candidate_grid="auto"``
 offers one representative per block of ``step`` consecutive layers, counted
-down from the last one. Used by :mod:`skloes.selection._loes` only.
+down from the last one.
 """
 
 # Authors: The skloes developers
@@ -17,11 +17,11 @@ from numbers import Integral
 
 import numpy as np
 
-# The budget "auto" resolves to (min(4, number of candidates)). The grid sizes
-# itself on the larger of it and the budget: a smaller budget gets the same grid
-# (so paths of budgets 1..4 stay nested), and a stack of 8 layers or fewer is
-# never thinned.
-AUTO_BUDGET = 4
+from skloes.selection._base import AUTO_N_LAYERS
+
+# The grid sizes itself on the larger of the "auto" budget and the budget: a
+# smaller budget gets the same grid (so paths of budgets 1..4 stay nested), and
+# a stack of 8 layers or fewer is never thinned.
 
 
 def auto_grid(n_layers, budget):
@@ -54,7 +54,7 @@ def auto_grid(n_layers, budget):
     return np.arange(n_layers - 1, -1, -step)[::-1].astype(np.intp)
 
 
-def resolve_grid(candidate_grid, variant, n_layers, budget, name):
+def resolve_grid(candidate_grid, variant, n_layers, budget, owner):
     """The grid layers of a fit, or None for every layer.
 
     Parameters
@@ -69,7 +69,7 @@ def resolve_grid(candidate_grid, variant, n_layers, budget, name):
         Number of layers in the stack.
     budget : int or "auto"
         The budget the grid must leave room for.
-    name : str
+    owner : str
         Estimator name for the error messages.
 
     Returns
@@ -80,7 +80,11 @@ def resolve_grid(candidate_grid, variant, n_layers, budget, name):
     if isinstance(candidate_grid, str):
         if candidate_grid == "all" or variant == "reference":
             return None
-        k = AUTO_BUDGET if isinstance(budget, str) else max(AUTO_BUDGET, int(budget))
+        k = (
+            AUTO_N_LAYERS
+            if isinstance(budget, str)
+            else max(AUTO_N_LAYERS, int(budget))
+        )
         grid = auto_grid(n_layers, k)
         return None if grid.size == n_layers else tuple(grid.tolist())
     layers = np.asarray(candidate_grid)
@@ -90,13 +94,13 @@ def resolve_grid(candidate_grid, variant, n_layers, budget, name):
         or not all(isinstance(v, Integral | np.integer) for v in layers.tolist())
     ):
         raise ValueError(
-            f"{name}: `candidate_grid` must be 'auto', 'all' or a "
+            f"{owner}: `candidate_grid` must be 'auto', 'all' or a "
             f"non-empty list of layer indices; got {candidate_grid!r}."
         )
     layers = np.unique(layers.astype(np.intp))
     if layers[0] < 0 or layers[-1] >= n_layers:
         raise ValueError(
-            f"{name}: `candidate_grid` must hold layers in "
+            f"{owner}: `candidate_grid` must hold layers in "
             f"[0, {n_layers - 1}]; got {layers.tolist()}."
         )
     return tuple(layers.tolist())

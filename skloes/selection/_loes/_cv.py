@@ -3,7 +3,7 @@
 :func:`_score_fold` runs one LOES path on a fold's training rows and scores
 each prefix of it on the held-out rows; :func:`_choose_budget` turns the
 per-fold scores into a budget (the best mean, or the smallest budget within
-one standard error of it). Used by :mod:`skloes.selection._loes` only.
+one standard error of it).
 """
 
 # Authors: The skloes developers
@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.base import clone, is_classifier
 
 from skloes.core._contract import fuse_layers as _fuse
-from skloes.selection._loes_path import _loes_path
+from skloes.selection._loes._path import loes_path
 from skloes.selection._ridge_probe import (
     RidgeProbeClassifier,
     RidgeProbeRegressor,
@@ -23,27 +23,22 @@ from skloes.selection._ridge_probe import (
 )
 
 
-def _default_estimator(task):
+def default_estimator(task):
     """The ridge probe for the task."""
     return RidgeProbeClassifier() if task == "classification" else RidgeProbeRegressor()
 
 
-def _fold_path(selector, stack, y):
+def fold_path(selector, stack, y):
     """The selection order of ``selector`` on one fold (budget clipped)."""
-    stack, y_arr, cfg = selector._path_config(stack, y)
-    path = _loes_path(
-        stack,
-        y_arr,
-        selector.n_layers_to_select,
-        cfg,
-        selector.random_state,
-        type(selector).__name__,
-        clip=True,
-    )
+    params = selector.get_params(deep=False)
+    budget = selector.n_layers_to_select
+    stack, y_arr, cfg = selector._path_config(stack, y, params, budget)
+    owner = type(selector).__name__
+    path = loes_path(stack, y_arr, budget, cfg, selector.random_state, owner, clip=True)
     return path.selection_order
 
 
-def _probe_scaling(estimator, scoring, fusion_scaling, dim):
+def probe_scaling(estimator, scoring, fusion_scaling, dim):
     """How the subset scorer must scale blocks to be ``estimator`` exactly.
 
     The ridge probe scored by its own ``score`` (accuracy or R²) on the fused
@@ -63,15 +58,15 @@ def _probe_scaling(estimator, scoring, fusion_scaling, dim):
     return "global" if estimator.layer_dim is None else None
 
 
-def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer, probe=None):
+def score_fold(selector, stack, y, train, test, k_max, estimator, scorer, probe=None):
     """One fold of LOESSelectorCV: one path, then every budget 1..k_max.
 
-    With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`_probe_scaling`)
+    With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`probe_scaling`)
     the prefixes are scored from per-layer Grams of the fold, which equals
     fitting the ridge probe on each fused prefix.
     """
     sub = stack[:, train]
-    order = _fold_path(selector, sub, y[train])
+    order = fold_path(selector, sub, y[train])
     scores = np.full(k_max, np.nan)
     if probe is not None:
         target = (
@@ -104,7 +99,7 @@ def _score_fold(selector, stack, y, train, test, k_max, estimator, scorer, probe
     return scores, order
 
 
-def _choose_budget(scores, rule):
+def choose_budget(scores, rule):
     """The budget (1-based) from the per-fold scores of every budget.
 
     Parameters

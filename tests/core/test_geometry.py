@@ -9,13 +9,13 @@ from skloes.core._geometry import (
     all_triplets,
     cka,
     class_centroids,
-    effective_rank,
     gram_spectrum,
     isotropy_erank,
     isotropy_inv_cv,
     matrix_entropy,
     overlap_redundancy,
     sample_distinct_triplets,
+    spectrum_effective_rank,
     thin_svd,
     triangle_areas,
 )
@@ -112,5 +112,5 @@ def test_entropy_and_effective_rank_analytic_values():
         )
     Z = np.linalg.qr(np.random.RandomState(0).normal(size=(10, 10)))[0][:6]
     s = np.sqrt(np.clip(gram_spectrum(Z), 0, None))
-    assert effective_rank(s) == pytest.approx(6)
-    assert effective_rank(s, power=2) == pytest.approx(6)
+    assert spectrum_effective_rank(s) == pytest.approx(6)
+    assert spectrum_effective_rank(s, power=2) == pytest.approx(6)

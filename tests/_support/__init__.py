@@ -1,0 +1,2 @@
+"""Helpers the tests share (importable as ``_support``: tests/conftest.py puts
+the tests folder on ``sys.path``)."""
