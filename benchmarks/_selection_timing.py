@@ -192,7 +192,10 @@ def cv_ratios(stack, y, repeats, k_max, n_folds=5):
         times["one fit at K"].append(seconds)
         seconds, cv = _clock(
             lambda: LOESSelectorCV(
-                RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
+                RidgeProbeClassifier(),
+                selector=LOESSelector(**kw),
+                max_layers_to_select=k_max,
+                cv=folds,
             ).fit(flat, y)
         )
         times["LOESSelectorCV"].append(seconds)

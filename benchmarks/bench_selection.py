@@ -97,7 +97,7 @@ def methods(max_samples, seed=0):
             loss_normalization="relative", **common
         ),
         "LOESSelectorCV (robust, ridge probe, inner 3-fold)": LOESSelectorCV(
-            max_layers_to_select=10, cv=3, **common
+            selector=LOESSelector(**common), max_layers_to_select=10, cv=3
         ),
     }
 
@@ -226,7 +226,10 @@ def time_cv_vs_grid(stack, y, max_samples, k_max=7, n_folds=5):
     )
     start = time.perf_counter()
     cv = LOESSelectorCV(
-        RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
+        RidgeProbeClassifier(),
+        selector=LOESSelector(**kw),
+        max_layers_to_select=k_max,
+        cv=folds,
     ).fit(flat, y)
     t_cv = time.perf_counter() - start
     start = time.perf_counter()
@@ -298,7 +301,7 @@ def decoder_methods(max_samples, n_layers, seed=0):
         n_layers_to_select=4, objective="residual", **common
     )
     out[f"LOESSelectorCV (robust, ridge probe, inner 3-fold, K ≤ {top})"] = (
-        LOESSelectorCV(max_layers_to_select=top, cv=3, **common)
+        LOESSelectorCV(selector=LOESSelector(**common), max_layers_to_select=top, cv=3)
     )
     return out
 
