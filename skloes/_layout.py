@@ -1,8 +1,11 @@
 """The floors of the package: the one statement of which package may import which.
 
 Bottom up, a package may import its own floor and the floors below it, never one
-above. Two modules hang off the side: they import only ``utils`` and ``core``,
-and only ``report``, ``cli`` and the top-level API import them. The import test
+above. Three modules hang off the side: they import only ``utils`` and
+``core``, and only the floors :data:`SIDE` names import them (``report``,
+``cli`` and the top-level API; ``probe`` too for ``serving``, the
+torch-free server of exported probes, which must not pull in the floors that
+need torch). The import test
 (``tests/test_imports.py``) reads :data:`FLOORS` and :data:`SIDE`, and the layout
 table of the user guide (:ref:`package_layout`) is :func:`layout_table`'s
 output, checked by the same test; so code, test and docs cannot disagree.
@@ -97,6 +100,7 @@ FLOORS = (
 SIDE = {
     "skloes.datasets": (("utils", "core"), ("report", "cli", "api")),
     "skloes.plotting": (("utils", "core"), ("report", "cli", "api")),
+    "skloes.serving": (("utils", "core"), ("probe", "report", "cli", "api")),
 }
 
 

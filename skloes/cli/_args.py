@@ -251,6 +251,15 @@ def _add_probe_output_options(probe):
         help="also fit a probe on every row with the reported layers "
         "and save it to DIR (for skloes predict)",
     )
+    probe.add_argument(
+        "--export",
+        default=None,
+        choices=["onnx-int8", "onnx"],
+        help="with --save: also write the model cut at the deepest selected "
+        "layer as an ONNX graph (int8 or float32; the folder then holds "
+        "those weights), checked on the fitted texts, so that skloes predict "
+        "runs it without torch (pip install skloes[serve])",
+    )
 
 
 def _add_predict_parser(sub):
@@ -297,6 +306,21 @@ def _add_predict_parser(sub):
         default=None,
         metavar="D",
         help="torch device (default: the probe's)",
+    )
+    predict.add_argument(
+        "--runtime",
+        default="auto",
+        choices=["auto", "torch", "onnx"],
+        help="what computes the features: the folder's exported graph "
+        "(onnx, no torch needed), the model with torch, or auto: the "
+        "exported graph when the folder has one (default: auto)",
+    )
+    predict.add_argument(
+        "--threads",
+        type=_positive_int("--threads"),
+        default=None,
+        metavar="N",
+        help="threads of the exported graph's runtime (default: one per core)",
     )
 
 

@@ -55,9 +55,57 @@ def _check_columns(frame, path, columns):
             )
 
 
+def _stdlib_texts(path, text_column):
+    """The text column of a CSV, TSV or JSONL file read without pandas (a
+    serving install, ``skloes[serve]``, has none); empty cells count as
+    missing, as pandas reads them."""
+    import csv
+    import json
+
+    suffix = path.suffix.lower()
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            if suffix == ".jsonl":
+                rows = [json.loads(line) for line in handle if line.strip()]
+            else:
+                rows = list(
+                    csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ",")
+                )
+    except (OSError, ValueError, csv.Error) as exc:
+        raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
+    columns = list(rows[0]) if rows and isinstance(rows[0], dict) else []
+    if rows and text_column not in columns:
+        raise UserError(
+            f"--text-column {text_column!r} is not a column of {str(path)!r}; "
+            f"columns: {', '.join(map(str, columns[:20]))}"
+        )
+    values = [row.get(text_column) for row in rows]
+    missing = sum(v is None or v == "" for v in values)
+    if missing:
+        raise UserError(
+            f"{missing} of {len(values)} rows of {str(path)!r} have no "
+            f"text in column {text_column!r}; fill or drop them"
+        )
+    if not values:
+        raise UserError(f"{str(path)!r} has no rows")
+    bad = [i for i, v in enumerate(values) if not isinstance(v, str)]
+    if bad:
+        raise UserError(
+            f"--text-column {text_column!r} of {str(path)!r} holds {len(bad)} "
+            f"value(s) that are not text (row {bad[0]}: {type(values[bad[0]]).__name__}"
+            f" {repr(values[bad[0]])[:40]}); every text must be a string"
+        )
+    return np.asarray(values, dtype=object)
+
+
 def read_texts(path, text_column):
     """Every text of a data file, in row order (``skloes predict``'s input)."""
     path = _existing_file(path)
+    if path.suffix.lower() in (".csv", ".tsv", ".jsonl"):
+        try:
+            import pandas  # noqa: F401 - the reader of every other path
+        except ImportError:
+            return _stdlib_texts(path, text_column)
     frame = _read_frame(path, text_column)
     _check_columns(frame, path, [(text_column, "--text-column")])
     column = frame[text_column]

@@ -18,7 +18,6 @@ from skloes.cli._admin import run_cache, run_models
 from skloes.cli._args import PROG, UserError, _quiet_libraries, build_parser
 from skloes.cli._predict import run_predict
 from skloes.cli._probe import run_probe
-from skloes.utils._deprecation import warn_renamed
 
 __all__ = ["main"]
 
@@ -55,8 +54,7 @@ def main(argv=None):
         if args.command == "models":
             run_models(args)
             return 0
-        if args.command == "predict":
-            _quiet_libraries()
+        if args.command == "predict":  # quiets transformers only if it runs
             run_predict(args)
             return 0
         _quiet_libraries()
@@ -75,6 +73,8 @@ def main(argv=None):
 def _honour_renamed_options(args):
     """Options renamed in 0.2 keep working until 0.4, with a FutureWarning."""
     if args.k_deprecated is not None:
+        from skloes.utils._deprecation import warn_renamed
+
         warn_renamed(PROG, "--k", "--n-layers-to-select", what="option")
         args.n_layers_to_select = args.k_deprecated
 

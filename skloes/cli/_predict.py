@@ -6,13 +6,15 @@
 from __future__ import annotations
 
 import csv
+import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import UserError, _first_line
+from skloes.cli._args import UserError, _first_line, _quiet_libraries
 from skloes.cli._data import read_texts
 
 PROG = "skloes predict"
@@ -31,17 +33,42 @@ def _check_out(out, force):
     return path
 
 
-def _load(folder):
-    from skloes.probe import load_probe
-
+def _exported(folder, runtime):
+    """Whether ``folder`` is served from its exported graph."""
+    if runtime != "auto":
+        return runtime == "onnx"
     try:
-        return load_probe(folder)
+        manifest = json.loads((Path(folder) / "manifest.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return False  # load_probe says what is wrong
+    return isinstance(manifest, dict) and "export" in manifest
+
+
+def _load(args):
+    """The saved probe: its exported graph (no torch, no scikit-learn for a
+    linear head) or the torch pipeline."""
+    try:
+        if _exported(args.probe_dir, args.runtime):
+            from skloes.serving import load_exported
+
+            if args.device is not None:
+                raise UserError("--device applies to the torch runtime only")
+            probe = load_exported(args.probe_dir, n_threads=args.threads)
+            if args.batch_size is not None:
+                probe._export["batching"]["batch_size"] = args.batch_size
+            return probe
+        from skloes.probe import load_probe
+
+        _quiet_libraries()
+        probe = load_probe(args.probe_dir, runtime="torch")
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise UserError(_first_line(exc)) from None
+    _configure(probe, args)
+    return probe
 
 
 def _configure(probe, args):
-    """Show a progress bar; the user's batch size and device, if given."""
+    """Show a progress bar; the user's batch size, device and threads, if given."""
     extractor = getattr(probe, "pipeline_", probe)[0]
     params = {"verbose": 1}
     if args.batch_size is not None:
@@ -49,6 +76,10 @@ def _configure(probe, args):
     if args.device is not None:
         params["device"] = args.device
     extractor.set_params(**params)
+    if args.threads is not None:
+        from skloes.core._torch import torch
+
+        torch.set_num_threads(args.threads)
     if args.device is not None:  # resolved again, as fit would
         from skloes.core._torch import resolve_device
 
@@ -61,10 +92,15 @@ def _configure(probe, args):
 
 def _rows(probe, texts):
     """Header and rows: the prediction, then each class's probability."""
-    prediction = probe.predict(texts)
+    if hasattr(probe, "_predict_with_proba"):  # one pass of the graph
+        prediction, proba = probe._predict_with_proba(texts)
+    else:
+        prediction = probe.predict(texts)
+        proba = None
+        if hasattr(probe, "predict_proba") and hasattr(probe, "classes_"):
+            proba = probe.predict_proba(texts)
     header, columns = ["prediction"], [prediction]
-    if hasattr(probe, "predict_proba") and hasattr(probe, "classes_"):
-        proba = probe.predict_proba(texts)
+    if proba is not None:
         header += [f"proba_{c}" for c in np.asarray(probe.classes_).tolist()]
         columns += list(proba.T)
     values = [np.asarray(c).tolist() for c in columns]
@@ -73,11 +109,11 @@ def _rows(probe, texts):
 
 def run_predict(args):
     """Run ``skloes predict`` for parsed arguments."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     start = time.perf_counter()
     out = _check_out(args.out, args.force)
     texts = read_texts(args.data, args.text_column)
-    probe = _load(args.probe_dir)
-    _configure(probe, args)
+    probe = _load(args)
     try:
         header, rows = _rows(probe, list(texts))
     except (ValueError, TypeError) as exc:

@@ -113,7 +113,10 @@ def _extract(args, texts):
 
 
 def _headline(s):
-    """One line that quotes the summary table's numbers (no other source)."""
+    """The recommendation and why, then one line that quotes the summary
+    table's numbers (no other source)."""
+    from skloes.report._layer_report import recommendation_text
+
     by = {e["method"]: e for e in s["methods"]}
     how = "inner CV" if s["nested"] else "per-layer table"
     parts = [
@@ -127,7 +130,11 @@ def _headline(s):
         parts.append(
             f"stability of the LOES layers across folds: {s['selection_stability']:.2f}"
         )
-    return "  |  ".join(parts)
+    return (
+        recommendation_text(s["recommendation"], s["n_splits"])
+        + "\n"
+        + ("  |  ".join(parts))
+    )
 
 
 def run_probe(args):
@@ -137,6 +144,8 @@ def run_probe(args):
     start = time.perf_counter()
     check_out(args.out, args.force)
     check_save(args.save, args.force)
+    if args.export is not None and args.save is None:
+        raise UserError("--export needs --save DIR (the folder it writes into)")
     texts, labels, names = load_data(
         args.data, args.text_column, args.label_column, args.max_samples, args.seed
     )
@@ -214,8 +223,9 @@ def check_save(save, force=False):
 
 
 def _save_probe(args, report, hst, stack, labels, texts):
-    """Fit a probe on every row with the report's selector (so its layers),
-    from the stack the report used."""
+    """Fit a probe on every row with the selector of the report's
+    recommendation (the cheapest answer within noise of the best), from the
+    stack the report used."""
     from skloes.probe import LayerProbeClassifier, LayerProbeRegressor, save_probe
     from skloes.report._layer_report import _method_estimator
 
@@ -224,7 +234,10 @@ def _save_probe(args, report, hst, stack, labels, texts):
         if report.task_ == "classification"
         else LayerProbeRegressor
     )
-    selector = _method_estimator("loes", args.n_layers_to_select, args.seed, None)
+    method = report.recommendation_["method"]
+    k = args.n_layers_to_select
+    k = min(k, len(report.layers_)) if k != "auto" else k
+    selector = _method_estimator(method, k, args.seed, None, report._selector_cv)
     probe = cls(
         args.model,
         selector=selector,
@@ -237,10 +250,24 @@ def _save_probe(args, report, hst, stack, labels, texts):
     )
     extractor = probe._extractor().fit(list(texts))
     probe._fit_stack(extractor, stack, probe._check_y(labels))
-    folder = save_probe(probe, args.save, overwrite=args.force)
+    try:
+        folder = save_probe(
+            probe,
+            args.save,
+            overwrite=args.force,
+            export=args.export,
+            check_texts=None if args.export is None else list(texts),
+        )
+    except ImportError as exc:
+        raise UserError(f"--export: {_first_line(exc)}") from None
     size = sum(f.stat().st_size for f in folder.iterdir())
+    what = (
+        "no model weights"
+        if args.export is None
+        else f"with the {args.export} graph, which holds the model's weights "
+        f"through layer {int(probe.selected_layers_.max())}"
+    )
     _log(
         f"probe on layers {probe.selected_layers_.tolist()} saved to {folder}/ "
-        f"({size / 1e6:.1f} MB, no model weights): skloes predict {folder} "
-        "--data FILE"
+        f"({size / 1e6:.1f} MB, {what}): skloes predict {folder} --data FILE"
     )

@@ -37,31 +37,25 @@ _FORMAT = 1
 _TRAILER_MAGIC = b"SKLC"
 _TRAILER_SIZE = len(_TRAILER_MAGIC) + 16
 _HASHED_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".tiktoken", ".py")
-# (path, inode, size, mtime_ns, ctime_ns) -> sha256 hex, per process. The
-# change time cannot be set back by a user (os.utime sets the modification
-# time only), so a file rewritten in place never matches its old entry.
-_FILE_DIGESTS: dict = {}
 _CHUNK = 1 << 24
 
 
 def _file_digest(path: str) -> str:
-    stat = os.stat(path)
-    memo = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-    if memo not in _FILE_DIGESTS:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(_CHUNK), b""):
-                digest.update(chunk)
-        _FILE_DIGESTS[memo] = digest.hexdigest()
-    return _FILE_DIGESTS[memo]
+    """sha256 of one file, hashed once per file version (see
+    :func:`skloes.core._digests.file_sha256`)."""
+    from skloes.core._digests import file_sha256
+
+    return file_sha256(path)
 
 
 def model_fingerprint(path: str) -> str:
     """Hash of the weights, config and processor files of a model folder.
 
-    Each file's hash is memoised per process on its path, inode, size,
-    modification and change times, so clones of an estimator pay for hashing
-    the weights once, and a file replaced or rewritten is hashed again.
+    Each file's hash is memoised on its path, device, inode, size,
+    modification and change times, per process and across processes (a
+    record in the user's own store, :func:`skloes.core._digests.file_sha256`),
+    so clones of an estimator and later processes pay for hashing the
+    weights once, and a file replaced or rewritten is hashed again.
     """
     digest = hashlib.sha256()
     for name in sorted(os.listdir(path)):

@@ -81,7 +81,8 @@ def kept_tokens(mask, exclude):
 
     full = mask.to(torch.bool)
     kept = full & ~exclude.to(torch.bool)
-    return torch.where(kept.any(dim=1, keepdim=True), kept, full).to(mask.dtype)
+    # logical ops, not torch.where: an exported graph's runtime may lack a bool Where
+    return (kept | (full & ~kept.any(dim=1, keepdim=True))).to(mask.dtype)
 
 
 def pool(hidden, mask, pooling="mean", exclude=None):
@@ -96,13 +97,20 @@ def pool(hidden, mask, pooling="mean", exclude=None):
     all excluded keeps them all.
     """
 
-    mask = mask.to(torch.bool)
-    counts = mask.sum(dim=1)
-    if bool((counts == 0).any()):
+    if bool((mask.to(torch.bool).sum(dim=1) == 0).any()):
         raise ValueError(
             "pooling: a sample has no unmasked token (attention mask all zero); "
             "nothing to pool."
         )
+    return pool_unchecked(hidden, mask, pooling, exclude)
+
+
+def pool_unchecked(hidden, mask, pooling="mean", exclude=None):
+    """:func:`pool` without the check that every sample has a token: no
+    data-dependent branch, so it traces into an exported graph (whose
+    inputs always hold one token per text)."""
+    mask = mask.to(torch.bool)
+    counts = mask.sum(dim=1)
     if pooling in ("mean", "max") and exclude is not None:
         mask = kept_tokens(mask, exclude)
         counts = mask.sum(dim=1)
@@ -134,10 +142,8 @@ def first_token(mask):
     """
 
     mask = mask.to(torch.bool)
-    out = torch.zeros_like(mask)
-    rows = torch.arange(mask.shape[0], device=mask.device)
-    out[rows, mask.int().argmax(dim=1)] = True
-    return out & mask
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    return (positions == mask.int().argmax(dim=1, keepdim=True)) & mask
 
 
 def pool_layers(

@@ -183,17 +183,49 @@ def _as_2d_target(T):
     return T[:, None] if T.ndim == 1 else T
 
 
-def gcv_scan(s2, explained, tc2, n):
+def free_rows(n, m, n_features):
+    """The rows a ridge fit can reach, the ``n`` of the GCV denominator.
+
+    ``n`` unless the rows limit the rank (``n_features >= n - 1``: the fit
+    can interpolate) and the centred rows span only ``m < n - 1``
+    directions, as repeated rows do; then ``m + 1``. With ``n`` there, the
+    fit would interpolate every distinct row as ``λ → 0`` (residual → 0)
+    while ``1 - df/n`` stayed at ``(n - 1 - m)/n``, so GCV would tend to 0
+    and pick the smallest λ of the grid: one repeated text among 640 rows
+    of a 1,536-wide fused table gave 48 % held-out accuracy instead of 70 %.
+
+    Examples
+    --------
+    >>> from skloes.core._ridge import free_rows
+    >>> free_rows(640, 638, 1536), free_rows(640, 639, 1536), free_rows(640, 300, 300)
+    (639, 640, 640)
+    """
+    if n_features is None or n_features < n - 1:
+        return n
+    return min(n, m + 1)
+
+
+def _width(S, n, *, kernel, size):
+    """The features' width behind a Gram ``S`` (None when a kernel Gram
+    cannot tell: ``size = max(n, p)`` equals ``n``)."""
+    if not kernel:
+        return S.shape[0]
+    return size if size > n else None
+
+
+def gcv_scan(s2, explained, tc2, n, free=None):
     """GCV over the grid of the spectrum ``s2``; ties go to the larger λ.
 
     ``explained(λ)`` is ``Σ_j f_j(2 - f_j) z_j²``, the part of ``‖T_c‖²`` the
-    fit at ``λ`` removes.
+    fit at ``λ`` removes; ``free`` (:func:`free_rows`, default ``n``) is the
+    number of rows of the degrees-of-freedom term.
     """
+    free = n if free is None else free
     grid = gcv_alpha_grid(np.sqrt(s2))
     scores = np.empty(grid.size)
     for i, lam in enumerate(grid):
         rss = max(tc2 - explained(lam), 0.0)
-        denom = 1.0 - (1.0 + float(np.sum(s2 / (s2 + lam)))) / n
+        denom = 1.0 - (1.0 + float(np.sum(s2 / (s2 + lam)))) / free
         scores[i] = (rss / n) / denom**2 if denom > 1e-12 else np.inf
     best = 0
     for i in range(1, grid.size):  # ascending scan, ``<=`` keeps the larger λ
@@ -202,7 +234,7 @@ def gcv_scan(s2, explained, tc2, n):
     return float(grid[best]), scores
 
 
-def _gcv_select(s, z2, tc2, n):
+def _gcv_select(s, z2, tc2, n, free=None):
     """Pick λ by GCV over the grid from the factors' projections ``z2``."""
     s2 = s**2
 
@@ -210,7 +242,7 @@ def _gcv_select(s, z2, tc2, n):
         f = s2 / (s2 + lam)
         return float(np.dot(f * (2.0 - f), z2))
 
-    return gcv_scan(s2, explained, tc2, n)
+    return gcv_scan(s2, explained, tc2, n, free)
 
 
 def tridiagonalize(S):
@@ -343,8 +375,10 @@ def _ridge_reduce(S, B, tc2, n, *, kernel, size, alpha):
             raise np.linalg.LinAlgError
         return value
 
+    n_features = _width(S, n, kernel=kernel, size=size)
     try:
-        return gcv_scan(s2, explained, tc2, n)[0], reduction, Bp
+        free = free_rows(n, s2.size, n_features)
+        return gcv_scan(s2, explained, tc2, n, free)[0], reduction, Bp
     except np.linalg.LinAlgError:
         return None, None, None
 
@@ -356,15 +390,18 @@ def _ridge_solve_eigh(S, B, tc2, n, kernel, size, alpha):
         return (float(alpha) if isinstance(alpha, Real) else 0.0), np.zeros_like(B)
     Z2 = np.sum((V.T @ B) ** 2, axis=1)
     z2 = Z2 if kernel else Z2 / s2  # primal: z_j = v_jᵀB / s_j
+    free = free_rows(n, s2.size, _width(S, n, kernel=kernel, size=size))
     lam = (
         float(alpha)
         if isinstance(alpha, Real)
-        else _gcv_select(np.sqrt(s2), z2, tc2, n)[0]
+        else _gcv_select(np.sqrt(s2), z2, tc2, n, free)[0]
     )
     return lam, V @ ((V.T @ B) / (s2 + lam)[:, None])
 
 
-def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):
+def ridge_svd(
+    U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None, n_features=None
+):
     """Ridge of ``T`` on centred features given by their thin SVD factors.
 
     The features are ``A_c = U diag(s) Vᵀ`` (``U`` with orthonormal columns
@@ -387,6 +424,9 @@ def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     loo_denominator : float or None, default=None
         Denominator of the LOO loss; None uses ``‖T_c‖_F²`` (a LOES path fixes
         it to ``‖Y - 1ȳᵀ‖_F²`` of the original targets for a whole selection).
+    n_features : int or None, default=None
+        Width of the features; with ``n_features >= n - 1`` GCV counts only
+        the rows the fit can reach (:func:`free_rows`). None: ``n``.
 
     Returns
     -------
@@ -422,7 +462,8 @@ def ridge_svd(U, s, T, *, alpha="gcv", loss="loo", loo_denominator=None):
         if isinstance(alpha, str):
             if alpha != "gcv":
                 raise ValueError(f"ridge: `alpha` must be > 0 or 'gcv'; got {alpha!r}.")
-            lam, gcv_scores = _gcv_select(s, np.sum(Z**2, axis=1), tc2, n)
+            free = free_rows(n, s.size, n_features)
+            lam, gcv_scores = _gcv_select(s, np.sum(Z**2, axis=1), tc2, n, free)
         else:
             lam = float(alpha)
             if not lam > 0:
@@ -541,7 +582,15 @@ def ridge_fit(A, T, *, alpha="gcv", loss="loo", loo_denominator=None):
     Ac = A - a_mean
     wide = A.shape[0] <= A.shape[1]  # coefficients from Acᵀ, V never formed
     U, s, *V = thin_svd(Ac, center=False, return_v=not wide)
-    sol = ridge_svd(U, s, T, alpha=alpha, loss=loss, loo_denominator=loo_denominator)
+    sol = ridge_svd(
+        U,
+        s,
+        T,
+        alpha=alpha,
+        loss=loss,
+        loo_denominator=loo_denominator,
+        n_features=A.shape[1],
+    )
     if s.size:
         Z = U.T @ (_as_2d_target(T) - sol.target_mean)
         if wide:  # V diag(s/(s²+λ)) Z = Acᵀ U diag(1/(s²+λ)) Z
@@ -678,7 +727,15 @@ def ridge_fit_gram(
     """
     G = np.asarray(G, dtype=np.float64)
     U, s = gram_factors(G, centered=centered, n_features=n_features)
-    sol = ridge_svd(U, s, T, alpha=alpha, loss=loss, loo_denominator=loo_denominator)
+    sol = ridge_svd(
+        U,
+        s,
+        T,
+        alpha=alpha,
+        loss=loss,
+        loo_denominator=loo_denominator,
+        n_features=n_features,
+    )
     if not centered:
         sol.gram_means = (G.mean(axis=0), float(G.mean()))
     return sol

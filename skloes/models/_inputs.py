@@ -14,6 +14,7 @@ from numbers import Integral
 
 import numpy as np
 
+from skloes.core._batching import token_batches  # noqa: F401 (re-exported)
 from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._torch import torch
@@ -452,24 +453,3 @@ def token_mask(model, inputs, n_tokens: int):
         return model._get_feature_vector_attention_mask(n_tokens, mask).long()
     device = next(iter(inputs.values())).device
     return torch.ones(batch, n_tokens, dtype=torch.long, device=device)
-
-
-def token_batches(order, lengths, batch_size, max_tokens):
-    """Split ``order`` into batches of at most ``batch_size`` inputs and
-    ``max_tokens`` padded tokens (``n_inputs * longest length``).
-
-    ``lengths[i]`` is the length of input ``order[i]``; batches are consecutive
-    runs of ``order``, so under a longest-first order each is as large as the
-    budget allows. An input longer than ``max_tokens`` forms a batch alone.
-    """
-    batches, start, n = [], 0, len(order)
-    while start < n:
-        stop, longest = start + 1, lengths[start]
-        while stop < n and stop - start < batch_size:
-            longest = max(longest, lengths[stop])
-            if (stop - start + 1) * longest > max_tokens:
-                break
-            stop += 1
-        batches.append(order[start:stop])
-        start = stop
-    return batches

@@ -314,11 +314,16 @@ def load_processor(
         ``AutoTokenizer``, ``AutoImageProcessor`` or ``AutoFeatureExtractor``.
     """
     transformers = import_optional("transformers")
-    auto = {
-        "text": transformers.AutoTokenizer,
-        "image": transformers.AutoImageProcessor,
-        "audio": transformers.AutoFeatureExtractor,
-    }[modality]
+    # one attribute only: each imports its own machinery (the image and audio
+    # processors' cost about 2 s of a text model's cold start)
+    auto = getattr(
+        transformers,
+        {
+            "text": "AutoTokenizer",
+            "image": "AutoImageProcessor",
+            "audio": "AutoFeatureExtractor",
+        }[modality],
+    )
     try:
         with quiet_transformers():
             processor = auto.from_pretrained(path, trust_remote_code=trust_remote_code)

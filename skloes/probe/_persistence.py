@@ -31,6 +31,7 @@ __all__ = ["load_probe", "save_probe"]
 
 FORMAT = 1
 ESTIMATOR_FILE, MANIFEST_FILE = "estimator.skops", "manifest.json"
+RUNTIMES = ("auto", "torch", "onnx")
 # Beyond skops' own trusted types (scikit-learn, numpy, scipy, builtins), a
 # saved probe may hold skloes' estimator classes and the extractor's device
 # (``torch.device(str)`` runs no user code). Nothing else without ``trusted``.
@@ -67,12 +68,16 @@ def _extractor_of(estimator, owner):
     )
 
 
-def save_probe(estimator, path, *, overwrite=False):
-    """Save a fitted probe or pipeline to a folder, without the model's weights.
+def save_probe(estimator, path, *, overwrite=False, export=None, check_texts=None):
+    """Save a fitted probe or pipeline to a folder, by default without the weights.
 
     The folder holds the fitted estimator in skops' format (no pickle) and a
     manifest with the model reference and the hash of its files; the model's
-    weights stay where they are. :func:`load_probe` checks that hash.
+    weights stay where they are. :func:`load_probe` checks that hash. With
+    ``export``, the folder also carries the model cut at the deepest selected
+    block as an ONNX graph that pools the selected layers itself (so the
+    folder then holds those blocks' weights), the tokenizer and the head:
+    :func:`skloes.serving.load_exported` predicts from it without torch.
 
     Read more in the :ref:`User Guide <probe>`.
 
@@ -87,6 +92,21 @@ def save_probe(estimator, path, *, overwrite=False):
         The folder to write (created).
     overwrite : bool, default=False
         Replace a probe already saved in ``path``.
+    export : {"onnx-int8", "onnx"} or None, default=None
+        Also write the exported graph: ``"onnx-int8"`` with int8 matrix
+        products (ONNX Runtime's dynamic quantization: weights per output
+        channel, activations at run time), ``"onnx"`` in float32. The graph
+        is checked against the torch pipeline on ``check_texts`` and the
+        check is stored in the manifest (a float32 graph that differs is
+        refused; an int8 graph that predicts differently on more than 1 %
+        of them warns). None writes no weights.
+
+        .. versionadded:: 0.3
+    check_texts : list of str or None, default=None
+        Held-in texts (from the probe's fit) to check the export on, at most
+        256 used; required with ``export``.
+
+        .. versionadded:: 0.3
 
     Returns
     -------
@@ -107,6 +127,7 @@ def save_probe(estimator, path, *, overwrite=False):
     """
     owner = "save_probe"
     extractor = _extractor_of(estimator, owner)
+    _check_export_params(export, check_texts, owner)
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{owner}: `path` {str(folder)!r} is a file; give a folder.")
@@ -127,11 +148,16 @@ def save_probe(estimator, path, *, overwrite=False):
         "model": None if extractor.model is None else os.fspath(extractor.model),
         "model_path": extractor.model_path_,
         "model_fingerprint": extractor.model_fingerprint_,
+        "carries_weights": export is not None,
     }
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
     try:
         _skops().dump(estimator, staging / ESTIMATOR_FILE)
+        if export is not None:
+            manifest["export"] = _write_export(
+                estimator, staging, export, check_texts, owner
+            )
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         if folder.exists():
             shutil.rmtree(folder)
@@ -142,14 +168,16 @@ def save_probe(estimator, path, *, overwrite=False):
     return folder
 
 
-def load_probe(path, *, trusted=None):
+def load_probe(path, *, trusted=None, runtime="auto"):
     """Load a probe saved by :func:`save_probe`, checking the model's weights.
 
     The estimator is rebuilt from skops' format, constructing only trusted
     types (scikit-learn's, numpy's, skloes' own and those in ``trusted``);
     nothing is unpickled. The model is found again from its reference (a hub
     id, an offline bundle or a folder) and its files must hash as when the
-    probe was fitted.
+    probe was fitted. A folder saved with ``export`` is served from its
+    exported graph instead (``runtime="auto"``), as
+    :func:`skloes.serving.load_exported` does, without torch.
 
     Read more in the :ref:`User Guide <probe>`.
 
@@ -161,11 +189,20 @@ def load_probe(path, *, trusted=None):
         Further types to allow (``"module.Class"``), for a pipeline with an
         estimator from another library; the error of an untrusted type lists
         them.
+    runtime : {"auto", "torch", "onnx"}, default="auto"
+        What computes the features: ``"onnx"`` the folder's exported graph
+        (ONNX Runtime, no torch), ``"torch"`` the model with torch, from its
+        reference, as fitted; ``"auto"`` the exported graph when the folder
+        has one, else torch.
+
+        .. versionadded:: 0.3
 
     Returns
     -------
-    estimator : LayerProbeClassifier, LayerProbeRegressor or Pipeline
-        Ready to predict.
+    estimator : LayerProbeClassifier, LayerProbeRegressor, Pipeline or \
+ExportedProbe
+        Ready to predict; an :class:`~skloes.serving.ExportedProbe` when the
+        exported graph serves it.
 
     See Also
     --------
@@ -180,7 +217,16 @@ def load_probe(path, *, trusted=None):
     """
     owner = "load_probe"
     folder = Path(path)
+    if runtime not in RUNTIMES:
+        raise ValueError(
+            f"{owner}: `runtime` must be one of {', '.join(map(repr, RUNTIMES))}; "
+            f"got {runtime!r}."
+        )
     manifest = _read_manifest(folder, owner)
+    if runtime == "onnx" or (runtime == "auto" and "export" in manifest):
+        from skloes.serving import load_exported
+
+        return load_exported(folder, trusted=trusted)
     sio = _skops()
     file = folder / ESTIMATOR_FILE
     allowed = _allowed_types(sio.get_untrusted_types(file=file), trusted, owner)
@@ -193,6 +239,37 @@ def load_probe(path, *, trusted=None):
         )
     extractor._check_weights()  # the weights behind the reference, unchanged
     return estimator
+
+
+def _check_export_params(export, check_texts, owner):
+    from skloes.probe._export import EXPORTS
+
+    if export is not None and export not in EXPORTS:
+        raise ValueError(
+            f"{owner}: `export` must be one of {', '.join(map(repr, EXPORTS))} or "
+            f"None; got {export!r}."
+        )
+    if export is not None and (
+        check_texts is None or isinstance(check_texts, str) or not len(check_texts)
+    ):
+        raise ValueError(
+            f"{owner}: `check_texts` must be a non-empty list of held-in texts "
+            f"when `export` is set (the export is checked on them); got "
+            f"{check_texts!r}."
+        )
+
+
+def _write_export(estimator, staging, export, check_texts, owner):
+    """The files of ``export`` written into ``staging``; the manifest entry.
+
+    The one place where a save adds files beyond the estimator and the
+    manifest: ``graph*.onnx``, ``tokenizer.json``, ``head.npz`` (or
+    ``head.skops``), listed with their hashes in the returned entry.
+    """
+    from skloes.probe._export import write_export_files
+
+    pipeline = getattr(estimator, "pipeline_", estimator)
+    return write_export_files(pipeline, staging, export, check_texts, owner)
 
 
 def _read_manifest(folder, owner):

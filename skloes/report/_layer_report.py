@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from skloes import selection
 from skloes.core._contract import fuse_layers, mark_layers, validate_layers
+from skloes.core._noise import cheapest_within_noise, within_noise
 from skloes.core._targets import check_classes, task_of
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
@@ -86,6 +87,69 @@ def _fmt(value, width=9):
     if abs(value) >= 1000 or (value != 0 and abs(value) < 1e-3):
         return f"{value:.3g}".rjust(width)
     return f"{value:.4f}".rjust(width)
+
+
+def _scored(scores):
+    """A summary entry's score fields from its per-fold scores."""
+    return {
+        "score": float(scores.mean()),
+        "score_std": float(scores.std()),
+        "fold_scores": [float(v) for v in scores],
+    }
+
+
+def recommendation_text(rec, n_splits):
+    """The recommendation and why, in one sentence (report and command line)."""
+    cost = (
+        f"{rec['n_layers_kept']} layer{'s' if rec['n_layers_kept'] > 1 else ''} "
+        f"kept, deepest block {rec['deepest_layer']}"
+    )
+    head = f"recommended: {rec['method']} ({cost}): {rec['score']:.4f}"
+    if rec["method"] == rec["best_method"]:
+        others = [m for m in rec["within_noise"] if m != rec["method"]]
+        why = (
+            "the best score, and no cheaper answer is within noise of it"
+            if not others
+            else f"the best score and the cheapest within noise of it "
+            f"(also within noise: {', '.join(others)})"
+        )
+    else:
+        why = (
+            f"within noise of the best, {rec['best_method']} "
+            f"{rec['best_score']:.4f} (difference {rec['difference']:+.4f} ± "
+            f"{rec['difference_se']:.4f}), and cheaper"
+        )
+    return (
+        f"{head}: {why}; within noise = less than one standard error of the "
+        f"paired difference below the best over the same {n_splits} folds"
+    )
+
+
+def _recommend(summary):
+    """The cheapest method within noise of the best (see
+    :ref:`report_recommendation`): fewest layers kept, then the shallowest
+    deepest block, among those whose per-fold scores are within one paired
+    standard error of the best mean (:func:`skloes.core._noise.within_noise`;
+    every method is scored on the same folds)."""
+    scores = np.array([e["fold_scores"] for e in summary]).T
+    costs = [(len(e["layers"]), max(e["layers"])) for e in summary]
+    mask, best = within_noise(scores)
+    choice, _ = cheapest_within_noise(scores, costs)
+    diff = scores[:, choice] - scores[:, best]
+    se = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else 0.0
+    pick = summary[choice]
+    return {
+        "method": pick["method"],
+        "layers": pick["layers"],
+        "score": pick["score"],
+        "n_layers_kept": costs[choice][0],
+        "deepest_layer": costs[choice][1],
+        "best_method": summary[best]["method"],
+        "best_score": summary[best]["score"],
+        "difference": float(diff.mean()),
+        "difference_se": float(se),
+        "within_noise": [e["method"] for e, m in zip(summary, mask, strict=True) if m],
+    }
 
 
 @renamed_params(progress=("verbose", int), alpha=("entropy_order", None, "0.3"))
@@ -189,8 +253,19 @@ class LayerReport(BaseEstimator):
         One entry per method (``"loes"`` first): ``method``, ``layers``
         (chosen on all rows), ``score`` and ``score_std`` (mean and standard
         deviation of the CV score of the probe on those layers, or of the
-        selection and the probe together when ``nested``), and when
+        selection and the probe together when ``nested``), ``fold_scores``
+        (the score on each fold, the folds shared by every method), and when
         ``nested`` ``fold_layers`` (the layers each fold picked).
+    recommendation_ : dict
+        The cheapest method within noise of the best (see
+        :ref:`report_recommendation`): ``method``, ``layers``, ``score``,
+        its cost (``n_layers_kept``, ``deepest_layer``: the deepest block a
+        prediction runs), ``best_method`` and ``best_score``, the paired
+        ``difference`` to the best and its standard error
+        (``difference_se``), and ``within_noise`` (every method within noise
+        of the best).
+
+        .. versionadded:: 0.3
     fold_selections_ : list of ndarray or None
         The layers the LOES selector picked in each CV fold, in pick order
         (``nested``, or a ``LOESSelectorCV`` selector's folds); else None.
@@ -373,18 +448,17 @@ class LayerReport(BaseEstimator):
             n_jobs=self.n_jobs,
             error_score="raise",
         )["test_score"]
-        return float(scores.mean()), float(scores.std())
+        return np.asarray(scores, dtype=np.float64)
 
     def _score_layers(self, stack, y, probe, folds):
-        means, stds = [], []
+        scores = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)
             for layer in _progress(self.layers_, self.verbose, "probing layers"):
-                m, s = self._cv(probe, stack[layer], y, folds)
-                means.append(m)
-                stds.append(s)
-        self.probe_scores_ = np.asarray(means)
-        self.probe_scores_std_ = np.asarray(stds)
+                scores.append(self._cv(probe, stack[layer], y, folds))
+        self._layer_fold_scores = np.asarray(scores)  # (n_layers, n_folds)
+        self.probe_scores_ = self._layer_fold_scores.mean(axis=1)
+        self.probe_scores_std_ = self._layer_fold_scores.std(axis=1)
 
     def _compute_metrics(self, stack, y, extra_metrics):
         params = {
@@ -428,7 +502,7 @@ class LayerReport(BaseEstimator):
         flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, L * d)
         flat = mark_layers(flat, d)
         self.summary_, cache = [], {}
-        inner_cv = self._inner_cv(flat, y, folds)
+        inner_cv = self._selector_cv = self._inner_cv(flat, y, folds)
         for method in _progress(methods, self.verbose, "scoring selections"):
             est = _method_estimator(
                 method, k, self.random_state, self.selector, inner_cv
@@ -444,21 +518,20 @@ class LayerReport(BaseEstimator):
                 entry = {"method": method, "layers": layers}
                 if self.nested and method in _FIXED:  # no rows: same in every fold
                     entry["fold_layers"] = [layers] * self.n_splits_
-                    score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
+                    scores = self._fused_cv(stack, y, probe, folds, layers, cache)
                 elif self.nested:
                     pipe = make_pipeline(est, clone(probe))
-                    score, std, entry["fold_layers"] = self._nested_cv(
-                        pipe, flat, y, folds
-                    )
+                    scores, entry["fold_layers"] = self._nested_cv(pipe, flat, y, folds)
                 else:
-                    score, std = self._fused_cv(stack, y, probe, folds, layers, cache)
-            self.summary_.append({**entry, "score": score, "score_std": std})
+                    scores = self._fused_cv(stack, y, probe, folds, layers, cache)
+            self.summary_.append({**entry, **_scored(scores)})
             if method == "loes":
                 order = getattr(fitted, "selection_order_", layers)
                 self.selection_order_ = np.asarray(order, dtype=int)
                 self.selected_layers_ = np.asarray(sorted(layers), dtype=int)
                 self.selector_ = fitted
                 self._fold_stability(entry.get("fold_layers"), fitted, L)
+        self.recommendation_ = _recommend(self.summary_)
 
     def _inner_cv(self, X, y, folds):
         """Folds of a selector's own CV: 5, fewer when a nested training fold
@@ -523,21 +596,17 @@ class LayerReport(BaseEstimator):
             if order is None:
                 order = sel.get_support(indices=True)
             fold_layers.append([int(v) for v in order])
-        scores = out["test_score"]
-        return float(scores.mean()), float(scores.std()), fold_layers
+        return np.asarray(out["test_score"], dtype=np.float64), fold_layers
 
     def _fused_cv(self, stack, y, probe, folds, layers, cache):
+        """Per-fold scores of the probe on fixed ``layers`` (computed once)."""
         key = tuple(layers)
         if key not in cache:
             if len(layers) == 1:
-                cache[key] = (
-                    self.probe_scores_[layers[0]],
-                    self.probe_scores_std_[layers[0]],
-                )
+                cache[key] = self._layer_fold_scores[layers[0]]
             else:
-                X = fuse_layers(stack, layers)
-                cache[key] = self._cv(probe, X, y, folds)
-        return tuple(float(v) for v in cache[key])
+                cache[key] = self._cv(probe, fuse_layers(stack, layers), y, folds)
+        return cache[key]
 
     # -------------------------------------------------------------- outputs
     def _columns(self):
@@ -582,7 +651,8 @@ class LayerReport(BaseEstimator):
             profile's best layer and score (``profile_best_layer``: the
             argmax of the per-layer table, a description), the fold
             selections, their stability and per-layer frequency (None
-            without), and every method of ``summary_``.
+            without), ``recommendation`` (``recommendation_``) and every
+            method of ``summary_``.
         """
         check_is_fitted(self, "summary_")
         by = {e["method"]: e for e in self.summary_}
@@ -614,6 +684,7 @@ class LayerReport(BaseEstimator):
             ),
             "selection_stability": None if np.isnan(stability) else stability,
             "selection_frequency": None if freq is None else freq.tolist(),
+            "recommendation": self.recommendation_,
             "methods": self.summary_,
         }
 
@@ -640,16 +711,24 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         summary : str
-            A header line, one line per method, then (with fold selections)
-            the layers each fold picked and their stability.
+            A header line, one line per method (with its cost: layers kept,
+            deepest block), the recommendation and why, then (with fold
+            selections) the layers each fold picked and their stability.
         """
         check_is_fitted(self, "summary_")
-        lines = [f"{'method':<18}{'layers':<22}{self.scoring_ + ' (CV)':>14}"]
+        lines = [
+            f"{'method':<18}{'layers':<22}{self.scoring_ + ' (CV)':>16}"
+            f"{'kept':>6}{'deepest':>9}"
+        ]
         for e in self.summary_:
             layers = ",".join(map(str, e["layers"]))
             layers = layers if len(layers) <= 20 else layers[:17] + "..."
             score = f"{e['score']:.4f} ± {e['score_std']:.3f}"
-            lines.append(f"{e['method']:<18}{layers:<22}{score:>14}")
+            lines.append(
+                f"{e['method']:<18}{layers:<22}{score:>16}"
+                f"{len(e['layers']):>6}{max(e['layers']):>9}"
+            )
+        lines.append(recommendation_text(self.recommendation_, self.n_splits_))
         if self.fold_selections_ is not None:
             folds = " | ".join(",".join(map(str, f)) for f in self.fold_selections_)
             lines.append(f"LOES layers per fold: {folds}")

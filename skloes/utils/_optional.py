@@ -15,6 +15,9 @@ _EXTRA_OF = {
     "matplotlib": "plot",
     "pandas": "plot",
     "dask": "dask",
+    "onnxruntime": "serve",
+    "tokenizers": "serve",
+    "onnx": "export",
 }
 
 

@@ -78,11 +78,48 @@ def test_headline_quotes_the_summary_numbers():
         "best_layer": 20,
         "best_layer_score": 0.762,
         "selection_stability": 0.81,
+        "n_splits": 5,
+        "recommendation": {
+            "method": "best_single_layer",
+            "layers": [20],
+            "score": 0.762,
+            "n_layers_kept": 1,
+            "deepest_layer": 20,
+            "best_method": "all_layers",
+            "best_score": 0.772,
+            "difference": -0.010,
+            "difference_se": 0.012,
+            "within_noise": ["all_layers", "loes", "best_single_layer"],
+        },
         "methods": [{"method": "all_layers", "score": 0.772}],
     }
-    line = _headline(summary)
+    first, line = _headline(summary).splitlines()
+    assert first.startswith("recommended: best_single_layer (1 layer kept, ")
+    assert "deepest block 20): 0.7620" in first
+    assert "within noise of the best, all_layers 0.7720" in first
+    assert "-0.0100 ± 0.0120" in first and "same 5 folds" in first
     assert "0.7680" in line and "best single layer (inner CV) 20: 0.7620" in line
     assert "all layers: 0.7720" in line and "across folds: 0.81" in line
+
+
+def test_headline_says_when_nothing_cheaper_is_within_noise():
+    from skloes.report._layer_report import recommendation_text
+
+    rec = {
+        "method": "loes",
+        "layers": [14, 18, 22, 26],
+        "score": 0.80,
+        "n_layers_kept": 4,
+        "deepest_layer": 26,
+        "best_method": "loes",
+        "best_score": 0.80,
+        "difference": 0.0,
+        "difference_se": 0.0,
+        "within_noise": ["loes"],
+    }
+    text = recommendation_text(rec, 5)
+    assert "4 layers kept, deepest block 26" in text
+    assert "no cheaper answer is within noise" in text
 
 
 @pytest.mark.integration
@@ -467,7 +504,8 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
     stdout = capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "selection.json").read_text())
     probe = load_probe(saved)
-    assert probe.selected_layers_.tolist() == report["selected_layers"]
+    # the saved probe is the recommended answer, refitted on every row
+    assert probe.selected_layers_.tolist() == report["recommendation"]["layers"]
     assert f"saved to {saved}" in stdout
     new = _write_csv(
         tmp_path / "new.csv",

@@ -199,3 +199,54 @@ def test_ridge_solve_without_components_gives_zero():
 
     lam, X = ridge_solve(np.zeros((4, 4)), np.ones((4, 1)), 1.0, 4, kernel=True, size=4)
     assert lam == 0.0 and not X.any()
+
+
+def _repeated_row_problem(seed=0):
+    """A wide table (p > n) whose rows hold one repeated row, and a test split."""
+    rng = np.random.RandomState(seed)
+    n, p = 60, 200
+    w = rng.normal(size=p)
+    A = rng.normal(size=(n + 40, p))
+    y = (A @ w + 4.0 * rng.normal(size=n + 40) > 0).astype(float)
+    A[1], y[1] = A[0], y[0]  # one text seen twice, with its label
+    T = np.stack([1 - y, y], axis=1)
+    return A[:n], T[:n], A[n:], T[n:]
+
+
+def _gcv_alpha(route, A, T):
+    from skloes.core._ridge import ridge_solve
+
+    Ac, Tc = A - A.mean(axis=0), T - T.mean(axis=0)
+    if route == "features":
+        return ridge_fit(A, T).alpha
+    if route == "gram":
+        return ridge_fit_gram(A @ A.T, T, n_features=A.shape[1]).alpha
+    tc2 = float(np.sum(Tc**2))
+    return ridge_solve(Ac @ Ac.T, Tc, tc2, A.shape[0], kernel=True, size=A.shape[1])[0]
+
+
+@pytest.mark.parametrize("route", ["features", "gram", "solve"])
+def test_one_repeated_row_does_not_send_gcv_to_the_smallest_penalty(route, monkeypatch):
+    """With p > n the fit can interpolate; a repeated row then left GCV's
+    degrees of freedom one row short of n, so GCV tended to 0 as λ → 0 and
+    picked the grid's smallest penalty: the class of defect behind
+    LOESSelectorCV's collapsing budget curve (issue 27)."""
+    import skloes.core._ridge as ridge
+
+    A, T, _, _ = _repeated_row_problem()
+    grid = gcv_alpha_grid(thin_svd(A - A.mean(axis=0), center=False)[1])
+    lam = _gcv_alpha(route, A, T)
+    distinct = ridge_fit(A[1:], T[1:]).alpha  # the same rows, the copy removed
+    assert lam > grid[0] * 1e3  # far from the interpolating end of the grid
+    assert lam == pytest.approx(distinct, rel=1.5)
+    monkeypatch.setattr(ridge, "free_rows", lambda n, m, n_features: n)
+    assert _gcv_alpha(route, A, T) == pytest.approx(grid[0])  # the former GCV
+
+
+def test_free_rows_counts_rows_only_when_they_limit_the_rank():
+    from skloes.core._ridge import free_rows
+
+    assert free_rows(100, 98, 500) == 99  # a repeated row in a wide table
+    assert free_rows(100, 99, 500) == 100  # distinct rows: every row
+    assert free_rows(100, 20, 20) == 100  # narrow table: the columns limit it
+    assert free_rows(100, 98, None) == 100

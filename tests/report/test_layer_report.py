@@ -267,3 +267,38 @@ def test_not_nested_has_no_fold_picks_and_quotes_the_profile(planted):
     )
     assert "selection_frequency" not in rep.to_frame().columns
     json.dumps(s)  # no NaN to trip strict readers
+
+
+def test_recommends_one_layer_when_it_is_within_noise_of_the_best():
+    """Only the last layer carries the labels: every answer that keeps it
+    scores alike, so the cheapest (one layer) is recommended."""
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1], 40)
+    H = rng.normal(size=(5, 80, 6))
+    H[4, :, 0] += 3.0 * (2 * y - 1)
+    report = LayerReport(metrics=(), random_state=0).fit(H, y)
+    rec = report.recommendation_
+    assert rec["n_layers_kept"] == 1 and rec["layers"] == [4]
+    assert rec["method"] in rec["within_noise"]
+    assert report.summary()["recommendation"] == rec
+    for entry in report.summary_:
+        assert len(entry["fold_scores"]) == report.n_splits_
+        assert np.mean(entry["fold_scores"]) == pytest.approx(entry["score"])
+    assert "recommended: " in report.format_summary()
+
+
+def test_recommends_the_fused_answer_when_one_layer_is_clearly_worse():
+    """Two layers each carry half of the signal: one layer alone is worse on
+    every fold, so the recommendation keeps more than one layer."""
+    rng = np.random.RandomState(1)
+    y = rng.randint(0, 2, size=200)
+    H = rng.normal(size=(4, 200, 4))
+    z = rng.normal(size=200)
+    H[1, :, 0] += 1.5 * (2 * y - 1) + z
+    H[3, :, 0] += 1.5 * (2 * y - 1) - z  # the noise cancels in the sum
+    report = LayerReport(metrics=(), random_state=0).fit(H, y)
+    rec = report.recommendation_
+    by = {e["method"]: e for e in report.summary_}
+    assert rec["n_layers_kept"] > 1
+    assert by["last_layer"]["method"] not in rec["within_noise"]
+    assert rec["score"] > by["best_single_layer"]["score"]

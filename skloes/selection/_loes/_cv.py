@@ -2,8 +2,9 @@
 
 :func:`_score_fold` runs one LOES path on a fold's training rows and scores
 each prefix of it on the held-out rows; :func:`_choose_budget` turns the
-per-fold scores into a budget (the best mean, or the smallest budget within
-one standard error of it).
+per-fold scores into a budget (the smallest within noise of the best by the
+paired rule, the smallest within one standard error of the best mean, or the
+best mean).
 """
 
 # Authors: The skloes developers
@@ -15,6 +16,7 @@ import numpy as np
 from sklearn.base import clone, is_classifier
 
 from skloes.core._contract import fuse_layers as _fuse
+from skloes.core._noise import cheapest_within_noise
 from skloes.selection._loes._path import loes_path
 from skloes.selection._ridge_probe import (
     RidgeProbeClassifier,
@@ -107,18 +109,24 @@ def choose_budget(scores, rule):
     scores : ndarray of shape (n_splits, k_max)
         Held-out score of each fold and budget; NaN where a fold's path
         stopped early.
-    rule : {"best", "one_se"}
-        ``"best"``: the smallest budget with the best mean score. ``"one_se"``:
-        the smallest budget whose mean score is within one standard error of
-        the best mean (Breiman et al., 1984; Hastie, Tibshirani and Friedman,
-        2009, section 7.10), the standard error being the fold scores'
-        standard deviation (``ddof=1``) over the square root of the number
-        of folds.
+    rule : {"paired_se", "one_se", "best"}
+        ``"paired_se"``: the smallest budget within noise of the best by the
+        paired rule of :func:`skloes.core._noise.within_noise` (its fold-wise
+        difference to the best budget is not below zero by more than one
+        standard error of that difference; a budget some fold's path did not
+        reach is never chosen). ``"best"``: the smallest budget with the
+        best mean score. ``"one_se"``: the smallest budget whose mean score
+        is within one standard error of the best mean (Breiman et al., 1984;
+        Hastie, Tibshirani and Friedman, 2009, section 7.10), the standard
+        error being the best budget's fold scores' standard deviation
+        (``ddof=1``) over the square root of the number of folds.
 
     Returns
     -------
     budget : int
     """
+    if rule == "paired_se":
+        return cheapest_within_noise(scores, np.arange(scores.shape[1]))[0] + 1
     mean = scores.mean(axis=0)
     best = np.where(np.isnan(mean), -np.inf, mean)
     k_best = int(np.argmax(best))  # first max: smallest K

@@ -619,14 +619,23 @@ class LOESSelectorCV(_BaseLOES):
     n_jobs : int or None, default=None
         Folds run in parallel with joblib.
 
-    budget_rule : {"one_se", "best"}, default="one_se"
-        How the budget is read off the cross-validated scores: the smallest
-        budget whose mean score is within one standard error of the best
-        (``"one_se"``: a larger budget must beat the noise of the folds), or
-        the smallest budget with the best mean score (``"best"``, the rule
+    budget_rule : {"paired_se", "one_se", "best"}, default="paired_se"
+        How the budget is read off the cross-validated scores:
+        ``"paired_se"``, the smallest budget within noise of the best by the
+        paired rule (its fold-wise difference to the best budget is not
+        below zero by more than one standard error of that difference; the
+        rule of :class:`~skloes.report.LayerReport`'s recommendation);
+        ``"one_se"``, the smallest budget whose mean score is within one
+        standard error of the best budget's fold scores (the default of 0.2);
+        ``"best"``, the smallest budget with the best mean score (the rule
         before 0.2). See :ref:`loes_cv`.
 
         .. versionadded:: 0.2
+
+        .. versionchanged:: 0.3
+           The default is ``"paired_se"`` (was ``"one_se"``): the folds share
+           their difficulty, which the unpaired standard error counts as
+           noise, so ``"one_se"`` sent the budget to one layer.
 
     Attributes
     ----------
@@ -695,7 +704,7 @@ class LOESSelectorCV(_BaseLOES):
         "cv": ["cv_object"],
         "scoring": [str, callable, None],
         "n_jobs": [Integral, None],
-        "budget_rule": [StrOptions({"best", "one_se"})],
+        "budget_rule": [StrOptions({"best", "one_se", "paired_se"})],
     }
 
     def __init__(
@@ -707,7 +716,7 @@ class LOESSelectorCV(_BaseLOES):
         cv=5,
         scoring=None,
         n_jobs=None,
-        budget_rule="one_se",
+        budget_rule="paired_se",
         **selector_params,
     ):
         self.estimator = estimator

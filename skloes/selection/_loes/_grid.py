@@ -20,15 +20,24 @@ import numpy as np
 from skloes.selection._base import AUTO_N_LAYERS
 
 # The grid sizes itself on the larger of the "auto" budget and the budget: a
-# smaller budget gets the same grid (so paths of budgets 1..4 stay nested), and
-# a stack of 8 layers or fewer is never thinned.
+# smaller budget gets the same grid (so paths of budgets 1..4 stay nested).
+# A stack of at most THIN_ABOVE layers is never thinned: there the grid's step
+# would be 2, halving the candidates of a stack whose neighbouring layers are
+# not near-copies (a 13-layer encoder), and a layer the grid leaves out can be
+# the one that carries the task (see :ref:`loes_grid`).
+THIN_ABOVE = 16
 
 
 def auto_grid(n_layers, budget):
     """The representatives of the automatic grid, ascending.
 
     ``G = min(L, max(2K, ceil(L / 4)))`` blocks, ``step = ceil(L / G)``, and
-    the layers ``L - 1, L - 1 - step, ...`` down to 0.
+    the layers ``L - 1, L - 1 - step, ...`` down to 0; every layer when
+    ``L <= 16``.
+
+    .. versionchanged:: 0.3
+       A stack of 9 to 16 layers is no longer thinned (a 13-layer encoder was
+       searched on every second layer).
 
     Parameters
     ----------
@@ -46,9 +55,11 @@ def auto_grid(n_layers, budget):
     --------
     >>> auto_grid(31, 4).tolist()
     [2, 6, 10, 14, 18, 22, 26, 30]
-    >>> auto_grid(7, 4).tolist()
-    [0, 1, 2, 3, 4, 5, 6]
+    >>> auto_grid(13, 4).tolist()
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     """
+    if n_layers <= THIN_ABOVE:
+        return np.arange(n_layers, dtype=np.intp)
     n_groups = min(n_layers, max(2 * budget, ceil(n_layers / 4)))
     step = ceil(n_layers / n_groups)
     return np.arange(n_layers - 1, -1, -step)[::-1].astype(np.intp)

@@ -30,7 +30,9 @@ def deep():
         (31, 4, SMOL_GRID),
         (31, 1, SMOL_GRID),
         (7, 4, list(range(7))),
-        (13, 4, [0, 2, 4, 6, 8, 10, 12]),
+        (13, 4, list(range(13))),
+        (16, 4, list(range(16))),
+        (17, 4, [1, 4, 7, 10, 13, 16]),
         (31, 6, [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30]),
         (100, 4, list(range(3, 100, 4))),
     ],
@@ -94,6 +96,22 @@ def test_shallow_stack_is_not_thinned():
     np.testing.assert_array_equal(auto.selection_order_, every.selection_order_)
 
 
+def test_mid_sized_stack_finds_a_signal_between_former_grid_layers():
+    """13 layers: only layer 11 carries the labels, and 11 was not on the
+    former grid (every second layer from 12 down)."""
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, 3, size=150)
+    stack = rng.normal(size=(13, 150, 6))
+    stack[11, :, :3] += 2.0 * np.eye(3)[y]
+    sel = LOESSelector(n_layers_to_select=2, random_state=0).fit(stack, y)
+    assert 11 in sel.grid_layers_.tolist()
+    assert sel.selection_order_[0] == 11
+    former = LOESSelector(
+        n_layers_to_select=2, candidate_grid=list(range(0, 13, 2)), random_state=0
+    ).fit(stack, y)
+    assert 11 not in former.selection_order_.tolist()
+
+
 def test_cv_sizes_the_grid_on_its_largest_budget(deep):
     stack, y = deep
     cv = LOESSelectorCV(
@@ -136,12 +154,27 @@ def test_one_se_rule_prefers_the_smaller_budget_within_noise():
     assert choose_budget(noisy, "one_se") == 1
 
 
+def test_paired_rule_keeps_a_gain_that_every_fold_shares():
+    """Folds of different difficulty: unpaired, one SE of the best budget's
+    scores covers K=1; paired, K=2 beats K=1 on every fold."""
+    from skloes.selection._loes._cv import choose_budget
+
+    scores = np.array([[0.705, 0.73, 0.73], [0.805, 0.82, 0.83], [0.755, 0.78, 0.77]])
+    assert choose_budget(scores, "one_se") == 1
+    assert choose_budget(scores, "paired_se") == 2
+    ragged = np.array([[0.70, 0.90], [0.71, np.nan], [0.69, 0.90]])
+    assert choose_budget(ragged, "paired_se") == 1  # K=2: not reached by a fold
+
+
 def test_budget_rules_agree_on_a_clear_gain(deep):
     stack, y = deep
     kw = dict(selector=LOESSelector(random_state=0), max_layers_to_select=3, cv=3)
     best = LOESSelectorCV(budget_rule="best", **kw).fit(stack, y)
-    one_se = LOESSelectorCV(**kw).fit(stack, y)
+    one_se = LOESSelectorCV(budget_rule="one_se", **kw).fit(stack, y)
+    paired = LOESSelectorCV(**kw).fit(stack, y)  # the default rule
     assert one_se.n_layers_to_select_ <= best.n_layers_to_select_
-    np.testing.assert_array_equal(
-        best.cv_results_["mean_test_score"], one_se.cv_results_["mean_test_score"]
-    )
+    assert paired.n_layers_to_select_ <= best.n_layers_to_select_
+    for other in (one_se, paired):
+        np.testing.assert_array_equal(
+            best.cv_results_["mean_test_score"], other.cv_results_["mean_test_score"]
+        )

@@ -1,0 +1,315 @@
+"""Writing a probe's exported graph: the model cut at its deepest selected block.
+
+:func:`write_export_files` is what ``save_probe(..., export=...)`` adds to a
+saved folder: the model traced through its deepest selected block with the
+selected layers pooled inside the graph (ONNX, float32 or int8), the model's
+tokenizer as ``tokenizer.json`` and the head as plain arrays, each hashed in
+the manifest, and the check of the graph against the torch pipeline on
+held-in texts. :mod:`skloes.serving` loads them without torch.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+
+import numpy as np
+from sklearn.linear_model import (
+    ElasticNet,
+    Lasso,
+    LinearRegression,
+    LogisticRegression,
+    Ridge,
+    RidgeCV,
+)
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skloes.core._digests import file_sha256
+from skloes.probe._fusion import SelectedLayerFusion
+from skloes.serving import EXPORT_FORMAT, ExportedProbe, _LinearHead, _SkopsHead
+from skloes.utils._optional import import_optional
+
+__all__ = ["EXPORTS", "write_export_files"]
+
+# ``export=`` values: the runtime's format and the graph's arithmetic.
+EXPORTS = {"onnx": "float32", "onnx-int8": "int8"}
+GRAPH_FILE = {"float32": "graph.onnx", "int8": "graph-int8.onnx"}
+TOKENIZER_FILE, HEAD_FILE, HEAD_SKOPS = "tokenizer.json", "head.npz", "head.skops"
+# The float32 graph must reproduce the torch features to this, relative to
+# their largest magnitude (float32 rounding over a few dozen blocks is ~1e-6).
+FLOAT_TOLERANCE = 1e-4
+# Below this share of identical predictions an int8 export warns.
+INT8_MIN_AGREEMENT = 0.99
+CHECK_MAX_TEXTS = 256
+_LINEAR_REGRESSORS = (Ridge, RidgeCV, LinearRegression, Lasso, ElasticNet)
+
+
+def _steps(pipeline):
+    """The steps after the extractor, nested pipelines flattened."""
+    out = []
+    for _, step in pipeline.steps[1:]:
+        out += (
+            _steps(Pipeline([("x", None), *step.steps]))
+            if isinstance(step, Pipeline)
+            else [step]
+        )
+    return out
+
+
+def _linear_arrays(steps, owner):
+    """``(arrays, kind)`` of a fusion → [scaler] → linear model head, or None."""
+    if not steps or not isinstance(steps[0], SelectedLayerFusion):
+        return None
+    fusion, rest = steps[0], steps[1:]
+    arrays = {}
+    if fusion.mean_ is not None:
+        arrays["fusion_mean"] = np.asarray(fusion.mean_, dtype=np.float64)
+        arrays["fusion_scale"] = np.asarray(fusion.scale_, dtype=np.float64)
+    if rest and isinstance(rest[0], StandardScaler):
+        scaler, rest = rest[0], rest[1:]
+        if scaler.with_mean:
+            arrays["scaler_mean"] = np.asarray(scaler.mean_, dtype=np.float64)
+        if scaler.with_std:
+            arrays["scaler_scale"] = np.asarray(scaler.scale_, dtype=np.float64)
+    if len(rest) != 1:
+        return None
+    model = rest[0]
+    if type(model) is LogisticRegression:
+        kind = "logistic"
+    elif type(model) in _LINEAR_REGRESSORS:
+        kind = "linear"
+    else:
+        return None
+    coef = np.atleast_2d(np.asarray(model.coef_, dtype=np.float64))
+    arrays["coef"] = coef
+    arrays["intercept"] = np.atleast_1d(np.asarray(model.intercept_, np.float64))
+    return arrays, kind
+
+
+def _labels_spec(classes):
+    if classes is None:
+        return None
+    classes = np.asarray(classes)
+    return {
+        "values": classes.tolist(),
+        "dtype": "object" if classes.dtype.kind == "O" else classes.dtype.str,
+    }
+
+
+def _write_head(pipeline, folder, owner):
+    """Write the head (``head.npz``, or ``head.skops`` for other heads)."""
+    steps = _steps(pipeline)
+    classes = getattr(pipeline.steps[-1][1], "classes_", None)
+    linear = _linear_arrays(steps, owner)
+    if linear is None:
+        head = Pipeline([(f"step{i}", s) for i, s in enumerate(steps)])
+        import_optional("skops.io").dump(head, folder / HEAD_SKOPS)
+        spec = {"file": HEAD_SKOPS, "kind": "skops"}
+    else:
+        arrays, kind = linear
+        np.savez(folder / HEAD_FILE, **arrays)
+        spec = {"file": HEAD_FILE, "kind": kind}
+    spec["classes"] = _labels_spec(classes)
+    spec["sha256"] = file_sha256(folder / spec["file"])
+    return spec
+
+
+def _check_exportable(extractor, owner):
+    if extractor.modality_ != "text" or callable(extractor.pooling):
+        raise ValueError(
+            f"{owner}: `export` needs a text model with a named pooling; got "
+            f"modality {extractor.modality_!r} and pooling {extractor.pooling!r}."
+        )
+
+
+def _write_tokenizer(tokenizer, folder, max_length, owner):
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(
+            f"{owner}: `export` needs the model's fast tokenizer (tokenizer.json); "
+            f"{type(tokenizer).__name__} has none."
+        )
+    tokenizers = import_optional("tokenizers", extra="serve")
+    copy_ = tokenizers.Tokenizer.from_str(backend.to_str())
+    copy_.no_padding()
+    copy_.no_truncation()
+    copy_.save(str(folder / TOKENIZER_FILE))
+    return {
+        "file": TOKENIZER_FILE,
+        "sha256": file_sha256(folder / TOKENIZER_FILE),
+        "max_length": int(max_length),
+        "padding_side": tokenizer.padding_side,
+        "pad_token_id": int(tokenizer.pad_token_id),
+    }
+
+
+def _float_reference(extractor):
+    """A float32, CPU, cache-free twin of the fitted extractor (the check's
+    torch side), sharing nothing that the caller's extractor holds loaded."""
+    from skloes.core._torch import torch
+
+    twin = copy.copy(extractor)
+    twin.set_params(precision="float32", device="cpu", cache=None, verbose=0)
+    twin.device_ = torch.device("cpu")
+    if extractor.precision != "float32" or extractor.device_.type != "cpu":
+        twin._drop_loaded()
+    return twin
+
+
+def _sample_batch(extractor, texts):
+    """One encoded batch (up to 8 check texts) for tracing."""
+    from skloes.models._inputs import pad_batch, tokenize_texts
+
+    tokenizer = extractor.processor_
+    encoded = tokenize_texts(tokenizer, texts[:8], extractor.max_length_)
+    inputs, mask, special = pad_batch(tokenizer, encoded, np.arange(len(texts[:8])))
+    sample = dict(inputs)
+    sample["attention_mask"] = mask.long()
+    sample["special_tokens_mask"] = (special | ~mask).long()  # 1 at padding too
+    return sample
+
+
+def _write_graph(reference, layers, precision, folder, sample, owner):
+    from skloes.models._graph import PooledLayers, export_onnx, quantize_onnx
+
+    module = PooledLayers(
+        reference.model_,
+        layers,
+        reference.pooling,
+        reference.exclude_tokens_,
+        decoder=reference._decoder,
+        sample={k: v for k, v in sample.items() if k != "special_tokens_mask"},
+    )
+    float_file = folder / GRAPH_FILE["float32"]
+    inputs = export_onnx(module, sample, float_file)
+    name = GRAPH_FILE[precision]
+    if precision == "int8":
+        quantize_onnx(float_file, folder / name)
+        os.unlink(float_file)
+    return {
+        "file": name,
+        "sha256": file_sha256(folder / name),
+        "n_bytes": os.path.getsize(folder / name),
+        "inputs": inputs,
+    }
+
+
+def _check(exported, reference, pipeline, texts, precision, owner):
+    """The exported graph against the torch pipeline on held-in texts."""
+    torch_stack = reference.transform(texts)
+    stack = exported.transform(texts)
+    diff = float(np.abs(stack - torch_stack).max())
+    scale = float(max(1.0, np.abs(torch_stack).max()))
+    head = Pipeline(pipeline.steps[1:])
+    ours, theirs = exported._head.predict(stack), head.predict(torch_stack)
+    check = {
+        "n_texts": len(texts),
+        "max_abs_feature_diff": diff,
+        "max_abs_feature": scale,
+        "same_prediction": float(np.mean(ours == theirs)),
+    }
+    if exported.classes_ is not None and hasattr(head, "predict_proba"):
+        drift = np.abs(
+            exported._head.predict_proba(stack) - head.predict_proba(torch_stack)
+        )
+        check["max_proba_diff"] = float(drift.max())
+        check["mean_proba_diff"] = float(drift.mean())
+    if precision == "float32" and diff > FLOAT_TOLERANCE * scale:
+        raise ValueError(
+            f"{owner}: the exported float32 graph differs from the torch pipeline "
+            f"by {diff:.2e} on the pooled features (tolerance "
+            f"{FLOAT_TOLERANCE * scale:.1e}); this model does not export "
+            "faithfully. Save without `export`."
+        )
+    if precision == "int8" and check["same_prediction"] < INT8_MIN_AGREEMENT:
+        warnings.warn(
+            f"{owner}: the int8 graph predicts as the float32 torch pipeline on "
+            f"{check['same_prediction']:.1%} of the {len(texts)} check texts; "
+            "consider export='onnx' (float32).",
+            UserWarning,
+            stacklevel=4,
+        )
+    return check
+
+
+def write_export_files(pipeline, folder, export, check_texts, owner) -> dict:
+    """Write the exported graph, tokenizer and head of ``pipeline`` into
+    ``folder``; return the manifest's ``export`` entry (files, hashes, check).
+
+    ``pipeline`` is a fitted pipeline whose first step is a
+    ``HiddenStatesTransformer`` (a probe's ``pipeline_``, or a pruned one);
+    ``check_texts`` are held-in texts the graph is checked on.
+    """
+    ort = import_optional("onnxruntime", extra="export")
+    extractor = pipeline.steps[0][1]
+    _check_exportable(extractor, owner)
+    precision = EXPORTS[export]
+    texts = list(check_texts)[:CHECK_MAX_TEXTS]
+    reference = _float_reference(extractor)
+    sample = _sample_batch(reference, texts)
+    if reference.exclude_tokens_ != "special":
+        sample.pop("special_tokens_mask")
+    entry = {
+        "format": EXPORT_FORMAT,
+        "runtime": "onnxruntime",
+        "runtime_version": ort.__version__,
+        "precision": precision,
+        "layers": [int(l) for l in extractor.layers_],
+        "pooling": extractor.pooling,
+        "exclude_tokens": reference.exclude_tokens_,
+        "batching": {
+            "batch_size": int(extractor.batch_size),
+            "max_batch_tokens": extractor.max_batch_tokens_,
+        },
+        "tokenizer": _write_tokenizer(
+            reference.processor_, folder, extractor.max_length_, owner
+        ),
+        "graph": _write_graph(
+            reference, extractor.layers_, precision, folder, sample, owner
+        ),
+        "head": _write_head(pipeline, folder, owner),
+    }
+    exported = _load_staged(folder, entry)
+    entry["check"] = _check(exported, reference, pipeline, texts, precision, owner)
+    entry["check"]["same_input_ids"] = _same_tokens(exported, reference, texts)
+    return entry
+
+
+def _load_staged(folder, entry):
+    from skloes.serving import _session, _tokenizer
+
+    if entry["head"]["kind"] == "skops":
+        head = _SkopsHead(folder / HEAD_SKOPS, None)
+    else:
+        with np.load(folder / HEAD_FILE, allow_pickle=False) as data:
+            head = _LinearHead(dict(data), entry["head"])
+    return ExportedProbe(
+        folder,
+        entry,
+        _session(folder / entry["graph"]["file"], None),
+        _tokenizer(folder / TOKENIZER_FILE, entry["tokenizer"]),
+        head,
+    )
+
+
+def _same_tokens(exported, reference, texts):
+    """Whether the saved tokenizer gives the torch path's token ids."""
+    from skloes.models._inputs import tokenize_texts
+
+    ours = exported._encode(texts)
+    theirs = tokenize_texts(reference.processor_, texts, reference.max_length_)
+    same = all(
+        list(e.ids) == r.tolist()
+        for e, r in zip(ours, theirs["input_ids"], strict=True)
+    )
+    if not same:
+        raise ValueError(
+            "save_probe: the saved tokenizer.json does not reproduce the model's "
+            "tokenizer on the check texts; this tokenizer cannot be exported."
+        )
+    return True

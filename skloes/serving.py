@@ -1,0 +1,442 @@
+"""Serve a saved probe from its exported graph: no torch, no transformers.
+
+A probe saved with ``save_probe(..., export="onnx-int8")`` (or ``"onnx"``)
+carries the model cut at its deepest selected block, with the selected layers
+pooled inside the graph, as an ONNX file, the model's tokenizer as
+``tokenizer.json`` and its head as plain arrays. :func:`load_exported` loads
+such a folder with ONNX Runtime and the ``tokenizers`` library alone
+(``pip install skloes[serve]``): it imports neither torch nor transformers,
+nor scikit-learn for the default linear heads, so a fresh process predicts
+within about a second. :func:`skloes.probe.load_probe` returns the same
+object for such a folder.
+
+This module imports only the standard library, numpy and skloes' own
+dependency-free helpers at its top; ONNX Runtime and tokenizers inside
+:func:`load_exported`.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from skloes.core._batching import token_batches
+from skloes.core._digests import file_sha256
+from skloes.utils._optional import import_optional
+
+__all__ = ["ExportedProbe", "load_exported"]
+
+MANIFEST_FILE = "manifest.json"
+EXPORT_FORMAT = 1
+
+
+def _exported_manifest(folder: Path, owner: str) -> dict:
+    file = folder / MANIFEST_FILE
+    try:
+        manifest = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ValueError(
+            f"{owner}: {str(folder)!r} is not a saved probe (no readable "
+            f"{MANIFEST_FILE}, as written by save_probe)."
+        ) from None
+    export = manifest.get("export") if isinstance(manifest, dict) else None
+    if not isinstance(export, dict):
+        raise ValueError(
+            f"{owner}: {str(folder)!r} holds no exported graph; save it with "
+            "save_probe(..., export='onnx-int8') (or load it with "
+            "skloes.probe.load_probe, which runs the model with torch)."
+        )
+    if export.get("format") != EXPORT_FORMAT:
+        raise ValueError(
+            f"{owner}: {str(folder)!r} holds an exported graph of format "
+            f"{export.get('format')!r}; this skloes reads format {EXPORT_FORMAT}."
+        )
+    return export
+
+
+def _checked_file(folder: Path, entry: dict, owner: str) -> Path:
+    """The file an ``{"file", "sha256"}`` entry names, refused when its bytes
+    are not those the save wrote."""
+    name = entry.get("file") if isinstance(entry, dict) else None
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        raise ValueError(f"{owner}: {str(folder)!r} has an invalid manifest entry.")
+    path = folder / name
+    if not path.is_file():
+        raise ValueError(
+            f"{owner}: {str(folder)!r} lacks {name}, which its manifest lists; "
+            "the folder is incomplete."
+        )
+    if file_sha256(path) != entry.get("sha256"):
+        raise ValueError(
+            f"{owner}: {name} in {str(folder)!r} does not hash as when it was "
+            "saved (tampered with, or from another save); refusing to run it. "
+            "Save the probe again."
+        )
+    return path
+
+
+def _tokenizer(path: Path, spec: dict):
+    tokenizers = import_optional("tokenizers", extra="serve")
+    tokenizer = tokenizers.Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(int(spec["max_length"]))
+    return tokenizer
+
+
+def _session(path: Path, n_threads):
+    ort = import_optional("onnxruntime", extra="serve")
+    options = ort.SessionOptions()
+    if n_threads is not None:
+        options.intra_op_num_threads = int(n_threads)
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _labels(spec):
+    if spec is None:
+        return None
+    dtype = object if spec["dtype"] == "object" else np.dtype(spec["dtype"])
+    return np.asarray(spec["values"], dtype=dtype)
+
+
+class _LinearHead:
+    """The fused layers' standardization and a linear model, in numpy."""
+
+    def __init__(self, arrays, spec):
+        self.kind = spec["kind"]
+        self.fusion_mean = arrays.get("fusion_mean")
+        self.fusion_scale = arrays.get("fusion_scale")
+        self.scaler_mean = arrays.get("scaler_mean")
+        self.scaler_scale = arrays.get("scaler_scale")
+        self.coef, self.intercept = arrays["coef"], arrays["intercept"]
+        self.classes_ = _labels(spec.get("classes"))
+
+    def _features(self, stack):
+        """The fused, standardized layers, in the dtypes scikit-learn uses."""
+        blocks = []
+        for i, block in enumerate(stack):
+            if self.fusion_mean is not None:
+                block = (block.astype(np.float64) - self.fusion_mean[i]) / (
+                    self.fusion_scale[i]
+                )
+            blocks.append(block)
+        fused = np.concatenate(blocks, axis=1).astype(stack.dtype)
+        if self.scaler_mean is not None:
+            fused -= self.scaler_mean
+        if self.scaler_scale is not None:
+            fused /= self.scaler_scale
+        return fused
+
+    def decision_function(self, stack):
+        features = self._features(stack)
+        coef = self.coef.astype(features.dtype)
+        scores = features @ coef.T + self.intercept.astype(features.dtype)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict_proba(self, stack):
+        scores = self.decision_function(stack)
+        if scores.ndim == 1:
+            positive = 1.0 / (1.0 + np.exp(-scores))
+            return np.column_stack([1.0 - positive, positive])
+        scores = scores - scores.max(axis=1, keepdims=True)
+        exp = np.exp(scores)
+        return exp / exp.sum(axis=1, keepdims=True)
+
+    def predict(self, stack):
+        scores = self.decision_function(stack)
+        if self.kind != "logistic":
+            return scores
+        index = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(1)
+        return self.classes_[index]
+
+
+class _SkopsHead:
+    """Any other head: the pipeline's steps after the extractor, from skops."""
+
+    def __init__(self, path, trusted):
+        sio = import_optional("skops.io")
+        allowed = [
+            t
+            for t in sio.get_untrusted_types(file=path)
+            if t.startswith("skloes.") or t in (trusted or ())
+        ]
+        self.pipeline = sio.load(path, trusted=allowed)
+        self.classes_ = getattr(self.pipeline, "classes_", None)
+
+    def __getattr__(self, name):
+        if name in ("decision_function", "predict_proba", "predict"):
+            step = getattr(self.pipeline, name)
+            return lambda stack: step(stack)
+        raise AttributeError(name)
+
+
+class ExportedProbe:
+    """A saved probe served from its exported graph (ONNX Runtime), torch-free.
+
+    Made by :func:`load_exported`: texts are tokenized with the model's own
+    tokenizer (``tokenizers``), batched by length, run through the graph of
+    the model cut at its deepest selected block, which returns the pooled
+    selected layers, and scored by the probe's head.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The saved folder.
+    export : dict
+        The manifest's ``export`` entry.
+    session : onnxruntime.InferenceSession
+        The graph, loaded.
+    tokenizer : tokenizers.Tokenizer
+        The model's tokenizer, truncating at the probe's ``max_length``.
+    head : object
+        The head: ``decision_function``, ``predict`` and, for a classifier,
+        ``predict_proba`` of a pooled stack.
+
+    Attributes
+    ----------
+    classes_ : ndarray or None
+        The class labels of a classifier (None for a regressor).
+    selected_layers_ : ndarray of int
+        The layers the graph returns (Hugging Face ``hidden_states`` indices,
+        0 is the embedding output).
+    precision_ : {"float32", "int8"}
+        The arithmetic of the graph.
+    export_check_ : dict
+        The check written when the graph was exported (its agreement with
+        the torch pipeline on held-in texts).
+
+    See Also
+    --------
+    load_exported : Load one.
+    skloes.probe.save_probe : Write one, with ``export=``.
+
+    Examples
+    --------
+    >>> from skloes.serving import load_exported
+    >>> probe = load_exported("my_probe")  # doctest: +SKIP
+    >>> probe.selected_layers_, probe.precision_  # doctest: +SKIP
+    (array([14, 18, 22, 26]), 'int8')
+    """
+
+    def __init__(self, folder, export, session, tokenizer, head):
+        self.folder = folder
+        self._export, self._session, self._tokenizer, self._head = (
+            export,
+            session,
+            tokenizer,
+            head,
+        )
+        self._inputs = [i.name for i in session.get_inputs()]
+        self.classes_ = head.classes_
+        self.selected_layers_ = np.asarray(export["layers"], dtype=np.intp)
+        self.precision_ = export["precision"]
+        self.export_check_ = export.get("check")
+
+    def __repr__(self):
+        return (
+            f"ExportedProbe({str(self.folder)!r}, layers="
+            f"{self.selected_layers_.tolist()}, precision={self.precision_!r})"
+        )
+
+    def _texts(self, X):
+        if X is None or isinstance(X, (str, bytes)):
+            raise TypeError(
+                f"ExportedProbe: `X` must be a list or array of texts; got "
+                f"{type(X).__name__}."
+            )
+        texts = [str(x) if isinstance(x, np.str_) else x for x in X]
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"ExportedProbe: `X` must hold strings; item {i} is "
+                    f"{text!r} ({type(text).__name__})."
+                )
+        if not texts:
+            raise ValueError("ExportedProbe: `X` is empty; pass at least one text.")
+        return texts
+
+    def _encode(self, texts):
+        encodings = self._tokenizer.encode_batch(texts)
+        for i, enc in enumerate(encodings):
+            if not enc.ids:
+                raise ValueError(
+                    f"ExportedProbe: text {i} of `X` has no token for this "
+                    "tokenizer (an empty string?); every text needs at least one."
+                )
+        return encodings
+
+    def _feeds(self, encodings, index):
+        spec = self._export["tokenizer"]
+        rows = [encodings[i] for i in index]
+        width = max(len(e.ids) for e in rows)
+        left = spec["padding_side"] == "left"
+        fields = {
+            "input_ids": ("ids", spec["pad_token_id"]),
+            "token_type_ids": ("type_ids", 0),
+            "special_tokens_mask": ("special_tokens_mask", 1),
+            "attention_mask": ("attention_mask", 0),
+        }
+        feeds = {}
+        for name in self._inputs:
+            attr, fill = fields[name]
+            out = np.full((len(rows), width), fill, dtype=np.int64)
+            for j, enc in enumerate(rows):
+                values = getattr(enc, attr)
+                if left:
+                    out[j, width - len(values) :] = values
+                else:
+                    out[j, : len(values)] = values
+            feeds[name] = out
+        return feeds
+
+    def transform(self, X):
+        """The pooled selected layers of ``X``, as the graph returns them.
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        stack : ndarray of shape (n_layers, n_samples, dim)
+            In float32, in the order of ``selected_layers_``.
+        """
+        texts = self._texts(X)
+        encodings = self._encode(texts)
+        lengths = [len(e.ids) for e in encodings]
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        batching = self._export["batching"]
+        out = None
+        for index in token_batches(
+            order,
+            [lengths[i] for i in order],
+            batching["batch_size"],
+            batching["max_batch_tokens"] or float("inf"),
+        ):
+            pooled = self._session.run(None, self._feeds(encodings, index))[0]
+            if out is None:
+                out = np.empty(
+                    (pooled.shape[0], len(texts), pooled.shape[2]), np.float32
+                )
+            out[:, index] = pooled
+        if not np.isfinite(out).all():
+            raise ValueError("ExportedProbe: the graph produced NaN or inf states.")
+        return out
+
+    def decision_function(self, X):
+        """Decision scores of the head.
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            One column for two classes, as in scikit-learn.
+        """
+        return self._head.decision_function(self.transform(X))
+
+    def predict_proba(self, X):
+        """Class probabilities, in the order of ``classes_``.
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            In the order of ``classes_``.
+        """
+        if self.classes_ is None:
+            raise AttributeError("ExportedProbe: a regressor has no predict_proba.")
+        return self._head.predict_proba(self.transform(X))
+
+    def _predict_with_proba(self, X):
+        """``predict(X)`` and ``predict_proba(X)`` (None for a regressor)
+        from one pass of the graph."""
+        stack = self.transform(X)
+        proba = None if self.classes_ is None else self._head.predict_proba(stack)
+        return self._head.predict(stack), proba
+
+    def predict(self, X):
+        """Predicted labels (classifier) or values (regressor).
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels as given at ``fit``, or values.
+        """
+        return self._head.predict(self.transform(X))
+
+
+def load_exported(path, *, n_threads=None, trusted=None):
+    """Load a probe saved with an exported graph, without torch.
+
+    The graph, the tokenizer and the head must hash as the manifest says
+    (a tampered or mismatched file is refused, naming the folder). Needs
+    ``pip install skloes[serve]`` (ONNX Runtime and tokenizers) and nothing
+    of torch or transformers; the default heads (logistic regression, ridge)
+    do not import scikit-learn either.
+
+    Read more in the :ref:`User Guide <probe-serving>`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A folder written by :func:`skloes.probe.save_probe` with ``export=``.
+    n_threads : int or None, default=None
+        Threads of ONNX Runtime (None: its default, one per physical core).
+    trusted : list of str or None, default=None
+        Further types a non-linear head may hold (see
+        :func:`skloes.probe.load_probe`).
+
+    Returns
+    -------
+    probe : ExportedProbe
+        Ready to predict.
+
+    See Also
+    --------
+    skloes.probe.load_probe : Loads the same folder; ``runtime="torch"``
+        runs the model with torch instead.
+
+    Examples
+    --------
+    >>> from skloes.serving import load_exported
+    >>> probe = load_exported("my_probe")  # doctest: +SKIP
+    >>> probe.predict(["a warm, funny film"])  # doctest: +SKIP
+    array(['fresh'], dtype=object)
+    """
+    owner = "load_exported"
+    folder = Path(path)
+    export = _exported_manifest(folder, owner)
+    graph = _checked_file(folder, export["graph"], owner)
+    tokenizer_file = _checked_file(folder, export["tokenizer"], owner)
+    head_file = _checked_file(folder, export["head"], owner)
+    if export["head"]["kind"] == "skops":
+        head = _SkopsHead(head_file, trusted)
+    else:
+        with np.load(head_file, allow_pickle=False) as data:
+            head = _LinearHead(dict(data), export["head"])
+    return ExportedProbe(
+        folder,
+        export,
+        _session(graph, n_threads),
+        _tokenizer(tokenizer_file, export["tokenizer"]),
+        head,
+    )

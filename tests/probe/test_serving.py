@@ -1,0 +1,408 @@
+"""Exported graphs: save_probe(export=...), serving without torch, file hashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+from skloes.core import _digests  # noqa: E402
+from skloes.probe import LayerProbeClassifier, load_probe, save_probe  # noqa: E402
+from skloes.selection import MetricTopKSelector  # noqa: E402
+from skloes.serving import ExportedProbe, load_exported  # noqa: E402
+
+TEXTS = [
+    "a good movie",
+    "the plot was dull and boring",
+    "fun and warm",
+    "i really did not like it",
+    "great acting",
+    "bad",
+    "a warm good film",
+    "boring boring dull",
+    "what a fun ride",
+    "not good at all",
+    "lovely and warm",
+    "dull plot bad acting",
+] * 3
+Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
+NEW = ["a good fun film", "dull and bad", "the plot", "warm", "it was quite fun"]
+
+# Imports that a serving process must never make (a meta-path hook raises).
+FORBID = """
+import sys
+class _Forbid:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {FORBIDDEN}:
+            raise ImportError("forbidden import: " + name)
+        return None
+sys.meta_path.insert(0, _Forbid())
+"""
+
+
+def _layers(picks, n_layers):
+    """A selector that keeps exactly ``picks`` (hidden_states indices)."""
+    scores = np.full(n_layers, -1.0)
+    scores[list(picks)] = 1.0
+    return MetricTopKSelector(
+        metric="layer_scores",
+        n_layers_to_select=len(picks),
+        layer_scores=scores,
+        include_embedding=0 in picks,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    from skloes.models._testing import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("bert4"), num_hidden_layers=4)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    from skloes.models._testing import make_tiny_llama
+
+    return make_tiny_llama(
+        tmp_path_factory.mktemp("llama4"), num_hidden_layers=4, add_bos=True
+    )
+
+
+def _probe(model, picks, n_layers=5, **params):
+    return LayerProbeClassifier(
+        model, selector=_layers(picks, n_layers), device="cpu", **params
+    ).fit(TEXTS, Y)
+
+
+def _graph_blocks(path):
+    """The block indices whose weights the ONNX graph holds."""
+    import re
+
+    import onnx
+
+    model = onnx.load(str(path))
+    names = [i.name for i in model.graph.initializer]
+    names += [n.name for n in model.graph.node]
+    return {
+        int(m.group(1)) for n in names for m in [re.search(r"layers?\.(\d+)", n)] if m
+    }
+
+
+# ------------------------------------------------------------------ export
+@pytest.mark.parametrize("pooling", ["mean", "first", "last", "max"])
+def test_float32_export_reproduces_the_torch_features_and_stops_at_the_deepest_block(
+    tiny_bert, tmp_path, pooling
+):
+    probe = _probe(tiny_bert, [1, 2], pooling=pooling)
+    folder = save_probe(probe, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["carries_weights"] is True
+    check = manifest["export"]["check"]
+    assert check["max_abs_feature_diff"] < 1e-5
+    assert check["same_prediction"] == 1.0 and check["same_input_ids"]
+    assert _graph_blocks(folder / "graph.onnx") == {0, 1}  # blocks 1 and 2 only
+    served = load_probe(folder)
+    assert isinstance(served, ExportedProbe)
+    features = probe.pipeline_[0].transform(NEW)
+    np.testing.assert_allclose(served.transform(NEW), features, atol=1e-5)
+    head = probe.pipeline_[1:]  # the same features give the same scores
+    np.testing.assert_allclose(
+        served._head.predict_proba(features), head.predict_proba(features), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        served._head.decision_function(features),
+        head.decision_function(features),
+        atol=1e-5,
+    )
+    np.testing.assert_array_equal(served.predict(NEW), probe.predict(NEW))
+    # the torch pipeline still loads from the same folder
+    torch_probe = load_probe(folder, runtime="torch")
+    np.testing.assert_array_equal(torch_probe.predict(NEW), probe.predict(NEW))
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+@pytest.mark.parametrize("picks", [[0, 2], [3, 4]])
+def test_decoder_export_matches_under_both_paddings(
+    tiny_llama, tmp_path, padding_side, picks
+):
+    """The graph computes a decoder's positions from the mask, so the server
+    may pad on either side (torch's vectors do not depend on the side)."""
+    probe = _probe(tiny_llama, picks)  # exclude_tokens="auto": the first token
+    extractor = probe.pipeline_[0]
+    assert extractor.exclude_tokens_ == "first"
+    folder = save_probe(probe, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    served = load_probe(folder)
+    served._export["tokenizer"]["padding_side"] = padding_side
+    texts = NEW + TEXTS[:7]
+    feeds = served._feeds(served._encode(texts), list(range(len(texts))))
+    first_column = feeds["attention_mask"][:, 0]
+    assert (first_column == 0).any() == (padding_side == "left")
+    np.testing.assert_allclose(
+        served.transform(texts), extractor.transform(texts), atol=1e-5
+    )
+
+
+def test_special_token_exclusion_is_an_input_of_the_graph(tiny_bert, tmp_path):
+    probe = _probe(tiny_bert, [2, 3], extractor_params={"exclude_tokens": "special"})
+    folder = save_probe(probe, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    export = json.loads((folder / "manifest.json").read_text())["export"]
+    assert "special_tokens_mask" in export["graph"]["inputs"]
+    np.testing.assert_allclose(
+        load_probe(folder).transform(NEW), probe.pipeline_[0].transform(NEW), atol=1e-5
+    )
+
+
+def test_int8_export_records_its_check_and_predicts(tiny_bert, tmp_path):
+    probe = _probe(tiny_bert, [1, 4], pooling="mean")
+    folder = save_probe(probe, tmp_path / "p", export="onnx-int8", check_texts=TEXTS)
+    names = sorted(os.listdir(folder))
+    assert names == [
+        "estimator.skops",
+        "graph-int8.onnx",
+        "head.npz",
+        "manifest.json",
+        "tokenizer.json",
+    ]
+    export = json.loads((folder / "manifest.json").read_text())["export"]
+    assert export["precision"] == "int8"
+    check = export["check"]
+    assert {"max_abs_feature_diff", "same_prediction", "max_proba_diff"} <= set(check)
+    assert check["n_texts"] == len(TEXTS)
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(folder / "graph-int8.onnx")).graph.node}
+    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
+    served = load_probe(folder)
+    assert served.precision_ == "int8"
+    proba = served.predict_proba(NEW)
+    assert proba.shape == (len(NEW), 2) and np.allclose(proba.sum(axis=1), 1)
+
+
+def test_a_regressor_and_a_non_linear_head_export(tiny_bert, tmp_path):
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from skloes.probe import LayerProbeRegressor
+
+    reg = LayerProbeRegressor(tiny_bert, selector=_layers([1, 2], 5), device="cpu").fit(
+        TEXTS, Y.astype(float) * 2.5
+    )
+    folder = save_probe(reg, tmp_path / "r", export="onnx", check_texts=TEXTS)
+    served = load_probe(folder)
+    assert served.classes_ is None
+    np.testing.assert_allclose(served.predict(NEW), reg.predict(NEW), atol=1e-5)
+    knn = _probe(tiny_bert, [1, 2], estimator=KNeighborsClassifier(3))
+    folder = save_probe(knn, tmp_path / "k", export="onnx", check_texts=TEXTS)
+    assert (folder / "head.skops").is_file()
+    np.testing.assert_array_equal(load_probe(folder).predict(NEW), knn.predict(NEW))
+
+
+def test_bad_export_parameters_are_refused_by_name(tiny_bert, tmp_path):
+    probe = _probe(tiny_bert, [1, 2])
+    with pytest.raises(ValueError, match="`export` must be one of"):
+        save_probe(probe, tmp_path / "a", export="tflite", check_texts=TEXTS)
+    with pytest.raises(ValueError, match="`check_texts` must be"):
+        save_probe(probe, tmp_path / "b", export="onnx")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    folder = save_probe(probe, tmp_path / "c")
+    with pytest.raises(ValueError, match="`runtime` must be one of"):
+        load_probe(folder, runtime="tensorrt")
+    with pytest.raises(ValueError, match="holds no exported graph"):
+        load_probe(folder, runtime="onnx")
+    assert not isinstance(load_probe(folder), ExportedProbe)  # weight-free default
+
+
+@pytest.mark.parametrize("target", ["graph.onnx", "tokenizer.json", "head.npz"])
+def test_a_tampered_or_swapped_file_is_refused_naming_the_folder(
+    tiny_bert, tmp_path, target
+):
+    probe = _probe(tiny_bert, [1, 2])
+    folder = save_probe(probe, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    other = save_probe(
+        _probe(tiny_bert, [1, 3]), tmp_path / "q", export="onnx", check_texts=TEXTS
+    )
+    if (other / target).read_bytes() != (folder / target).read_bytes():
+        shutil.copy(other / target, folder / target)  # another save's file
+        with pytest.raises(ValueError, match=f"{target} in .*p'.* does not hash"):
+            load_exported(folder)
+    (folder / target).write_bytes((folder / target).read_bytes()[:-1] + b"\0")
+    with pytest.raises(ValueError, match="does not hash"):
+        load_probe(folder)
+    (folder / target).unlink()
+    with pytest.raises(ValueError, match=f"lacks {target}"):
+        load_probe(folder)
+
+
+# --------------------------------------------------------- without torch
+def _forbidding(modules, code):
+    return FORBID.replace("{FORBIDDEN}", repr(set(modules))) + code
+
+
+def test_an_exported_probe_predicts_in_a_process_that_cannot_import_torch(
+    tiny_bert, tmp_path
+):
+    probe = _probe(tiny_bert, [1, 2])
+    folder = save_probe(probe, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    code = _forbidding(
+        ["torch", "transformers", "sklearn", "scipy", "skops"],
+        "import json\nfrom skloes.serving import load_exported\n"
+        "p = load_exported(sys.argv[1])\n"
+        "print(json.dumps(p.predict_proba(json.loads(sys.argv[2])).tolist()))\n",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder), json.dumps(NEW)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_allclose(
+        np.array(json.loads(out.stdout)), probe.predict_proba(NEW), atol=1e-5
+    )
+
+
+def test_skloes_predict_runs_an_exported_probe_without_torch(tiny_bert, tmp_path):
+    probe = _probe(tiny_bert, [1, 2])
+    folder = save_probe(probe, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    data = tmp_path / "new.csv"
+    data.write_text("text\n" + "\n".join(NEW) + "\n")
+    out_csv = tmp_path / "pred.csv"
+    code = _forbidding(
+        ["torch", "transformers", "pandas"],
+        "from skloes.cli import main\n"
+        "sys.exit(main(['predict', sys.argv[1], '--data', sys.argv[2], "
+        "'--out', sys.argv[3], '--threads', '1']))\n",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(data), str(out_csv)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line.split(",") for line in out_csv.read_text().splitlines()]
+    assert rows[0] == ["prediction", "proba_0", "proba_1"]
+    assert [int(r[0]) for r in rows[1:]] == probe.predict(NEW).tolist()
+    np.testing.assert_allclose(
+        np.array([[float(v) for v in r[1:]] for r in rows[1:]]),
+        probe.predict_proba(NEW),
+        atol=1e-5,
+    )
+
+
+# ------------------------------------------------------------ file hashes
+def test_a_hash_record_is_reused_across_processes_until_the_file_changes(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(_digests, "RACY_SECONDS", 0.0)
+    file = tmp_path / "weights.bin"
+    file.write_bytes(b"a" * 1000)
+    first = _digests.file_sha256(file)
+    _digests._MEMO.clear()  # a new process
+    opened = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):
+        if str(path) == str(file):
+            opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    assert _digests.file_sha256(file) == first and not opened  # from the record
+    # same size, other bytes, the old mtime restored: ctime moved, so rehashed
+    stat = os.stat(file)
+    with real_open(file, "r+b") as handle:
+        handle.write(b"b")
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    _digests._MEMO.clear()
+    assert _digests.file_sha256(file) != first and len(opened) == 1
+
+
+def test_a_hash_record_anyone_else_can_write_is_not_trusted(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(_digests, "RACY_SECONDS", 0.0)
+    file = tmp_path / "weights.bin"
+    file.write_bytes(b"a" * 1000)
+    real = _digests.file_sha256(file)
+    record = next((tmp_path / "home" / "digests").glob("*.json"))
+    data = json.loads(record.read_text())
+    data["sha256"] = "0" * 64  # a planted hash
+    record.write_text(json.dumps(data))
+    os.chmod(record, 0o666)
+    _digests._MEMO.clear()
+    assert _digests.file_sha256(file) == real  # world-writable: ignored
+    record.write_text(json.dumps(data))  # planted again, now private
+    os.chmod(record, 0o600)
+    _digests._MEMO.clear()
+    assert _digests.file_sha256(file) == "0" * 64  # the user's own store is trusted
+
+
+def test_a_hash_taken_right_after_a_change_is_not_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    file = tmp_path / "weights.bin"
+    file.write_bytes(b"a" * 10)
+    _digests.file_sha256(file)
+    assert not list((tmp_path / "home" / "digests").glob("*.json"))
+
+
+# ------------------------------------------------------------ real models
+@pytest.mark.integration
+def test_minilm_exports_in_float32_and_int8(
+    minilm_path, rotten_tomatoes_small, tmp_path
+):
+    X, y = rotten_tomatoes_small
+    X, y = list(X[:120]), y[:120]
+    probe = LayerProbeClassifier(
+        minilm_path, selector=_layers([2, 4], 7), max_length=48, device="cpu"
+    ).fit(X, y)
+    folder = save_probe(probe, tmp_path / "f", export="onnx", check_texts=X)
+    check = json.loads((folder / "manifest.json").read_text())["export"]["check"]
+    assert check["max_abs_feature_diff"] < 1e-4 and check["same_prediction"] == 1.0
+    assert _graph_blocks(folder / "graph.onnx") == {0, 1, 2, 3}
+    folder = save_probe(probe, tmp_path / "i", export="onnx-int8", check_texts=X)
+    check = json.loads((folder / "manifest.json").read_text())["export"]["check"]
+    assert check["same_prediction"] >= 0.9 and check["max_proba_diff"] < 0.2
+    served = load_probe(folder)
+    new = list(rotten_tomatoes_small[0][120:200])
+    agree = np.mean(served.predict(new) == probe.predict(new))
+    assert agree >= 0.9
+
+
+@pytest.mark.integration
+def test_smollm2_tokenizer_from_gguf_round_trips_on_real_texts(
+    smollm2_path, rotten_tomatoes_small, tmp_path
+):
+    """The tokenizer.json an export writes gives SmolLM2's ids, both paddings."""
+    from transformers import AutoTokenizer
+
+    from skloes.models._inputs import pad_batch, tokenize_texts
+    from skloes.probe._export import _write_tokenizer
+    from skloes.serving import _tokenizer
+
+    texts = list(rotten_tomatoes_small[0][:200]) + ["", " ", "héllo wörld ✓", "a\nb"]
+    texts = [t for t in texts if t.strip()]
+    for side in ("right", "left"):
+        hf = AutoTokenizer.from_pretrained(smollm2_path)
+        hf.padding_side = side
+        spec = _write_tokenizer(hf, tmp_path, 48, "test")
+        ours = _tokenizer(tmp_path / "tokenizer.json", spec).encode_batch(texts)
+        theirs = tokenize_texts(hf, texts, 48)
+        assert [e.ids for e in ours] == [r.tolist() for r in theirs["input_ids"]]
+        exported = ExportedProbe.__new__(ExportedProbe)
+        exported._export = {"tokenizer": spec}
+        exported._inputs = ["input_ids", "attention_mask"]
+        index = list(range(16))
+        feeds = exported._feeds(ours, index)
+        inputs, mask, _ = pad_batch(hf, theirs, index)
+        np.testing.assert_array_equal(feeds["input_ids"], inputs["input_ids"].numpy())
+        np.testing.assert_array_equal(feeds["attention_mask"], mask.long().numpy())
