@@ -52,6 +52,8 @@ def _clock(fn):
 
 def floor_seconds(stack):
     """Decompose every layer once, as the path does (the floor)."""
+    # A private import on purpose: the floor is the library's own
+    # decomposition, the linear algebra a selection cannot avoid.
     from skloes.core._geometry import thin_svd
 
     for layer in stack:
@@ -141,7 +143,7 @@ def budget_search(
                     "loesselector",
                     LOESSelector(layer_dim=dim, random_state=0, memory=memory),
                 ),
-                (
+                (  # the downstream of a timing, not a probe whose score we report
                     "logisticregression",
                     LogisticRegression(max_iter=200)
                     if downstream == "logistic"
@@ -190,7 +192,10 @@ def cv_ratios(stack, y, repeats, k_max, n_folds=5):
         times["one fit at K"].append(seconds)
         seconds, cv = _clock(
             lambda: LOESSelectorCV(
-                RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
+                RidgeProbeClassifier(),
+                selector=LOESSelector(**kw),
+                max_layers_to_select=k_max,
+                cv=folds,
             ).fit(flat, y)
         )
         times["LOESSelectorCV"].append(seconds)

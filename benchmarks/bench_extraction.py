@@ -93,6 +93,8 @@ def bare_loop(model, tokenizer, texts, batch_size, max_length, batches=None):
 def sorted_batches(tokenizer, texts, max_length, batch_size, max_batch_tokens):
     """HST's batches: token length, longest first (stable), split at
     ``max_batch_tokens`` padded tokens."""
+    # Private on purpose: the bare loop is fed HST's own batches, so that the
+    # overhead ratio times everything but the batching.
     from skloes.models._inputs import token_batches
 
     lengths = np.asarray(

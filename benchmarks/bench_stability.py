@@ -1,24 +1,26 @@
 """Benchmark: how stable and how accurate each layer selector is, per data set.
 
-Reads saved layer stacks ``{model}_{dataset}.npz`` (arrays ``stack`` of shape
-(L, n, d), ``y`` and a JSON ``meta``) from ``--features``: mean-pooled hidden
-states of every layer, ``max_length=64``, a stratified subsample (seed 0) of
-the data set, made with :class:`skloes.extraction.HiddenStatesTransformer`.
-For every selector, a 5-fold stratified outer CV (shuffled, seed 0): the
-selector is fitted on the training part, then ``StandardScaler`` +
-``LogisticRegression(C=0.1, max_iter=100, tol=1e-3)`` on the picked layers
-(concatenated in index order) is scored on the held-out part. Reported per
-set and selector: mean accuracy (sd over folds), the chance-corrected
-stability of the five folds' picks (Nogueira, Sechidis & Brown 2018, with
-its sd estimate) and its ±1-layer variant (:func:`skloes.metrics.
-selection_stability`), the median fit time of the selector, and the picks.
+Texts: a stratified subsample (seed 0) of each data set, of the size in
+``SIZES``; their hidden states of every layer come from
+``benchmarks/_features.py`` (:class:`skloes.HiddenStatesTransformer` with its
+disk cache; the library's pooling defaults, ``max_length=64``). Every
+selector is the ``selector`` of a :class:`skloes.probe.LayerProbeClassifier`
+with the library's defaults otherwise (its default head on the standardised
+fused layers), scored by scikit-learn's ``cross_validate`` over a 5-fold
+stratified outer CV (shuffled, seed 0), so the selector is fitted inside
+each training fold. Reported per set and selector: mean accuracy (sd over
+folds), the chance-corrected stability of the five folds' picks (Nogueira,
+Sechidis & Brown 2018, with its sd estimate) and its ±1-layer variant
+(:func:`skloes.metrics.selection_stability`), the median seconds of one
+fold's ``fit`` (hidden states read from the cache, selection and head), and
+the picks.
 
 Selectors: the last layer, all layers concatenated, the best single layer
 (inner 5-fold CV), LOES with the authors' criterion (``variant="reference"``),
 the default LOES before 0.2 (``candidate_grid="all"``) and the default LOES
 (``candidate_grid="auto"``), all at K = 4, ``random_state=0``.
 
-    python benchmarks/bench_stability.py --features DIR [--models smollm2 minilm]
+    python benchmarks/bench_stability.py [--models smollm2 minilm] [--sets ...]
 
 With ``--reuse DIR``, the selectors whose code 0.2 did not change (the best
 single layer and the reference variant, the slowest to fit) may be read from
@@ -28,9 +30,9 @@ mark them with †.
 
 Results per (model, set, selector) are kept in
 ``benchmarks/results/selection_stability.json`` (a rerun computes only what
-is missing; ``--force`` recomputes) and the tables are written to
-``benchmarks/results/selection_stability.md``. Fit times are single-thread
-and indicative on a shared machine: compare within one set.
+is missing, or what an earlier protocol computed; ``--force`` recomputes) and
+the tables are written to ``benchmarks/results/selection_stability.md``. Fit
+times are indicative on a shared machine: compare within one set.
 """
 
 # Authors: The skloes developers
@@ -42,14 +44,29 @@ import argparse
 import json
 import os
 import platform
-import time
-import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from _features import cross_validate_probe, layer_stack, load_texts, probe
 
 RESULTS = Path(__file__).parent / "results"
+# Texts per set of the committed run (SmolLM2; MiniLM: 2,000 each).
+SIZES = {
+    "smollm2": {
+        "trec6": 1000,
+        "sms_spam": 1000,
+        "vader_tweets3": 1200,
+        "vader_nyt3": 800,
+        "rotten_tomatoes": 800,
+        "chatterbot_langid": 1000,
+    },
+    "minilm": dict.fromkeys(("trec6", "sms_spam", "vader_tweets3", "vader_nyt3"), 2000),
+}
+MAX_LENGTH = 64
+# Arms computed under another protocol (the private probe loop before 0.3)
+# are recomputed.
+PROTOCOL = "LayerProbeClassifier defaults, cross_validate"
 SETS = (
     "trec6",
     "sms_spam",
@@ -86,41 +103,11 @@ def _selector(arm):
     }[arm]()
 
 
-def _probe():
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    return make_pipeline(
-        StandardScaler(), LogisticRegression(C=0.1, max_iter=100, tol=1e-3)
-    )
-
-
-def run_arm(stack, y, arm):
+def run_arm(model, texts, y, arm):
     """Per fold: the picks (pick order), the accuracy and the fit seconds."""
-    from sklearn.model_selection import StratifiedKFold
-
-    folds = StratifiedKFold(5, shuffle=True, random_state=0).split(
-        np.zeros((y.size, 1)), y
-    )
-    out = {"picks": [], "accuracy": [], "fit_s": []}
-    for train, test in folds:
-        sel = _selector(arm)
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sel.fit(stack[:, train], y[train])
-        out["fit_s"].append(time.perf_counter() - start)
-        order = getattr(sel, "selection_order_", None)
-        picks = (sel.get_support(indices=True) if order is None else order).tolist()
-        layers = sorted(picks)
-        X = np.concatenate([stack[l] for l in layers], axis=1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = _probe().fit(X[train], y[train])
-        out["accuracy"].append(float(model.score(X[test], y[test])))
-        out["picks"].append([int(v) for v in picks])
-    return out
+    estimator = probe(model, max_length=MAX_LENGTH, selector=_selector(arm))
+    out = cross_validate_probe(estimator, texts, y)
+    return {"picks": out["picks"], "accuracy": out["accuracy"], "fit_s": out["fit_s"]}
 
 
 def _stability(picks, n_layers):
@@ -194,7 +181,7 @@ def target_rows(model, name, rows, n_layers):
     ), d - acc["all"]
 
 
-def write_markdown(store, features):
+def write_markdown(store, features, folder=RESULTS):
     lines = [
         "# Selection stability and accuracy per data set (issue 21)",
         "",
@@ -202,8 +189,10 @@ def write_markdown(store, features):
         f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}), one BLAS thread, on a machine "
         "shared with other jobs: fit times are indicative (compare within a "
-        "set). Protocol: `benchmarks/bench_stability.py` docstring; stacks "
-        f"read from `{features}`. †: per-fold results of an earlier run of "
+        "set). Protocol: `benchmarks/bench_stability.py` docstring (every "
+        "selector inside a `LayerProbeClassifier` with the library's default "
+        "head, cross-validated with `cross_validate`); hidden states from "
+        f"`{features}`. †: per-fold results of an earlier run of "
         "the same protocol (the research run of 2026-12-01 behind the 0.2 "
         "default; that selector's code did not change), not recomputed here: "
         "their fit times come from that run, under another load.",
@@ -246,53 +235,65 @@ def write_markdown(store, features):
             f"{len(g)} sets (target: within 1 point)."
         )
     lines += ["", "## Per set", *per_set, ""]
-    (RESULTS / "selection_stability.md").write_text("\n".join(lines))
+    (folder / "selection_stability.md").write_text("\n".join(lines))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--features", required=True, type=Path)
     parser.add_argument("--models", nargs="+", default=["smollm2", "minilm"])
     parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument(
+        "--n-texts", type=int, default=None, help="texts per set (default: SIZES)"
+    )
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--reuse", type=Path, default=None)
+    parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    store_path = RESULTS / "selection_stability.json"
+    store_path = args.output / "selection_stability.json"
     store = json.loads(store_path.read_text()) if store_path.exists() else {}
-    for model in args.models:
-        for name in args.sets:
-            path = args.features / f"{model}_{name}.npz"
-            if not path.exists():
-                continue
-            z = np.load(path, allow_pickle=False)
-            stack = np.ascontiguousarray(z["stack"], dtype=np.float32)
-            y, meta = z["y"], json.loads(str(z["meta"]))
-            entry = store.setdefault(f"{model}/{name}", {"arms": {}})
-            entry["n_layers"], entry["meta"] = int(stack.shape[0]), meta
-            earlier, old_run = {}, args.reuse and args.reuse / f"{model}_{name}.json"
-            if old_run and old_run.exists():
-                earlier = json.loads(old_run.read_text())
-            for arm in RUN_ORDER:
-                if arm in entry["arms"] and not args.force:
-                    continue
-                if arm in REUSABLE and arm in earlier:
-                    old = earlier[arm]
-                    entry["arms"][arm] = {
-                        "picks": old["picks"],
-                        "fit_s": old["fit_s"],
-                        "accuracy": old["acc"],
-                        "reused": True,
-                    }
-                else:
-                    entry["arms"][arm] = run_arm(stack, y, arm)
-                print(
-                    f"{model} {name} {arm}: "
-                    f"{100 * np.mean(entry['arms'][arm]['accuracy']):.2f}",
-                    flush=True,
-                )
-                store_path.write_text(json.dumps(store, indent=1))
-    write_markdown(store, args.features)
-    print((RESULTS / "selection_stability.md").read_text())
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        for model in args.models:
+            for name in args.sets:
+                n = args.n_texts or SIZES.get(model, {}).get(name)
+                if n is not None:
+                    run_set(store, store_path, model, name, n, args)
+    write_markdown(store, "benchmarks/_features.py", args.output)
+    print((args.output / "selection_stability.md").read_text())
+
+
+def run_set(store, store_path, model, name, n, args):
+    """Fill one set's entry of the store with the arms it lacks."""
+    _, _, meta = layer_stack(model, name, n, MAX_LENGTH)
+    texts, y = load_texts(name, n)
+    entry = store.setdefault(f"{model}/{name}", {"arms": {}})
+    if entry.get("protocol") != PROTOCOL or entry.get("meta", {}).get("n") != n:
+        entry["arms"] = {}
+    entry["protocol"], entry["n_layers"] = PROTOCOL, int(meta["shape"][0])
+    entry["meta"] = meta
+    earlier, old_run = {}, args.reuse and args.reuse / f"{model}_{name}.json"
+    if old_run and old_run.exists():
+        earlier = json.loads(old_run.read_text())
+    for arm in RUN_ORDER:
+        if arm in entry["arms"] and not args.force:
+            continue
+        if arm in REUSABLE and arm in earlier:
+            old = earlier[arm]
+            entry["arms"][arm] = {
+                "picks": old["picks"],
+                "fit_s": old["fit_s"],
+                "accuracy": old["acc"],
+                "reused": True,
+            }
+        else:
+            entry["arms"][arm] = run_arm(model, texts, y, arm)
+        print(
+            f"{model} {name} {arm}: "
+            f"{100 * np.mean(entry['arms'][arm]['accuracy']):.2f}",
+            flush=True,
+        )
+        store_path.write_text(json.dumps(store, indent=1))
 
 
 if __name__ == "__main__":

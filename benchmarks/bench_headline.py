@@ -1,0 +1,225 @@
+"""Benchmark: the README's headline, LOES against its baselines from raw texts.
+
+For each model (SmolLM2-135M-Instruct, 31 hidden states, ``max_length=64``;
+MiniLM, 7 hidden states, ``max_length=128``) and each data set (Rotten
+Tomatoes, BBC News, chatterbot language ID; 2,000 texts each, a stratified
+subsample with seed 0), every arm is a :class:`skloes.probe.LayerProbeClassifier`
+with the library's defaults except its ``selector``, scored by scikit-learn's
+``cross_validate`` over ``StratifiedKFold(5, shuffle=True, random_state=0)``:
+the selector and the head are fitted inside each training fold. Arms:
+
+- LOES: the probe's default selector (``selector=None``);
+- the last layer, all layers concatenated;
+- the best single layer chosen by its own inner CV and greedy forward
+  selection, with their defaults (greedy keeps as many layers as LOES).
+
+The head is the probe's default (standardised fused layers, then its default
+final estimator), so the table follows the library's defaults. Every probe
+shares one content-addressed hidden-states cache (``benchmarks/_features.py``):
+each text runs through each model once, and reruns read the cache.
+
+Run ``python benchmarks/bench_headline.py [--models smollm2 minilm]
+[--n-texts 2000]``; it writes ``benchmarks/results/headline.md`` (and the
+per-fold rows to ``headline.json``, which a rerun reuses unless ``--force``).
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from _features import (
+    HEADLINE_SETS,
+    MODELS,
+    cross_validate_probe,
+    layer_stack,
+    load_texts,
+    probe,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ARMS = ("loes", "last", "best_single", "greedy", "all")
+LABELS = {
+    "loes": "LOES (probe default)",
+    "last": "last layer",
+    "best_single": "best single layer (inner CV)",
+    "greedy": "greedy forward",
+    "all": "all layers (concat)",
+}
+
+
+def _selector(arm):
+    """The selector of an arm; None is the probe's default (LOES)."""
+    from skloes import selection
+
+    return {
+        "loes": lambda: None,
+        "last": selection.LastLayerSelector,
+        "best_single": lambda: selection.BestSingleLayerSelector(random_state=0),
+        "greedy": lambda: selection.GreedyForwardSelector(random_state=0),
+        "all": selection.AllLayersSelector,
+    }[arm]()
+
+
+def run(models, datasets, n_texts, force=False, store_path=None):
+    """Fill the store ``{model/dataset: {meta, arms}}`` with what is missing."""
+    store_path = store_path or RESULTS / "headline.json"
+    store = json.loads(store_path.read_text()) if store_path.exists() else {}
+    for model in models:
+        for dataset in datasets:
+            key = f"{model}/{dataset}"
+            entry = store.get(key, {})
+            if entry.get("meta", {}).get("n") not in (None, n_texts) or force:
+                entry = {}
+            _, _, meta = layer_stack(model, dataset, n_texts)  # warm the cache
+            print(f"{key}: {meta}", flush=True)
+            entry.setdefault("meta", meta)
+            arms = entry.setdefault("arms", {})
+            texts, y = load_texts(dataset, n_texts)
+            for arm in ARMS:
+                if arm in arms:
+                    continue
+                start = time.perf_counter()
+                estimator = probe(model, selector=_selector(arm))
+                arms[arm] = cross_validate_probe(estimator, texts, y)
+                print(
+                    f"  {arm:12s} {100 * np.mean(arms[arm]['accuracy']):.2f}  "
+                    f"picks {arms[arm]['picks'][0]}  "
+                    f"{time.perf_counter() - start:.0f} s",
+                    flush=True,
+                )
+                store[key] = entry
+                store_path.write_text(json.dumps(store, indent=1))
+    return store
+
+
+def _mean(store, model, arm, datasets):
+    return float(
+        np.mean(
+            [
+                100 * np.mean(store[f"{model}/{d}"]["arms"][arm]["accuracy"])
+                for d in datasets
+            ]
+        )
+    )
+
+
+def model_table(store, model, datasets):
+    """The markdown accuracy table of one model."""
+    entries = [store[f"{model}/{d}"] for d in datasets]
+    meta = entries[0]["meta"]
+    lines = [
+        f"## {model} ({meta['shape'][0]} hidden states, max_length "
+        f"{meta['max_length']}, {meta['n']} texts per set)",
+        "",
+        "Accuracy %, mean (sd) over the 5 outer folds; fit s: median seconds "
+        "of one fold's `fit` (hidden states read from the cache, selection, "
+        "head).",
+        "",
+        "| method | "
+        + " | ".join(datasets)
+        + " | mean | fit s ("
+        + " / ".join(datasets)
+        + ") |",
+        "|---|" + "---|" * (len(datasets) + 2),
+    ]
+    for arm in ARMS:
+        cells, fits = [], []
+        for entry in entries:
+            acc = 100 * np.asarray(entry["arms"][arm]["accuracy"])
+            cells.append(f"{acc.mean():.2f} ({acc.std():.1f})")
+            fits.append(f"{np.median(entry['arms'][arm]['fit_s']):.1f}")
+        lines.append(
+            f"| {LABELS[arm]} | "
+            + " | ".join(cells)
+            + f" | {_mean(store, model, arm, datasets):.2f} | {' / '.join(fits)} |"
+        )
+    lines += ["", "Layers used per fold (pick order; 0 = embedding output):", ""]
+    for d, entry in zip(datasets, entries, strict=True):
+        for arm in ("loes", "best_single", "greedy"):
+            picks = "; ".join(
+                ",".join(map(str, p)) for p in entry["arms"][arm]["picks"]
+            )
+            lines.append(f"- {d}, {LABELS[arm]}: {picks}")
+    extract = ", ".join(
+        f"{d} {e['meta']['extract_seconds']:.0f} s"
+        for d, e in zip(datasets, entries, strict=True)
+    )
+    lines += ["", f"First extraction of the hidden states (all layers): {extract}.", ""]
+    return lines
+
+
+def headline_lines(store, datasets):
+    """The README's headline sentence, figure by figure."""
+    out = ["## The README's headline figures", ""]
+    if all(f"smollm2/{d}" in store for d in datasets):
+        m = {arm: _mean(store, "smollm2", arm, datasets) for arm in ARMS}
+        out.append(
+            f"- SmolLM2: LOES **{m['loes']:.2f} %**, last layer {m['last']:.1f} %, "
+            f"best single layer (inner CV) {m['best_single']:.1f} %, greedy "
+            f"{m['greedy']:.1f} %, all layers {m['all']:.1f} % (means over the "
+            f"{len(datasets)} sets)."
+        )
+    if all(f"minilm/{d}" in store for d in datasets):
+        m = {arm: _mean(store, "minilm", arm, datasets) for arm in ARMS}
+        out.append(
+            f"- MiniLM: LOES {m['loes']:.1f} % against {m['last']:.1f} % for "
+            "the last layer."
+        )
+    return out + [""]
+
+
+def write_markdown(store, datasets, path=None):
+    import sklearn
+    import torch
+
+    lines = [
+        "# The README's headline: LOES against its baselines, from raw texts",
+        "",
+        f"Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
+        "`benchmarks/bench_headline.py` (part `headline` of "
+        "`benchmarks/reproduce.py`) on "
+        f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs), "
+        f"Python {platform.python_version()}, scikit-learn {sklearn.__version__}, "
+        f"torch {torch.__version__}. Protocol: the script's docstring; every "
+        "arm is a `LayerProbeClassifier` with the library's defaults but its "
+        "selector, cross-validated with `cross_validate` (selection inside "
+        "each fold).",
+        "",
+        *headline_lines(store, datasets),
+    ]
+    for model in MODELS:
+        if all(f"{model}/{d}" in store for d in datasets):
+            lines += model_table(store, model, datasets)
+    path = path or RESULTS / "headline.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--models", nargs="+", default=list(MODELS), choices=list(MODELS)
+    )
+    parser.add_argument("--datasets", nargs="+", default=list(HEADLINE_SETS))
+    parser.add_argument("--n-texts", type=int, default=2000)
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--output", type=Path, default=RESULTS / "headline.md")
+    args = parser.parse_args(argv)
+    store_path = args.output.with_suffix(".json")
+    store = run(args.models, args.datasets, args.n_texts, args.force, store_path)
+    path = write_markdown(store, args.datasets, args.output)
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()
