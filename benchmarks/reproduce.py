@@ -250,6 +250,35 @@ PARTS = [
         full=[["bench_baselines.py"]],
     ),
     Part(
+        "budget",
+        "user guide, selection: LOESSelectorCV's per-budget curves and rules "
+        "against the fixed K=4 and the best single layer (issue 27's table)",
+        "benchmarks/results/budget/*.json; budget.md quotes bench_budget.py "
+        "--summarize of them (run by hand)",
+        "about 2 h on 2 shared cores (4 stacks, 5 outer folds)",
+        full=[
+            ["bench_budget.py", "--models", "smollm2", "--sets", "rotten_tomatoes"]
+            + ["--n", "500"],
+            ["bench_budget.py", "--models", "minilm", "--sets", "rotten_tomatoes"]
+            + ["vader_amazon3", "chatterbot_topics"],
+        ],
+    ),
+    Part(
+        "serve",
+        "user guide, serving: exported int8/float32 speed against torch, "
+        "quality, cold start and install sizes (MiniLM, SmolLM2)",
+        "benchmarks/results/serve/*.json, serve.md (the table by --table)",
+        "about 1 h",
+        full=[
+            ["bench_serve.py", "speed", "--model", "minilm"],
+            ["bench_serve.py", "speed", "--model", "smollm2"],
+            ["bench_serve.py", "quality", "--model", "minilm"],
+            ["bench_serve.py", "quality", "--model", "smollm2"],
+            ["bench_serve.py", "coldstart", "--model", "smollm2"],
+            ["bench_serve.py", "sizes", "--table"],
+        ],
+    ),
+    Part(
         "lmprobe",
         "skloes against lmprobe (needs benchmarks/.venv-lmprobe, see bench_lmprobe.py)",
         "benchmarks/results/lmprobe/*.json, lmprobe.md",
