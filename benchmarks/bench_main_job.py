@@ -40,8 +40,8 @@ RESULTS = Path(__file__).resolve().parent / "results" / "main_job.md"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 README = {  # what the README says of each arm, for the table
     "conversion": "about 40 s",
-    "smollm2": "about 85 s on two idle cores",
-    "minilm": "about 45 s",
+    "smollm2": "about 70 s on two cores",
+    "minilm": "about 30 s",
 }
 
 
