@@ -88,9 +88,13 @@ def _tokenizer(path: Path, spec: dict):
     return tokenizer
 
 
-def _session(path: Path, n_threads):
+def _session(path: Path, n_threads, graph=None):
+    """An ONNX Runtime session of the graph at ``path``; ``graph`` is its
+    manifest entry (a graph optimized when saved is not optimized again)."""
     ort = import_optional("onnxruntime", extra="serve")
     options = ort.SessionOptions()
+    if graph is not None and graph.get("optimized") == "extended":
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if n_threads is not None:
         options.intra_op_num_threads = int(n_threads)
     options.inter_op_num_threads = 1
@@ -436,7 +440,7 @@ def load_exported(path, *, n_threads=None, trusted=None):
     return ExportedProbe(
         folder,
         export,
-        _session(graph, n_threads),
+        _session(graph, n_threads, export["graph"]),
         _tokenizer(tokenizer_file, export["tokenizer"]),
         head,
     )

@@ -8,7 +8,8 @@ than the deepest requested layer are cut off the module (not run, not
 exported), each requested layer is recorded by a forward hook on its block and
 pooled under the attention mask with the extractor's pooling and excluded
 tokens. :func:`export_onnx` traces it into an ONNX file with dynamic batch
-and sequence axes; :func:`quantize_onnx` writes its int8 twin.
+and sequence axes; :func:`quantize_onnx` writes its int8 twin (a decoder's
+feed-forward output projections kept in float32, :func:`feed_forward_outputs`).
 
 Layer indices follow Hugging Face ``hidden_states``: ``0`` is the embedding
 output, ``1..L`` the blocks. This module imports torch at its top: import it
@@ -23,14 +24,23 @@ May import: utils, core.
 from __future__ import annotations
 
 import copy
+import os
 import warnings
+from pathlib import Path
 
 from skloes.core._pooling import excluded_tokens, pool_unchecked
 from skloes.core._torch import torch
 from skloes.models._forward import _last_state_source, find_blocks
 from skloes.utils._optional import import_optional
 
-__all__ = ["PooledLayers", "export_onnx", "quantize_onnx", "truncated"]
+__all__ = [
+    "PooledLayers",
+    "export_onnx",
+    "feed_forward_outputs",
+    "optimize_onnx",
+    "quantize_onnx",
+    "truncated",
+]
 
 nn = torch.nn
 
@@ -192,12 +202,37 @@ def export_onnx(module, sample, path) -> list:
     return names
 
 
-def quantize_onnx(source, target, *, mode="dynamic") -> None:
+def feed_forward_outputs(path, config) -> list:
+    """Names of the matrix products of the ONNX graph at ``path`` that map a
+    block's feed-forward width back to the model width (``down_proj``,
+    ``mlp.c_proj``, ``output.dense``, whatever the architecture calls them),
+    found by their weights' shape ``(intermediate_size, hidden_size)``."""
+    onnx = import_optional("onnx", extra="export")
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
+    width = getattr(config, "intermediate_size", None) or getattr(
+        config, "n_inner", None
+    )
+    width = width or (4 * hidden if hidden else None)
+    if hidden is None or width == hidden:  # the shape would not tell them apart
+        return []
+    graph = onnx.load(str(path), load_external_data=False).graph
+    shapes = {init.name: tuple(init.dims) for init in graph.initializer}
+    return [
+        node.name
+        for node in graph.node
+        if node.op_type in ("MatMul", "Gemm")
+        and len(node.input) > 1
+        and shapes.get(node.input[1]) == (width, hidden)
+    ]
+
+
+def quantize_onnx(source, target, *, keep_float=()) -> None:
     """Write the int8 twin of the float ONNX graph ``source`` to ``target``.
 
-    ``mode="dynamic"``: the weights of every matrix product quantized to int8
-    per output channel once, activations quantized at run time
-    (ONNX Runtime's ``quantize_dynamic``).
+    The weights of every matrix product are quantized to int8 per output
+    channel once and its activations at run time (ONNX Runtime's dynamic
+    quantization), except the products named in ``keep_float``, which stay
+    float32 (see :func:`feed_forward_outputs`).
     """
     quant = import_optional("onnxruntime.quantization", extra="export")
     quant.quantize_dynamic(
@@ -205,4 +240,29 @@ def quantize_onnx(source, target, *, mode="dynamic") -> None:
         str(target),
         weight_type=quant.QuantType.QInt8,
         per_channel=True,
+        nodes_to_exclude=list(keep_float),
     )
+
+
+# The optimizations a saved graph has had: ONNX Runtime's extended level
+# (operator fusions), which does not depend on the machine, unlike its layout
+# level.
+OPTIMIZED = "extended"
+
+
+def optimize_onnx(path) -> str:
+    """Rewrite the ONNX graph at ``path`` as ONNX Runtime optimizes it at
+    load, so that loading it need not optimize it again (most of the cold
+    start of a large graph; see the user guide, "Serving a probe").
+
+    Returns the level applied, :data:`OPTIMIZED`.
+    """
+    ort = import_optional("onnxruntime", extra="export")
+    path = Path(path)
+    target = path.with_name(f".{path.name}.optimized")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(target)
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    os.replace(target, path)
+    return OPTIMIZED

@@ -189,6 +189,68 @@ def test_int8_export_records_its_check_and_predicts(tiny_bert, tmp_path):
     assert proba.shape == (len(NEW), 2) and np.allclose(proba.sum(axis=1), 1)
 
 
+def _float_products(path):
+    """Names of the graph's products by a weight matrix left in float32."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    weights = {init.name for init in graph.initializer}
+    return sorted(
+        n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights
+    )
+
+
+def test_int8_keeps_a_decoders_feed_forward_outputs_in_float32(
+    tiny_llama, tiny_bert, tmp_path
+):
+    llama = _probe(tiny_llama, [1, 3])
+    folder = save_probe(llama, tmp_path / "l", export="onnx-int8", check_texts=TEXTS)
+    kept = _float_products(folder / "graph-int8.onnx")
+    assert len(kept) == 3 and all("mlp/down_proj" in name for name in kept)
+    graph = json.loads((folder / "manifest.json").read_text())["export"]["graph"]
+    assert graph["float32_products"] == 3
+    assert load_probe(folder).predict(NEW).shape == (len(NEW),)
+    # An encoder is quantized whole: its int8 loses little (user guide).
+    bert = save_probe(
+        _probe(tiny_bert, [1, 4]), tmp_path / "b", export="onnx-int8", check_texts=TEXTS
+    )
+    assert _float_products(bert / "graph-int8.onnx") == []
+
+
+def test_feed_forward_outputs_are_found_by_shape_not_by_name(tiny_llama, tmp_path):
+    from transformers import AutoConfig
+
+    from skloes.models._graph import feed_forward_outputs
+
+    folder = save_probe(
+        _probe(tiny_llama, [2]), tmp_path / "f", export="onnx", check_texts=TEXTS
+    )
+    config = AutoConfig.from_pretrained(tiny_llama)
+    names = feed_forward_outputs(folder / "graph.onnx", config)
+    assert len(names) == 2 and all("down_proj" in n for n in names)
+    config.intermediate_size = config.hidden_size  # ambiguous: keep none
+    assert feed_forward_outputs(folder / "graph.onnx", config) == []
+
+
+def test_the_saved_graph_is_optimized_once_and_loads_as_before(tiny_bert, tmp_path):
+    import onnx
+
+    from skloes.serving import load_exported
+
+    folder = save_probe(
+        _probe(tiny_bert, [1, 2]), tmp_path / "o", export="onnx", check_texts=TEXTS
+    )
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["export"]["graph"]["optimized"] == "extended"
+    domains = {n.domain for n in onnx.load(str(folder / "graph.onnx")).graph.node}
+    assert "com.microsoft" in domains  # ONNX Runtime's fused operators
+    served = load_exported(folder).predict_proba(NEW)
+    # A folder saved before graphs were optimized is optimized at load instead.
+    del manifest["export"]["graph"]["optimized"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    np.testing.assert_allclose(load_exported(folder).predict_proba(NEW), served)
+
+
 def test_a_regressor_and_a_non_linear_head_export(tiny_bert, tmp_path):
     from sklearn.neighbors import KNeighborsClassifier
 
