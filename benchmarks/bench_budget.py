@@ -18,6 +18,12 @@ rows only:
 The raw numbers go to ``benchmarks/results/budget/{model}_{set}.json``; the
 budget rules are compared offline from them (``--summarize``).
 
+``--shipped`` runs only ``LOESSelectorCV()`` as the library now ships it
+(``budget_rule="anchored"``, the selector's own grid) and the default
+``LOESSelector``, on the same outer folds, into
+``benchmarks/results/budget/shipped/{model}_{set}.json``; ``--summarize``
+adds their table when those files exist.
+
     python benchmarks/bench_budget.py --models smollm2 minilm --sets trec6 ...
 """
 
@@ -215,6 +221,75 @@ def run(model, name, n, max_length, C, rows=None):
     return result
 
 
+SHIPPED = OUT / "shipped"
+
+
+def run_shipped(model, name, n, max_length, C, rows=None):
+    """Held-out accuracy, budget and fit time of the shipped LOESSelectorCV."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from skloes.selection import LOESSelector, LOESSelectorCV
+
+    stack, y, meta = _stacks.stack(model, name, n, max_length)
+    stack, y = _stacks.subsample(stack, y, rows)
+    stack = np.ascontiguousarray(stack, dtype=np.float32)
+    folds = StratifiedKFold(5, shuffle=True, random_state=0).split(
+        np.zeros((y.size, 1)), y
+    )
+    out = {"meta": {**meta, "rows": int(y.size)}, "C": C, "folds": []}
+    for train, test in folds:
+        fold = {}
+        for arm, make in (
+            ("default", lambda: LOESSelector(random_state=0)),
+            ("cv", lambda: LOESSelectorCV(selector=LOESSelector(random_state=0))),
+        ):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sel, sec = _timed(
+                    lambda make=make, rows=train: make().fit(stack[:, rows], y[rows])
+                )
+            picks = [int(v) for v in sel.selected_layers_]
+            fold[arm] = {
+                "picks": picks,
+                "k": len(picks),
+                "fit_s": sec,
+                "acc": head_score(stack, y, picks, train, test, C),
+            }
+        out["folds"].append(fold)
+        print(model, name, {a: (v["k"], round(v["acc"], 3)) for a, v in fold.items()})
+    SHIPPED.mkdir(parents=True, exist_ok=True)
+    (SHIPPED / f"{model}_{name}.json").write_text(json.dumps(out))
+
+
+def shipped_table(paths):
+    """The shipped LOESSelectorCV against the arms of the full runs."""
+    lines = [
+        "| stack | last | all | default K=4 | LOESSelectorCV (anchored) "
+        "| best single | Δ K=4 | Δ best single | K per fold | fit s default / CV "
+        "| target |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        side = SHIPPED / Path(path).name
+        if not side.exists():
+            continue
+        F = json.loads(Path(path).read_text())["folds"]
+        G = json.loads(side.read_text())["folds"]
+        acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
+        d = 100 * np.mean([g["default"]["acc"] for g in G])
+        cv = 100 * np.mean([g["cv"]["acc"] for g in G])
+        best = acc["best_single"]
+        fit = [np.median([g[a]["fit_s"] for g in G]) for a in ("default", "cv")]
+        ok = cv >= d - 0.5 and cv >= best - 0.5
+        lines.append(
+            f"| {Path(path).stem} | {acc['last']:.1f} | {acc['all']:.1f} | {d:.1f} | "
+            f"{cv:.1f} | {best:.1f} | {cv - d:+.1f} | {cv - best:+.1f} | "
+            f"{', '.join(str(g['cv']['k']) for g in G)} | {fit[0]:.1f} / "
+            f"{fit[1]:.1f} | {'met' if ok else 'missed'} |"
+        )
+    return lines
+
+
 def rule_pick(S, rule):
     """The budget (1-based) a rule reads off per-fold scores ``S``."""
     from skloes.core._noise import cheapest_within_noise
@@ -296,6 +371,17 @@ TARGET_HEADER = (
 def summarize(paths):
     """Markdown: per set, the fixed arms, the budget curves and each rule."""
     lines = [*TARGET_HEADER, *(target_row(p) for p in paths), ""]
+    shipped = shipped_table(paths)
+    if len(shipped) > 2:
+        lines = [
+            "LOESSelectorCV as shipped (`--shipped`), on the same outer folds:",
+            "",
+            *shipped,
+            "",
+            "The rules before it (read off the full runs' per-fold scores):",
+            "",
+            *lines,
+        ]
     for path in paths:
         r = json.loads(Path(path).read_text())
         F = r["folds"]
@@ -354,6 +440,7 @@ def main(argv=None):
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--C", type=float, default=0.01)
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--shipped", action="store_true", help="see the docstring")
     parser.add_argument("--summarize", nargs="+", default=None, help="JSON files")
     args = parser.parse_args(argv)
     if args.summarize:
@@ -362,6 +449,9 @@ def main(argv=None):
     for model in args.models:
         for name in args.sets:
             suffix = "" if args.C == 0.01 else f"_C{args.C:g}"
+            if args.shipped:
+                run_shipped(model, name, args.n, args.max_length, args.C, args.rows)
+                continue
             if (OUT / f"{model}_{name}{suffix}.json").exists() and not args.force:
                 continue
             if not _stacks.path_of(model, name, args.n, args.max_length).exists():

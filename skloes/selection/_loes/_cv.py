@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import clone, is_classifier
 
 from skloes.core._contract import fuse_layers as _fuse
-from skloes.core._noise import cheapest_within_noise
+from skloes.core._noise import cheapest_within_noise, within_noise
 from skloes.selection._loes._path import loes_path
 from skloes.selection._ridge_probe import (
     RidgeProbeClassifier,
@@ -142,7 +142,7 @@ def score_fold(
     return scores, order
 
 
-def choose_budget(scores, rule):
+def choose_budget(scores, rule, anchor=None):
     """The budget (1-based) from the per-fold scores of every budget.
 
     Parameters
@@ -150,22 +150,30 @@ def choose_budget(scores, rule):
     scores : ndarray of shape (n_splits, k_max)
         Held-out score of each fold and budget; NaN where a fold's path
         stopped early.
-    rule : {"paired_se", "one_se", "best"}
-        ``"paired_se"``: the smallest budget within noise of the best by the
-        paired rule of :func:`skloes.core._noise.within_noise` (its fold-wise
-        difference to the best budget is not below zero by more than one
-        standard error of that difference; a budget some fold's path did not
-        reach is never chosen). ``"best"``: the smallest budget with the
-        best mean score. ``"one_se"``: the smallest budget whose mean score
-        is within one standard error of the best mean (Breiman et al., 1984;
-        Hastie, Tibshirani and Friedman, 2009, section 7.10), the standard
-        error being the best budget's fold scores' standard deviation
-        (``ddof=1``) over the square root of the number of folds.
+    rule : {"anchored", "paired_se", "one_se", "best"}
+        ``"anchored"``: of the budgets within noise of the best by the paired
+        rule of :func:`skloes.core._noise.within_noise`, the one nearest to
+        ``anchor`` (the smaller on ties): the selector's own budget stands
+        unless the folds tell a budget apart from it. ``"paired_se"``: the
+        smallest budget within noise of the best by the same rule (its
+        fold-wise difference to the best budget is not below zero by more
+        than one standard error of that difference; a budget some fold's
+        path did not reach is never chosen). ``"best"``: the smallest budget
+        with the best mean score. ``"one_se"``: the smallest budget whose
+        mean score is within one standard error of the best mean (Breiman et
+        al., 1984; Hastie, Tibshirani and Friedman, 2009, section 7.10), the
+        standard error being the best budget's fold scores' standard
+        deviation (``ddof=1``) over the square root of the number of folds.
+    anchor : int or None, default=None
+        The budget ``"anchored"`` keeps unless the folds rule it out.
 
     Returns
     -------
     budget : int
     """
+    if rule == "anchored":
+        near = np.flatnonzero(within_noise(scores)[0])
+        return int(near[np.argmin(np.abs(near + 1 - anchor))]) + 1
     if rule == "paired_se":
         return cheapest_within_noise(scores, np.arange(scores.shape[1]))[0] + 1
     mean = scores.mean(axis=0)

@@ -36,6 +36,7 @@ from skloes.selection._base import (
     N_LAYERS_CONSTRAINT,
     LayerSelectorMixin,
     no_candidates_message,
+    resolve_n_layers,
 )
 from skloes.selection._loes._config import LOESConfig
 from skloes.selection._loes._cv import (
@@ -619,14 +620,17 @@ class LOESSelectorCV(_BaseLOES):
         The selector whose path is cross-validated, with all its parameters
         (``variant``, the score weights, ``candidate_grid``, ``layer_dim``,
         ``random_state``, ...); None is ``LOESSelector()``. Its
-        ``n_layers_to_select`` and ``memory`` are not used: the budget is
-        what this estimator chooses. Search over its parameters as
-        ``selector__<name>``.
+        ``n_layers_to_select`` is the budget ``budget_rule="anchored"``
+        keeps unless the folds rule it out, and its automatic candidate
+        grid is the one it searches at that budget, so that the path
+        cross-validated holds the selector's own answer; ``memory`` is not
+        used. Search over its parameters as ``selector__<name>``.
 
         .. versionadded:: 0.3
 
     max_layers_to_select : int, default=10
-        Largest budget tried, clipped to the number of candidate layers.
+        Largest budget tried, clipped to the number of candidate layers
+        (the selector's grid: 8 on a 31-layer stack).
 
     cv : int, cross-validation generator or iterable, default=5
         Passed to :func:`~sklearn.model_selection.check_cv` (stratified for
@@ -639,8 +643,12 @@ class LOESSelectorCV(_BaseLOES):
     n_jobs : int or None, default=None
         Folds run in parallel with joblib.
 
-    budget_rule : {"paired_se", "one_se", "best"}, default="paired_se"
+    budget_rule : {"anchored", "paired_se", "one_se", "best"}, \
+default="anchored"
         How the budget is read off the cross-validated scores:
+        ``"anchored"``, of the budgets within noise of the best (the paired
+        rule below), the one nearest to the selector's own
+        ``n_layers_to_select`` (``"auto"``: 4), the smaller on ties;
         ``"paired_se"``, the smallest budget within noise of the best by the
         paired rule (its fold-wise difference to the best budget is not
         below zero by more than one standard error of that difference; the
@@ -653,9 +661,11 @@ class LOESSelectorCV(_BaseLOES):
         .. versionadded:: 0.2
 
         .. versionchanged:: 0.3
-           The default is ``"paired_se"`` (was ``"one_se"``): the folds share
+           The default is ``"anchored"`` (was ``"one_se"``): the folds share
            their difficulty, which the unpaired standard error counts as
-           noise, so ``"one_se"`` sent the budget to one layer.
+           noise, so ``"one_se"`` sent the budget to one layer; and on noisy
+           folds the smallest budget within noise (``"paired_se"``) still
+           fell to one layer where the selector's own budget held up.
 
     Attributes
     ----------
@@ -724,7 +734,7 @@ class LOESSelectorCV(_BaseLOES):
         "cv": ["cv_object"],
         "scoring": [str, callable, None],
         "n_jobs": [Integral, None],
-        "budget_rule": [StrOptions({"best", "one_se", "paired_se"})],
+        "budget_rule": [StrOptions({"anchored", "best", "one_se", "paired_se"})],
     }
 
     def __init__(
@@ -736,7 +746,7 @@ class LOESSelectorCV(_BaseLOES):
         cv=5,
         scoring=None,
         n_jobs=None,
-        budget_rule="paired_se",
+        budget_rule="anchored",
         **selector_params,
     ):
         self.estimator = estimator
@@ -820,9 +830,12 @@ class LOESSelectorCV(_BaseLOES):
         selector._validate_params()
         return resolved_params(selector)
 
-    def _fold_selector(self, params, k_max, task, seed):
-        """The selector each fold fits: the budget ``k_max`` on a fold's stack."""
-        fold = {**params, "n_layers_to_select": k_max, "task": task}
+    def _fold_selector(self, params, k_max, cfg, seed):
+        """The selector each fold fits: the budget ``k_max`` on the final
+        path's grid, on a fold's stack."""
+        grid = "all" if cfg.grid is None else list(cfg.grid)
+        fold = {**params, "n_layers_to_select": k_max, "task": cfg.task}
+        fold["candidate_grid"] = grid
         fold.update(random_state=seed, layer_dim=None, memory=None)
         return LOESSelector(**fold)
 
@@ -860,7 +873,8 @@ class LOESSelectorCV(_BaseLOES):
         refuse_sample_weight(params, self, "the LOES path weighs every row alike")
         routed = route_fit(self, params, {"estimator": self._estimator()}, True)
         params = self._selector_params()
-        stack, y_arr, cfg = self._path_config(X, y, params, self.max_layers_to_select)
+        own = params["n_layers_to_select"]  # the grid of the selector's budget
+        stack, y_arr, cfg = self._path_config(X, y, params, own)
         if cfg.task == "label_free":
             raise ValueError(
                 f"{owner}: `task` must not be 'label_free'; cross-validation needs "
@@ -870,16 +884,19 @@ class LOESSelectorCV(_BaseLOES):
         y_fit = y_arr if classification or y_arr.shape[1] > 1 else y_arr.ravel()
         first = 0 if cfg.include_embedding else 1
         k_max = min(self.max_layers_to_select, stack.shape[0] - first)
+        if cfg.grid is not None:
+            k_max = min(k_max, len(cfg.grid))
         if k_max < 1:
             raise ValueError(
                 no_candidates_message(owner, stack.shape[0], cfg.include_embedding)
             )
+        anchor = resolve_n_layers(own, k_max, owner, clip=True)
         estimator = self._estimator(cfg.task)
         scorer = check_scoring(estimator, scoring=self.scoring)
         seed = params["random_state"]  # one seed for every fold and the final path
         if isinstance(seed, np.random.RandomState):
             seed = int(seed.randint(np.iinfo(np.int32).max))
-        selector = self._fold_selector(params, k_max, cfg.task, seed)
+        selector = self._fold_selector(params, k_max, cfg, seed)
         probe = probe_scaling(
             estimator, self.scoring, params["fusion_scaling"], stack.shape[2]
         )
@@ -901,7 +918,7 @@ class LOESSelectorCV(_BaseLOES):
             )
             for tr, te in self._splits(y_fit, classification, routed.splitter.split)
         )
-        self._record_folds(out, k_max, stack.shape[0])
+        self._record_folds(out, k_max, stack.shape[0], anchor)
         path = loes_path(stack, y_arr, k_max, cfg, seed, owner, clip=True)
         return self._set_path(path, self.n_layers_to_select_, cfg)
 
@@ -940,8 +957,9 @@ class LOESSelectorCV(_BaseLOES):
             scorer=check_scoring(estimator, scoring=self.scoring),
         )
 
-    def _record_folds(self, out, k_max, n_layers):
-        """``cv_results_``, the chosen budget and the folds' picks at it."""
+    def _record_folds(self, out, k_max, n_layers, anchor):
+        """``cv_results_``, the chosen budget and the folds' picks at it
+        (``anchor``: the selector's own budget)."""
         scores = np.array([s for s, _ in out])
         self.cv_results_ = {
             "n_layers": np.arange(1, k_max + 1),
@@ -953,7 +971,7 @@ class LOESSelectorCV(_BaseLOES):
             padded = np.full(k_max, -1, dtype=np.intp)
             padded[: order.size] = order
             self.cv_results_[f"split{i}_selection_order"] = padded
-        k = self.n_layers_to_select_ = choose_budget(scores, self.budget_rule)
+        k = self.n_layers_to_select_ = choose_budget(scores, self.budget_rule, anchor)
         self.fold_selections_ = [order[:k] for _, order in out]
         self.selection_stability_ = (  # undefined on one layer
             selection_stability(self.fold_selections_, n_layers)

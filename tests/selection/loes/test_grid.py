@@ -112,15 +112,30 @@ def test_mid_sized_stack_finds_a_signal_between_former_grid_layers():
     assert 11 not in former.selection_order_.tolist()
 
 
-def test_cv_sizes_the_grid_on_its_largest_budget(deep):
+@pytest.mark.parametrize("own", ["auto", 6])
+def test_cv_searches_the_selector_s_own_grid_and_holds_its_answer(deep, own):
+    """The path cross-validated is the selector's: its grid at its own budget,
+    so the path's prefix at that budget is the selector's answer."""
     stack, y = deep
-    cv = LOESSelectorCV(
-        selector=LOESSelector(random_state=0), max_layers_to_select=6, cv=3
-    ).fit(stack, y)
-    assert cv.grid_layers_.tolist() == auto_grid(31, 6).tolist()
+    selector = LOESSelector(n_layers_to_select=own, random_state=0)
+    cv = LOESSelectorCV(selector=selector, max_layers_to_select=10, cv=3)
+    cv.fit(stack, y)
+    k = 4 if own == "auto" else own
+    assert cv.grid_layers_.tolist() == auto_grid(31, k).tolist()
+    # the largest budget is clipped to the grid's size
+    assert cv.cv_results_["n_layers"][-1] == min(10, len(cv.grid_layers_))
     for i in range(3):
         order = cv.cv_results_[f"split{i}_selection_order"]
         assert set(order[order >= 0].tolist()) <= set(cv.grid_layers_.tolist())
+    fixed = LOESSelector(n_layers_to_select=own, random_state=0).fit(stack, y)
+    path = LOESSelector(
+        n_layers_to_select=len(cv.grid_layers_),
+        candidate_grid=cv.grid_layers_.tolist(),
+        random_state=0,
+    ).fit(stack, y)
+    assert set(path.selection_order_[:k].tolist()) == set(
+        fixed.selected_layers_.tolist()
+    )
 
 
 def test_cv_reports_fold_selections_and_their_stability(deep):
@@ -166,15 +181,40 @@ def test_paired_rule_keeps_a_gain_that_every_fold_shares():
     assert choose_budget(ragged, "paired_se") == 1  # K=2: not reached by a fold
 
 
+def test_anchored_rule_keeps_the_own_budget_unless_the_folds_rule_it_out():
+    from skloes.selection._loes._cv import choose_budget
+
+    flat = np.array(
+        [
+            [0.72, 0.70, 0.71, 0.73, 0.70],
+            [0.70, 0.73, 0.72, 0.70, 0.73],
+            [0.73, 0.71, 0.73, 0.72, 0.71],
+        ]
+    )  # every budget within noise of the best
+    assert choose_budget(flat, "paired_se") == 1
+    assert choose_budget(flat, "anchored", 4) == 4
+    assert choose_budget(flat, "anchored", 9) == 5  # the nearest budget tried
+    clear = np.array(
+        [[0.60, 0.70, 0.80, 0.70], [0.61, 0.71, 0.81, 0.72], [0.62, 0.72, 0.82, 0.71]]
+    )  # K=3 beats every other budget on every fold
+    assert choose_budget(clear, "anchored", 1) == 3
+    assert choose_budget(clear, "anchored", 4) == 3
+    tie = np.array([[0.70, 0.70, 0.70], [0.71, 0.71, 0.71]])
+    assert choose_budget(tie, "anchored", 2) == 2
+    ragged = np.array([[0.70, 0.71, 0.90], [0.71, 0.70, np.nan], [0.69, 0.70, 0.90]])
+    assert choose_budget(ragged, "anchored", 3) == 2  # K=3: not reached by a fold
+
+
 def test_budget_rules_agree_on_a_clear_gain(deep):
     stack, y = deep
     kw = dict(selector=LOESSelector(random_state=0), max_layers_to_select=3, cv=3)
     best = LOESSelectorCV(budget_rule="best", **kw).fit(stack, y)
     one_se = LOESSelectorCV(budget_rule="one_se", **kw).fit(stack, y)
-    paired = LOESSelectorCV(**kw).fit(stack, y)  # the default rule
+    paired = LOESSelectorCV(budget_rule="paired_se", **kw).fit(stack, y)
     assert one_se.n_layers_to_select_ <= best.n_layers_to_select_
     assert paired.n_layers_to_select_ <= best.n_layers_to_select_
-    for other in (one_se, paired):
+    anchored = LOESSelectorCV(**kw).fit(stack, y)  # the default rule
+    for other in (one_se, paired, anchored):
         np.testing.assert_array_equal(
             best.cv_results_["mean_test_score"], other.cv_results_["mean_test_score"]
         )
