@@ -24,6 +24,12 @@ budget rules are compared offline from them (``--summarize``).
 ``benchmarks/results/budget/shipped/{model}_{set}.json``; ``--summarize``
 adds their table when those files exist.
 
+``--recommend`` fits, in each outer fold, the ``LayerReport`` the main job
+fits (its defaults, without the label-free metrics, which do not enter the
+recommendation) on the outer training rows, then the selector of its
+recommendation (``recommendation_``), and scores that answer on the held-out
+rows, into ``benchmarks/results/budget/recommend/{model}_{set}.json``.
+
     python benchmarks/bench_budget.py --models smollm2 minilm --sets trec6 ...
 """
 
@@ -261,6 +267,77 @@ def run_shipped(model, name, n, max_length, C, rows=None):
     (SHIPPED / f"{model}_{name}.json").write_text(json.dumps(out))
 
 
+RECOMMEND = OUT / "recommend"
+
+
+def run_recommend(model, name, n, max_length, C, rows=None):
+    """Held-out accuracy of the report's recommended answer, per outer fold."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from skloes.core._contract import flat_table
+    from skloes.report import LayerReport
+    from skloes.report._layer_report import _method_estimator
+
+    stack, y, meta = _stacks.stack(model, name, n, max_length)
+    stack, y = _stacks.subsample(stack, y, rows)
+    stack = np.ascontiguousarray(stack, dtype=np.float32)
+    folds = StratifiedKFold(5, shuffle=True, random_state=0).split(
+        np.zeros((y.size, 1)), y
+    )
+    out = {"meta": {**meta, "rows": int(y.size)}, "C": C, "folds": []}
+    for train, test in folds:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report, sec = _timed(
+                lambda rows=train: LayerReport(metrics=(), random_state=0).fit(
+                    stack[:, rows], y[rows]
+                )
+            )
+            method = report.recommendation_["method"]
+            selector = _method_estimator(
+                method, 4, 0, None, report._selector_cv, task=report.task_
+            )
+            part = stack[:, train]
+            selector.fit(flat_table(part, np.arange(part.shape[0])), y[train])
+        picks = [int(v) for v in selector.get_support(indices=True)]
+        out["folds"].append(
+            {
+                "method": method,
+                "picks": picks,
+                "fit_s": sec,
+                "acc": head_score(stack, y, picks, train, test, C),
+            }
+        )
+        print(model, name, method, picks, round(out["folds"][-1]["acc"], 3))
+    RECOMMEND.mkdir(parents=True, exist_ok=True)
+    (RECOMMEND / f"{model}_{name}.json").write_text(json.dumps(out))
+
+
+def recommend_table(paths):
+    """The report's recommended answer against the last and all layers."""
+    lines = [
+        "| stack | last | all | default K=4 | recommended | Δ last | Δ all "
+        "| method per fold | report fit s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        side = RECOMMEND / Path(path).name
+        if not side.exists():
+            continue
+        F = json.loads(Path(path).read_text())["folds"]
+        G = json.loads(side.read_text())["folds"]
+        acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
+        rec = 100 * np.mean([g["acc"] for g in G])
+        methods = ", ".join(g["method"] for g in G)
+        lines.append(
+            f"| {Path(path).stem} | {acc['last']:.1f} | {acc['all']:.1f} | "
+            f"{acc['default']:.1f} | {rec:.1f} | {rec - acc['last']:+.1f} | "
+            f"{rec - acc['all']:+.1f} | {methods} | "
+            f"{np.median([g['fit_s'] for g in G]):.1f} |"
+        )
+    return lines
+
+
 def shipped_table(paths):
     """The shipped LOESSelectorCV against the arms of the full runs."""
     lines = [
@@ -371,14 +448,26 @@ TARGET_HEADER = (
 def summarize(paths):
     """Markdown: per set, the fixed arms, the budget curves and each rule."""
     lines = [*TARGET_HEADER, *(target_row(p) for p in paths), ""]
-    shipped = shipped_table(paths)
+    shipped, recommended = shipped_table(paths), recommend_table(paths)
+    head = []
     if len(shipped) > 2:
-        lines = [
+        head += [
             "LOESSelectorCV as shipped (`--shipped`), on the same outer folds:",
             "",
             *shipped,
             "",
-            "The rules before it (read off the full runs' per-fold scores):",
+        ]
+    if len(recommended) > 2:
+        head += [
+            "The report's recommendation (`--recommend`), on the same outer folds:",
+            "",
+            *recommended,
+            "",
+        ]
+    if head:
+        lines = [
+            *head,
+            "The rules before (from the full runs' per-fold scores):",
             "",
             *lines,
         ]
@@ -441,6 +530,7 @@ def main(argv=None):
     parser.add_argument("--C", type=float, default=0.01)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--shipped", action="store_true", help="see the docstring")
+    parser.add_argument("--recommend", action="store_true", help="see the docstring")
     parser.add_argument("--summarize", nargs="+", default=None, help="JSON files")
     args = parser.parse_args(argv)
     if args.summarize:
@@ -449,8 +539,9 @@ def main(argv=None):
     for model in args.models:
         for name in args.sets:
             suffix = "" if args.C == 0.01 else f"_C{args.C:g}"
-            if args.shipped:
-                run_shipped(model, name, args.n, args.max_length, args.C, args.rows)
+            if args.shipped or args.recommend:
+                part = run_shipped if args.shipped else run_recommend
+                part(model, name, args.n, args.max_length, args.C, args.rows)
                 continue
             if (OUT / f"{model}_{name}{suffix}.json").exists() and not args.force:
                 continue
