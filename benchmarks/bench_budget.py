@@ -230,11 +230,9 @@ def run(model, name, n, max_length, C, rows=None):
 SHIPPED = OUT / "shipped"
 
 
-def run_shipped(model, name, n, max_length, C, rows=None):
-    """Held-out accuracy, budget and fit time of the shipped LOESSelectorCV."""
+def _outer_folds(model, name, n, max_length, C, rows):
+    """The stack, labels and outer folds of :func:`run`, and an empty record."""
     from sklearn.model_selection import StratifiedKFold
-
-    from skloes.selection import LOESSelector, LOESSelectorCV
 
     stack, y, meta = _stacks.stack(model, name, n, max_length)
     stack, y = _stacks.subsample(stack, y, rows)
@@ -242,7 +240,25 @@ def run_shipped(model, name, n, max_length, C, rows=None):
     folds = StratifiedKFold(5, shuffle=True, random_state=0).split(
         np.zeros((y.size, 1)), y
     )
-    out = {"meta": {**meta, "rows": int(y.size)}, "C": C, "folds": []}
+    return stack, y, folds, {"meta": {**meta, "rows": int(y.size)}, "C": C, "folds": []}
+
+
+def _beside(path, folder):
+    """The full run's folds, its arms' mean accuracies and the folds of the
+    side run ``folder`` on the same stack (None when it was not run)."""
+    side = folder / Path(path).name
+    if not side.exists():
+        return None
+    F = json.loads(Path(path).read_text())["folds"]
+    acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
+    return acc, json.loads(side.read_text())["folds"]
+
+
+def run_shipped(model, name, n, max_length, C, rows=None):
+    """Held-out accuracy, budget and fit time of the shipped LOESSelectorCV."""
+    from skloes.selection import LOESSelector, LOESSelectorCV
+
+    stack, y, folds, out = _outer_folds(model, name, n, max_length, C, rows)
     for train, test in folds:
         fold = {}
         for arm, make in (
@@ -272,19 +288,11 @@ RECOMMEND = OUT / "recommend"
 
 def run_recommend(model, name, n, max_length, C, rows=None):
     """Held-out accuracy of the report's recommended answer, per outer fold."""
-    from sklearn.model_selection import StratifiedKFold
-
     from skloes.core._contract import flat_table
     from skloes.report import LayerReport
     from skloes.report._layer_report import _method_estimator
 
-    stack, y, meta = _stacks.stack(model, name, n, max_length)
-    stack, y = _stacks.subsample(stack, y, rows)
-    stack = np.ascontiguousarray(stack, dtype=np.float32)
-    folds = StratifiedKFold(5, shuffle=True, random_state=0).split(
-        np.zeros((y.size, 1)), y
-    )
-    out = {"meta": {**meta, "rows": int(y.size)}, "C": C, "folds": []}
+    stack, y, folds, out = _outer_folds(model, name, n, max_length, C, rows)
     for train, test in folds:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -321,12 +329,10 @@ def recommend_table(paths):
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for path in paths:
-        side = RECOMMEND / Path(path).name
-        if not side.exists():
+        found = _beside(path, RECOMMEND)
+        if found is None:
             continue
-        F = json.loads(Path(path).read_text())["folds"]
-        G = json.loads(side.read_text())["folds"]
-        acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
+        acc, G = found
         rec = 100 * np.mean([g["acc"] for g in G])
         methods = ", ".join(g["method"] for g in G)
         lines.append(
@@ -347,12 +353,10 @@ def shipped_table(paths):
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for path in paths:
-        side = SHIPPED / Path(path).name
-        if not side.exists():
+        found = _beside(path, SHIPPED)
+        if found is None:
             continue
-        F = json.loads(Path(path).read_text())["folds"]
-        G = json.loads(side.read_text())["folds"]
-        acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
+        acc, G = found
         d = 100 * np.mean([g["default"]["acc"] for g in G])
         cv = 100 * np.mean([g["cv"]["acc"] for g in G])
         best = acc["best_single"]
