@@ -33,6 +33,9 @@ __all__ = ["ExportedProbe", "load_exported"]
 
 MANIFEST_FILE = "manifest.json"
 EXPORT_FORMAT = 1
+# The manifest's record of a graph saved already optimized (ONNX Runtime's
+# extended level, which does not depend on the machine): loaded as it is.
+SAVED_OPTIMIZATION = "extended"
 
 
 def _exported_manifest(folder: Path, owner: str) -> dict:
@@ -93,7 +96,7 @@ def _session(path: Path, n_threads, graph=None):
     manifest entry (a graph optimized when saved is not optimized again)."""
     ort = import_optional("onnxruntime", extra="serve")
     options = ort.SessionOptions()
-    if graph is not None and graph.get("optimized") == "extended":
+    if graph is not None and graph.get("optimized") == SAVED_OPTIMIZATION:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if n_threads is not None:
         options.intra_op_num_threads = int(n_threads)

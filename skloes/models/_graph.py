@@ -244,19 +244,12 @@ def quantize_onnx(source, target, *, keep_float=()) -> None:
     )
 
 
-# The optimizations a saved graph has had: ONNX Runtime's extended level
-# (operator fusions), which does not depend on the machine, unlike its layout
-# level.
-OPTIMIZED = "extended"
-
-
-def optimize_onnx(path) -> str:
-    """Rewrite the ONNX graph at ``path`` as ONNX Runtime optimizes it at
-    load, so that loading it need not optimize it again (most of the cold
-    start of a large graph; see the user guide, "Serving a probe").
-
-    Returns the level applied, :data:`OPTIMIZED`.
-    """
+def optimize_onnx(path) -> None:
+    """Rewrite the ONNX graph at ``path`` as ONNX Runtime optimizes it at its
+    extended level (operator fusions, which do not depend on the machine,
+    unlike its layout level), so that loading it need not optimize it again
+    (most of the cold start of a large graph; see the user guide, "Serving a
+    probe")."""
     ort = import_optional("onnxruntime", extra="export")
     path = Path(path)
     target = path.with_name(f".{path.name}.optimized")
@@ -265,4 +258,3 @@ def optimize_onnx(path) -> str:
     options.optimized_model_filepath = str(target)
     ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     os.replace(target, path)
-    return OPTIMIZED
