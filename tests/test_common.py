@@ -31,6 +31,8 @@ from skloes.heads import (
     ScalarMixRegressor,
 )
 from skloes.probe import (
+    LayerEnsembleClassifier,
+    LayerEnsembleRegressor,
     LayerProbeClassifier,
     LayerProbeRegressor,
     LayerTextEncoder,
@@ -93,8 +95,12 @@ NUMERIC_INSTANCES = [
             ScalarMixClassifier,
             ScalarMixRegressor,
             GeoRegClassifier,
+            LayerEnsembleClassifier,
+            LayerEnsembleRegressor,
         )
     ],
+    LayerEnsembleClassifier(combine="stack", cv=3, random_state=0),
+    LayerEnsembleRegressor(combine="stack", cv=3, random_state=0),
     LOESSelector(n_layers_to_select=1),
     LOESSelector(n_layers_to_select=2, variant="reference"),
     LOESSelectorCV(max_layers_to_select=2, cv=3),

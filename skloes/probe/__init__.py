@@ -4,8 +4,11 @@
 layers, fit a final estimator and predict by running the model only through
 the deepest selected block; :func:`prune_layers` does the same to a fitted
 pipeline of your own, and :class:`SelectedLayerFusion` is the step it puts in
-place of the selector; :class:`LayerTextEncoder` encodes a text column of a
-table by the selected layers (a ``ColumnTransformer`` or skrub entry);
+place of the selector; :class:`LayerEnsembleClassifier` and
+:class:`LayerEnsembleRegressor` fit one probe per selected layer and average
+or stack them (the probes' ``fusion``); :class:`LayerTextEncoder` encodes a
+text column of a table by the selected layers (a ``ColumnTransformer`` or
+skrub entry);
 :func:`save_probe` and :func:`load_probe` store a probe without the model's
 weights, in a format that loads without pickle.
 
@@ -18,12 +21,15 @@ May import: utils, core, models, extraction, metrics, selection, heads.
 from __future__ import annotations
 
 from skloes.probe._encoder import LayerTextEncoder
+from skloes.probe._ensemble import LayerEnsembleClassifier, LayerEnsembleRegressor
 from skloes.probe._estimators import LayerProbeClassifier, LayerProbeRegressor
 from skloes.probe._fusion import SelectedLayerFusion
 from skloes.probe._persistence import load_probe, save_probe
 from skloes.probe._pruning import prune_layers
 
 __all__ = [
+    "LayerEnsembleClassifier",
+    "LayerEnsembleRegressor",
     "LayerProbeClassifier",
     "LayerProbeRegressor",
     "LayerTextEncoder",

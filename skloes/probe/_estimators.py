@@ -11,6 +11,8 @@ selected block (:func:`~skloes.probe.prune_layers`).
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
@@ -23,8 +25,9 @@ from sklearn.utils.validation import column_or_1d
 from skloes.core._targets import check_classes
 from skloes.core._torch import may_use_accelerator
 from skloes.probe._base import LayerPipelineBase
+from skloes.probe._ensemble import FUSIONS
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import HasMethods, _fit_context
+from skloes.utils._param_validation import HasMethods, StrOptions, _fit_context
 
 __all__ = ["LayerProbeClassifier", "LayerProbeRegressor", "default_head"]
 
@@ -52,11 +55,22 @@ _PARAMS_DOC = """
         Its parameters are nested: ``selector__n_layers_to_select``.
 
     estimator : estimator or None, default=None
-        Fitted on the fused selected layers; None is {HEAD}. Its parameters
-        are nested (``estimator__C``), with None too.
+        Fitted on each selected layer (``fusion="average"`` or ``"stack"``)
+        or on their concatenation (``"concatenate"``); None is {HEAD}. Its
+        parameters are nested (``estimator__C``), with None too.
 
     standardize : bool, default=True
         Standardize the fused layers before ``estimator``.
+
+    fusion : {"average", "stack", "concatenate"}, default="average"
+        How the selected layers are combined: ``"average"``, one
+        ``estimator`` per layer and the mean of their {OUTPUT}
+        (:class:`~skloes.probe.{ENSEMBLE}`); ``"stack"``, one per layer and a
+        meta model fitted on their out-of-fold {OUTPUT}; ``"concatenate"``,
+        one ``estimator`` on the concatenated layers (the only fusion before
+        0.3). See :ref:`fusion` for where each wins.
+
+        .. versionadded:: 0.3
 
     pooling : {"mean", "cls", "first", "last", "max"}, default="mean"
         Token pooling of the extractor.
@@ -95,7 +109,14 @@ _PARAMS_DOC = """
            inside the extractor).
 
     random_state : int, RandomState instance or None, default=None
-        Seeds the default selector.
+        Seeds the default selector and the inner folds of
+        ``fusion="stack"``.
+
+    n_jobs : int or None, default=None
+        Per-layer estimators (``fusion`` other than ``"concatenate"``) are
+        fitted in parallel with joblib.
+
+        .. versionadded:: 0.3
 
     verbose : int, default=0
         Progress bars of the forward passes."""
@@ -109,7 +130,9 @@ _ATTRS_DOC = """
         The fitted selector (on every layer of the training inputs).
 
     estimator_ : estimator
-        The fitted final estimator.
+        The fitted final estimator: with ``fusion="average"`` or ``"stack"``
+        the fitted :class:`~skloes.probe.LayerEnsembleClassifier` (or
+        ``Regressor``) whose ``estimators_`` are the per-layer estimators.
 
     pipeline_ : sklearn.pipeline.Pipeline
         What ``predict`` runs without a cache: the extractor of the selected
@@ -133,11 +156,7 @@ def _head_has(method):
     def check(probe):
         head = getattr(probe, "estimator_", None)
         if head is None:
-            head = (
-                probe.estimator
-                if probe.estimator is not None
-                else probe._default("estimator")
-            )
+            head = probe._head(dim=1)
         return hasattr(head, method)
 
     return check
@@ -150,6 +169,8 @@ class _BaseLayerProbe(LayerPipelineBase):
         **LayerPipelineBase._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict"]), None],
         "standardize": ["boolean"],
+        "fusion": [StrOptions(set(FUSIONS))],
+        "n_jobs": [Integral, None],
     }
     _nested_defaults = ("selector", "estimator")
     _task = None  # "classification" or "regression"
@@ -161,6 +182,7 @@ class _BaseLayerProbe(LayerPipelineBase):
         selector=None,
         estimator=None,
         standardize=True,
+        fusion="average",
         pooling="mean",
         max_length=128,
         batch_size=32,
@@ -168,12 +190,14 @@ class _BaseLayerProbe(LayerPipelineBase):
         device="auto",
         extractor_params=None,
         random_state=None,
+        n_jobs=None,
         verbose=0,
     ):
         self.model = model
         self.selector = selector
         self.estimator = estimator
         self.standardize = standardize
+        self.fusion = fusion
         self.pooling = pooling
         self.max_length = max_length
         self.batch_size = batch_size
@@ -181,6 +205,7 @@ class _BaseLayerProbe(LayerPipelineBase):
         self.device = device
         self.extractor_params = extractor_params
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     def _default(self, name):
@@ -207,8 +232,9 @@ class _BaseLayerProbe(LayerPipelineBase):
         routed = routed if routed is not None else self._routed_fit_params({})
         selector = self._fit_selector(extractor, stack, y, routed)
         fused = selector.transform(stack)
+        dim = stack.shape[2]
         del stack
-        head = clone(self._nested("estimator"))
+        head = self._head(dim)
         steps = [head]
         if self.standardize:  # the scaler weighs rows alike
             scaler = StandardScaler()
@@ -219,6 +245,30 @@ class _BaseLayerProbe(LayerPipelineBase):
         step = make_pipeline(*steps) if self.standardize else head
         self._prune(extractor, [("head", step)])
         return self
+
+    def _head(self, dim):
+        """The final estimator under ``fusion``: ``estimator`` itself on the
+        concatenated layers, or one clone of it per layer of width ``dim``."""
+        head = clone(self._nested("estimator"))
+        if self.fusion == "concatenate":
+            return head
+        from skloes.probe._ensemble import (
+            LayerEnsembleClassifier,
+            LayerEnsembleRegressor,
+        )
+
+        kind = (
+            LayerEnsembleClassifier
+            if self._task == "classification"
+            else LayerEnsembleRegressor
+        )
+        return kind(
+            head,
+            combine=self.fusion,
+            layer_dim=dim,
+            n_jobs=self.n_jobs,
+            random_state=self.random_state,
+        )
 
     # ------------------------------------------------------------ predict
     def predict(self, X):
@@ -248,7 +298,9 @@ class _BaseLayerProbe(LayerPipelineBase):
 @fill_doc(
     PARAMS=_PARAMS_DOC.replace(
         "{HEAD}", "``LogisticRegression(C=0.01, max_iter=1000)``"
-    ),
+    )
+    .replace("{OUTPUT}", "predicted probabilities")
+    .replace("{ENSEMBLE}", "LayerEnsembleClassifier"),
     ATTRS=_ATTRS_DOC,
 )
 class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
@@ -256,7 +308,8 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
 
     ``fit`` runs the model over the texts once, extracting every layer's
     pooled hidden state; ``selector`` chooses the layers (by default LOES,
-    4 layers); ``estimator`` is fitted on the fused, standardized layers.
+    4 layers); ``estimator`` is fitted on each standardized selected layer
+    and their probabilities averaged (``fusion``).
     ``predict`` then runs the model only through the deepest selected block
     and pools only the selected layers. Save a fitted probe without the
     model's weights with :func:`save_probe`.
@@ -368,7 +421,9 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
 
 
 @fill_doc(
-    PARAMS=_PARAMS_DOC.replace("{HEAD}", "``RidgeCV(alphas=np.logspace(-3, 3, 13))``"),
+    PARAMS=_PARAMS_DOC.replace("{HEAD}", "``RidgeCV(alphas=np.logspace(-3, 3, 13))``")
+    .replace("{OUTPUT}", "predictions")
+    .replace("{ENSEMBLE}", "LayerEnsembleRegressor"),
     ATTRS=_ATTRS_DOC,
 )
 class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
@@ -376,7 +431,8 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
 
     As :class:`LayerProbeClassifier`, for continuous targets: the default
     selector is LOES, the default estimator a ridge regression with its
-    penalty chosen by leave-one-out on the standardized fused layers.
+    penalty chosen by leave-one-out on each standardized selected layer, and
+    their predictions averaged (``fusion``).
 
     Read more in the :ref:`User Guide <probe>`.
 

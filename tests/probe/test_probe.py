@@ -23,6 +23,7 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from skloes.extraction import HiddenStatesTransformer as HST  # noqa: E402
 from skloes.probe import (  # noqa: E402
+    LayerEnsembleClassifier,
     LayerProbeClassifier,
     LayerProbeRegressor,
     SelectedLayerFusion,
@@ -87,26 +88,46 @@ def _first_layers(n, n_layers=7):
     )
 
 
+def _head(fusion, random_state=0):
+    """The final step a probe of ``fusion`` fits after the fused layers."""
+    head = LogisticRegression(C=0.01, max_iter=1000)
+    if fusion == "concatenate":
+        return head
+    return LayerEnsembleClassifier(head, combine=fusion, random_state=random_state)
+
+
+FUSIONS = ("concatenate", "average", "stack")
+
+
 # ------------------------------------------------------------------- probe
-def test_probe_fits_predicts_and_uses_only_its_layers(deep_tiny):
-    probe = LayerProbeClassifier(deep_tiny, random_state=0).fit(TEXTS, Y)
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_probe_fits_predicts_and_uses_only_its_layers(deep_tiny, fusion):
+    probe = LayerProbeClassifier(deep_tiny, fusion=fusion, random_state=0)
+    probe.fit(TEXTS, Y)
     assert probe.selected_layers_.size == 4
     np.testing.assert_array_equal(probe.classes_, [0, 1])
     np.testing.assert_array_equal(probe.pipeline_[0].layers_, probe.selected_layers_)
     proba = probe.predict_proba(NEW)
     assert proba.shape == (4, 2) and np.allclose(proba.sum(axis=1), 1)
     np.testing.assert_array_equal(probe.predict(NEW), probe.classes_[proba.argmax(1)])
-    assert probe.decision_function(NEW).shape == (4,)
+    if fusion == "concatenate":
+        assert probe.decision_function(NEW).shape == (4,)
+    else:  # one probe per selected layer, combined
+        assert not hasattr(probe, "decision_function")
+        assert len(probe.estimator_.estimators_) == 4
+        assert (probe.estimator_.final_estimator_ is None) == (fusion == "average")
     assert 0.0 <= probe.score(TEXTS, Y) <= 1.0
 
 
-def test_probe_predicts_what_the_full_pipeline_predicts(deep_tiny):
-    probe = LayerProbeClassifier(deep_tiny, random_state=0).fit(TEXTS, Y)
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_probe_predicts_what_the_full_pipeline_predicts(deep_tiny, fusion):
+    probe = LayerProbeClassifier(deep_tiny, fusion=fusion, random_state=0)
+    probe.fit(TEXTS, Y)
     full = make_pipeline(
         HST(deep_tiny, max_length=128),
         LOESSelector(random_state=0),
         StandardScaler(),
-        LogisticRegression(C=0.01, max_iter=1000),
+        _head(fusion),
     ).fit(TEXTS, Y)
     np.testing.assert_array_equal(full[1].selected_layers_, probe.selected_layers_)
     np.testing.assert_allclose(
@@ -414,7 +435,7 @@ def test_probe_on_real_minilm_and_text(minilm_path, rotten_tomatoes_small):
         HST(minilm_path, max_length=64),
         clone(probe.selector_),
         StandardScaler(),
-        LogisticRegression(C=0.01, max_iter=1000),
+        _head(probe.fusion),
     )
     full.fit(X[:150], y[:150])
     np.testing.assert_allclose(

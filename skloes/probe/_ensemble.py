@@ -1,0 +1,485 @@
+"""One probe per layer, combined: the per-layer fusions of the probes and the report.
+
+:class:`LayerEnsembleClassifier` and :class:`LayerEnsembleRegressor` fit one
+ordinary scikit-learn estimator (the house probe by default) on each layer
+block of a layer stack or flat table, and combine them by averaging their
+predicted probabilities (predictions, for a regressor) or by a stacked meta
+model fitted on their out-of-fold predictions (Wolpert, 1992). They are what
+``fusion="average"`` and ``fusion="stack"`` put after the fused layers of
+:class:`~skloes.probe.LayerProbeClassifier`, so a pruned, saved or exported
+probe holds them like any other head. :func:`layer_oof_predictions` gives the
+per-layer out-of-fold predictions a report or a budget rule reuses instead of
+refitting a head for every subset of layers.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.linear_model import LogisticRegression, RidgeCV
+from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
+
+from skloes.core._contract import validate_layers
+from skloes.core._targets import check_classes
+from skloes.utils._docstrings import fill_doc
+from skloes.utils._param_validation import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    _fit_context,
+)
+
+__all__ = [
+    "FUSIONS",
+    "LayerEnsembleClassifier",
+    "LayerEnsembleRegressor",
+    "combine_outputs",
+    "layer_outputs",
+]
+
+# The ``fusion`` values of the probes, the report and the command line.
+FUSIONS = ("concatenate", "average", "stack")
+# The meta model of ``combine="stack"``: few inputs (one block of
+# probabilities per layer), so scikit-learn's default strength.
+STACK_C = 1.0
+RIDGE_ALPHAS = np.logspace(-3, 3, 13)
+
+
+def house_probe(task):
+    """The house probe on one layer: standardized, then logistic regression
+    (``C=0.01``) or ridge with its penalty by leave-one-out."""
+    from skloes.probe._estimators import default_head
+
+    return make_pipeline(StandardScaler(), default_head(task))
+
+
+def final_model(task):
+    """The default meta model of ``combine="stack"``."""
+    if task == "classification":
+        return LogisticRegression(C=STACK_C, max_iter=1000)
+    return RidgeCV(alphas=RIDGE_ALPHAS)
+
+
+def layer_outputs(estimator, X, classes=None):
+    """What a fitted per-layer estimator passes on: probabilities of
+    ``classes`` (columns in that order; a class it never saw is 0), else its
+    decision scores, or a regressor's predictions as one column."""
+    if classes is None:
+        return np.asarray(estimator.predict(X), dtype=np.float64).reshape(len(X), -1)
+    if hasattr(estimator, "predict_proba"):
+        proba = np.asarray(estimator.predict_proba(X), dtype=np.float64)
+        out = np.zeros((proba.shape[0], len(classes)))
+        out[:, np.searchsorted(classes, estimator.classes_)] = proba
+        return out
+    scores = np.asarray(estimator.decision_function(X), dtype=np.float64)
+    return scores.reshape(scores.shape[0], -1)
+
+
+def combine_outputs(outputs, classes=None):
+    """The average fusion of per-layer outputs ``(n_layers, n_samples, m)``:
+    the mean probabilities (or predictions), and for classes the label."""
+    mean = np.mean(outputs, axis=0)
+    if classes is None:
+        return mean, mean[:, 0]
+    if mean.shape[1] == 1:  # two-class decision scores
+        return mean, classes[(mean[:, 0] > 0).astype(int)]
+    return mean, classes[np.argmax(mean, axis=1)]
+
+
+def _meta_features(outputs, classes):
+    """The meta model's input: each layer's outputs, side by side (one
+    column per layer for two classes: the probabilities sum to one)."""
+    if classes is not None and len(classes) == 2 and outputs.shape[2] == 2:
+        outputs = outputs[:, :, 1:]
+    return np.concatenate(list(outputs), axis=1)
+
+
+def _fit_one(estimator, X, y, fit_params):
+    return estimator.fit(X, y, **fit_params)
+
+
+def _rows(params, rows, n):
+    return {
+        k: np.asarray(v)[rows] if np.ndim(v) >= 1 and len(v) == n else v
+        for k, v in params.items()
+    }
+
+
+def _oof_one(estimator, X, y, folds, classes, fit_params):
+    """Out-of-fold outputs of ``estimator`` on ``X`` (one layer)."""
+    out = None
+    for train, test in folds:
+        fitted = clone(estimator).fit(
+            X[train], y[train], **_rows(fit_params, train, len(y))
+        )
+        part = layer_outputs(fitted, X[test], classes)
+        if out is None:
+            out = np.zeros((len(y), part.shape[1]))
+        out[test] = part
+    return out
+
+
+class _BaseLayerEnsemble(BaseEstimator):
+    """Shared fit: one estimator per layer, then the average or a meta model."""
+
+    _parameter_constraints = {
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "combine": [StrOptions({"average", "stack"})],
+        "final_estimator": [HasMethods(["fit", "predict"]), None],
+        "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "cv": [Interval(Integral, 2, None, closed="left")],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+    }
+    _task = None
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        combine="average",
+        final_estimator=None,
+        layer_dim=None,
+        cv=5,
+        n_jobs=None,
+        random_state=None,
+    ):
+        self.estimator = estimator
+        self.combine = combine
+        self.final_estimator = final_estimator
+        self.layer_dim = layer_dim
+        self.cv = cv
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def _stack(self, X, y="no_validation", reset=True):
+        return validate_layers(
+            self, X, y, layer_dim=self.layer_dim, reset=reset, plain="one_layer"
+        )
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, **fit_params):
+        """Fit one estimator per layer (and the meta model).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or \
+(n_samples, n_layers * dim)
+            A layer stack, or a flat table of ``layer_dim``-wide blocks (a
+            plain table without a declared width is one layer).
+        y : array-like of shape (n_samples,)
+            Targets.
+        **fit_params : dict
+            Passed to every per-layer estimator's ``fit`` (``sample_weight``:
+            sliced to each inner fold of ``combine="stack"``).
+
+        Returns
+        -------
+        self : object
+            The fitted ensemble.
+        """
+        stack, y = self._stack(X, y)
+        y = self._check_y(y)
+        classes = getattr(self, "classes_", None)
+        estimator = self._estimator()
+        if self.combine == "average" and classes is not None:
+            if not hasattr(estimator, "predict_proba"):
+                raise ValueError(
+                    f"{type(self).__name__}: `combine`='average' averages "
+                    "probabilities and needs an `estimator` with predict_proba; "
+                    f"got {type(estimator).__name__}. Use combine='stack'."
+                )
+        parallel = Parallel(n_jobs=self.n_jobs)
+        self.estimators_ = parallel(
+            delayed(_fit_one)(clone(estimator), layer, y, fit_params) for layer in stack
+        )
+        self.final_estimator_ = None
+        if self.combine == "stack":
+            folds = self._folds(y)
+            oof = parallel(
+                delayed(_oof_one)(estimator, layer, y, folds, classes, fit_params)
+                for layer in stack
+            )
+            meta = _meta_features(np.asarray(oof), classes)
+            final = self.final_estimator
+            final = final_model(self._task) if final is None else clone(final)
+            self.final_estimator_ = final.fit(meta, y)
+        return self
+
+    def _estimator(self):
+        if self.estimator is None:
+            return house_probe(self._task)
+        return self.estimator
+
+    def _folds(self, y):
+        """The inner folds of the stacked meta model's out-of-fold inputs."""
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        if self._task == "classification":
+            smallest = int(np.unique(y, return_counts=True)[1].min())
+            n_splits = max(2, min(self.cv, smallest))
+            splitter = StratifiedKFold(n_splits, shuffle=True, random_state=seed)
+        else:
+            n_splits = max(2, min(self.cv, len(y) // 2))
+            splitter = KFold(n_splits, shuffle=True, random_state=seed)
+        return list(splitter.split(np.zeros((len(y), 1)), y))
+
+    def _outputs(self, X):
+        """Per-layer outputs ``(n_layers, n_samples, m)`` of new rows."""
+        check_is_fitted(self)
+        stack = self._stack(X, reset=False)
+        classes = getattr(self, "classes_", None)
+        return np.asarray(
+            [
+                layer_outputs(est, layer, classes)
+                for est, layer in zip(self.estimators_, stack, strict=True)
+            ]
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+_PARAMS = """
+    estimator : estimator or None, default=None
+        Fitted on each layer, a clone per layer; None is the house probe,
+        ``make_pipeline(StandardScaler(), {HEAD})``.
+
+    combine : {{"average", "stack"}}, default="average"
+        How the layers' estimators are combined: ``"average"``, the mean of
+        their {OUTPUT}; ``"stack"``, a meta model (``final_estimator``)
+        fitted on their out-of-fold {OUTPUT} from ``cv`` inner folds
+        (stacked generalization, Wolpert 1992), the layers' estimators
+        refitted on all rows for prediction.
+
+    final_estimator : estimator or None, default=None
+        The meta model of ``combine="stack"``; None is {FINAL}.
+
+    layer_dim : int or None, default=None
+        Block width of a flat table ``X``; None reads the width the table
+        declares (the output of
+        :class:`~skloes.extraction.HiddenStatesTransformer` or of a
+        selector), a plain table being one layer. Ignored for a stack; see
+        :ref:`data_contract`.
+
+    cv : int, default=5
+        Inner folds of ``combine="stack"`` ({SPLITTER}, shuffled by
+        ``random_state``), fewer when {FEWER}.
+
+    n_jobs : int or None, default=None
+        The layers' estimators (and their inner folds) are fitted in
+        parallel with joblib.
+
+    random_state : int, RandomState instance or None, default=None
+        Seeds the inner folds of ``combine="stack"``."""
+
+_ATTRS = """
+    estimators_ : list of estimator
+        One fitted estimator per layer, in the layers' order.
+
+    final_estimator_ : estimator or None
+        The fitted meta model (None with ``combine="average"``).
+
+    n_layers_in_ : int
+        Number of layers seen in ``fit``.
+
+    dim_in_ : int
+        Width of each layer.
+
+    n_features_in_ : int
+        Number of columns of a flat ``X`` in ``fit``.
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of ``X``, when it had string column names."""
+
+
+@fill_doc(
+    PARAMS=_PARAMS.format(
+        HEAD="LogisticRegression(C=0.01, max_iter=1000)",
+        OUTPUT="predicted probabilities",
+        FINAL="``LogisticRegression(max_iter=1000)``",
+        SPLITTER="stratified",
+        FEWER="the smallest class has fewer rows",
+    ),
+    ATTRS=_ATTRS,
+)
+class LayerEnsembleClassifier(ClassifierMixin, _BaseLayerEnsemble):
+    """One classifier per layer, their probabilities averaged or stacked.
+
+    The per-layer fusion of :class:`~skloes.probe.LayerProbeClassifier` and
+    :class:`~skloes.report.LayerReport` (``fusion="average"`` or
+    ``"stack"``): each layer keeps its own probe, fitted on its own block of
+    features, so the layers' scales never compete inside one penalty, and a
+    few hundred rows fit a few hundred features at a time, not thousands.
+    Every fitted piece is an ordinary scikit-learn estimator, so the
+    ensemble pickles and saves with skops like any head.
+
+    Read more in the :ref:`User Guide <fusion>`.
+
+    .. versionadded:: 0.3
+
+    Parameters
+    ----------
+    {PARAMS}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+
+    {ATTRS}
+
+    See Also
+    --------
+    LayerEnsembleRegressor : The same for continuous targets.
+    sklearn.ensemble.StackingClassifier : Stacking of estimators that all
+        read every column.
+
+    References
+    ----------
+    .. [1] Wolpert, D. H. (1992). Stacked generalization. *Neural Networks*,
+       5(2), 241-259.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.probe import LayerEnsembleClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> y = np.repeat([0, 1], 40)
+    >>> stack = rng.normal(size=(3, 80, 4))
+    >>> stack[2, :, 0] += 3 * y
+    >>> ens = LayerEnsembleClassifier().fit(stack, y)
+    >>> len(ens.estimators_)
+    3
+    >>> float(ens.score(stack, y)) > 0.8
+    True
+    """
+
+    _task = "classification"
+
+    def _check_y(self, y):
+        y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        check_classes(self.classes_, type(self).__name__)
+        return y
+
+    def predict_proba(self, X):
+        """Class probabilities: the layers' mean, or the meta model's.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or \
+(n_samples, n_layers * dim)
+            Laid out as in ``fit``.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            In the order of ``classes_``.
+        """
+        outputs = self._outputs(X)
+        if self.final_estimator_ is None:
+            return combine_outputs(outputs, self.classes_)[0]
+        meta = _meta_features(outputs, self.classes_)
+        return self.final_estimator_.predict_proba(meta)
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or \
+(n_samples, n_layers * dim)
+            Laid out as in ``fit``.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels among ``classes_``.
+        """
+        outputs = self._outputs(X)
+        if self.final_estimator_ is None:
+            return combine_outputs(outputs, self.classes_)[1]
+        return self.final_estimator_.predict(_meta_features(outputs, self.classes_))
+
+
+@fill_doc(
+    PARAMS=_PARAMS.format(
+        HEAD="RidgeCV(alphas=np.logspace(-3, 3, 13))",
+        OUTPUT="predictions",
+        FINAL="``RidgeCV(alphas=np.logspace(-3, 3, 13))``",
+        SPLITTER="plain",
+        FEWER="half the rows are fewer",
+    ),
+    ATTRS=_ATTRS,
+)
+class LayerEnsembleRegressor(RegressorMixin, _BaseLayerEnsemble):
+    """One regressor per layer, their predictions averaged or stacked.
+
+    As :class:`LayerEnsembleClassifier`, for a continuous target: the
+    per-layer fusion of :class:`~skloes.probe.LayerProbeRegressor`.
+
+    Read more in the :ref:`User Guide <fusion>`.
+
+    .. versionadded:: 0.3
+
+    Parameters
+    ----------
+    {PARAMS}
+
+    Attributes
+    ----------
+    {ATTRS}
+
+    See Also
+    --------
+    LayerEnsembleClassifier : The same for class labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skloes.probe import LayerEnsembleRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> stack = rng.normal(size=(3, 80, 4))
+    >>> y = stack[1, :, 0] + 0.1 * rng.normal(size=80)
+    >>> ens = LayerEnsembleRegressor(combine="stack", random_state=0)
+    >>> float(ens.fit(stack, y).score(stack, y)) > 0.8
+    True
+    """
+
+    _task = "regression"
+
+    def _check_y(self, y):
+        y = np.asarray(column_or_1d(y, warn=True), dtype=np.float64)
+        return y
+
+    def predict(self, X):
+        """Predicted values: the layers' mean, or the meta model's.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or \
+(n_samples, n_layers * dim)
+            Laid out as in ``fit``.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Predicted values.
+        """
+        outputs = self._outputs(X)
+        if self.final_estimator_ is None:
+            return combine_outputs(outputs)[1]
+        return self.final_estimator_.predict(_meta_features(outputs, None))

@@ -1,0 +1,297 @@
+"""Every fusion of the selected layers (concatenation, per-layer probes averaged
+or stacked): the ensemble heads, and a probe of each fusion pickling, saving
+without weights, refusing changed weights, predicting pruned and exporting."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skloes.probe import LayerEnsembleClassifier, LayerEnsembleRegressor
+
+FUSIONS = ("concatenate", "average", "stack")
+
+
+# ------------------------------------------------------------ the heads
+def _data(seed=0, n=90):
+    rng = np.random.RandomState(seed)
+    y = np.repeat(["a", "b", "c"], n // 3)
+    stack = rng.normal(size=(3, n, 4))
+    stack[0, :, 0] += 4.0 * (y == "b")
+    stack[2, :, 1] += 4.0 * (y == "c")
+    return stack, y
+
+
+def test_average_is_the_mean_of_the_layers_own_probes():
+    stack, y = _data()
+    ens = LayerEnsembleClassifier(combine="average").fit(stack, y)
+    own = [
+        make_pipeline(StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
+        .fit(layer, y)
+        .predict_proba(layer)
+        for layer in stack
+    ]
+    np.testing.assert_allclose(ens.predict_proba(stack), np.mean(own, axis=0))
+    assert ens.final_estimator_ is None
+    np.testing.assert_array_equal(ens.classes_, ["a", "b", "c"])
+
+
+def test_stack_fits_its_meta_model_on_out_of_fold_probabilities():
+    stack, y = _data()
+    ens = LayerEnsembleClassifier(combine="stack", cv=3, random_state=0)
+    ens.fit(stack, y)
+    # the meta model reads 3 probabilities per layer
+    assert ens.final_estimator_.coef_.shape == (3, 9)
+    # each layer's probe is refitted on all rows for prediction
+    own = (
+        make_pipeline(StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
+        .fit(stack[1], y)
+        .predict_proba(stack[1])
+    )
+    np.testing.assert_allclose(ens.estimators_[1].predict_proba(stack[1]), own)
+    # two layers that carry the classes beat one that carries none
+    assert ens.score(stack, y) > 0.8
+
+
+def test_a_flat_table_of_declared_width_is_its_stack():
+    stack, y = _data()
+    flat = stack.transpose(1, 0, 2).reshape(stack.shape[1], -1)
+    for combine in ("average", "stack"):
+        a = LayerEnsembleClassifier(combine=combine, random_state=0).fit(stack, y)
+        b = LayerEnsembleClassifier(combine=combine, layer_dim=4, random_state=0)
+        b.fit(flat, y)
+        np.testing.assert_allclose(a.predict_proba(stack), b.predict_proba(flat))
+        assert b.n_layers_in_ == 3 and b.n_features_in_ == 12
+
+
+def test_stack_is_reproducible_by_its_random_state_and_pickles():
+    stack, y = _data()
+    a = LayerEnsembleClassifier(combine="stack", random_state=3).fit(stack, y)
+    b = LayerEnsembleClassifier(combine="stack", random_state=3).fit(stack, y)
+    np.testing.assert_array_equal(a.predict_proba(stack), b.predict_proba(stack))
+    back = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(back.predict_proba(stack), a.predict_proba(stack))
+
+
+def test_the_regressor_averages_or_stacks_predictions():
+    rng = np.random.RandomState(0)
+    stack = rng.normal(size=(2, 60, 3))
+    y = stack[0, :, 0] + stack[1, :, 1]
+    avg = LayerEnsembleRegressor(LinearRegression()).fit(stack, y)
+    own = [LinearRegression().fit(s, y).predict(s) for s in stack]
+    np.testing.assert_allclose(avg.predict(stack), np.mean(own, axis=0))
+    stacked = LayerEnsembleRegressor(LinearRegression(), combine="stack")
+    stacked.fit(stack, y, sample_weight=np.ones(60))
+    # the meta model adds the two halves back: far better than their mean
+    assert stacked.score(stack, y) > avg.score(stack, y) + 0.2
+
+
+def test_a_class_missing_from_an_inner_fold_keeps_its_column():
+    rng = np.random.RandomState(0)
+    y = np.array([0] * 20 + [1] * 20 + [2] * 2)
+    stack = rng.normal(size=(2, 42, 3))
+    ens = LayerEnsembleClassifier(combine="stack", cv=5, random_state=0).fit(stack, y)
+    assert ens.predict_proba(stack).shape == (42, 3)
+
+
+def test_bad_parameters_are_refused_by_name():
+    stack, y = _data()
+    with pytest.raises(ValueError, match="combine"):
+        LayerEnsembleClassifier(combine="vote").fit(stack, y)
+    from sklearn.svm import LinearSVC
+
+    with pytest.raises(ValueError, match="predict_proba"):
+        LayerEnsembleClassifier(LinearSVC()).fit(stack, y)
+    # stacking takes decision scores instead
+    LayerEnsembleClassifier(LinearSVC(), combine="stack").fit(stack, y)
+
+
+# ------------------------------------------------- probes of every fusion
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from skloes.probe import (  # noqa: E402
+    LayerProbeClassifier,
+    LayerProbeRegressor,
+    load_probe,
+    save_probe,
+)
+from skloes.selection import MetricTopKSelector  # noqa: E402
+
+TEXTS = [
+    "a good movie",
+    "the plot was dull and boring",
+    "fun and warm",
+    "i really did not like it",
+    "great acting",
+    "bad",
+    "a warm good film",
+    "boring boring dull",
+    "what a fun ride",
+    "not good at all",
+    "lovely and warm",
+    "dull plot bad acting",
+] * 3
+Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
+NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
+
+
+def _layers(picks, n_layers=7):
+    scores = np.zeros(n_layers)
+    scores[list(picks)] = 1.0 + np.arange(len(picks))
+    return MetricTopKSelector(
+        metric="layer_scores",
+        n_layers_to_select=len(picks),
+        layer_scores=scores,
+        include_embedding=False,
+    )
+
+
+def _copy_model(src, dst):
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def _assert_no_weights(archive, model):
+    """The skops archive (a zip of .npy and JSON) holds no tensor of the
+    model's weights."""
+    import io
+    import zipfile
+
+    from safetensors.numpy import load_file
+
+    weights = load_file(os.path.join(model, "model.safetensors"))
+    with zipfile.ZipFile(archive) as zf:
+        arrays = [
+            np.load(io.BytesIO(zf.read(n)), allow_pickle=False)
+            for n in zf.namelist()
+            if n.endswith(".npy")
+        ]
+    assert arrays  # the fitted state is there
+    for w in weights.values():
+        assert not any(a.shape == w.shape and np.array_equal(a, w) for a in arrays)
+
+
+def _blocks_run(fn):
+    calls = [0]
+
+    def hook(module, inputs, output):
+        if type(module).__name__ == "BertLayer":
+            calls[0] += 1
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        fn()
+    finally:
+        handle.remove()
+    return calls[0]
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_every_fusion_pickles_saves_without_weights_and_prunes(
+    deep_tiny, tmp_path, fusion
+):
+    model = _copy_model(deep_tiny, tmp_path / "model")
+    probe = LayerProbeClassifier(
+        model, selector=_layers([1, 3]), fusion=fusion, random_state=0, n_jobs=2
+    ).fit(TEXTS, Y)
+    expected = probe.predict_proba(NEW)
+    # pruned predict: blocks 1..3 of 6 run
+    assert _blocks_run(lambda: probe.predict(NEW)) == 3
+    back = pickle.loads(pickle.dumps(probe))
+    np.testing.assert_array_equal(back.predict_proba(NEW), expected)
+    folder = save_probe(probe, tmp_path / "saved")
+    assert sorted(os.listdir(folder)) == [
+        "README.md",
+        "estimator.skops",
+        "manifest.json",
+    ]
+    _assert_no_weights(folder / "estimator.skops", model)
+    loaded = load_probe(folder)
+    np.testing.assert_array_equal(loaded.predict_proba(NEW), expected)
+    assert type(loaded.estimator_) is type(probe.estimator_)
+    assert _blocks_run(lambda: loaded.predict(NEW)) == 3
+    # refused once the weights change
+    weights = os.path.join(model, "model.safetensors")
+    data = bytearray(open(weights, "rb").read())
+    data[-8:] = bytes(8)
+    stat = os.stat(weights)
+    open(weights, "wb").write(bytes(data))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(ValueError, match="changed since this extractor was fitted"):
+        load_probe(folder)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_every_fusion_exports_in_int8_with_its_check(deep_tiny, tmp_path, fusion):
+    probe = LayerProbeClassifier(
+        deep_tiny, selector=_layers([1, 2]), fusion=fusion, device="cpu"
+    ).fit(TEXTS, Y)
+    folder = save_probe(probe, tmp_path / "p", export="onnx-int8", check_texts=TEXTS)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    check = manifest["export"]["check"]
+    assert check["n_texts"] == len(TEXTS)
+    assert {"max_abs_feature_diff", "same_prediction", "max_proba_diff"} <= set(check)
+    head = "head.npz" if fusion == "concatenate" else "head.skops"
+    assert (folder / head).is_file()
+    served = load_probe(folder)
+    assert served.precision_ == "int8"
+    np.testing.assert_array_equal(served.selected_layers_, [1, 2])
+    proba = served.predict_proba(NEW)
+    assert proba.shape == (len(NEW), 2) and np.allclose(proba.sum(axis=1), 1)
+    # the float32 graph gives the torch pipeline's probabilities
+    folder32 = save_probe(probe, tmp_path / "f", export="onnx", check_texts=TEXTS)
+    np.testing.assert_allclose(
+        load_probe(folder32).predict_proba(NEW), probe.predict_proba(NEW), atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("fusion", ["average", "stack"])
+def test_a_regressor_of_every_fusion_saves_and_exports(deep_tiny, tmp_path, fusion):
+    y = Y.astype(float) * 2.5
+    probe = LayerProbeRegressor(
+        deep_tiny, selector=_layers([1, 2]), fusion=fusion, device="cpu"
+    ).fit(TEXTS, y)
+    assert len(probe.estimator_.estimators_) == 2
+    loaded = load_probe(save_probe(probe, tmp_path / "r"))
+    np.testing.assert_array_equal(loaded.predict(NEW), probe.predict(NEW))
+    folder = save_probe(probe, tmp_path / "e", export="onnx", check_texts=TEXTS)
+    np.testing.assert_allclose(
+        load_probe(folder).predict(NEW), probe.predict(NEW), atol=1e-5
+    )
+
+
+def test_a_bad_fusion_is_refused_by_name(deep_tiny):
+    with pytest.raises(ValueError, match="fusion"):
+        LayerProbeClassifier(deep_tiny, fusion="mean").fit(TEXTS, Y)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fusion", ["average", "stack"])
+def test_per_layer_fusion_on_real_minilm_and_text(
+    minilm_path, rotten_tomatoes_small, tmp_path, fusion
+):
+    X, y = rotten_tomatoes_small
+    X, y = list(X[:200]), np.asarray(y[:200])
+    probe = LayerProbeClassifier(
+        minilm_path, fusion=fusion, max_length=64, random_state=0
+    )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        probe.fit(X[:150], y[:150])
+    assert len(probe.estimator_.estimators_) == probe.selected_layers_.size
+    assert probe.score(X[150:], y[150:]) > 0.55
+    loaded = load_probe(save_probe(probe, tmp_path / "p"))
+    np.testing.assert_array_equal(
+        loaded.predict_proba(X[150:]), probe.predict_proba(X[150:])
+    )
