@@ -24,6 +24,12 @@ budget rules are compared offline from them (``--summarize``).
 ``benchmarks/results/budget/shipped/{model}_{set}.json``; ``--summarize``
 adds their table when those files exist.
 
+``--shipped`` and ``--recommend`` score every answer under ``--fusion``
+(the library's default, ``fusion="average"`` since issue 36: one head per
+layer, their probabilities averaged; a single layer is its own head); the
+fixed arms of the full run (last, all layers, best single) stay
+concatenated heads.
+
 ``--recommend`` fits, in each outer fold, the ``LayerReport`` the main job
 fits (its defaults, without the label-free metrics, which do not enter the
 recommendation) on the outer training rows, then the selector of its
@@ -67,9 +73,18 @@ def fused(stack, layers, rows):
     return np.concatenate([stack[l][rows] for l in sorted(layers)], axis=1)
 
 
-def head_score(stack, y, layers, train, test, C):
+def head_score(stack, y, layers, train, test, C, fusion="concatenate"):
+    """Held-out accuracy of the head on ``layers`` under ``fusion`` (one
+    layer: the head itself, whatever the fusion)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if fusion != "concatenate" and len(layers) > 1:
+            from skloes.probe import LayerEnsembleClassifier
+
+            part = stack[sorted(layers)]
+            model = LayerEnsembleClassifier(head(C), combine=fusion, random_state=0)
+            model.fit(part[:, train], y[train])
+            return float(model.score(part[:, test], y[test]))
         model = head(C).fit(fused(stack, layers, train), y[train])
     return float(model.score(fused(stack, layers, test), y[test]))
 
@@ -254,7 +269,7 @@ def _beside(path, folder):
     return acc, json.loads(side.read_text())["folds"]
 
 
-def run_shipped(model, name, n, max_length, C, rows=None):
+def run_shipped(model, name, n, max_length, C, rows=None, fusion="concatenate"):
     """Held-out accuracy, budget and fit time of the shipped LOESSelectorCV."""
     from skloes.selection import LOESSelector, LOESSelectorCV
 
@@ -275,10 +290,11 @@ def run_shipped(model, name, n, max_length, C, rows=None):
                 "picks": picks,
                 "k": len(picks),
                 "fit_s": sec,
-                "acc": head_score(stack, y, picks, train, test, C),
+                "acc": head_score(stack, y, picks, train, test, C, fusion),
             }
         out["folds"].append(fold)
         print(model, name, {a: (v["k"], round(v["acc"], 3)) for a, v in fold.items()})
+    out["fusion"] = fusion
     SHIPPED.mkdir(parents=True, exist_ok=True)
     (SHIPPED / f"{model}_{name}.json").write_text(json.dumps(out))
 
@@ -286,7 +302,7 @@ def run_shipped(model, name, n, max_length, C, rows=None):
 RECOMMEND = OUT / "recommend"
 
 
-def run_recommend(model, name, n, max_length, C, rows=None):
+def run_recommend(model, name, n, max_length, C, rows=None, fusion="concatenate"):
     """Held-out accuracy of the report's recommended answer, per outer fold."""
     from skloes.core._contract import flat_table
     from skloes.report import LayerReport
@@ -297,9 +313,9 @@ def run_recommend(model, name, n, max_length, C, rows=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             report, sec = _timed(
-                lambda rows=train: LayerReport(metrics=(), random_state=0).fit(
-                    stack[:, rows], y[rows]
-                )
+                lambda rows=train: LayerReport(
+                    metrics=(), random_state=0, fusion=fusion
+                ).fit(stack[:, rows], y[rows])
             )
             method = report.recommendation_["method"]
             selector = _method_estimator(
@@ -313,10 +329,11 @@ def run_recommend(model, name, n, max_length, C, rows=None):
                 "method": method,
                 "picks": picks,
                 "fit_s": sec,
-                "acc": head_score(stack, y, picks, train, test, C),
+                "acc": head_score(stack, y, picks, train, test, C, fusion),
             }
         )
         print(model, name, method, picks, round(out["folds"][-1]["acc"], 3))
+    out["fusion"] = fusion
     RECOMMEND.mkdir(parents=True, exist_ok=True)
     (RECOMMEND / f"{model}_{name}.json").write_text(json.dumps(out))
 
@@ -536,6 +553,11 @@ def main(argv=None):
     parser.add_argument("--shipped", action="store_true", help="see the docstring")
     parser.add_argument("--recommend", action="store_true", help="see the docstring")
     parser.add_argument("--summarize", nargs="+", default=None, help="JSON files")
+    parser.add_argument(
+        "--fusion",
+        default=None,
+        help="fusion of --shipped and --recommend (default: the library's)",
+    )
     args = parser.parse_args(argv)
     if args.summarize:
         print(summarize(args.summarize))
@@ -544,8 +566,11 @@ def main(argv=None):
         for name in args.sets:
             suffix = "" if args.C == 0.01 else f"_C{args.C:g}"
             if args.shipped or args.recommend:
+                from skloes.core._fusion import DEFAULT_FUSION
+
                 part = run_shipped if args.shipped else run_recommend
-                part(model, name, args.n, args.max_length, args.C, args.rows)
+                fusion = args.fusion or DEFAULT_FUSION
+                part(model, name, args.n, args.max_length, args.C, args.rows, fusion)
                 continue
             if (OUT / f"{model}_{name}{suffix}.json").exists() and not args.force:
                 continue

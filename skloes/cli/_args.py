@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
 from skloes.core._pooling import POOLINGS
 
 BUILTIN_DATA = (
@@ -198,6 +199,15 @@ def _add_probe_parser(sub):
         action="store_true",
         help="also compute prompt entropy and curvature (token level, "
         "same forward pass)",
+    )
+    probe.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        default=DEFAULT_FUSION,
+        help="how multi-layer answers combine their layers: 'average' the "
+        "probabilities of one probe per layer, 'stack' them with a meta "
+        "model, or 'concatenate' the layers under one probe; every method "
+        f"is scored and saved with it (default: {DEFAULT_FUSION})",
     )
     probe.add_argument(
         "--nested",

@@ -112,6 +112,13 @@ def _extract(args, texts):
     return hst, stack, metrics
 
 
+FUSION_WORDS = {
+    "average": "averaging one probe per layer",
+    "stack": "stacking one probe per layer",
+    "concatenate": "one probe on their concatenation",
+}
+
+
 def _headline(s):
     """The recommendation and why, then one line that quotes the summary
     table's numbers (no other source)."""
@@ -119,7 +126,9 @@ def _headline(s):
 
     by = {e["method"]: e for e in s["methods"]}
     how = "inner CV" if s["nested"] else "per-layer table"
-    parts = [
+    fusion = FUSION_WORDS.get(s.get("fusion"))
+    parts = [f"layers combined by {fusion}"] if fusion else []
+    parts += [
         f"LOES layers {s['selected_layers']}: {s['fused_score']:.4f}",
         f"last layer {s['n_layers'] - 1}: {s['last_layer_score']:.4f}",
         f"best single layer ({how}) {s['best_layer']}: {s['best_layer_score']:.4f}",
@@ -175,6 +184,7 @@ def run_probe(args):
     report = LayerReport(
         n_layers_to_select=args.n_layers_to_select,
         nested=args.nested,
+        fusion=args.fusion,
         task=task,
         random_state=args.seed,
         verbose=1,
@@ -253,6 +263,7 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
         batch_size=args.batch_size,
         device=args.device,
         random_state=args.seed,
+        fusion=report.fusion,
         extractor_params={"precision": args.precision},
     )
     extractor = probe._extractor().fit(list(texts))

@@ -40,15 +40,12 @@ from skloes.utils._param_validation import (
 )
 
 __all__ = [
-    "FUSIONS",
     "LayerEnsembleClassifier",
     "LayerEnsembleRegressor",
     "combine_outputs",
     "layer_outputs",
 ]
 
-# The ``fusion`` values of the probes, the report and the command line.
-FUSIONS = ("concatenate", "average", "stack")
 # The meta model of ``combine="stack"``: few inputs (one block of
 # probabilities per layer), so scikit-learn's default strength.
 STACK_C = 1.0
@@ -204,7 +201,7 @@ class _BaseLayerEnsemble(BaseEstimator):
             delayed(_fit_one)(clone(estimator), layer, y, fit_params) for layer in stack
         )
         self.final_estimator_ = None
-        if self.combine == "stack":
+        if self.combine == "stack" and len(stack) > 1:  # one layer: its probe
             folds = self._folds(y)
             oof = parallel(
                 delayed(_oof_one)(estimator, layer, y, folds, classes, fit_params)
@@ -261,7 +258,8 @@ _PARAMS = """
         their {OUTPUT}; ``"stack"``, a meta model (``final_estimator``)
         fitted on their out-of-fold {OUTPUT} from ``cv`` inner folds
         (stacked generalization, Wolpert 1992), the layers' estimators
-        refitted on all rows for prediction.
+        refitted on all rows for prediction. On one layer, both are that
+        layer's estimator.
 
     final_estimator : estimator or None, default=None
         The meta model of ``combine="stack"``; None is {FINAL}.
@@ -289,7 +287,8 @@ _ATTRS = """
         One fitted estimator per layer, in the layers' order.
 
     final_estimator_ : estimator or None
-        The fitted meta model (None with ``combine="average"``).
+        The fitted meta model (None with ``combine="average"``, or on one
+        layer).
 
     n_layers_in_ : int
         Number of layers seen in ``fit``.

@@ -22,10 +22,10 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
+from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
 from skloes.core._targets import check_classes
 from skloes.core._torch import may_use_accelerator
 from skloes.probe._base import LayerPipelineBase
-from skloes.probe._ensemble import FUSIONS
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import HasMethods, StrOptions, _fit_context
 
@@ -182,7 +182,7 @@ class _BaseLayerProbe(LayerPipelineBase):
         selector=None,
         estimator=None,
         standardize=True,
-        fusion="average",
+        fusion=DEFAULT_FUSION,
         pooling="mean",
         max_length=128,
         batch_size=32,

@@ -12,7 +12,9 @@ from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
+from sklearn.metrics import check_scoring
 from sklearn.model_selection import (
     GroupKFold,
     KFold,
@@ -26,11 +28,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from skloes import selection
 from skloes.core._contract import fuse_layers, mark_layers, validate_layers
+from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
 from skloes.core._noise import cheapest_within_noise, within_noise
 from skloes.core._routing import check_groups_array, fit_takes, routing_enabled
 from skloes.core._targets import check_classes, task_of
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
+from skloes.probe._ensemble import (
+    LayerEnsembleClassifier,
+    LayerEnsembleRegressor,
+    layer_outputs,
+)
 from skloes.probe._estimators import default_head
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
@@ -41,6 +49,11 @@ DATASET_METRICS = tuple(METRICS)  # the registry of skloes.metrics
 DEFAULT_METRICS = ("dataset_entropy", "erank_sigma", "isotropy", "intrinsic_dim")
 BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers", "entropy_top_k")
 DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
+_FUSION_TEXT = {
+    "average": "one probe per layer, their probabilities averaged",
+    "stack": "one probe per layer, a meta model on their out-of-fold outputs",
+    "concatenate": "one probe on the concatenated layers",
+}
 # Baselines whose layers do not depend on the rows: nested selection picks the
 # same layers in every fold, so they are scored as fixed layers (same numbers).
 _FIXED = ("last_layer", "last_k", "all_layers")
@@ -85,6 +98,15 @@ def _make_selector(method, k, random_state, selector, inner_cv):
         ),
     }
     return make[method]()
+
+
+def _layer_fold(probe, X, y, fold, scorer, classes, keep):
+    """One layer's probe on one fold: its held-out score, and its held-out
+    outputs (probabilities, or predictions) when ``keep``."""
+    train, test = fold
+    fitted = clone(probe).fit(X[train], y[train])
+    score = float(scorer(fitted, X[test], y[test]))
+    return score, layer_outputs(fitted, X[test], classes) if keep else None
 
 
 def _progress(iterable, enabled, desc, total=None):
@@ -221,6 +243,19 @@ class LayerReport(BaseEstimator):
         (classification; a strong penalty suits hundreds of standardised
         features on a few thousand rows, and converges several times faster
         than ``C=1``) or ``RidgeCV`` over 1e-3..1e3 (regression).
+    fusion : {"average", "stack", "concatenate"}, default="average"
+        How every multi-layer method (LOES, last k, all layers) combines its
+        layers, as :class:`~skloes.probe.LayerProbeClassifier`'s ``fusion``:
+        ``"average"``, one ``probe`` per layer and the mean of their
+        probabilities (predictions, for regression); ``"stack"``, a meta
+        model on their out-of-fold outputs; ``"concatenate"``, one ``probe``
+        on the concatenated layers. Every method is scored under it, so the
+        recommendation compares like with like (see :ref:`fusion`). With
+        ``"average"`` the per-layer table's fitted probes are reused: a
+        method's score on a fold is the mean of its layers' held-out outputs
+        there, the same number a refit gives, without refitting.
+
+        .. versionadded:: 0.3
     cv : int, default=5
         Number of folds (stratified and shuffled for classification), reduced
         to the smallest class size when that is smaller, and for regression
@@ -342,6 +377,7 @@ class LayerReport(BaseEstimator):
         "selector": "no_validation",
         "baselines": [tuple, list],
         "probe": "no_validation",
+        "fusion": [StrOptions(set(FUSIONS))],
         "cv": [Interval(Integral, 2, None, closed="left")],
         "nested": ["boolean"],
         "entropy_order": [Interval(Real, 0, None, closed="neither")],
@@ -355,6 +391,10 @@ class LayerReport(BaseEstimator):
         "verbose": ["verbose"],
     }
 
+    # Score averaged methods from the per-layer table's held-out outputs (off:
+    # refit every method's per-layer probes, the same numbers, for checks).
+    _reuse_layer_outputs = True
+
     def __init__(
         self,
         *,
@@ -364,6 +404,7 @@ class LayerReport(BaseEstimator):
         selector=None,
         baselines=DEFAULT_BASELINES,
         probe=None,
+        fusion=DEFAULT_FUSION,
         cv=5,
         nested=True,
         entropy_order=1.0,
@@ -382,6 +423,7 @@ class LayerReport(BaseEstimator):
         self.selector = selector
         self.baselines = baselines
         self.probe = probe
+        self.fusion = fusion
         self.cv = cv
         self.nested = nested
         self.entropy_order = entropy_order
@@ -540,6 +582,25 @@ class LayerReport(BaseEstimator):
             return clone(self.probe)
         return make_pipeline(StandardScaler(), default_head(self.task_))
 
+    def _fused_probe(self, probe, dim):
+        """The probe of a multi-layer method's fused table under ``fusion``:
+        ``probe`` itself on the concatenation, or one ``probe`` per
+        ``dim``-wide layer block, averaged or stacked."""
+        if self.fusion == "concatenate":
+            return clone(probe)
+        kind = (
+            LayerEnsembleClassifier
+            if self.task_ == "classification"
+            else LayerEnsembleRegressor
+        )
+        return kind(
+            clone(probe),
+            combine=self.fusion,
+            layer_dim=dim,
+            n_jobs=self.n_jobs,
+            random_state=self.random_state,
+        )
+
     def _cv(self, estimator, X, y, folds):
         scores = cross_validate(
             estimator,
@@ -553,14 +614,60 @@ class LayerReport(BaseEstimator):
         return np.asarray(scores, dtype=np.float64)
 
     def _score_layers(self, stack, y, probe, folds):
-        scores = []
+        """The per-layer table: each layer's probe on each fold, and (for
+        ``fusion="average"``) its held-out outputs, which score any set of
+        layers without a refit."""
+        keep = self.fusion == "average" and self._reuse_layer_outputs
+        if self.fusion == "average" and self.task_ == "classification":
+            if not hasattr(probe, "predict_proba"):
+                raise ValueError(
+                    f"{type(self).__name__}: `fusion`='average' averages "
+                    "probabilities and needs a `probe` with predict_proba; got "
+                    f"{type(probe).__name__}. Pass fusion='stack' or "
+                    "'concatenate'."
+                )
+        classes = np.unique(y) if self.task_ == "classification" else None
+        scorer = check_scoring(probe, scoring=self.scoring_)
+        tasks = [(layer, i) for layer in self.layers_ for i in range(len(folds))]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)
-            for layer in _progress(self.layers_, self.verbose, "probing layers"):
-                scores.append(self._cv(probe, stack[layer], y, folds))
-        self._layer_fold_scores = np.asarray(scores)  # (n_layers, n_folds)
-        self.probe_scores_ = self._layer_fold_scores.mean(axis=1)
-        self.probe_scores_std_ = self._layer_fold_scores.std(axis=1)
+            out = Parallel(n_jobs=self.n_jobs)(
+                delayed(_layer_fold)(
+                    probe, stack[layer], y, folds[i], scorer, classes, keep
+                )
+                for layer, i in _progress(
+                    tasks, self.verbose, "probing layers", total=len(tasks)
+                )
+            )
+        n_folds = len(folds)
+        scores = np.array([score for score, _ in out]).reshape(-1, n_folds)
+        self._layer_fold_scores = scores  # (n_layers, n_folds)
+        self.probe_scores_ = scores.mean(axis=1)
+        self.probe_scores_std_ = scores.std(axis=1)
+        self._layer_outputs = None
+        if keep:  # (n_layers, n_samples, m): each row's held-out outputs
+            m = out[0][1].shape[1]
+            outputs = np.zeros((len(self.layers_), len(y), m))
+            for (layer, i), (_, part) in zip(tasks, out, strict=True):
+                outputs[layer, folds[i][1]] = part
+            self._layer_outputs = outputs
+            self._classes = classes
+
+    def _average_scores(self, y, folds, fold_layers):
+        """Per-fold scores of the averaged per-layer probes, each fold on its
+        own layers, from the per-layer table's held-out outputs (the numbers
+        refitting :class:`~skloes.probe.LayerEnsembleClassifier` gives)."""
+        from sklearn.metrics import accuracy_score, r2_score
+
+        scores = []
+        for (_, test), layers in zip(folds, fold_layers, strict=True):
+            mean = self._layer_outputs[np.asarray(layers)][:, test].mean(axis=0)
+            if self._classes is None:
+                scores.append(r2_score(y[test], mean[:, 0]))
+            else:
+                pred = self._classes[np.argmax(mean, axis=1)]
+                scores.append(accuracy_score(y[test], pred))
+        return np.asarray(scores, dtype=np.float64)
 
     def _compute_metrics(self, stack, y, extra_metrics):
         params = {
@@ -623,8 +730,13 @@ class LayerReport(BaseEstimator):
                 if self.nested and method in _FIXED:  # no rows: same in every fold
                     entry["fold_layers"] = [layers] * self.n_splits_
                     scores = self._fused_cv(stack, y, probe, folds, layers, cache)
+                elif self.nested and self._layer_outputs is not None:
+                    entry["fold_layers"] = self._fold_picks(
+                        est, flat, y, folds, fit_params
+                    )
+                    scores = self._average_scores(y, folds, entry["fold_layers"])
                 elif self.nested:
-                    pipe = make_pipeline(est, clone(probe))
+                    pipe = make_pipeline(est, self._fused_probe(probe, d))
                     scores, entry["fold_layers"] = self._nested_cv(
                         pipe, flat, y, folds, fit_params
                     )
@@ -734,14 +846,34 @@ class LayerReport(BaseEstimator):
             fold_layers.append([int(v) for v in order])
         return np.asarray(out["test_score"], dtype=np.float64), fold_layers
 
+    def _fold_picks(self, selector, flat, y, folds, fit_params):
+        """The layers ``selector`` picks on each fold's training rows (its
+        ``fit_params``, one value per row, sliced to them), in pick order."""
+        n = len(y)
+        picks = []
+        for train, _ in folds:
+            params = {
+                k: np.asarray(v)[train] if np.ndim(v) >= 1 and len(v) == n else v
+                for k, v in fit_params.items()
+            }
+            sel = clone(selector).fit(flat[train], y[train], **params)
+            order = getattr(sel, "selection_order_", None)
+            if order is None:
+                order = sel.get_support(indices=True)
+            picks.append([int(v) for v in order])
+        return picks
+
     def _fused_cv(self, stack, y, probe, folds, layers, cache):
         """Per-fold scores of the probe on fixed ``layers`` (computed once)."""
         key = tuple(layers)
         if key not in cache:
             if len(layers) == 1:
                 cache[key] = self._layer_fold_scores[layers[0]]
+            elif self._layer_outputs is not None:  # averaged: no refit
+                cache[key] = self._average_scores(y, folds, [layers] * len(folds))
             else:
-                cache[key] = self._cv(probe, fuse_layers(stack, layers), y, folds)
+                fused = self._fused_probe(probe, stack.shape[2])
+                cache[key] = self._cv(fused, fuse_layers(stack, layers), y, folds)
         return cache[key]
 
     # -------------------------------------------------------------- outputs
@@ -779,7 +911,8 @@ class LayerReport(BaseEstimator):
         Returns
         -------
         summary : dict
-            The task, the scoring, whether the selection was ``nested``, the
+            The task, the scoring, the ``fusion`` every multi-layer method
+            was scored under, whether the selection was ``nested``, the
             number of folds and of groups (None without ``groups``), the
             selected layers and order, the fused (LOES) score, the last
             layer's score, the best single layer and its score (from the
@@ -805,6 +938,7 @@ class LayerReport(BaseEstimator):
         return {
             "task": self.task_,
             "scoring": self.scoring_,
+            "fusion": self.fusion,
             "nested": bool(self.nested),
             "n_layers": int(len(self.layers_)),
             "n_splits": self.n_splits_,
@@ -850,7 +984,8 @@ class LayerReport(BaseEstimator):
         -------
         summary : str
             A header line, one line per method (with its cost: layers kept,
-            deepest block), the recommendation and why, then (with fold
+            deepest block), the recommendation and why, the fusion of the
+            multi-layer methods, then (with fold
             selections) the layers each fold picked and their stability.
         """
         check_is_fitted(self, "summary_")
@@ -867,6 +1002,10 @@ class LayerReport(BaseEstimator):
                 f"{len(e['layers']):>6}{max(e['layers']):>9}"
             )
         lines.append(recommendation_text(self.recommendation_, self.n_splits_))
+        lines.append(
+            f"multi-layer methods scored with fusion={self.fusion!r} "
+            f"({_FUSION_TEXT[self.fusion]})"
+        )
         if self.fold_selections_ is not None:
             folds = " | ".join(",".join(map(str, f)) for f in self.fold_selections_)
             lines.append(f"LOES layers per fold: {folds}")

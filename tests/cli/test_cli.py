@@ -93,8 +93,10 @@ def test_headline_quotes_the_summary_numbers():
             "within_noise": ["all_layers", "loes", "best_single_layer"],
         },
         "methods": [{"method": "all_layers", "score": 0.772}],
+        "fusion": "average",
     }
     first, line = _headline(summary).splitlines()
+    assert line.startswith("layers combined by averaging one probe per layer  |  ")
     assert first.startswith("recommended: best_single_layer (1 layer kept, ")
     assert "deepest block 20): 0.7620" in first
     assert "within noise of the best, all_layers 0.7720" in first
@@ -532,6 +534,27 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
     )
     assert main(["predict", str(saved), "--data", str(new)]) == 0  # to stdout
     assert capsys.readouterr().out.splitlines()[0] == "prediction,proba_neg,proba_pos"
+
+
+@pytest.mark.parametrize("fusion", ["stack", "concatenate"])
+def test_probe_fusion_scores_the_report_and_saves_the_probe_with_it(
+    tmp_path, capsys, tiny_model_path, fusion
+):
+    from skloes.probe import load_probe
+
+    data, _ = _tiny_data(tmp_path)
+    saved = tmp_path / "saved"
+    argv = ["probe", "--model", tiny_model_path, "--data", str(data)]
+    argv += ["--n-layers-to-select", "2", "--out", str(tmp_path / "out")]
+    argv += ["--save", str(saved), "--device", "cpu", "--fusion", fusion]
+    assert main(argv) == 0, capsys.readouterr().err
+    stdout = capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "selection.json").read_text())
+    assert report["fusion"] == fusion
+    assert f"fusion={fusion!r}" in stdout
+    word = {"stack": "stacking", "concatenate": "concatenation"}[fusion]
+    assert "layers combined by " in stdout and word in stdout
+    assert load_probe(saved).fusion == fusion
 
 
 @pytest.mark.torch

@@ -336,3 +336,78 @@ def test_budget_curve_of_a_cv_selector_in_the_report_and_as_a_function(
     assert not (folder / "budget.png").exists()
     with pytest.raises(ValueError, match="fitted LOESSelectorCV"):
         fixed.plot_budget()
+
+
+# --------------------------------------------------------------- fusion
+def _method_scores(report):
+    return {e["method"]: np.asarray(e["fold_scores"]) for e in report.summary_}
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_averaged_methods_reuse_the_per_layer_probes_with_the_same_scores(
+    planted, task
+):
+    """The cheap signal: averaged methods scored from the per-layer table's
+    held-out outputs equal refitting every method's per-layer probes."""
+    H, y = planted
+    if task == "regression":
+        y = H[3, :, 0] + 0.5 * H[2, :, 1]
+    params = dict(n_layers_to_select=2, metrics=(), fusion="average", task=task)
+    cheap = LayerReport(**params).fit(H, y)
+    refit = LayerReport(**params)
+    refit._reuse_layer_outputs = False
+    refit.fit(H, y)
+    assert cheap._layer_outputs is not None and refit._layer_outputs is None
+    a, b = _method_scores(cheap), _method_scores(refit)
+    assert a.keys() == b.keys()
+    for method in a:
+        np.testing.assert_allclose(a[method], b[method], atol=1e-12)
+    assert cheap.recommendation_ == refit.recommendation_
+
+
+def test_every_method_is_scored_under_the_chosen_fusion():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skloes.probe import LayerEnsembleClassifier
+
+    rng = np.random.RandomState(1)  # a weak signal: the fusions disagree
+    y = np.repeat([0, 1, 2], 30)
+    centres = rng.normal(size=(3, 6))
+    H = rng.normal(size=(4, 90, 6))
+    for layer, strength in enumerate([0.0, 0.2, 0.4, 0.6]):
+        H[layer] += strength * centres[y]
+    by = {}
+    for fusion in ("concatenate", "average", "stack"):
+        report = LayerReport(n_layers_to_select=2, metrics=(), fusion=fusion)
+        by[fusion] = _method_scores(report.fit(H, y))
+        folds = report._folds("LayerReport", y)
+        flat = H.transpose(1, 0, 2).reshape(90, -1)
+        head = make_pipeline(
+            StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)
+        )
+        if fusion != "concatenate":
+            head = LayerEnsembleClassifier(
+                head, combine=fusion, layer_dim=6, random_state=0
+            )
+        expected = cross_val_score(head, flat, y, cv=folds)
+        np.testing.assert_allclose(by[fusion]["all_layers"], expected, atol=1e-12)
+    # one layer is one probe under every fusion
+    for method in ("last_layer", "best_single_layer"):
+        np.testing.assert_array_equal(by["average"][method], by["concatenate"][method])
+        np.testing.assert_array_equal(by["stack"][method], by["concatenate"][method])
+    # the fused methods differ between fusions
+    assert not np.array_equal(
+        by["average"]["all_layers"], by["concatenate"]["all_layers"]
+    )
+
+
+def test_average_needs_a_probe_with_probabilities(planted):
+    from sklearn.svm import LinearSVC
+
+    H, y = planted
+    with pytest.raises(ValueError, match="fusion"):
+        LayerReport(probe=LinearSVC(), metrics=()).fit(H, y)
+    LayerReport(probe=LinearSVC(), metrics=(), fusion="concatenate").fit(H, y)
