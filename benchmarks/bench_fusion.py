@@ -300,6 +300,28 @@ def summarize(paths):
     )
 
 
+def guide_rows(paths):
+    """The user guide's list-table rows (doc/user_guide/selection.rst)."""
+    records = [json.loads(Path(p).read_text()) for p in sorted(paths)]
+    records.sort(key=lambda r: (r["role"], r["model"], r["set"]))
+    out = []
+    for r in records:
+        f = r["folds"]
+        acc = [f"{100 * np.mean([x[a] for x in f]):.1f}" for a in FUSION_ARMS]
+        diffs = [_diff(f, a, "loes_concatenate", r["repeats"]) for a in FUSION_ARMS[1:]]
+        cells = [
+            f"{r['model']} {r['set']} ({r['n']}, {r['n_layers']})",
+            r["role"],
+            *acc,
+            *(f"{m:+.1f} ± {se:.1f}" for m, se, _ in diffs),
+        ]
+        out.append("   * - " + "\n     - ".join(cells))
+    return "\n".join(out)
+
+
+FUSION_ARMS = ("loes_concatenate", "loes_average", "loes_stack")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["minilm"])
@@ -311,6 +333,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.summarize:
         print(summarize(OUT.glob("*.json")))
+        print("\nUser guide rows:\n\n" + guide_rows(OUT.glob("*.json")))
         return
     for model in args.models:
         n = args.n or (500 if model == "smollm2" else 1000)
