@@ -88,12 +88,15 @@ def _first_layers(n, n_layers=7):
     )
 
 
-def _head(fusion, random_state=0):
-    """The final step a probe of ``fusion`` fits after the fused layers."""
+def _head(fusion, dim, random_state=0):
+    """The final step a probe of ``fusion`` fits after the fused layers (of
+    width ``dim`` each: the scaler's output declares no layout)."""
     head = LogisticRegression(C=0.01, max_iter=1000)
     if fusion == "concatenate":
         return head
-    return LayerEnsembleClassifier(head, combine=fusion, random_state=random_state)
+    return LayerEnsembleClassifier(
+        head, combine=fusion, layer_dim=dim, random_state=random_state
+    )
 
 
 FUSIONS = ("concatenate", "average", "stack")
@@ -127,7 +130,7 @@ def test_probe_predicts_what_the_full_pipeline_predicts(deep_tiny, fusion):
         HST(deep_tiny, max_length=128),
         LOESSelector(random_state=0),
         StandardScaler(),
-        _head(fusion),
+        _head(fusion, probe.pipeline_[0].dim_),
     ).fit(TEXTS, Y)
     np.testing.assert_array_equal(full[1].selected_layers_, probe.selected_layers_)
     np.testing.assert_allclose(
@@ -435,7 +438,7 @@ def test_probe_on_real_minilm_and_text(minilm_path, rotten_tomatoes_small):
         HST(minilm_path, max_length=64),
         clone(probe.selector_),
         StandardScaler(),
-        _head(probe.fusion),
+        _head(probe.fusion, probe.pipeline_[0].dim_),
     )
     full.fit(X[:150], y[:150])
     np.testing.assert_allclose(
