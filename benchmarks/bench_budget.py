@@ -25,9 +25,11 @@ budget rules are compared offline from them (``--summarize``).
 adds their table when those files exist.
 
 ``--shipped`` and ``--recommend`` score every answer under ``--fusion``
-(the library's default, ``fusion="average"`` since issue 36: one head per
-layer, their probabilities averaged; a single layer is its own head); the
-fixed arms of the full run (last, all layers, best single) stay
+(the library's default, ``fusion="auto"`` since issue 36: in each outer
+fold, concatenation, the average or the stack of one head per layer,
+whichever scores best by 5-fold CV on the outer training rows, as
+``LayerProbeClassifier(fusion="auto")`` chooses; a single layer is its own
+head); the fixed arms of the full run (last, all layers, best single) stay
 concatenated heads.
 
 ``--recommend`` fits, in each outer fold, the ``LayerReport`` the main job
@@ -73,11 +75,16 @@ def fused(stack, layers, rows):
     return np.concatenate([stack[l][rows] for l in sorted(layers)], axis=1)
 
 
-def head_score(stack, y, layers, train, test, C, fusion="concatenate"):
+def head_score(stack, y, layers, train, test, C, fusion="concatenate", record=None):
     """Held-out accuracy of the head on ``layers`` under ``fusion`` (one
-    layer: the head itself, whatever the fusion)."""
+    layer: the head itself, whatever the fusion); ``record["fusion"]`` gets
+    the fusion used (None for one layer)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if fusion == "auto" and len(layers) > 1:
+            fusion = auto_fusion(stack, y, layers, train, C)
+        if record is not None:
+            record["fusion"] = fusion if len(layers) > 1 else None
         if fusion != "concatenate" and len(layers) > 1:
             from skloes.probe import LayerEnsembleClassifier
 
@@ -87,6 +94,23 @@ def head_score(stack, y, layers, train, test, C, fusion="concatenate"):
             return float(model.score(part[:, test], y[test]))
         model = head(C).fit(fused(stack, layers, train), y[train])
     return float(model.score(fused(stack, layers, test), y[test]))
+
+
+def auto_fusion(stack, y, layers, train, C):
+    """The fusion ``fusion="auto"`` chooses on the training rows (the
+    library's inner folds and scores, seed 0)."""
+    from skloes.probe._ensemble import choose_fusion, fusion_cv, inner_folds
+
+    folds = inner_folds(y[train], "classification", 5, 0)
+    scores, _ = fusion_cv(
+        head(C),
+        fused(stack, layers, train),
+        y[train],
+        folds,
+        layer_dim=stack.shape[2],
+        classes=np.unique(y[train]),
+    )
+    return choose_fusion(scores)
 
 
 def _timed(fn):
@@ -266,7 +290,29 @@ def _beside(path, folder):
         return None
     F = json.loads(Path(path).read_text())["folds"]
     acc = {a: 100 * np.mean([f["arms"][a]["acc"] for f in F]) for a in F[0]["arms"]}
-    return acc, json.loads(side.read_text())["folds"]
+    return acc, json.loads(side.read_text())["folds"], F
+
+
+def _paired(a, b):
+    """Mean and standard error (points) of the per-fold differences a - b."""
+    d = 100 * (np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
+
+
+def _fusions(entries):
+    """How the folds combined their layers (one layer: its own head)."""
+    used = [e.get("fusion", "?") or "one layer" for e in entries]
+    return ", ".join(f"{u} {used.count(u)}" for u in dict.fromkeys(used))
+
+
+def _mean_row(label, deltas, n_cols):
+    """The mean over the stacks of each column of deltas, with the standard
+    error over the stacks."""
+    cells = []
+    for col in zip(*deltas, strict=True):
+        v = np.asarray(col)
+        cells.append(f"{v.mean():+.2f} ± {v.std(ddof=1) / np.sqrt(v.size):.2f}")
+    return f"| {label} |" + " |" * n_cols + " " + " | ".join(cells) + " |"
 
 
 def run_shipped(model, name, n, max_length, C, rows=None, fusion="concatenate"):
@@ -286,12 +332,10 @@ def run_shipped(model, name, n, max_length, C, rows=None, fusion="concatenate"):
                     lambda make=make, rows=train: make().fit(stack[:, rows], y[rows])
                 )
             picks = [int(v) for v in sel.selected_layers_]
-            fold[arm] = {
-                "picks": picks,
-                "k": len(picks),
-                "fit_s": sec,
-                "acc": head_score(stack, y, picks, train, test, C, fusion),
-            }
+            fold[arm] = {"picks": picks, "k": len(picks), "fit_s": sec}
+            fold[arm]["acc"] = head_score(
+                stack, y, picks, train, test, C, fusion, record=fold[arm]
+            )
         out["folds"].append(fold)
         print(model, name, {a: (v["k"], round(v["acc"], 3)) for a, v in fold.items()})
     out["fusion"] = fusion
@@ -324,14 +368,10 @@ def run_recommend(model, name, n, max_length, C, rows=None, fusion="concatenate"
             part = stack[:, train]
             selector.fit(flat_table(part, np.arange(part.shape[0])), y[train])
         picks = [int(v) for v in selector.get_support(indices=True)]
-        out["folds"].append(
-            {
-                "method": method,
-                "picks": picks,
-                "fit_s": sec,
-                "acc": head_score(stack, y, picks, train, test, C, fusion),
-            }
-        )
+        entry = {"method": method, "picks": picks, "fit_s": sec}
+        entry["acc"] = head_score(stack, y, picks, train, test, C, fusion, entry)
+        entry["report_fusions"] = report.fusion_[method]
+        out["folds"].append(entry)
         print(model, name, method, picks, round(out["folds"][-1]["acc"], 3))
     out["fusion"] = fusion
     RECOMMEND.mkdir(parents=True, exist_ok=True)
@@ -339,52 +379,71 @@ def run_recommend(model, name, n, max_length, C, rows=None, fusion="concatenate"
 
 
 def recommend_table(paths):
-    """The report's recommended answer against the last and all layers."""
+    """The report's recommended answer against the last and all layers
+    (paired differences over the same outer folds, ± standard error)."""
     lines = [
         "| stack | last | all | default K=4 | recommended | Δ last | Δ all "
-        "| method per fold | report fit s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method per fold | fusion per fold | report fit s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    deltas = []
     for path in paths:
         found = _beside(path, RECOMMEND)
         if found is None:
             continue
-        acc, G = found
+        acc, G, F = found
         rec = 100 * np.mean([g["acc"] for g in G])
+        mine = [g["acc"] for g in G]
+        d_last = _paired(mine, [f["arms"]["last"]["acc"] for f in F])
+        d_all = _paired(mine, [f["arms"]["all"]["acc"] for f in F])
+        deltas.append((d_last[0], d_all[0]))
         methods = ", ".join(g["method"] for g in G)
         lines.append(
             f"| {Path(path).stem} | {acc['last']:.1f} | {acc['all']:.1f} | "
-            f"{acc['default']:.1f} | {rec:.1f} | {rec - acc['last']:+.1f} | "
-            f"{rec - acc['all']:+.1f} | {methods} | "
+            f"{acc['default']:.1f} | {rec:.1f} | {d_last[0]:+.1f} ± {d_last[1]:.1f} | "
+            f"{d_all[0]:+.1f} ± {d_all[1]:.1f} | {methods} | {_fusions(G)} | "
             f"{np.median([g['fit_s'] for g in G]):.1f} |"
         )
+    if len(deltas) > 1:
+        row = _mean_row(f"mean of {len(deltas)} stacks", deltas, 4)
+        lines.append(row + " | | |")
     return lines
 
 
 def shipped_table(paths):
-    """The shipped LOESSelectorCV against the arms of the full runs."""
+    """The shipped LOESSelectorCV against the arms of the full runs (paired
+    differences over the same outer folds, ± standard error)."""
     lines = [
         "| stack | last | all | default K=4 | LOESSelectorCV (anchored) "
-        "| best single | Δ K=4 | Δ best single | K per fold | fit s default / CV "
-        "| target |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| best single | Δ K=4 | Δ best single | K per fold | fusion per fold "
+        "| fit s default / CV | target |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    deltas = []
     for path in paths:
         found = _beside(path, SHIPPED)
         if found is None:
             continue
-        acc, G = found
+        acc, G, F = found
         d = 100 * np.mean([g["default"]["acc"] for g in G])
         cv = 100 * np.mean([g["cv"]["acc"] for g in G])
         best = acc["best_single"]
+        mine = [g["cv"]["acc"] for g in G]
+        d_k4 = _paired(mine, [g["default"]["acc"] for g in G])
+        d_best = _paired(mine, [f["arms"]["best_single"]["acc"] for f in F])
+        deltas.append((d_k4[0], d_best[0]))
         fit = [np.median([g[a]["fit_s"] for g in G]) for a in ("default", "cv")]
         ok = cv >= d - 0.5 and cv >= best - 0.5
         lines.append(
             f"| {Path(path).stem} | {acc['last']:.1f} | {acc['all']:.1f} | {d:.1f} | "
-            f"{cv:.1f} | {best:.1f} | {cv - d:+.1f} | {cv - best:+.1f} | "
-            f"{', '.join(str(g['cv']['k']) for g in G)} | {fit[0]:.1f} / "
+            f"{cv:.1f} | {best:.1f} | {d_k4[0]:+.1f} ± {d_k4[1]:.1f} | "
+            f"{d_best[0]:+.1f} ± {d_best[1]:.1f} | "
+            f"{', '.join(str(g['cv']['k']) for g in G)} | "
+            f"{_fusions([g['cv'] for g in G])} | {fit[0]:.1f} / "
             f"{fit[1]:.1f} | {'met' if ok else 'missed'} |"
         )
+    if len(deltas) > 1:
+        lines.append(_mean_row(f"mean of {len(deltas)} stacks", deltas, 5) + " | | | |")
     return lines
 
 

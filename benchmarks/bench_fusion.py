@@ -20,7 +20,9 @@ training rows only, and scored (accuracy) on the held-out rows:
   best inner-CV score (the concatenation's over the same inner folds).
 
 Raw per-fold numbers go to ``benchmarks/results/fusion/{model}_{set}.json``
-and ``--summarize`` writes the tables of ``benchmarks/results/fusion.md``:
+and ``--summarize`` writes the tables of ``benchmarks/results/fusion.md`` and
+the per-set table of the user guide (``doc/user_guide/selection.rst``,
+between its ``bench_fusion`` markers):
 mean accuracy and, for each difference, the mean of the per-fold paired
 differences with its standard error (standard deviation over the
 ``5 x repeats`` folds / sqrt of their number; folds of one repeat share rows,
@@ -28,6 +30,9 @@ so this understates the error somewhat: a repeat-level error is given too).
 
     python benchmarks/bench_fusion.py --models minilm --sets rotten_tomatoes ...
     python benchmarks/bench_fusion.py --summarize
+
+A record without the ``*_auto`` arms of every layer set (an earlier run) is
+left out of the summary: rerun it.
 """
 
 # Authors: The skloes developers
@@ -67,19 +72,22 @@ def _acc(proba, classes, y):
 
 def _fold(stack, y, train, test, seed):
     from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold, cross_val_score
 
-    from skloes.probe._ensemble import _meta_features, _oof_one, layer_outputs
+    from skloes.probe._ensemble import (
+        _concat_fold,
+        _meta_features,
+        _oof_one,
+        choose_fusion,
+        fusion_scores,
+        inner_folds,
+        layer_outputs,
+    )
     from skloes.selection import LOESSelector
 
     L = stack.shape[0]
     classes = np.unique(y)
     ytr, yte = y[train], y[test]
-    inner = list(
-        StratifiedKFold(5, shuffle=True, random_state=seed).split(
-            np.zeros((train.size, 1)), ytr
-        )
-    )
+    inner = inner_folds(ytr, "classification", 5, seed)
     out, seconds = {}, {}
     start = time.perf_counter()
     P_te, P_oof = [], []
@@ -119,33 +127,23 @@ def _fold(stack, y, train, test, seed):
         final = LogisticRegression(C=1.0, max_iter=1000).fit(meta(P_oof, layers), ytr)
         out[f"{name}_stack"] = float(final.score(meta(P_te, layers), yte))
         seconds[f"{name}_stack_meta"] = time.perf_counter() - start
-    # auto: the fusion of LOES's layers with the best inner-CV score
-    layers = layer_sets["loes"]
-    start = time.perf_counter()
-    Xtr = concat(layers, train)
-    inner_scores = {
-        "concatenate": float(
-            np.mean(
-                [house().fit(Xtr[a], ytr[a]).score(Xtr[b], ytr[b]) for a, b in inner]
-            )
-        ),
-        "average": _acc(P_oof[layers].mean(axis=0), classes, ytr),
-        "stack": float(
-            np.mean(
-                cross_val_score(
-                    LogisticRegression(C=1.0, max_iter=1000),
-                    meta(P_oof, layers),
-                    ytr,
-                    cv=inner,
-                )
-            )
-        ),
-    }
-    seconds["auto_inner"] = time.perf_counter() - start
-    chosen = max(FUSIONS, key=lambda f: inner_scores[f])  # first max: concatenate
-    out["loes_auto"] = out[f"loes_{chosen}"]
-    picks["auto"] = chosen
-    picks["auto_inner"] = inner_scores
+        # auto: the library's inner-CV choice on the training rows (the
+        # per-layer out-of-fold outputs above are its own: same probe, folds)
+        start = time.perf_counter()
+        Xtr = concat(layers, train)
+        concat_inner = np.mean(
+            [_concat_fold(house(), Xtr, ytr, a, b, classes, {}) for a, b in inner]
+        )
+        scores = fusion_scores(
+            P_oof[layers], ytr, inner, classes, concatenate=concat_inner
+        )
+        chosen = choose_fusion(scores)
+        seconds[f"{name}_auto_inner"] = time.perf_counter() - start
+        out[f"{name}_auto"] = out[f"{name}_{chosen}"]
+        picks[f"{name}_auto"] = chosen
+        picks[f"{name}_auto_inner"] = scores
+    picks["auto"] = picks["loes_auto"]
+    seconds["auto_inner"] = seconds["loes_auto_inner"]
     return out, picks, seconds
 
 
@@ -205,9 +203,11 @@ ARMS = (
     "all_concatenate",
     "all_average",
     "all_stack",
+    "all_auto",
     "last4_concatenate",
     "last4_average",
     "last4_stack",
+    "last4_auto",
     "loes_concatenate",
     "loes_average",
     "loes_stack",
@@ -215,9 +215,31 @@ ARMS = (
 )
 
 
-def summarize(paths):
+def _records(paths):
+    """The complete records (every arm of :data:`ARMS`), by role, model, set."""
     records = [json.loads(Path(p).read_text()) for p in sorted(paths)]
+    records = [r for r in records if all(a in r["folds"][0] for a in ARMS)]
     records.sort(key=lambda r: (r["role"], r["model"], r["set"]))
+    return records
+
+
+COMPARISONS = (
+    ("loes_average", "loes_concatenate"),
+    ("loes_stack", "loes_concatenate"),
+    ("loes_auto", "loes_concatenate"),
+    ("loes_auto", "loes_average"),
+    ("all_auto", "all_concatenate"),
+    ("last4_auto", "last4_concatenate"),
+    ("loes_auto", "best_single"),
+    ("loes_concatenate", "best_single"),
+    ("loes_auto", "last"),
+    ("loes_auto", "all_concatenate"),
+    ("all_auto", "last"),
+)
+
+
+def summarize(paths):
+    records = _records(paths)
     lines = [
         "| stack | role | rows | L | "
         + " | ".join(a.replace("_", " ") for a in ARMS)
@@ -233,19 +255,7 @@ def summarize(paths):
             + " |"
         )
     table = "\n".join(lines)
-    comparisons = [
-        ("loes_average", "loes_concatenate"),
-        ("loes_stack", "loes_concatenate"),
-        ("loes_stack", "loes_average"),
-        ("loes_auto", "loes_concatenate"),
-        ("all_average", "all_concatenate"),
-        ("all_stack", "all_concatenate"),
-        ("loes_average", "best_single"),
-        ("loes_stack", "best_single"),
-        ("loes_concatenate", "best_single"),
-        ("loes_average", "last"),
-        ("loes_average", "all_concatenate"),
-    ]
+    comparisons = COMPARISONS
     head = "| stack | role | " + " | ".join(f"{a} − {b}" for a, b in comparisons) + " |"
     rows = [head, "|" + "---|" * (2 + len(comparisons))]
     means = {c: {"choose": [], "check": []} for c in comparisons}
@@ -267,24 +277,33 @@ def summarize(paths):
         rows.append(f"| mean of {role} sets | | " + " | ".join(cells) + " |")
     auto = []
     for r in records:
-        picks = [x["picks"]["auto"] for x in r["folds"]]
-        counts = {fu: picks.count(fu) for fu in FUSIONS}
+        cells = []
+        for name in SUBSETS:
+            chosen = [x["picks"][f"{name}_auto"] for x in r["folds"]]
+            cells.append(", ".join(f"{fu} {chosen.count(fu)}" for fu in FUSIONS))
         secs = {
             k: np.median([x["seconds"][k] for x in r["folds"]])
-            for k in ("per_layer", "loes_concatenate", "all_concatenate", "auto_inner")
+            for k in (
+                "per_layer",
+                "loes_concatenate",
+                "all_concatenate",
+                "loes_auto_inner",
+                "all_auto_inner",
+            )
         }
         auto.append(
             f"| {r['model']} {r['set']} | "
-            + ", ".join(f"{k} {v}" for k, v in counts.items())
+            + " | ".join(cells)
             + " | "
             + " | ".join(f"{v:.2f}" for v in secs.values())
             + " |"
         )
     auto_table = "\n".join(
         [
-            "| stack | auto's pick over the folds | per-layer probes s | "
-            "LOES concatenated s | all concatenated s | auto inner s |",
-            "|---|---|---|---|---|---|",
+            "| stack | auto's pick, LOES | auto's pick, all | auto's pick, last 4 | "
+            "per-layer probes s | LOES concatenated s | all concatenated s | "
+            "LOES auto inner s | all auto inner s |",
+            "|---|---|---|---|---|---|---|---|---|",
             *auto,
         ]
     )
@@ -294,32 +313,83 @@ def summarize(paths):
         + "\n\nPaired differences (points), mean ± standard error over the folds "
         "(the mean rows: ± the standard error over the stacks):\n\n"
         + "\n".join(rows)
-        + "\n\n"
-        + auto_table
-        + "\n"
+        + "\n\nThe fusion ``auto`` chose in each fold, and the median seconds of "
+        "one fold's fits (one thread; load-dependent):\n\n" + auto_table + "\n"
     )
 
 
-def guide_rows(paths):
-    """The user guide's list-table rows (doc/user_guide/selection.rst)."""
-    records = [json.loads(Path(p).read_text()) for p in sorted(paths)]
-    records.sort(key=lambda r: (r["role"], r["model"], r["set"]))
-    out = []
+FUSION_ARMS = ("loes_concatenate", "loes_average", "loes_stack", "loes_auto")
+GUIDE_BEGIN = (
+    ".. bench_fusion table: begin (python benchmarks/bench_fusion.py --summarize)"
+)
+GUIDE_END = ".. bench_fusion table: end"
+GUIDE = Path(__file__).parents[1] / "doc" / "user_guide" / "selection.rst"
+
+
+def guide_table(paths):
+    """The user guide's list-table (doc/user_guide/selection.rst): LOES's
+    layers under each fusion per set, the differences to concatenation with
+    their standard errors, and the mean over the choose and the check sets."""
+    records = _records(paths)
+    head = [
+        "stack (rows, layers)",
+        "role",
+        "concatenated",
+        "averaged",
+        "stacked",
+        "auto",
+        "averaged − concatenated",
+        "stacked − concatenated",
+        "auto − concatenated",
+        "auto − best single",
+    ]
+    diffs = [(a, "loes_concatenate") for a in FUSION_ARMS[1:]]
+    diffs.append(("loes_auto", "best_single"))
+    body = []
+    means = {role: [] for role in ("choose", "check")}
     for r in records:
         f = r["folds"]
-        acc = [f"{100 * np.mean([x[a] for x in f]):.1f}" for a in FUSION_ARMS]
-        diffs = [_diff(f, a, "loes_concatenate", r["repeats"]) for a in FUSION_ARMS[1:]]
-        cells = [
-            f"{r['model']} {r['set']} ({r['n']}, {r['n_layers']})",
-            r["role"],
-            *acc,
-            *(f"{m:+.1f} ± {se:.1f}" for m, se, _ in diffs),
-        ]
-        out.append("   * - " + "\n     - ".join(cells))
-    return "\n".join(out)
+        acc = [100 * np.mean([x[a] for x in f]) for a in FUSION_ARMS]
+        d = [_diff(f, a, b, r["repeats"])[:2] for a, b in diffs]
+        means[r["role"]].append([*acc, *(m for m, _ in d)])
+        body.append(
+            [
+                f"{r['model']} {r['set']} ({r['n']}, {r['n_layers']})",
+                r["role"],
+                *(f"{v:.1f}" for v in acc),
+                *(f"{m:+.1f} ± {se:.1f}" for m, se in d),
+            ]
+        )
+    for role, values in means.items():
+        if not values:
+            continue
+        v = np.asarray(values)
+        se = v.std(axis=0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else v * np.nan
+        n_acc = len(FUSION_ARMS)
+        body.append(
+            [
+                f"mean of the {len(v)} {role} stacks",
+                role,
+                *(f"{m:.1f}" for m in v.mean(axis=0)[:n_acc]),
+                *(
+                    f"{m:+.2f} ± {s:.2f}"
+                    for m, s in zip(v.mean(axis=0)[n_acc:], se[n_acc:], strict=True)
+                ),
+            ]
+        )
+    lines = [GUIDE_BEGIN, "", ".. list-table::", "   :header-rows: 1", ""]
+    for row in [head, *body]:
+        lines.append("   * - " + row[0])
+        lines += [f"     - {cell}" for cell in row[1:]]
+    lines += ["", GUIDE_END]
+    return "\n".join(lines)
 
 
-FUSION_ARMS = ("loes_concatenate", "loes_average", "loes_stack")
+def write_guide(paths, guide=GUIDE):
+    """Replace the table between the markers of the user guide."""
+    text = guide.read_text(encoding="utf-8")
+    begin, end = text.index(GUIDE_BEGIN), text.index(GUIDE_END) + len(GUIDE_END)
+    guide.write_text(text[:begin] + guide_table(paths) + text[end:], encoding="utf-8")
 
 
 def main(argv=None):
@@ -332,8 +402,10 @@ def main(argv=None):
     parser.add_argument("--summarize", action="store_true")
     args = parser.parse_args(argv)
     if args.summarize:
-        print(summarize(OUT.glob("*.json")))
-        print("\nUser guide rows:\n\n" + guide_rows(OUT.glob("*.json")))
+        paths = sorted(OUT.glob("*.json"))
+        print(summarize(paths))
+        write_guide(paths)
+        print(f"\n(the table of {GUIDE} rewritten between its markers)")
         return
     for model in args.models:
         n = args.n or (500 if model == "smollm2" else 1000)

@@ -20,67 +20,15 @@ dependency-free helpers at its top; ONNX Runtime and tokenizers inside
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from skloes import probe_folder
 from skloes.core._batching import token_batches
-from skloes.core._digests import file_sha256
 from skloes.utils._optional import import_optional
 
-__all__ = ["ExportedProbe", "load_exported"]
-
-MANIFEST_FILE = "manifest.json"
-EXPORT_FORMAT = 1
-# The manifest's record of a graph saved already optimized (ONNX Runtime's
-# extended level, which does not depend on the machine): loaded as it is.
-SAVED_OPTIMIZATION = "extended"
-
-
-def _exported_manifest(folder: Path, owner: str) -> dict:
-    file = folder / MANIFEST_FILE
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise ValueError(
-            f"{owner}: {str(folder)!r} is not a saved probe (no readable "
-            f"{MANIFEST_FILE}, as written by save_probe)."
-        ) from None
-    export = manifest.get("export") if isinstance(manifest, dict) else None
-    if not isinstance(export, dict):
-        raise ValueError(
-            f"{owner}: {str(folder)!r} holds no exported graph; save it with "
-            "save_probe(..., export='onnx-int8') (or load it with "
-            "skloes.probe.load_probe, which runs the model with torch)."
-        )
-    if export.get("format") != EXPORT_FORMAT:
-        raise ValueError(
-            f"{owner}: {str(folder)!r} holds an exported graph of format "
-            f"{export.get('format')!r}; this skloes reads format {EXPORT_FORMAT}."
-        )
-    return export
-
-
-def _checked_file(folder: Path, entry: dict, owner: str) -> Path:
-    """The file an ``{"file", "sha256"}`` entry names, refused when its bytes
-    are not those the save wrote."""
-    name = entry.get("file") if isinstance(entry, dict) else None
-    if not isinstance(name, str) or "/" in name or name.startswith("."):
-        raise ValueError(f"{owner}: {str(folder)!r} has an invalid manifest entry.")
-    path = folder / name
-    if not path.is_file():
-        raise ValueError(
-            f"{owner}: {str(folder)!r} lacks {name}, which its manifest lists; "
-            "the folder is incomplete."
-        )
-    if file_sha256(path) != entry.get("sha256"):
-        raise ValueError(
-            f"{owner}: {name} in {str(folder)!r} does not hash as when it was "
-            "saved (tampered with, or from another save); refusing to run it. "
-            "Save the probe again."
-        )
-    return path
+__all__ = ["ExportedProbe", "load_exported", "open_exported"]
 
 
 def _tokenizer(path: Path, spec: dict):
@@ -96,7 +44,7 @@ def _session(path: Path, n_threads, graph=None):
     manifest entry (a graph optimized when saved is not optimized again)."""
     ort = import_optional("onnxruntime", extra="serve")
     options = ort.SessionOptions()
-    if graph is not None and graph.get("optimized") == SAVED_OPTIMIZATION:
+    if graph is not None and graph.get("optimized") == probe_folder.SAVED_OPTIMIZATION:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if n_threads is not None:
         options.intra_op_num_threads = int(n_threads)
@@ -122,6 +70,10 @@ class _LinearHead:
         self.scaler_scale = arrays.get("scaler_scale")
         self.coef, self.intercept = arrays["coef"], arrays["intercept"]
         self.classes_ = _labels(spec.get("classes"))
+        self.name = "LogisticRegression" if self.kind == "logistic" else "linear model"
+
+    def has(self, method):
+        return method != "predict_proba" or self.kind == "logistic"
 
     def _features(self, stack):
         """The fused, standardized layers, in the dtypes scikit-learn uses."""
@@ -163,17 +115,27 @@ class _LinearHead:
 
 
 class _SkopsHead:
-    """Any other head: the pipeline's steps after the extractor, from skops."""
+    """Any other head: the pipeline's steps after the extractor, from skops,
+    built under the saved folder's one trust rule."""
 
-    def __init__(self, path, trusted):
+    def __init__(self, path, trusted, owner):
         sio = import_optional("skops.io")
-        allowed = [
-            t
-            for t in sio.get_untrusted_types(file=path)
-            if t.startswith("skloes.") or t in (trusted or ())
-        ]
+        try:
+            untrusted = sio.get_untrusted_types(file=path)
+        except Exception as exc:  # BadZipFile, KeyError, JSONDecodeError...
+            raise probe_folder.damaged(
+                path.parent,
+                path.name,
+                f"is not a readable skops archive ({exc})",
+                owner,
+            ) from None
+        allowed = probe_folder.allowed_types(untrusted, trusted, owner)
         self.pipeline = sio.load(path, trusted=allowed)
         self.classes_ = getattr(self.pipeline, "classes_", None)
+        self.name = type(self.pipeline.steps[-1][1]).__name__
+
+    def has(self, method):
+        return hasattr(self.pipeline, method)
 
     def __getattr__(self, name):
         if name in ("decision_function", "predict_proba", "predict"):
@@ -203,6 +165,8 @@ class ExportedProbe:
     head : object
         The head: ``decision_function``, ``predict`` and, for a classifier,
         ``predict_proba`` of a pooled stack.
+    batch_size : int or None, default=None
+        Texts per run of the graph; None is the probe's own, as saved.
 
     Attributes
     ----------
@@ -216,6 +180,10 @@ class ExportedProbe:
     export_check_ : dict
         The check written when the graph was exported (its agreement with
         the torch pipeline on held-in texts).
+    head_ : object
+        The head: ``predict``, ``decision_function`` and, where it gives
+        them, ``predict_proba`` of a pooled stack (the output of
+        :meth:`transform`).
 
     See Also
     --------
@@ -230,19 +198,18 @@ class ExportedProbe:
     (array([14, 18, 22, 26]), 'int8')
     """
 
-    def __init__(self, folder, export, session, tokenizer, head):
+    def __init__(self, folder, export, session, tokenizer, head, batch_size=None):
         self.folder = folder
-        self._export, self._session, self._tokenizer, self._head = (
-            export,
-            session,
-            tokenizer,
-            head,
+        self._export, self._session, self._tokenizer = export, session, tokenizer
+        self.batch_size = (
+            export["batching"]["batch_size"] if batch_size is None else batch_size
         )
         self._inputs = [i.name for i in session.get_inputs()]
         self.classes_ = head.classes_
         self.selected_layers_ = np.asarray(export["layers"], dtype=np.intp)
         self.precision_ = export["precision"]
         self.export_check_ = export.get("check")
+        self.head_ = head
 
     def __repr__(self):
         return (
@@ -266,6 +233,23 @@ class ExportedProbe:
         if not texts:
             raise ValueError("ExportedProbe: `X` is empty; pass at least one text.")
         return texts
+
+    def tokenize(self, X):
+        """The token ids the graph is fed for each text.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        ids : list of list of int
+            Truncated at the probe's ``max_length``, special tokens included.
+        """
+        return [list(e.ids) for e in self._encode(self._texts(X))]
 
     def _encode(self, texts):
         encodings = self._tokenizer.encode_batch(texts)
@@ -323,7 +307,7 @@ class ExportedProbe:
         for index in token_batches(
             order,
             [lengths[i] for i in order],
-            batching["batch_size"],
+            self.batch_size,
             batching["max_batch_tokens"] or float("inf"),
         ):
             pooled = self._session.run(None, self._feeds(encodings, index))[0]
@@ -349,7 +333,17 @@ class ExportedProbe:
         scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
             One column for two classes, as in scikit-learn.
         """
-        return self._head.decision_function(self.transform(X))
+        return self.head_.decision_function(self.transform(X))
+
+    def _probabilities(self, stack):
+        if self.classes_ is None:
+            raise AttributeError("ExportedProbe: a regressor has no predict_proba.")
+        if not self.head_.has("predict_proba"):
+            raise AttributeError(
+                f"ExportedProbe: the probe's head ({self.head_.name}) gives no "
+                "probabilities; use predict or decision_function."
+            )
+        return self.head_.predict_proba(stack)
 
     def predict_proba(self, X):
         """Class probabilities, in the order of ``classes_``.
@@ -364,16 +358,43 @@ class ExportedProbe:
         proba : ndarray of shape (n_samples, n_classes)
             In the order of ``classes_``.
         """
-        if self.classes_ is None:
-            raise AttributeError("ExportedProbe: a regressor has no predict_proba.")
-        return self._head.predict_proba(self.transform(X))
+        return self._probabilities(self.transform(X))
 
-    def _predict_with_proba(self, X):
-        """``predict(X)`` and ``predict_proba(X)`` (None for a regressor)
-        from one pass of the graph."""
+    def has_proba(self):
+        """Whether :meth:`predict_proba` is available.
+
+        It is for a classifier whose head gives probabilities.
+
+        .. versionadded:: 0.3
+
+        Returns
+        -------
+        available : bool
+            True for a classifier whose head gives probabilities.
+        """
+        return self.classes_ is not None and self.head_.has("predict_proba")
+
+    def predict_with_proba(self, X):
+        """``predict(X)`` and ``predict_proba(X)`` from one pass of the graph.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            As :meth:`predict`.
+        proba : ndarray of shape (n_samples, n_classes) or None
+            As :meth:`predict_proba`; None where that is not available
+            (:meth:`has_proba`).
+        """
         stack = self.transform(X)
-        proba = None if self.classes_ is None else self._head.predict_proba(stack)
-        return self._head.predict(stack), proba
+        proba = self._probabilities(stack) if self.has_proba() else None
+        return self.head_.predict(stack), proba
 
     def predict(self, X):
         """Predicted labels (classifier) or values (regressor).
@@ -388,14 +409,15 @@ class ExportedProbe:
         y_pred : ndarray of shape (n_samples,)
             Labels as given at ``fit``, or values.
         """
-        return self._head.predict(self.transform(X))
+        return self.head_.predict(self.transform(X))
 
 
-def load_exported(path, *, n_threads=None, trusted=None):
+def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     """Load a probe saved with an exported graph, without torch.
 
     The graph, the tokenizer and the head must hash as the manifest says
-    (a tampered or mismatched file is refused, naming the folder). Needs
+    (a tampered or mismatched file is refused, naming the folder), and every
+    field of the manifest's export entry is checked before it is used. Needs
     ``pip install skloes[serve]`` (ONNX Runtime and tokenizers) and nothing
     of torch or transformers; the default heads (logistic regression, ridge)
     do not import scikit-learn either.
@@ -408,6 +430,10 @@ def load_exported(path, *, n_threads=None, trusted=None):
         A folder written by :func:`skloes.probe.save_probe` with ``export=``.
     n_threads : int or None, default=None
         Threads of ONNX Runtime (None: its default, one per physical core).
+    batch_size : int or None, default=None
+        Texts per run of the graph (None: the probe's own, as saved).
+
+        .. versionadded:: 0.3
     trusted : list of str or None, default=None
         Further types a non-linear head may hold (see
         :func:`skloes.probe.load_probe`).
@@ -430,13 +456,81 @@ def load_exported(path, *, n_threads=None, trusted=None):
     array(['fresh'], dtype=object)
     """
     owner = "load_exported"
+    _check_count(n_threads, "n_threads", owner)
+    _check_count(batch_size, "batch_size", owner)
     folder = Path(path)
-    export = _exported_manifest(folder, owner)
-    graph = _checked_file(folder, export["graph"], owner)
-    tokenizer_file = _checked_file(folder, export["tokenizer"], owner)
-    head_file = _checked_file(folder, export["head"], owner)
+    export = probe_folder.read_export(folder, owner)
+    return open_exported(
+        folder,
+        export,
+        n_threads=n_threads,
+        batch_size=batch_size,
+        trusted=trusted,
+        owner=owner,
+    )
+
+
+def _check_count(value, param, owner):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < 1
+    ):
+        raise ValueError(
+            f"{owner}: `{param}` must be a positive int or None; got {value!r}."
+        )
+
+
+def open_exported(
+    folder, export, *, n_threads=None, batch_size=None, trusted=None, owner
+):
+    """Open the :class:`ExportedProbe` of a folder's checked ``export`` entry.
+
+    The one place that opens an exported folder: :func:`load_exported`,
+    :func:`skloes.probe.load_probe` and the check a save runs on its own
+    staged export all come here. Each file is refused unless it hashes as
+    the entry records.
+
+    .. versionadded:: 0.3
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The saved folder.
+    export : dict
+        Its manifest's ``export`` entry, checked
+        (:func:`skloes.probe_folder.export_entry`).
+    n_threads : int or None, default=None
+        Threads of ONNX Runtime.
+    batch_size : int or None, default=None
+        Texts per run of the graph (None: the probe's own).
+    trusted : list of str or None, default=None
+        Further types a non-linear head may hold.
+    owner : str
+        The caller's name, which starts every error message.
+
+    Returns
+    -------
+    probe : ExportedProbe
+        Ready to predict.
+
+    See Also
+    --------
+    load_exported : Reads the entry from the folder, then opens it here.
+
+    Examples
+    --------
+    >>> from skloes import probe_folder
+    >>> from skloes.serving import open_exported
+    >>> manifest = probe_folder.read_manifest("my_probe", "me")  # doctest: +SKIP
+    >>> export = probe_folder.export_entry(manifest, "my_probe", "me")  # doctest: +SKIP
+    >>> open_exported("my_probe", export, owner="me")  # doctest: +SKIP
+    ExportedProbe('my_probe', layers=[14, 18, 22, 26], precision='int8')
+    """
+    folder = Path(folder)
+    graph = probe_folder.checked_file(folder, export["graph"], owner)
+    tokenizer_file = probe_folder.checked_file(folder, export["tokenizer"], owner)
+    head_file = probe_folder.checked_file(folder, export["head"], owner)
     if export["head"]["kind"] == "skops":
-        head = _SkopsHead(head_file, trusted)
+        head = _SkopsHead(head_file, trusted, owner)
     else:
         with np.load(head_file, allow_pickle=False) as data:
             head = _LinearHead(dict(data), export["head"])
@@ -446,4 +540,5 @@ def load_exported(path, *, n_threads=None, trusted=None):
         _session(graph, n_threads, export["graph"]),
         _tokenizer(tokenizer_file, export["tokenizer"]),
         head,
+        batch_size=batch_size,
     )

@@ -55,13 +55,8 @@ def resolve_task(y, task, owner):
     if task == "auto":
         task = task_of(y, owner)
     if task == "regression":
-        try:
-            return task, None, np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"{owner}: `y` must be numeric for task='regression'; "
-                f"got dtype {y.dtype}."
-            ) from None
+        y = check_continuous_target(y, owner, multioutput=True)
+        return task, None, y.reshape(len(y), -1)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
     if y.ndim != 1:
@@ -72,6 +67,62 @@ def resolve_task(y, task, owner):
     classes = np.unique(y)
     check_classes(classes, owner)
     return task, classes, y
+
+
+def check_continuous_target(y, owner, *, multioutput=False):
+    """A regression target: float64, finite, one column (or several with
+    ``multioutput``); anything else is one error naming ``y``.
+
+    The one conversion every regressor and regression task goes through, so
+    that text labels given to a regressor are named as such rather than
+    failing inside numpy ("could not convert string to float").
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        The target.
+    owner : str
+        The estimator name that prefixes the error.
+    multioutput : bool, default=False
+        Whether several target columns are allowed.
+
+    Returns
+    -------
+    y : ndarray of float64
+        1-D for one column; ``(n_samples, n_outputs)`` with ``multioutput``.
+    """
+    if y is None:  # scikit-learn's own words for it
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
+    raw = np.asarray(y) if not isinstance(y, np.ndarray) else y
+    try:
+        out = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        example = next(
+            (v for v in np.ravel(raw) if not _is_number(v)), np.ravel(raw)[:1]
+        )
+        raise ValueError(
+            f"{owner}: `y` must hold numbers (a continuous target); got "
+            f"{example!r} (dtype {raw.dtype}). For class labels use a "
+            "classifier, or task='classification'."
+        ) from None
+    if out.ndim == 2 and out.shape[1] == 1 and not multioutput:
+        out = out.ravel()
+    if out.ndim == 0 or out.ndim > 2 or (out.ndim == 2 and not multioutput):
+        what = "one column" if not multioutput else "one or more columns"
+        raise ValueError(
+            f"{owner}: `y` must be {what} of numbers; got shape {out.shape}."
+        )
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{owner}: `y` must be finite; got NaN or infinity.")
+    return out
+
+
+def _is_number(value):
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def task_of(y, owner, multioutput=True):

@@ -31,7 +31,11 @@ from sklearn.utils.validation import (
 )
 
 from skloes.core._contract import validate_layers
-from skloes.core._targets import check_classes, check_label_vector
+from skloes.core._targets import (
+    check_classes,
+    check_continuous_target,
+    check_label_vector,
+)
 from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator, torch
 from skloes.heads._mixins import (
     EmbeddingFeatureNamesMixin,
@@ -452,7 +456,7 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
             The fitted regressor.
         """
         stack = self._stack(X, y)
-        Y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        Y = check_continuous_target(y, type(self).__name__, multioutput=True)
         self._single = Y.ndim == 1
         Y = Y.reshape(Y.shape[0], -1)
         mean, std = Y.mean(axis=0), Y.std(axis=0)

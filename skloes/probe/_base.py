@@ -84,6 +84,31 @@ def check_extractor_params(extractor_params, owner):
     return params
 
 
+def check_every_layer(stack, extractor, n_samples, owner):
+    """``stack``, checked to be every layer of ``n_samples`` inputs as the
+    fitted ``extractor`` computes them: float, finite, of shape
+    ``(n_model_layers_, n_samples, dim_)``."""
+    try:
+        stack = np.asarray(stack, dtype=extractor.dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{owner}: `stack` must be a numeric array of shape (n_layers, "
+            f"n_samples, dim); {exc}"
+        ) from None
+    expected = (extractor.n_model_layers_, n_samples, extractor.dim_)
+    if stack.shape != expected and not (
+        extractor.dim_ is None and stack.shape[:2] == expected[:2]
+    ):
+        raise ValueError(
+            f"{owner}: `stack` must hold every layer of `X` as the model gives "
+            f"them, of shape {expected} (hidden states, rows of `X`, width); "
+            f"got shape {stack.shape}."
+        )
+    if not np.isfinite(stack).all():
+        raise ValueError(f"{owner}: `stack` holds NaN or infinite values.")
+    return stack
+
+
 class LayerPipelineBase(BaseEstimator):
     """Shared fit: extract every layer, select, prune the forward pass."""
 

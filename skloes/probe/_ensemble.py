@@ -9,7 +9,9 @@ model fitted on their out-of-fold predictions (Wolpert, 1992). They are what
 :class:`~skloes.probe.LayerProbeClassifier`, so a pruned, saved or exported
 probe holds them like any other head. :func:`layer_oof_predictions` gives the
 per-layer out-of-fold predictions a report or a budget rule reuses instead of
-refitting a head for every subset of layers.
+refitting a head for every subset of layers; :func:`fusion_cv` scores the
+three fusions of some layers by inner cross-validation and
+:func:`choose_fusion` picks one (``fusion="auto"``).
 """
 
 # Authors: The skloes developers
@@ -23,13 +25,16 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
+from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
 
 from skloes.core._contract import validate_layers
+from skloes.core._fusion import CANDIDATES
 from skloes.core._targets import check_classes
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
@@ -42,7 +47,10 @@ from skloes.utils._param_validation import (
 __all__ = [
     "LayerEnsembleClassifier",
     "LayerEnsembleRegressor",
+    "choose_fusion",
     "combine_outputs",
+    "fusion_cv",
+    "inner_folds",
     "layer_outputs",
 ]
 
@@ -126,6 +134,151 @@ def _oof_one(estimator, X, y, folds, classes, fit_params):
     return out
 
 
+def inner_folds(y, task, cv=5, random_state=None):
+    """The inner folds of ``combine="stack"`` and of ``fusion="auto"``.
+
+    ``cv`` shuffled folds of the rows of ``y`` (stratified for
+    classification; fewer when the smallest class, or half the rows for
+    regression, has fewer rows; 2 at least), seeded by ``random_state``; an
+    iterable of ``(train, test)`` index pairs is returned as a list.
+    """
+    if not isinstance(cv, Integral):
+        return [(np.asarray(a), np.asarray(b)) for a, b in cv]
+    seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
+    if task == "classification":
+        smallest = int(np.unique(y, return_counts=True)[1].min())
+        n_splits = max(2, min(cv, smallest))
+        splitter = StratifiedKFold(n_splits, shuffle=True, random_state=seed)
+    else:
+        n_splits = max(2, min(cv, len(y) // 2))
+        splitter = KFold(n_splits, shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros((len(y), 1)), y))
+
+
+def score_predictions(y_true, y_pred, classes):
+    """Accuracy of labels (``classes`` given) or R² of values."""
+    if classes is None:
+        return float(r2_score(y_true, y_pred)) if len(y_true) > 1 else np.nan
+    return float(np.mean(np.asarray(y_pred) == np.asarray(y_true)))
+
+
+def fusion_scores(oof, y, folds, classes=None, *, concatenate=None, final=None):
+    """Inner-CV scores of the per-layer fusions, from per-layer out-of-fold
+    outputs ``oof`` ``(n_layers, n_samples, m)`` over ``folds``.
+
+    ``"average"``: the mean over the folds of the score of the layers' mean
+    output on each fold's rows; ``"stack"``: of the meta model (``final``,
+    else the default one) fitted on the other folds' rows of the outputs
+    side by side; ``"concatenate"``: ``concatenate`` when given (the
+    caller's score of one probe on the concatenated layers over the same
+    folds). Ordered as :data:`~skloes.core._fusion.CANDIDATES`.
+    """
+    task = "regression" if classes is None else "classification"
+    final = final_model(task) if final is None else final
+    meta = _meta_features(oof, classes)
+    average, stack = [], []
+    for train, test in folds:
+        average.append(
+            score_predictions(
+                y[test], combine_outputs(oof[:, test], classes)[1], classes
+            )
+        )
+        model = clone(final).fit(meta[train], y[train])
+        stack.append(score_predictions(y[test], model.predict(meta[test]), classes))
+    scores = {"average": float(np.mean(average)), "stack": float(np.mean(stack))}
+    if concatenate is not None:
+        scores["concatenate"] = float(concatenate)
+    return {name: scores[name] for name in CANDIDATES if name in scores}
+
+
+def choose_fusion(scores):
+    """The fusion of the best inner-CV score (a NaN never wins; ties go to
+    the first of :data:`~skloes.core._fusion.CANDIDATES`: concatenation,
+    then the average, then the stack)."""
+    finite = {k: v for k, v in scores.items() if np.isfinite(v)}
+    if not finite:
+        return next(name for name in CANDIDATES if name in scores)
+    best = max(finite.values())
+    return next(name for name in CANDIDATES if finite.get(name, -np.inf) >= best)
+
+
+def _concat_fold(estimator, X, y, train, test, classes, fit_params):
+    fitted = clone(estimator).fit(
+        X[train], y[train], **_rows(fit_params, train, len(y))
+    )
+    return score_predictions(y[test], fitted.predict(X[test]), classes)
+
+
+def fusion_cv(
+    estimator,
+    X,
+    y,
+    folds,
+    *,
+    layer_dim,
+    classes=None,
+    fit_params=None,
+    final=None,
+    n_jobs=None,
+):
+    """Score concatenation, average and stack of the layer blocks of ``X`` by
+    inner cross-validation on its rows (``fusion="auto"``).
+
+    Parameters
+    ----------
+    estimator : estimator
+        Fitted on each ``layer_dim``-wide block (the per-layer fusions) and
+        on all of ``X`` (the concatenation), a clone per fit.
+    X : ndarray of shape (n_samples, n_layers * layer_dim)
+        The layers side by side.
+    y : ndarray of shape (n_samples,)
+        The target.
+    folds : list of (train, test)
+        The inner folds (:func:`inner_folds`).
+    layer_dim : int
+        Width of a block.
+    classes : ndarray or None, default=None
+        The classes (None: regression).
+    fit_params : dict or None, default=None
+        Passed to every fit of ``estimator`` (sliced to its rows).
+    final : estimator or None, default=None
+        The meta model of the stack.
+    n_jobs : int or None, default=None
+        Fits run in parallel with joblib.
+
+    Returns
+    -------
+    scores : dict
+        Mean score of each fusion over the folds (accuracy or R²).
+    oof : ndarray of shape (n_layers, n_samples, m)
+        Each layer's out-of-fold outputs over ``folds`` (what a stack over
+        the same folds fits its meta model on).
+    """
+    fit_params = fit_params or {}
+    n_layers = X.shape[1] // layer_dim
+    blocks = [X[:, i * layer_dim : (i + 1) * layer_dim] for i in range(n_layers)]
+    parallel = Parallel(n_jobs=n_jobs)
+    oof = np.asarray(
+        parallel(
+            delayed(_oof_one)(estimator, block, y, folds, classes, fit_params)
+            for block in blocks
+        )
+    )
+    concat = parallel(
+        delayed(_concat_fold)(estimator, X, y, a, b, classes, fit_params)
+        for a, b in folds
+    )
+    scores = fusion_scores(
+        oof, y, folds, classes, concatenate=float(np.mean(concat)), final=final
+    )
+    return scores, oof
+
+
+def _has_stack_scores(ensemble):
+    """For ``available_if``: a stacked ensemble's decision scores."""
+    return ensemble.combine == "stack"
+
+
 class _BaseLayerEnsemble(BaseEstimator):
     """Shared fit: one estimator per layer, then the average or a meta model."""
 
@@ -134,7 +287,7 @@ class _BaseLayerEnsemble(BaseEstimator):
         "combine": [StrOptions({"average", "stack"})],
         "final_estimator": [HasMethods(["fit", "predict"]), None],
         "layer_dim": [Interval(Integral, 1, None, closed="left"), None],
-        "cv": [Interval(Integral, 2, None, closed="left")],
+        "cv": [Interval(Integral, 2, None, closed="left"), "cv_object"],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
     }
@@ -185,6 +338,11 @@ class _BaseLayerEnsemble(BaseEstimator):
         self : object
             The fitted ensemble.
         """
+        return self._fit(X, y, fit_params)
+
+    def _fit(self, X, y, fit_params, oof=None):
+        """``fit``; ``oof``: the layers' out-of-fold outputs over this
+        ensemble's own inner folds, computed already (``fusion="auto"``)."""
         stack, y = self._stack(X, y)
         y = self._check_y(y)
         classes = getattr(self, "classes_", None)
@@ -202,11 +360,12 @@ class _BaseLayerEnsemble(BaseEstimator):
         )
         self.final_estimator_ = None
         if self.combine == "stack" and len(stack) > 1:  # one layer: its probe
-            folds = self._folds(y)
-            oof = parallel(
-                delayed(_oof_one)(estimator, layer, y, folds, classes, fit_params)
-                for layer in stack
-            )
+            if oof is None:
+                folds = self._folds(y)
+                oof = parallel(
+                    delayed(_oof_one)(estimator, layer, y, folds, classes, fit_params)
+                    for layer in stack
+                )
             meta = _meta_features(np.asarray(oof), classes)
             final = self.final_estimator
             final = final_model(self._task) if final is None else clone(final)
@@ -220,15 +379,7 @@ class _BaseLayerEnsemble(BaseEstimator):
 
     def _folds(self, y):
         """The inner folds of the stacked meta model's out-of-fold inputs."""
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        if self._task == "classification":
-            smallest = int(np.unique(y, return_counts=True)[1].min())
-            n_splits = max(2, min(self.cv, smallest))
-            splitter = StratifiedKFold(n_splits, shuffle=True, random_state=seed)
-        else:
-            n_splits = max(2, min(self.cv, len(y) // 2))
-            splitter = KFold(n_splits, shuffle=True, random_state=seed)
-        return list(splitter.split(np.zeros((len(y), 1)), y))
+        return inner_folds(y, self._task, self.cv, self.random_state)
 
     def _outputs(self, X):
         """Per-layer outputs ``(n_layers, n_samples, m)`` of new rows."""
@@ -271,9 +422,10 @@ _PARAMS = """
         selector), a plain table being one layer. Ignored for a stack; see
         :ref:`data_contract`.
 
-    cv : int, default=5
+    cv : int or iterable of (train, test), default=5
         Inner folds of ``combine="stack"`` ({SPLITTER}, shuffled by
-        ``random_state``), fewer when {FEWER}.
+        ``random_state``), fewer when {FEWER}; or the folds themselves, as
+        index pairs over the rows of ``fit``.
 
     n_jobs : int or None, default=None
         The layers' estimators (and their inner folds) are fitted in
@@ -393,6 +545,31 @@ class LayerEnsembleClassifier(ClassifierMixin, _BaseLayerEnsemble):
             return combine_outputs(outputs, self.classes_)[0]
         meta = _meta_features(outputs, self.classes_)
         return self.final_estimator_.predict_proba(meta)
+
+    @available_if(_has_stack_scores)
+    def decision_function(self, X):
+        """Decision scores of the stacked meta model (``combine="stack"``).
+
+        The average of probabilities has none: use :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or \
+(n_samples, n_layers * dim)
+            Laid out as in ``fit``.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            The meta model's scores (one layer: that layer's estimator's).
+        """
+        outputs = self._outputs(X)
+        if self.final_estimator_ is None:
+            stack = self._stack(X, reset=False)
+            return self.estimators_[0].decision_function(stack[0])
+        return self.final_estimator_.decision_function(
+            _meta_features(outputs, self.classes_)
+        )
 
     def predict(self, X):
         """Predicted class labels.

@@ -23,9 +23,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
 from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
-from skloes.core._targets import check_classes
+from skloes.core._targets import check_classes, check_continuous_target
 from skloes.core._torch import may_use_accelerator
-from skloes.probe._base import LayerPipelineBase
+from skloes.probe._base import LayerPipelineBase, check_every_layer
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import HasMethods, StrOptions, _fit_context
 
@@ -62,13 +62,17 @@ _PARAMS_DOC = """
     standardize : bool, default=True
         Standardize the fused layers before ``estimator``.
 
-    fusion : {"average", "stack", "concatenate"}, default="average"
+    fusion : {"auto", "average", "stack", "concatenate"}, default="auto"
         How the selected layers are combined: ``"average"``, one
         ``estimator`` per layer and the mean of their {OUTPUT}
         (:class:`~skloes.probe.{ENSEMBLE}`); ``"stack"``, one per layer and a
         meta model fitted on their out-of-fold {OUTPUT}; ``"concatenate"``,
         one ``estimator`` on the concatenated layers (the only fusion before
-        0.3). See :ref:`fusion` for where each wins.
+        0.3); ``"auto"``, the one of those three with the best score by 5-fold
+        cross-validation on the training rows (ties to concatenation, then
+        the average), recorded in ``fusion_``. With one selected layer every
+        fusion is that layer's ``estimator``, and ``"auto"`` fits it alone.
+        See :ref:`fusion` for where each wins and how the default was chosen.
 
         .. versionadded:: 0.3
 
@@ -109,8 +113,8 @@ _PARAMS_DOC = """
            inside the extractor).
 
     random_state : int, RandomState instance or None, default=None
-        Seeds the default selector and the inner folds of
-        ``fusion="stack"``.
+        Seeds the default selector and the inner folds of ``fusion="stack"``
+        and ``"auto"``.
 
     n_jobs : int or None, default=None
         Per-layer estimators (``fusion`` other than ``"concatenate"``) are
@@ -130,9 +134,23 @@ _ATTRS_DOC = """
         The fitted selector (on every layer of the training inputs).
 
     estimator_ : estimator
-        The fitted final estimator: with ``fusion="average"`` or ``"stack"``
-        the fitted :class:`~skloes.probe.LayerEnsembleClassifier` (or
-        ``Regressor``) whose ``estimators_`` are the per-layer estimators.
+        The fitted final estimator: with ``fusion_`` ``"average"`` or
+        ``"stack"`` the fitted :class:`~skloes.probe.LayerEnsembleClassifier`
+        (or ``Regressor``) whose ``estimators_`` are the per-layer
+        estimators.
+
+    fusion_ : {"average", "stack", "concatenate"}
+        The fusion ``estimator_`` was fitted with: ``fusion`` itself, or the
+        one ``"auto"`` chose.
+
+        .. versionadded:: 0.3
+
+    fusion_scores_ : dict or None
+        With ``fusion="auto"`` and several selected layers, each fusion's
+        mean inner-CV score (accuracy or R²) on the training rows; else
+        None.
+
+        .. versionadded:: 0.3
 
     pipeline_ : sklearn.pipeline.Pipeline
         What ``predict`` runs without a cache: the extractor of the selected
@@ -156,7 +174,7 @@ def _head_has(method):
     def check(probe):
         head = getattr(probe, "estimator_", None)
         if head is None:
-            head = probe._head(dim=1)
+            head = probe._head(dim=1, fusion=probe._fusion_before_fit())
         return hasattr(head, method)
 
     return check
@@ -225,32 +243,107 @@ class _BaseLayerProbe(LayerPipelineBase):
         extractor, stack = self._extract(X, y)
         return self._fit_stack(extractor, stack, y, routed)
 
-    def _fit_stack(self, extractor, stack, y, routed=None):
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit_stack(self, X, stack, y, **params):
+        """Fit on the hidden states of ``X`` computed already (no forward pass).
+
+        ``stack`` must be every layer of ``X`` as this probe's extractor
+        computes them (the same model, ``pooling``, ``max_length`` and
+        ``extractor_params``): a :class:`~skloes.extraction.HiddenStatesTransformer`
+        with those settings (``output="stack"``), a layer report's input,
+        or ``skloes probe``'s own extraction. The fitted probe predicts from
+        raw inputs as after :meth:`fit`.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        X : list of str or array-like
+            The raw inputs ``stack`` was computed from.
+        stack : array-like of shape (n_layers, n_samples, dim)
+            Every layer of the model (``n_layers`` is its number of hidden
+            states), for the rows of ``X``.
+        y : array-like of shape (n_samples,)
+            The target, as :meth:`fit` takes it.
+        **params : dict
+            Metadata, as :meth:`fit` takes it (``groups``).
+
+        Returns
+        -------
+        self : object
+            The fitted probe.
+        """
+        y = self._check_y(y)
+        routed = self._routed_fit_params(params)
+        extractor = self._extractor().fit(X)
+        stack = check_every_layer(stack, extractor, len(y), type(self).__name__)
+        return self._fit_stack(extractor, stack, y, routed)
+
+    def _fit_stack(self, extractor, stack, y, routed):
         """Select and fit on the every-layer ``stack`` of the fitted
-        ``extractor`` and the checked ``y`` (``_check_y``); the command line
-        calls it with the stack its report computed already."""
-        routed = routed if routed is not None else self._routed_fit_params({})
+        ``extractor`` and the checked ``y`` (``_check_y``)."""
         selector = self._fit_selector(extractor, stack, y, routed)
         fused = selector.transform(stack)
         dim = stack.shape[2]
         del stack
-        head = self._head(dim)
-        steps = [head]
+        scaler = None
         if self.standardize:  # the scaler weighs rows alike
             scaler = StandardScaler()
             fused = scaler.fit_transform(fused)
-            steps = [scaler, head]
-        head.fit(fused, y, **routed.estimator.fit)
+        fit_params = routed.estimator.fit
+        self.fusion_, self.fusion_scores_, oof = self._choose_fusion(
+            fused, y, dim, fit_params
+        )
+        head = self._head(dim, self.fusion_)
+        if oof is not None and self.fusion_ == "stack":  # its meta model's inputs
+            head._validate_params()
+            head._fit(fused, y, fit_params, oof=oof)
+        else:
+            head.fit(fused, y, **fit_params)
         self.estimator_ = head
-        step = make_pipeline(*steps) if self.standardize else head
+        step = head if scaler is None else make_pipeline(scaler, head)
         self._prune(extractor, [("head", step)])
         return self
 
-    def _head(self, dim):
-        """The final estimator under ``fusion``: ``estimator`` itself on the
-        concatenated layers, or one clone of it per layer of width ``dim``."""
+    def _fusion_before_fit(self):
+        """The fusion a fit would use, as far as it is known before one
+        (``"auto"`` may choose concatenation: its methods are offered)."""
+        return "concatenate" if self.fusion == "auto" else self.fusion
+
+    def _choose_fusion(self, fused, y, dim, fit_params):
+        """``(fusion_, fusion_scores_, oof)``: ``fusion``, or the one inner CV
+        on the training rows chose (with each layer's out-of-fold outputs over
+        the inner folds, which a chosen stack reuses)."""
+        if self.fusion != "auto":
+            return self.fusion, None, None
+        if fused.shape[1] // dim < 2:  # one layer: its own estimator
+            return "concatenate", None, None
+        from skloes.probe._ensemble import fusion_cv, inner_folds
+
+        classes = getattr(self, "classes_", None)
+        folds = inner_folds(y, self._task, 5, self.random_state)
+        scores, oof = fusion_cv(
+            clone(self._nested("estimator")),
+            fused,
+            y,
+            folds,
+            layer_dim=dim,
+            classes=classes,
+            fit_params=fit_params,
+            n_jobs=self.n_jobs,
+        )
+        from skloes.probe._ensemble import choose_fusion
+
+        return choose_fusion(scores), scores, oof
+
+    def _head(self, dim, fusion=None):
+        """The final estimator under ``fusion`` (default: the parameter, with
+        ``"auto"`` resolved by :meth:`_choose_fusion` before): ``estimator``
+        itself on the concatenated layers, or one clone of it per layer of
+        width ``dim``."""
+        fusion = self.fusion if fusion is None else fusion
         head = clone(self._nested("estimator"))
-        if self.fusion == "concatenate":
+        if fusion == "concatenate":
             return head
         from skloes.probe._ensemble import (
             LayerEnsembleClassifier,
@@ -264,8 +357,9 @@ class _BaseLayerProbe(LayerPipelineBase):
         )
         return kind(
             head,
-            combine=self.fusion,
+            combine=fusion,
             layer_dim=dim,
+            cv=5,
             n_jobs=self.n_jobs,
             random_state=self.random_state,
         )
@@ -308,8 +402,10 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
 
     ``fit`` runs the model over the texts once, extracting every layer's
     pooled hidden state; ``selector`` chooses the layers (by default LOES,
-    4 layers); ``estimator`` is fitted on each standardized selected layer
-    and their probabilities averaged (``fusion``).
+    4 layers); ``estimator`` is fitted on the standardized selected layers,
+    combined as inner cross-validation on the training rows chose
+    (``fusion``: their concatenation, or one estimator per layer with their
+    probabilities averaged or stacked).
     ``predict`` then runs the model only through the deepest selected block
     and pools only the selected layers. Save a fitted probe without the
     model's weights with :func:`save_probe`.
@@ -406,6 +502,10 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
     def decision_function(self, X):
         """Decision scores of the final estimator from raw inputs.
 
+        Offered when the fitted fusion (``fusion_``) is ``"concatenate"`` or
+        ``"stack"`` (the meta model's scores) and the estimator has them;
+        averaged probabilities have none.
+
         Parameters
         ----------
         X : list of str or array-like
@@ -431,8 +531,8 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
 
     As :class:`LayerProbeClassifier`, for continuous targets: the default
     selector is LOES, the default estimator a ridge regression with its
-    penalty chosen by leave-one-out on each standardized selected layer, and
-    their predictions averaged (``fusion``).
+    penalty chosen by leave-one-out, fitted on the standardized selected
+    layers combined as inner cross-validation chose (``fusion``).
 
     Read more in the :ref:`User Guide <probe>`.
 
@@ -482,9 +582,4 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
         return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
-        y = np.asarray(column_or_1d(y, warn=True), dtype=np.float64)
-        if not np.all(np.isfinite(y)):
-            raise ValueError(
-                f"{type(self).__name__}: `y` must be finite; got NaN or infinity."
-            )
-        return y
+        return check_continuous_target(column_or_1d(y, warn=True), type(self).__name__)

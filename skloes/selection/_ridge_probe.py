@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from skloes.core._contract import _check_layer_dim, flat_width
 from skloes.core._geometry import block_gram
 from skloes.core._ridge import ridge_fit, ridge_solve
-from skloes.core._targets import check_classes
+from skloes.core._targets import check_classes, check_continuous_target
 from skloes.utils._deprecation import renamed_params, warn_renamed
 from skloes.utils._param_validation import (
     Interval,
@@ -443,6 +443,7 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
             The fitted probe.
         """
         width = self._block_width(X)
+        y = check_continuous_target(y, type(self).__name__, multioutput=True)
         X, y = validate_data(
             self, X, y, dtype=np.float64, multi_output=True, y_numeric=True
         )

@@ -52,11 +52,13 @@ def warn_renamed(
     what: str = "parameter",
     renamed_in: str = RENAMED_IN,
     stacklevel: int = 3,
+    note: str = "",
 ) -> None:
-    """The one FutureWarning of a renamed parameter, attribute or option."""
+    """The one FutureWarning of a renamed parameter, attribute or option
+    (``note`` ends it: what happened to the value)."""
     warnings.warn(
         f"{owner}: the {what} `{old}` was renamed `{new}` in {renamed_in} and will "
-        f"be removed in {removed_in(renamed_in)}; use `{new}` instead.",
+        f"be removed in {removed_in(renamed_in)}; use `{new}` instead.{note}",
         FutureWarning,
         stacklevel=stacklevel,
     )
@@ -101,7 +103,15 @@ def _renamed_values(estimator, *, warn):
             )
         if warn:
             warn_renamed(
-                type(estimator).__name__, old, new, renamed_in=renamed_in, stacklevel=4
+                type(estimator).__name__,
+                old,
+                new,
+                renamed_in=renamed_in,
+                stacklevel=4,
+                note=(
+                    f" Its value {value!r} is used as `{new}`, whose own value "
+                    f"(the default {default!r}) is ignored."
+                ),
             )
         values[new] = convert(value) if convert else value
     return values

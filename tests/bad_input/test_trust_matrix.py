@@ -33,8 +33,9 @@ pytest.importorskip("skops")
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
-from skloes import HiddenStatesTransformer  # noqa: E402
+from skloes import HiddenStatesTransformer, probe_folder  # noqa: E402
 from skloes.cli import main  # noqa: E402
+from skloes.core import _atomic  # noqa: E402
 from skloes.probe import (  # noqa: E402
     LayerProbeClassifier,
     LayerProbeRegressor,
@@ -484,9 +485,11 @@ def test_model_gone_is_refused(tiny_model_path, tmp_path):
     err(r"is gone").check(lambda: load_probe(saved))
 
 
-# Types read by name from the archive: only skloes' estimator classes among
-# modules already imported; a name never imports a module.
+# Types read by name from the archive: only skloes' estimator classes (public,
+# or in modules already imported); a name never imports a module: only the
+# modules the estimator packages declare are imported.
 TYPE_NAMES = [
+    ("lazy_torch_head", "skloes.heads._scalar_mix.ScalarMixClassifier", True),
     ("extractor", "skloes.extraction._hidden_states.HiddenStatesTransformer", True),
     ("selector", "skloes.selection._baselines.LastKSelector", True),
     ("main_module", "skloes.__main__.Anything", False),
@@ -503,15 +506,20 @@ TYPE_NAMES = [
 )
 def test_type_names_never_import(name, trusted, monkeypatch):
     imported = []
-    real = _persistence.importlib.import_module
+    real = probe_folder.importlib.import_module
 
     def record(module, *args):
         imported.append(module)
         return real(module, *args)
 
-    monkeypatch.setattr(_persistence.importlib, "import_module", record)
-    assert _persistence._is_skloes_estimator(name) is trusted
-    assert set(imported) <= set(_persistence._ESTIMATOR_PACKAGES), imported
+    monkeypatch.setattr(probe_folder.importlib, "import_module", record)
+    probe_folder._public_estimators.cache_clear()
+    assert probe_folder.is_skloes_estimator(name) is trusted
+    declared = set(probe_folder.ESTIMATOR_PACKAGES)
+    for package in probe_folder.ESTIMATOR_PACKAGES:  # the modules they declare
+        module = sys.modules[package]
+        declared |= set(getattr(module, "_LAZY", {}).values())
+    assert set(imported) <= declared, imported
     assert "skloes.nowhere" not in sys.modules
 
 
@@ -931,7 +939,7 @@ def test_save_on_an_unwritable_parent_is_refused(fitted, tmp_path, monkeypatch):
     def refuse(*args, **kwargs):  # chmod cannot stop root: fake it
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(_persistence.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(probe_folder.tempfile, "mkstemp", refuse)
     err(r"`path` .* is not writable \(Permission denied").check(
         lambda: save_probe(fitted[0], tmp_path / "p")
     )
@@ -964,29 +972,29 @@ CRASH_POINTS = {  # (what to patch, then the probe at the path is the old one)
         True,
     ),
     "manifest_write": (
-        lambda mp: mp.setattr(_persistence, "_write_json", _crash),
+        lambda mp: mp.setattr(probe_folder, "write_manifest", _crash),
         True,
     ),
     "load_back_check": (
         lambda mp: mp.setattr(_persistence, "_check_loads_back", _crash),
         True,
     ),
-    "exchange": (lambda mp: mp.setattr(_persistence, "_exchange", _crash), True),
+    "exchange": (lambda mp: mp.setattr(_atomic, "exchange", _crash), True),
     "removing_the_old_probe": (
-        lambda mp: mp.setattr(_persistence, "_remove_saved_probe", _crash),
+        lambda mp: mp.setattr(probe_folder, "remove_saved_files", _crash),
         False,
     ),
     "fallback_move_aside": (
         lambda mp: (
-            mp.setattr(_persistence, "_exchange", lambda a, b: False),
-            mp.setattr(_persistence.os, "rename", _rename_crashing_at(1)),
+            mp.setattr(_atomic, "exchange", lambda a, b: False),
+            mp.setattr(_atomic.os, "rename", _rename_crashing_at(1)),
         ),
         True,
     ),
     "fallback_move_in": (
         lambda mp: (
-            mp.setattr(_persistence, "_exchange", lambda a, b: False),
-            mp.setattr(_persistence.os, "rename", _rename_crashing_at(2)),
+            mp.setattr(_atomic, "exchange", lambda a, b: False),
+            mp.setattr(_atomic.os, "rename", _rename_crashing_at(2)),
         ),
         True,
     ),
@@ -1032,7 +1040,7 @@ def test_a_crash_before_the_swap_leaves_nothing_behind(
 
 def test_the_fallback_swap_replaces_the_probe(fitted, tmp_path, monkeypatch):
     folder = save_probe(fitted[0], tmp_path / "p")
-    monkeypatch.setattr(_persistence, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(_atomic, "exchange", lambda a, b: False)
     save_probe(fitted[1], folder, overwrite=True)
     assert _reload_layers(folder) == fitted[1].selected_layers_.tolist()
     assert [p.name for p in tmp_path.iterdir()] == ["p"]

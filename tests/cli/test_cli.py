@@ -93,10 +93,13 @@ def test_headline_quotes_the_summary_numbers():
             "within_noise": ["all_layers", "loes", "best_single_layer"],
         },
         "methods": [{"method": "all_layers", "score": 0.772}],
-        "fusion": "average",
+        "fusion": "auto",
+        "fusion_counts": {"loes": {"average": 3, "stack": 2}, "last_layer": {}},
+        "task": "classification",
     }
-    first, line = _headline(summary).splitlines()
-    assert line.startswith("layers combined by averaging one probe per layer  |  ")
+    first, fusion, line = _headline(summary).splitlines()
+    assert fusion.startswith("multi-layer methods scored with fusion='auto' (")
+    assert fusion.endswith("folds chose: loes average 3, stack 2")
     assert first.startswith("recommended: best_single_layer (1 layer kept, ")
     assert "deepest block 20): 0.7620" in first
     assert "within noise of the best, all_layers 0.7720" in first
@@ -106,7 +109,7 @@ def test_headline_quotes_the_summary_numbers():
 
 
 def test_headline_says_when_nothing_cheaper_is_within_noise():
-    from skloes.report._layer_report import recommendation_text
+    from skloes.report._presenting import recommendation_text
 
     rec = {
         "method": "loes",
@@ -536,7 +539,7 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
     assert capsys.readouterr().out.splitlines()[0] == "prediction,proba_neg,proba_pos"
 
 
-@pytest.mark.parametrize("fusion", ["stack", "concatenate"])
+@pytest.mark.parametrize("fusion", ["stack", "concatenate", "auto"])
 def test_probe_fusion_scores_the_report_and_saves_the_probe_with_it(
     tmp_path, capsys, tiny_model_path, fusion
 ):
@@ -551,10 +554,15 @@ def test_probe_fusion_scores_the_report_and_saves_the_probe_with_it(
     stdout = capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "selection.json").read_text())
     assert report["fusion"] == fusion
-    assert f"fusion={fusion!r}" in stdout
-    word = {"stack": "stacking", "concatenate": "concatenation"}[fusion]
-    assert "layers combined by " in stdout and word in stdout
-    assert load_probe(saved).fusion == fusion
+    assert f"multi-layer methods scored with fusion={fusion!r}" in stdout
+    word = {"stack": "meta model", "concatenate": "concatenated", "auto": "inner CV"}
+    assert word[fusion] in stdout
+    probe = load_probe(saved)
+    assert probe.fusion == fusion
+    assert f"(fusion {probe.fusion_}" in stdout
+    card = (saved / "README.md").read_text()
+    assert f"- combined by: {probe.fusion_} (" in card
+    assert f"multi-layer methods under fusion={fusion!r}" in card
 
 
 @pytest.mark.torch

@@ -17,7 +17,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skloes.probe import LayerEnsembleClassifier, LayerEnsembleRegressor
 
-FUSIONS = ("concatenate", "average", "stack")
+FUSIONS = ("concatenate", "average", "stack", "auto")
 
 
 # ------------------------------------------------------------ the heads
@@ -100,6 +100,61 @@ def test_a_class_missing_from_an_inner_fold_keeps_its_column():
     stack = rng.normal(size=(2, 42, 3))
     ens = LayerEnsembleClassifier(combine="stack", cv=5, random_state=0).fit(stack, y)
     assert ens.predict_proba(stack).shape == (42, 3)
+
+
+def test_a_stack_has_the_meta_models_decision_scores_an_average_none():
+    stack, y = _data()
+    stacked = LayerEnsembleClassifier(combine="stack", random_state=0).fit(stack, y)
+    meta = stacked.final_estimator_
+    np.testing.assert_allclose(
+        stacked.decision_function(stack),
+        meta.decision_function(meta_features(stacked, stack)),
+    )
+    averaged = LayerEnsembleClassifier().fit(stack, y)
+    assert not hasattr(averaged, "decision_function")
+
+
+def meta_features(ensemble, stack):
+    from skloes.probe._ensemble import _meta_features
+
+    return _meta_features(ensemble._outputs(stack), ensemble.classes_)
+
+
+def test_explicit_inner_folds_are_the_stacks_folds():
+    stack, y = _data()
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = list(StratifiedKFold(3, shuffle=True, random_state=5).split(y, y))
+    a = LayerEnsembleClassifier(combine="stack", cv=folds).fit(stack, y)
+    b = LayerEnsembleClassifier(combine="stack", cv=folds).fit(stack, y)
+    np.testing.assert_array_equal(a.predict_proba(stack), b.predict_proba(stack))
+
+
+def test_fusion_cv_scores_each_fusion_and_the_choice_breaks_ties_simply():
+    from skloes.probe._ensemble import choose_fusion, fusion_cv, inner_folds
+
+    stack, y = _data()
+    flat = stack.transpose(1, 0, 2).reshape(stack.shape[1], -1)
+    folds = inner_folds(y, "classification", 5, 0)
+    head = make_pipeline(StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
+    scores, oof = fusion_cv(head, flat, y, folds, layer_dim=4, classes=np.unique(y))
+    assert list(scores) == ["concatenate", "average", "stack"]
+    assert oof.shape == (3, 90, 3)
+    # the average's score is the accuracy of the mean out-of-fold probability
+    mean = oof.mean(axis=0)
+    by_fold = [
+        np.mean(np.unique(y)[mean[test].argmax(axis=1)] == y[test]) for _, test in folds
+    ]
+    assert scores["average"] == pytest.approx(np.mean(by_fold))
+    assert choose_fusion({"concatenate": 0.7, "average": 0.7, "stack": 0.6}) == (
+        "concatenate"
+    )
+    assert choose_fusion({"concatenate": 0.6, "average": 0.7, "stack": 0.7}) == (
+        "average"
+    )
+    assert choose_fusion({"concatenate": np.nan, "average": 0.5, "stack": 0.4}) == (
+        "average"
+    )
 
 
 def test_bad_parameters_are_refused_by_name():
@@ -240,7 +295,7 @@ def test_every_fusion_exports_in_int8_with_its_check(deep_tiny, tmp_path, fusion
     check = manifest["export"]["check"]
     assert check["n_texts"] == len(TEXTS)
     assert {"max_abs_feature_diff", "same_prediction", "max_proba_diff"} <= set(check)
-    head = "head.npz" if fusion == "concatenate" else "head.skops"
+    head = "head.npz" if probe.fusion_ == "concatenate" else "head.skops"
     assert (folder / head).is_file()
     served = load_probe(folder)
     assert served.precision_ == "int8"
@@ -254,19 +309,43 @@ def test_every_fusion_exports_in_int8_with_its_check(deep_tiny, tmp_path, fusion
     )
 
 
-@pytest.mark.parametrize("fusion", ["average", "stack"])
+@pytest.mark.parametrize("fusion", ["average", "stack", "auto"])
 def test_a_regressor_of_every_fusion_saves_and_exports(deep_tiny, tmp_path, fusion):
     y = Y.astype(float) * 2.5
     probe = LayerProbeRegressor(
         deep_tiny, selector=_layers([1, 2]), fusion=fusion, device="cpu"
     ).fit(TEXTS, y)
-    assert len(probe.estimator_.estimators_) == 2
+    if probe.fusion_ != "concatenate":
+        assert len(probe.estimator_.estimators_) == 2
     loaded = load_probe(save_probe(probe, tmp_path / "r"))
     np.testing.assert_array_equal(loaded.predict(NEW), probe.predict(NEW))
     folder = save_probe(probe, tmp_path / "e", export="onnx", check_texts=TEXTS)
     np.testing.assert_allclose(
         load_probe(folder).predict(NEW), probe.predict(NEW), atol=1e-5
     )
+
+
+def test_auto_records_its_choice_and_fits_that_fusion(deep_tiny):
+    probe = LayerProbeClassifier(
+        deep_tiny, selector=_layers([1, 3]), fusion="auto", random_state=0
+    ).fit(TEXTS, Y)
+    scores = probe.fusion_scores_
+    assert list(scores) == ["concatenate", "average", "stack"]
+    assert probe.fusion_ in scores
+    assert scores[probe.fusion_] == max(scores.values())
+    again = LayerProbeClassifier(
+        deep_tiny, selector=_layers([1, 3]), fusion=probe.fusion_, random_state=0
+    ).fit(TEXTS, Y)
+    np.testing.assert_allclose(probe.predict_proba(NEW), again.predict_proba(NEW))
+    # decision scores exist where the fitted fusion has them
+    assert hasattr(probe, "decision_function") == (probe.fusion_ != "average")
+    # one selected layer: its own head, no choice to make
+    one = LayerProbeClassifier(deep_tiny, selector=_layers([2]), fusion="auto")
+    one.fit(TEXTS, Y)
+    assert one.fusion_ == "concatenate" and one.fusion_scores_ is None
+    # a fixed fusion is recorded as itself
+    fixed = LayerProbeClassifier(deep_tiny, selector=_layers([1, 3]), fusion="stack")
+    assert fixed.fit(TEXTS, Y).fusion_ == "stack" and fixed.fusion_scores_ is None
 
 
 def test_a_bad_fusion_is_refused_by_name(deep_tiny):

@@ -116,7 +116,8 @@ def test_probe_fits_predicts_and_uses_only_its_layers(deep_tiny, fusion):
     if fusion == "concatenate":
         assert probe.decision_function(NEW).shape == (4,)
     else:  # one probe per selected layer, combined
-        assert not hasattr(probe, "decision_function")
+        # decision scores: the stack's meta model has them, an average none
+        assert hasattr(probe, "decision_function") == (fusion == "stack")
         assert len(probe.estimator_.estimators_) == 4
         assert (probe.estimator_.final_estimator_ is None) == (fusion == "average")
     assert 0.0 <= probe.score(TEXTS, Y) <= 1.0
@@ -438,7 +439,7 @@ def test_probe_on_real_minilm_and_text(minilm_path, rotten_tomatoes_small):
         HST(minilm_path, max_length=64),
         clone(probe.selector_),
         StandardScaler(),
-        _head(probe.fusion, probe.pipeline_[0].dim_),
+        _head(probe.fusion_, probe.pipeline_[0].dim_),
     )
     full.fit(X[:150], y[:150])
     np.testing.assert_allclose(

@@ -117,10 +117,10 @@ def test_float32_export_reproduces_the_torch_features_and_stops_at_the_deepest_b
     np.testing.assert_allclose(served.transform(NEW), features, atol=1e-5)
     head = probe.pipeline_[1:]  # the same features give the same scores
     np.testing.assert_allclose(
-        served._head.predict_proba(features), head.predict_proba(features), atol=1e-5
+        served.head_.predict_proba(features), head.predict_proba(features), atol=1e-5
     )
     np.testing.assert_allclose(
-        served._head.decision_function(features),
+        served.head_.decision_function(features),
         head.decision_function(features),
         atol=1e-5,
     )

@@ -357,7 +357,7 @@ def test_averaged_methods_reuse_the_per_layer_probes_with_the_same_scores(
     refit = LayerReport(**params)
     refit._reuse_layer_outputs = False
     refit.fit(H, y)
-    assert cheap._layer_outputs is not None and refit._layer_outputs is None
+    assert cheap._layer_outputs is not None
     a, b = _method_scores(cheap), _method_scores(refit)
     assert a.keys() == b.keys()
     for method in a:
@@ -365,9 +365,23 @@ def test_averaged_methods_reuse_the_per_layer_probes_with_the_same_scores(
     assert cheap.recommendation_ == refit.recommendation_
 
 
+def _other_folds(folds, i):
+    """Fold ``i``'s inner folds as the report makes them: each other outer
+    fold, as index pairs over fold ``i``'s training rows."""
+    train = folds[i][0]
+    return [
+        (
+            np.searchsorted(train, np.setdiff1d(train, test)),
+            np.searchsorted(train, test),
+        )
+        for j, (_, test) in enumerate(folds)
+        if j != i
+    ]
+
+
 def test_every_method_is_scored_under_the_chosen_fusion():
+    from sklearn.base import clone
     from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import cross_val_score
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
@@ -388,11 +402,16 @@ def test_every_method_is_scored_under_the_chosen_fusion():
         head = make_pipeline(
             StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)
         )
-        if fusion != "concatenate":
-            head = LayerEnsembleClassifier(
-                head, combine=fusion, layer_dim=6, random_state=0
-            )
-        expected = cross_val_score(head, flat, y, cv=folds)
+        expected = []
+        for i, (train, test) in enumerate(folds):
+            model = head
+            if fusion != "concatenate":  # inner folds: the other outer folds
+                inner = _other_folds(folds, i)
+                model = LayerEnsembleClassifier(
+                    head, combine=fusion, layer_dim=6, cv=inner
+                )
+            fitted = clone(model).fit(flat[train], y[train])
+            expected.append(fitted.score(flat[test], y[test]))
         np.testing.assert_allclose(by[fusion]["all_layers"], expected, atol=1e-12)
     # one layer is one probe under every fusion
     for method in ("last_layer", "best_single_layer"):
@@ -402,6 +421,67 @@ def test_every_method_is_scored_under_the_chosen_fusion():
     assert not np.array_equal(
         by["average"]["all_layers"], by["concatenate"]["all_layers"]
     )
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_auto_chooses_in_each_fold_by_inner_cv_on_its_training_rows(task):
+    """``fusion="auto"``: in each fold, the fusion of the best inner-CV score
+    (the other folds as inner folds), scored as that fusion; the reused fits
+    give the numbers of choosing and refitting from scratch."""
+    from sklearn.base import clone
+    from sklearn.linear_model import LogisticRegression, RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skloes.probe import LayerEnsembleClassifier, LayerEnsembleRegressor
+    from skloes.probe._ensemble import choose_fusion, fusion_cv
+
+    rng = np.random.RandomState(1)
+    y = np.repeat([0, 1, 2], 30)
+    centres = rng.normal(size=(3, 6))
+    H = rng.normal(size=(4, 90, 6))
+    for layer, strength in enumerate([0.0, 0.2, 0.4, 0.6]):
+        H[layer] += strength * centres[y]
+    H[1, :, 0] *= 50.0  # one layer on another scale
+    if task == "regression":
+        y = H[3, :, 0] + 0.02 * H[1, :, 0] + rng.normal(size=90)
+    report = LayerReport(n_layers_to_select=2, metrics=(), fusion="auto", task=task)
+    report.fit(H, y)
+    folds = report._folds("LayerReport", y)
+    flat = H.transpose(1, 0, 2).reshape(90, -1)
+    if task == "classification":
+        head = make_pipeline(
+            StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)
+        )
+        kind, classes = LayerEnsembleClassifier, np.unique(y)
+    else:
+        head = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13)))
+        kind, classes = LayerEnsembleRegressor, None
+    entry = report.comparison_["all_layers"]
+    expected, chosen = [], []
+    for i, (train, test) in enumerate(folds):
+        inner = _other_folds(folds, i)
+        scores, _ = fusion_cv(
+            head, flat[train], y[train], inner, layer_dim=6, classes=classes
+        )
+        fusion = choose_fusion(scores)
+        model = head
+        if fusion != "concatenate":
+            model = kind(head, combine=fusion, layer_dim=6, cv=inner)
+        fitted = clone(model).fit(flat[train], y[train])
+        expected.append(fitted.score(flat[test], y[test]))
+        chosen.append(fusion)
+    np.testing.assert_allclose(entry.fold_scores, expected, atol=1e-10)
+    assert entry.fold_fusions == chosen
+    # recorded, and said in the summary
+    assert report.fusion_["all_layers"] == entry.fusion_counts()
+    assert sum(report.fusion_["all_layers"].values()) == len(folds)
+    assert report.fusion_["last_layer"] == {}
+    summary = report.summary()
+    assert summary["fusion"] == "auto"
+    assert summary["fusion_counts"] == report.fusion_
+    text = report.format_summary()
+    assert "fusion='auto'" in text and "all_layers " in text.split("folds chose")[1]
 
 
 def test_average_needs_a_probe_with_probabilities(planted):
