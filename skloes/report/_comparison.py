@@ -39,7 +39,9 @@ from skloes.probe._ensemble import (
     choose_fusion,
     combine_outputs,
     final_model,
+    fusion_cv,
     fusion_scores,
+    inner_folds,
     layer_outputs,
     score_predictions,
 )
@@ -596,7 +598,7 @@ class _FoldFusion:
     # ------------------------------------------------------------ the fits
     def _fit_layers(self, fold_layers):
         """Fit, in parallel, the per-layer inner probes these folds need."""
-        if self.fusion == "average":
+        if self.fusion == "average" or not self.report._reuse_layer_outputs:
             return
         todo = {}
         for i, layers in enumerate(fold_layers):
@@ -657,6 +659,8 @@ class _FoldFusion:
         fusion = self.fusion
         if fusion == "average":
             return self._average(i, layers), fusion
+        if not self.report._reuse_layer_outputs:
+            return self._refit(i, layers)
         oof = self._oof(i, layers)
         if fusion == "auto":
             y_train = self.y[self.folds[i][0]]
@@ -673,6 +677,39 @@ class _FoldFusion:
         if fusion == "stack":
             return self._stack(i, layers, oof), fusion
         return self._concatenate(i, layers), fusion
+
+    def _refit(self, i, layers):
+        """Without the reuse (for timing and checks): the fusion fitted on
+        the fold's training rows from scratch, as the probe fits it, with its
+        own 5 inner folds (``"auto"`` chooses by them)."""
+        train, test = self.folds[i]
+        fused = fuse_layers(self.stack, sorted(layers))
+        dim, y = self.stack.shape[2], self.y
+        folds = inner_folds(y[train], self._task(), 5, self.report.random_state)
+        fusion = self.fusion
+        if fusion == "auto":
+            scores, _ = fusion_cv(
+                self.probe,
+                fused[train],
+                y[train],
+                folds,
+                layer_dim=dim,
+                classes=self.classes,
+            )
+            fusion = choose_fusion(scores)
+        model = self.probe
+        if fusion != "concatenate":
+            kind = (
+                LayerEnsembleRegressor
+                if self.classes is None
+                else LayerEnsembleClassifier
+            )
+            model = kind(self.probe, combine=fusion, layer_dim=dim, cv=folds)
+        pred = _fit_predict(model, fused, train, test, y)
+        return score_predictions(y[test], pred, self.classes), fusion
+
+    def _task(self):
+        return "regression" if self.classes is None else "classification"
 
     def _average(self, i, layers):
         test = self.folds[i][1]

@@ -476,9 +476,10 @@ class LayerReport(BaseEstimator):
         )["test_score"]
         return np.asarray(scores, dtype=np.float64)
 
-    # Score averaged methods from the per-layer table's held-out outputs (off:
-    # refit every averaged method's per-layer probes, the same numbers, for
-    # checks).
+    # Reuse the per-layer table's fits (average: its held-out outputs; stack
+    # and auto: out-of-fold outputs from fits shared by pairs of folds). Off:
+    # every fold refits its fusion from scratch, as the probe does (for the
+    # checks and the timing of benchmarks/bench_report_time.py).
     _reuse_layer_outputs = True
 
     def _score_layers(self, stack, y, probe, folds):
