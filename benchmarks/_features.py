@@ -124,6 +124,7 @@ def cross_validate_probe(estimator, texts, y, n_folds=5):
     return {
         "accuracy": out["test_score"].tolist(),
         "picks": [_picks(fitted) for fitted in out["estimator"]],
+        "fusions": [getattr(fitted, "fusion_", None) for fitted in out["estimator"]],
         "fit_s": out["fit_time"].tolist(),
         "head": repr(out["estimator"][0].estimator_),
     }

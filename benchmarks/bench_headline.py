@@ -9,12 +9,19 @@ with the library's defaults except its ``selector``, scored by scikit-learn's
 the selector and the head are fitted inside each training fold. Arms:
 
 - LOES: the probe's default selector (``selector=None``);
-- the last layer, all layers concatenated;
+- the last layer; all layers (under the default fusion) and all layers
+  concatenated (``fusion="concatenate"``, the 0.2 head);
 - the best single layer chosen by its own inner CV and greedy forward
   selection, with their defaults (greedy keeps as many layers as LOES).
 
-The head is the probe's default (standardised fused layers, then its default
-final estimator), so the table follows the library's defaults. Every probe
+The head is the probe's default (standardised selected layers, combined by
+the default ``fusion``: ``"auto"`` since issue 36, which chooses among
+concatenation, the average and the stack of per-layer probes by inner CV in
+each training fold; each fold's choice is recorded), so the table follows
+the library's defaults. A store written under another default fusion keeps
+the arms it does not change (one layer is its own head under every fusion;
+its concatenated all-layers arm becomes ``all_concat``) and refits the
+others. Every probe
 shares one content-addressed hidden-states cache (``benchmarks/_features.py``):
 each text runs through each model once, and reruns read the cache.
 
@@ -47,14 +54,17 @@ from _features import (
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ARMS = ("loes", "last", "best_single", "greedy", "all")
+ARMS = ("loes", "last", "best_single", "greedy", "all", "all_concat")
 LABELS = {
     "loes": "LOES (probe default)",
     "last": "last layer",
     "best_single": "best single layer (inner CV)",
     "greedy": "greedy forward",
-    "all": "all layers (concat)",
+    "all": "all layers (default fusion)",
+    "all_concat": "all layers (concatenated)",
 }
+# Arms a change of the default fusion leaves alone: one layer is its head.
+SINGLE = ("last", "best_single")
 
 
 def _selector(arm):
@@ -67,11 +77,34 @@ def _selector(arm):
         "best_single": lambda: selection.BestSingleLayerSelector(random_state=0),
         "greedy": lambda: selection.GreedyForwardSelector(random_state=0),
         "all": selection.AllLayersSelector,
+        "all_concat": selection.AllLayersSelector,
     }[arm]()
+
+
+def _params(arm):
+    return {"fusion": "concatenate"} if arm == "all_concat" else {}
+
+
+def _under_fusion(entry, fusion):
+    """The entry's arms valid under the default ``fusion``: a store written
+    under another keeps the single-layer arms, and its concatenated
+    all-layers arm as ``all_concat``."""
+    old = entry.get("fusion", "concatenate")
+    if old == fusion:
+        return entry
+    arms = entry.get("arms", {})
+    kept = {arm: arms[arm] for arm in SINGLE if arm in arms}
+    if old == "concatenate" and "all" in arms:
+        kept["all_concat"] = arms["all"]
+    if "all_concat" in arms:
+        kept["all_concat"] = arms["all_concat"]
+    return {**entry, "fusion": fusion, "arms": kept}
 
 
 def run(models, datasets, n_texts, force=False, store_path=None):
     """Fill the store ``{model/dataset: {meta, arms}}`` with what is missing."""
+    from skloes.core._fusion import DEFAULT_FUSION
+
     store_path = store_path or RESULTS / "headline.json"
     store = json.loads(store_path.read_text()) if store_path.exists() else {}
     for model in models:
@@ -80,6 +113,8 @@ def run(models, datasets, n_texts, force=False, store_path=None):
             entry = store.get(key, {})
             if entry.get("meta", {}).get("n") not in (None, n_texts) or force:
                 entry = {}
+            entry = _under_fusion(entry, DEFAULT_FUSION) if entry else entry
+            entry.setdefault("fusion", DEFAULT_FUSION)
             _, _, meta = layer_stack(model, dataset, n_texts)  # warm the cache
             print(f"{key}: {meta}", flush=True)
             entry.setdefault("meta", meta)
@@ -89,7 +124,7 @@ def run(models, datasets, n_texts, force=False, store_path=None):
                 if arm in arms:
                     continue
                 start = time.perf_counter()
-                estimator = probe(model, selector=_selector(arm))
+                estimator = probe(model, selector=_selector(arm), **_params(arm))
                 arms[arm] = cross_validate_probe(estimator, texts, y)
                 print(
                     f"  {arm:12s} {100 * np.mean(arms[arm]['accuracy']):.2f}  "
@@ -150,6 +185,15 @@ def model_table(store, model, datasets):
                 ",".join(map(str, p)) for p in entry["arms"][arm]["picks"]
             )
             lines.append(f"- {d}, {LABELS[arm]}: {picks}")
+    lines += ["", "Fusion each fold's probe fitted (``fusion_``):", ""]
+    for d, entry in zip(datasets, entries, strict=True):
+        for arm in ("loes", "greedy", "all"):
+            fusions = entry["arms"][arm].get("fusions")
+            if fusions and any(fusions):
+                shown = ", ".join(
+                    f"{f} {fusions.count(f)}" for f in dict.fromkeys(fusions)
+                )
+                lines.append(f"- {d}, {LABELS[arm]}: {shown}")
     extract = ", ".join(
         f"{d} {e['meta']['extract_seconds']:.0f} s"
         for d, e in zip(datasets, entries, strict=True)
@@ -158,18 +202,26 @@ def model_table(store, model, datasets):
     return lines
 
 
+def _complete(store, model, datasets):
+    """Whether every arm of ``model`` ran on every set (under the default)."""
+    return all(
+        f"{model}/{d}" in store and set(ARMS) <= set(store[f"{model}/{d}"]["arms"])
+        for d in datasets
+    )
+
+
 def headline_lines(store, datasets):
     """The README's headline sentence, figure by figure."""
     out = ["## The README's headline figures", ""]
-    if all(f"smollm2/{d}" in store for d in datasets):
+    if _complete(store, "smollm2", datasets):
         m = {arm: _mean(store, "smollm2", arm, datasets) for arm in ARMS}
         out.append(
             f"- SmolLM2: LOES **{m['loes']:.2f} %**, last layer {m['last']:.1f} %, "
             f"best single layer (inner CV) {m['best_single']:.1f} %, greedy "
-            f"{m['greedy']:.1f} %, all layers {m['all']:.1f} % (means over the "
-            f"{len(datasets)} sets)."
+            f"{m['greedy']:.1f} %, all layers {m['all']:.1f} % (concatenated "
+            f"{m['all_concat']:.1f} %) (means over the {len(datasets)} sets)."
         )
-    if all(f"minilm/{d}" in store for d in datasets):
+    if _complete(store, "minilm", datasets):
         m = {arm: _mean(store, "minilm", arm, datasets) for arm in ARMS}
         out.append(
             f"- MiniLM: LOES {m['loes']:.1f} % against {m['last']:.1f} % for "
@@ -198,7 +250,7 @@ def write_markdown(store, datasets, path=None):
         *headline_lines(store, datasets),
     ]
     for model in MODELS:
-        if all(f"{model}/{d}" in store for d in datasets):
+        if _complete(store, model, datasets):
             lines += model_table(store, model, datasets)
     path = path or RESULTS / "headline.md"
     path.write_text("\n".join(lines))
