@@ -318,6 +318,18 @@ def summarize(paths):
     )
 
 
+HEADER = """# Fusion of the chosen layers (issue 36)
+
+Written by `python benchmarks/bench_fusion.py --summarize` from the raw
+per-fold records in `results/fusion/` (a record without every arm of the
+current script is left out). Protocol: the script's docstring; stacks from
+`benchmarks/_stacks.py` (MiniLM and mpnet 1,000 texts, SmolLM2 500,
+max_length 64, mean pooling); MiniLM 3 x 5 folds, SmolLM2 and mpnet 2 x 5.
+Roles: the default was chosen on `choose` sets; `check` sets were read only
+afterwards. Accuracy does not depend on the machine's load; the seconds do
+(2 shared cores; load average {load} when summarized).
+
+"""
 FUSION_ARMS = ("loes_concatenate", "loes_average", "loes_stack", "loes_auto")
 GUIDE_BEGIN = (
     ".. bench_fusion table: begin (python benchmarks/bench_fusion.py --summarize)"
@@ -403,9 +415,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.summarize:
         paths = sorted(OUT.glob("*.json"))
-        print(summarize(paths))
+        text = HEADER.format(load=" ".join(open("/proc/loadavg").read().split()[:3]))
+        text += summarize(paths)
+        (OUT.parent / "fusion.md").write_text(text, encoding="utf-8")
+        print(text)
         write_guide(paths)
-        print(f"\n(the table of {GUIDE} rewritten between its markers)")
+        print(f"\n(fusion.md and the table of {GUIDE} rewritten)")
         return
     for model in args.models:
         n = args.n or (500 if model == "smollm2" else 1000)
