@@ -127,3 +127,120 @@ def test_a_float16_store_that_would_overflow_is_a_clear_error(tmp_path):
         HiddenStatesTransformer(path, device="cpu", dtype="float16").fit_transform(
             TEXTS
         )
+
+
+# --------------------------------------------------------------- int8 rules
+def _one_product(tmp_path, W):
+    """A float ONNX graph computing ``x @ W`` for x of shape (batch, tokens, K)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    K = W.shape[0]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"], name="/block/proj/MatMul")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None, K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(W.astype(np.float32), "W")],
+    )
+    path = tmp_path / "float.onnx"
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path
+    )
+    return path
+
+
+def _run(path, x):
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+def _row_error(y, ref):
+    return np.linalg.norm(y - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+
+
+def test_per_token_scales_keep_the_other_tokens_when_one_is_huge(tmp_path):
+    """An attention sink's row a thousand times larger than the others ruins
+    one scale per tensor for every other token, not one scale per token."""
+    from skloes.models._graph import quantize_onnx
+
+    rng = np.random.RandomState(0)
+    W = rng.normal(size=(64, 32)) * 0.1
+    x = rng.normal(size=(2, 6, 64)).astype(np.float32)
+    x[:, 0] *= 1000.0  # each text's first token
+    path = _one_product(tmp_path, W)
+    ref = x @ W.astype(np.float32)
+    quantize_onnx(path, tmp_path / "tensor.onnx")
+    quantize_onnx(path, tmp_path / "token.onnx", per_token=True)
+    tensor = _row_error(_run(tmp_path / "tensor.onnx", x), ref)[:, 1:]
+    token = _row_error(_run(tmp_path / "token.onnx", x), ref)
+    assert token.max() < 0.02  # int8 rounding of every row, the sink's too
+    assert tensor.mean() > 10 * token[:, 1:].mean()
+
+
+def test_smoothing_is_exact_in_float_and_tames_an_outlier_channel(tmp_path):
+    from skloes.models._graph import (
+        matmul_input_maxima,
+        quantize_onnx,
+        smoothing_scales,
+    )
+
+    rng = np.random.RandomState(1)
+    W = rng.normal(size=(64, 32)) * 0.1
+    x = rng.normal(size=(3, 8, 64)).astype(np.float32)
+    x[..., 7] *= 200.0  # an outlier channel in every token
+    path = _one_product(tmp_path, W)
+    ref = x @ W.astype(np.float32)
+    feeds = [{"x": x, "attention_mask": np.ones(x.shape[:2], np.int64)}]
+    maxima = matmul_input_maxima(path, feeds)
+    np.testing.assert_allclose(maxima["x"], np.abs(x).max(axis=(0, 1)), rtol=1e-6)
+    scales = smoothing_scales(path, maxima, alpha=0.5)
+    w_rows = np.abs(W).max(axis=1)
+    np.testing.assert_allclose(
+        scales["x"], np.sqrt(maxima["x"]) / np.sqrt(w_rows), rtol=1e-5
+    )
+    quantize_onnx(path, tmp_path / "plain.onnx", per_token=True)
+    quantize_onnx(path, tmp_path / "smooth.onnx", per_token=True, smooth=scales)
+    plain = _row_error(_run(tmp_path / "plain.onnx", x), ref)
+    smooth = _row_error(_run(tmp_path / "smooth.onnx", x), ref)
+    assert smooth.mean() < plain.mean() / 2
+
+
+def test_a_decoder_family_rule_keeps_its_named_products_in_float32(
+    tmp_path, monkeypatch
+):
+    """write_int8_graph follows the family: named products stay MatMul,
+    the others become per-token int8 products; an encoder's are all int8."""
+    import dataclasses
+
+    from skloes.models._families import Int8Rule, write_int8_graph
+
+    onnx = pytest.importorskip("onnx")
+    W = np.random.RandomState(2).normal(size=(16, 8))
+    path = _one_product(tmp_path, W)
+    x = np.random.RandomState(3).normal(size=(1, 4, 16)).astype(np.float32)
+    feeds = [{"x": x, "attention_mask": np.ones((1, 4), np.int64)}]
+    llama = model_family(transformers.LlamaConfig())
+    assert llama.int8.per_token and llama.int8.feed_forward_out
+    assert llama.int8.float_products == r"/self_attn/(k|v)_proj/"
+    entry = write_int8_graph(path, tmp_path / "i8.onnx", transformers.LlamaConfig())
+    assert entry == {
+        "float32_products": 0,  # no q/k/v/down_proj here: all int8
+        "activation_scales": "token",
+        "smoothing": None,  # no sample to calibrate on
+    }
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "i8.onnx")).graph.node}
+    assert "MatMulInteger" in ops and "MatMul" not in ops
+    kept = Int8Rule(per_token=True, float_products="/block/proj/", smooth=0.5)
+    patched = {"llama": dataclasses.replace(llama, int8=kept)}
+    monkeypatch.setattr(_families, "_BY_TYPE", patched)
+    entry = write_int8_graph(
+        path, tmp_path / "k.onnx", transformers.LlamaConfig(), feeds
+    )
+    assert entry["float32_products"] == 1 and entry["smoothing"] == 0.5
+    np.testing.assert_allclose(
+        _run(tmp_path / "k.onnx", x), x @ W.astype(np.float32), rtol=1e-5, atol=1e-5
+    )
+    bert = write_int8_graph(path, tmp_path / "b.onnx", transformers.BertConfig())
+    assert bert["activation_scales"] == "tensor"
