@@ -25,9 +25,8 @@ import warnings
 from dataclasses import dataclass
 
 from skloes.core._pooling import AUTO_EXCLUDE
-from skloes.utils._optional import import_optional
 
-__all__ = ["FAMILIES", "Family", "Int8Rule", "model_family", "write_int8_graph"]
+__all__ = ["FAMILIES", "Family", "Int8Rule", "model_family"]
 
 #: The largest finite float16 value.
 FLOAT16_MAX = 65504.0
@@ -90,7 +89,8 @@ class Family:
         stream that reaches float16's range (65504): Gemma 3's reaches about
         1e5 at its BOS token and 3e4 in token means.
     int8 : Int8Rule
-        How an int8 export quantizes its products (:func:`write_int8_graph`).
+        How an int8 export quantizes its products
+        (:func:`skloes.models._graph.write_int8_graph`).
     checked : str
         What the family's entries were checked on (a model and data), or
         ``""`` for the defaults of an unknown architecture.
@@ -247,63 +247,3 @@ def model_family(config, *, model=None, owner="skloes", warn=True) -> Family:
             stacklevel=3,
         )
     return family
-
-
-def write_int8_graph(source, target, config, feeds=()) -> dict:
-    """Write the int8 twin of the float graph ``source`` by the model family's
-    :class:`Int8Rule`; return what the export's manifest records of it.
-
-    Parameters
-    ----------
-    source, target : path-like
-        The float32 ONNX graph and the int8 graph to write.
-    config : transformers.PretrainedConfig
-        The exported model's config (its family decides).
-    feeds : list of dict, default=()
-        Input batches of the graph (arrays or CPU tensors by input name) to
-        calibrate the smoothing on (the export's sample texts); without any,
-        no smoothing.
-
-    Returns
-    -------
-    entry : dict
-        ``float32_products`` (how many stayed float32), ``activation_scales``
-        (``"token"`` or ``"tensor"``) and ``smoothing`` (α or None).
-    """
-    import re
-
-    import numpy as np
-
-    from skloes.models._graph import (
-        feed_forward_outputs,
-        matmul_input_maxima,
-        quantize_onnx,
-        smoothing_scales,
-    )
-
-    rule = model_family(config, warn=False).int8
-    keep = feed_forward_outputs(source, config) if rule.feed_forward_out else []
-    if rule.float_products:
-        onnx = import_optional("onnx", extra="export")
-        graph = onnx.load(str(source), load_external_data=False).graph
-        pattern = re.compile(rule.float_products)
-        keep += [
-            node.name
-            for node in graph.node
-            if node.op_type == "MatMul"
-            and pattern.search(node.name)
-            and node.name not in keep
-        ]
-    smooth = None
-    if rule.smooth is not None and feeds:
-        arrays = [{k: np.asarray(v) for k, v in feed.items()} for feed in feeds]
-        maxima = matmul_input_maxima(source, arrays)
-        smooth = smoothing_scales(source, maxima, rule.smooth, keep)
-    quantize_onnx(
-        source, target, keep_float=keep, per_token=rule.per_token, smooth=smooth
-    )
-    return {
-        "float32_products": len(keep),
-        "activation_scales": "token" if rule.per_token else "tensor",
-        "smoothing": rule.smooth if smooth is not None else None,
-    }

@@ -15,7 +15,7 @@ Layer indices follow Hugging Face ``hidden_states``: ``0`` is the embedding
 output, ``1..L`` the blocks. This module imports torch at its top: import it
 inside functions.
 
-May import: utils, core.
+May import: utils, core, models (the family rules).
 """
 
 # Authors: The skloes developers
@@ -42,6 +42,7 @@ __all__ = [
     "quantize_onnx",
     "smoothing_scales",
     "truncated",
+    "write_int8_graph",
 ]
 
 nn = torch.nn
@@ -419,3 +420,59 @@ def optimize_onnx(path) -> None:
     options.optimized_model_filepath = str(target)
     ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     os.replace(target, path)
+
+
+def write_int8_graph(source, target, config, feeds=()) -> dict:
+    """Write the int8 twin of the float graph ``source`` by the model family's
+    rule (``Family.int8`` in :mod:`skloes.models._families`); return what the
+    export's manifest records of it.
+
+    Parameters
+    ----------
+    source, target : path-like
+        The float32 ONNX graph and the int8 graph to write.
+    config : transformers.PretrainedConfig
+        The exported model's config (its family decides).
+    feeds : list of dict, default=()
+        Input batches of the graph (arrays or CPU tensors by input name) to
+        calibrate the smoothing on (the export's sample texts); without any,
+        no smoothing.
+
+    Returns
+    -------
+    entry : dict
+        ``float32_products`` (how many stayed float32), ``activation_scales``
+        (``"token"`` or ``"tensor"``) and ``smoothing`` (α or None).
+    """
+    import re
+
+    import numpy as np
+
+    from skloes.models._families import model_family
+
+    rule = model_family(config, warn=False).int8
+    keep = feed_forward_outputs(source, config) if rule.feed_forward_out else []
+    if rule.float_products:
+        onnx = import_optional("onnx", extra="export")
+        graph = onnx.load(str(source), load_external_data=False).graph
+        pattern = re.compile(rule.float_products)
+        keep += [
+            node.name
+            for node in graph.node
+            if node.op_type == "MatMul"
+            and pattern.search(node.name)
+            and node.name not in keep
+        ]
+    smooth = None
+    if rule.smooth is not None and feeds:
+        arrays = [{k: np.asarray(v) for k, v in feed.items()} for feed in feeds]
+        maxima = matmul_input_maxima(source, arrays)
+        smooth = smoothing_scales(source, maxima, rule.smooth, keep)
+    quantize_onnx(
+        source, target, keep_float=keep, per_token=rule.per_token, smooth=smooth
+    )
+    return {
+        "float32_products": len(keep),
+        "activation_scales": "token" if rule.per_token else "tensor",
+        "smoothing": rule.smooth if smooth is not None else None,
+    }

@@ -181,8 +181,12 @@ def _sample_batch(extractor, texts):
 
 
 def _write_graph(reference, layers, precision, folder, sample, owner):
-    from skloes.models._families import write_int8_graph
-    from skloes.models._graph import PooledLayers, export_onnx, optimize_onnx
+    from skloes.models._graph import (
+        PooledLayers,
+        export_onnx,
+        optimize_onnx,
+        write_int8_graph,
+    )
 
     module = PooledLayers(
         reference.model_,

@@ -214,7 +214,8 @@ def test_a_decoder_family_rule_keeps_its_named_products_in_float32(
     the others become per-token int8 products; an encoder's are all int8."""
     import dataclasses
 
-    from skloes.models._families import Int8Rule, write_int8_graph
+    from skloes.models._families import Int8Rule
+    from skloes.models._graph import write_int8_graph
 
     onnx = pytest.importorskip("onnx")
     W = np.random.RandomState(2).normal(size=(16, 8))
