@@ -205,12 +205,21 @@ def export_onnx(module, sample, path) -> list:
     return names
 
 
+def _onnx_model(path_or_model):
+    """An ONNX ``ModelProto``: loaded from a path, or the one given (a large
+    decoder's graph is loaded once, not once per pass)."""
+    onnx = import_optional("onnx", extra="export")
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model
+    return onnx.load(str(path_or_model))
+
+
 def feed_forward_outputs(path, config) -> list:
     """Names of the matrix products of the ONNX graph at ``path`` that map a
     block's feed-forward width back to the model width (``down_proj``,
     ``mlp.c_proj``, ``output.dense``, whatever the architecture calls them),
     found by their weights' shape ``(intermediate_size, hidden_size)``."""
-    onnx = import_optional("onnx", extra="export")
+    import_optional("onnx", extra="export")
     hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
     width = getattr(config, "intermediate_size", None) or getattr(
         config, "n_inner", None
@@ -218,7 +227,7 @@ def feed_forward_outputs(path, config) -> list:
     width = width or (4 * hidden if hidden else None)
     if hidden is None or width == hidden:  # the shape would not tell them apart
         return []
-    graph = onnx.load(str(path), load_external_data=False).graph
+    graph = _onnx_model(path).graph
     shapes = {init.name: tuple(init.dims) for init in graph.initializer}
     return [
         node.name
@@ -270,7 +279,7 @@ def _quantize_per_token(source, target, keep, smooth) -> None:
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    model = onnx.load(str(source))
+    model = _onnx_model(source)
     graph = model.graph
     weights = {init.name: init for init in graph.initializer}
     consts = [
@@ -342,12 +351,12 @@ def matmul_input_maxima(path, feeds) -> dict:
     """Per input channel, the largest ``|x|`` that each constant-weight
     MatMul of the float graph at ``path`` sees on the batches ``feeds``
     (a list of input dicts), over real tokens only; keyed by input name."""
-    onnx = import_optional("onnx", extra="export")
+    import_optional("onnx", extra="export")
     ort = import_optional("onnxruntime", extra="export")
     import numpy as np
     from onnx import TensorProto, helper
 
-    model = onnx.load(str(path))
+    model = _onnx_model(path)
     graph = model.graph
     weights = {init.name for init in graph.initializer}
     names = []
@@ -356,16 +365,19 @@ def matmul_input_maxima(path, feeds) -> dict:
             if node.input[1] in weights and node.input[0] not in names:
                 names.append(node.input[0])
     outputs = {o.name for o in graph.output}
-    for name in names:
-        if name not in outputs:
-            graph.output.append(
-                helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
-            )
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    added = [name for name in names if name not in outputs]
+    for name in added:
+        graph.output.append(
+            helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+        )
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    finally:  # the model given is left as it was
+        del graph.output[len(graph.output) - len(added) :]
     inputs = {i.name for i in session.get_inputs()}
     maxima = {}
     for feed in feeds:
@@ -384,11 +396,11 @@ def smoothing_scales(path, maxima, alpha=0.5, keep_float=()) -> dict:
     product reads (``a_j``: the input's largest ``|x|`` from
     :func:`matmul_input_maxima`, ``w_j``: the largest ``|W|`` in row ``j`` over
     the products sharing the input), keyed by input name."""
-    onnx = import_optional("onnx", extra="export")
+    import_optional("onnx", extra="export")
     import numpy as np
     from onnx import numpy_helper
 
-    graph = onnx.load(str(path)).graph
+    graph = _onnx_model(path).graph
     weights = {init.name: init for init in graph.initializer}
     rows = {}
     for node in graph.node:
@@ -451,10 +463,13 @@ def write_int8_graph(source, target, config, feeds=()) -> dict:
     from skloes.models._families import model_family
 
     rule = model_family(config, warn=False).int8
+    path = source
+    named = rule.feed_forward_out or rule.float_products
+    if rule.per_token or named:
+        source = _onnx_model(source)  # loaded once for every pass below
     keep = feed_forward_outputs(source, config) if rule.feed_forward_out else []
     if rule.float_products:
-        onnx = import_optional("onnx", extra="export")
-        graph = onnx.load(str(source), load_external_data=False).graph
+        graph = source.graph
         pattern = re.compile(rule.float_products)
         keep += [
             node.name
@@ -463,6 +478,13 @@ def write_int8_graph(source, target, config, feeds=()) -> dict:
             and pattern.search(node.name)
             and node.name not in keep
         ]
+    if not rule.per_token:  # ONNX Runtime's own quantization reads the file
+        quantize_onnx(path, target, keep_float=keep)
+        return {
+            "float32_products": len(keep),
+            "activation_scales": "tensor",
+            "smoothing": None,
+        }
     smooth = None
     if rule.smooth is not None and feeds:
         arrays = [{k: np.asarray(v) for k, v in feed.items()} for feed in feeds]
