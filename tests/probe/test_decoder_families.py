@@ -197,45 +197,68 @@ def test_int8_export_records_its_check_and_predicts_without_torch(
     )
 
 
-def test_reduced_precisions_stay_close_to_float32(decoder, texts):
+def test_reduced_precisions_stay_close_to_float32(decoder, fitted, texts):
     X, _ = texts
-    params = dict(max_length=MAX_LENGTH, layers=[2, 4], device="cpu")
-    hub_id = DECODERS[decoder][0]
-    full = HiddenStatesTransformer(hub_id, **params).fit_transform(X[:8])
+    layers = fitted.selected_layers_.tolist()
+    full = fitted.pipeline_[0].transform(X[:8])  # pruned to them, model loaded
     for precision in ("bfloat16", "int8"):
-        low = HiddenStatesTransformer(hub_id, precision=precision, **params)
-        low = low.fit_transform(X[:8])
+        low = HiddenStatesTransformer(
+            DECODERS[decoder][0],
+            precision=precision,
+            max_length=MAX_LENGTH,
+            layers=layers,
+            device="cpu",
+        ).fit_transform(X[:8])
         cosine = (full * low).sum(-1) / np.linalg.norm(full, axis=-1)
         cosine /= np.linalg.norm(low, axis=-1)
         assert cosine.min() > 0.98, precision
 
 
-def test_token_metrics_in_the_forward_pass_under_both_definitions(decoder, texts):
+def test_streamed_curvature_equals_the_metric_on_the_token_states(decoder, texts):
+    """TokenMetricPooling computes the authors' curvature inside the batch
+    loop; it equals curvature() on the same texts' token states, and differs
+    from the paper's definition."""
+    from skloes.metrics import curvature, prompt_entropy
+    from skloes.models._forward import forward_hidden_states
+
     X, _ = texts
-    hub_id = DECODERS[decoder][0]
-    values = {}
-    for definition in ("paper", "authors_code"):
-        pooling = TokenMetricPooling(definition=definition)
-        hst = HiddenStatesTransformer(
-            hub_id, pooling=pooling, max_length=MAX_LENGTH, layers=[0, 3, 6]
-        )
-        _, metrics = pooling.split(hst.fit_transform(X[:8]))
-        assert np.isfinite(metrics["prompt_entropy"]).all()
-        assert ((metrics["curvature"] >= 0) & (metrics["curvature"] <= np.pi)).all()
-        values[definition] = metrics["curvature"]
-    assert not np.allclose(values["paper"], values["authors_code"])
+    pooling = TokenMetricPooling(definition="authors_code")
+    hst = HiddenStatesTransformer(
+        DECODERS[decoder][0], pooling=pooling, max_length=MAX_LENGTH, layers=[3, 6]
+    )
+    _, streamed = pooling.split(hst.fit_transform(X[:6]))
+    tokens = []
+    with torch.inference_mode():
+        for text in X[:6]:
+            inputs = hst.processor_(
+                [text], return_tensors="pt", truncation=True, max_length=MAX_LENGTH
+            )
+            states = forward_hidden_states(hst.model_, dict(inputs), 6)
+            layers = np.stack([states[l][0].float().numpy() for l in (3, 6)])
+            tokens.append(layers[:, 1:])  # the callable's mask leaves the sink out
+    assert hst.exclude_tokens_ == "first"
+    authors = curvature(tokens, definition="authors_code")
+    np.testing.assert_allclose(streamed["curvature"], authors, rtol=1e-4)
+    np.testing.assert_allclose(
+        streamed["prompt_entropy"], prompt_entropy(tokens), rtol=1e-4
+    )
+    assert not np.allclose(curvature(tokens), authors)
 
 
 def test_padding_and_positions_give_each_text_its_unpadded_vectors(decoder, texts):
     """A padded batch (Gemma pads left, SmolLM2 right) equals each text alone."""
     X, _ = texts
-    hub_id = DECODERS[decoder][0]
-    params = dict(max_length=MAX_LENGTH, layers=[1, 6, -1], device="cpu")
-    batched = HiddenStatesTransformer(hub_id, batch_size=8, **params)
-    alone = HiddenStatesTransformer(hub_id, batch_size=1, **params)
-    a, b = batched.fit_transform(X[:8]), alone.fit_transform(X[:8])
-    scale = np.abs(b).max(axis=2, keepdims=True)
-    assert np.max(np.abs(a - b) / scale) < 1e-3
+    hst = HiddenStatesTransformer(
+        DECODERS[decoder][0],
+        max_length=MAX_LENGTH,
+        layers=[1, 6, -1],
+        batch_size=8,
+        device="cpu",
+    )
+    batched = hst.fit_transform(X[:8])
+    alone = hst.set_params(batch_size=1).transform(X[:8])  # the same model
+    scale = np.abs(alone).max(axis=2, keepdims=True)
+    assert np.max(np.abs(batched - alone) / scale) < 1e-3
 
 
 def test_the_last_hidden_state_is_what_the_family_says(decoder, fitted, texts):
