@@ -23,7 +23,8 @@ Four parts, each writing a JSON file under ``benchmarks/results/serve/``;
     Seconds from launching a fresh ``python`` to the first prediction of one
     text (load the saved probe, predict, exit), one thread on one core,
     arms alternated ``--repeats`` times: the torch path of ``--baseline``
-    (another checkout, e.g. ``main``, on the same weight-free folder), the
+    (another checkout, e.g. ``main``, on the same weight-free folder;
+    ``none`` for none, as for a model that checkout does not know), the
     torch path here, and the exported graph here.
 ``sizes``
     Disk size of two fresh virtual environments under ``/tmp``: ``pip
@@ -35,6 +36,7 @@ Usage::
     python benchmarks/bench_serve.py speed --model minilm --threads 1
     python benchmarks/bench_serve.py quality --model smollm2 --n 500
     python benchmarks/bench_serve.py coldstart --model smollm2 --baseline /work/main
+    python benchmarks/bench_serve.py coldstart --model gemma3 --baseline none
     python benchmarks/bench_serve.py sizes
     python benchmarks/bench_serve.py --table
 """
@@ -338,6 +340,8 @@ def coldstart(args):
         ),
         "exported int8": (COLD["exported"], base / "onnx-int8", ROOT),
     }
+    if args.baseline == "none":  # e.g. a model the baseline checkout cannot load
+        del arms["torch path, baseline"]
     runs = {name: [] for name in arms}
     for arm in arms.values():  # warm the disk cache and the hash records
         _launch(*arm)

@@ -281,7 +281,7 @@ PARTS = [
             ["bench_serve.py", "quality", "--model", "smollm2", "--n", "1000"],
             ["bench_serve.py", "quality", "--model", "gemma3", "--n", "1000"],
             ["bench_serve.py", "coldstart", "--model", "smollm2"],
-            ["bench_serve.py", "coldstart", "--model", "gemma3"],
+            ["bench_serve.py", "coldstart", "--model", "gemma3", "--baseline", "none"],
             ["bench_serve.py", "sizes", "--table"],
         ],
     ),
