@@ -55,7 +55,12 @@ def resolve_task(y, task, owner):
     if task == "auto":
         task = task_of(y, owner)
     if task == "regression":
-        y = check_continuous_target(y, owner, multioutput=True)
+        y = check_continuous_target(
+            y,
+            owner,
+            multioutput=True,
+            need="`y` must be numeric for task='regression'",
+        )
         return task, None, y.reshape(len(y), -1)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
@@ -69,7 +74,9 @@ def resolve_task(y, task, owner):
     return task, classes, y
 
 
-def check_continuous_target(y, owner, *, multioutput=False):
+def check_continuous_target(
+    y, owner, *, multioutput=False, need="`y` must hold numbers (a continuous target)"
+):
     """A regression target: float64, finite, one column (or several with
     ``multioutput``); anything else is one error naming ``y``.
 
@@ -85,6 +92,9 @@ def check_continuous_target(y, owner, *, multioutput=False):
         The estimator name that prefixes the error.
     multioutput : bool, default=False
         Whether several target columns are allowed.
+    need : str, default="`y` must hold numbers (a continuous target)"
+        What the error says is needed (a regression task names its
+        ``task``).
 
     Returns
     -------
@@ -94,6 +104,10 @@ def check_continuous_target(y, owner, *, multioutput=False):
     if y is None:  # scikit-learn's own words for it
         raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
     raw = np.asarray(y) if not isinstance(y, np.ndarray) else y
+    if raw.dtype.kind == "c":
+        raise ValueError(
+            f"{owner}: {need}; got complex numbers (Complex data not supported)."
+        )
     try:
         out = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError):
@@ -101,9 +115,8 @@ def check_continuous_target(y, owner, *, multioutput=False):
             (v for v in np.ravel(raw) if not _is_number(v)), np.ravel(raw)[:1]
         )
         raise ValueError(
-            f"{owner}: `y` must hold numbers (a continuous target); got "
-            f"{example!r} (dtype {raw.dtype}). For class labels use a "
-            "classifier, or task='classification'."
+            f"{owner}: {need}; got {example!r} (dtype {raw.dtype}). For class "
+            "labels use a classifier, or task='classification'."
         ) from None
     if out.ndim == 2 and out.shape[1] == 1 and not multioutput:
         out = out.ravel()

@@ -338,7 +338,9 @@ class LayerReport(BaseEstimator):
                 "continuous numbers. Pass task='regression'."
             )
         if self.task == "regression":
-            y = check_continuous_target(y, owner)
+            y = check_continuous_target(
+                y, owner, need="`task`='regression' needs numeric `y`"
+            )
         return self.task, y
 
     def _check_scores(self, owner):

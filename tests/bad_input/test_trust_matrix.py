@@ -1488,6 +1488,18 @@ def _nested():
     return node
 
 
+def test_safe_state_keeps_object_arrays_of_plain_values():
+    """Class labels from a pandas column are an object array: kept as values."""
+    from skloes.core._safe_state import dumps_state, loads_state
+
+    labels = np.array(["fresh", 2, None, True, 1.5, np.str_("x")], dtype=object)
+    grid = labels.reshape(2, 3)
+    back = loads_state(dumps_state({"y": labels, "grid": grid}, []), [])
+    assert back["y"].dtype == object and back["grid"].shape == (2, 3)
+    assert back["y"].tolist() == ["fresh", 2, None, True, 1.5, "x"]
+    assert [type(v) for v in back["y"]] == [str, int, type(None), bool, float, str]
+
+
 def test_safe_state_round_trip_keeps_values_types_and_identities():
     from skloes.core._safe_state import dumps_state, loads_state
 
@@ -1536,8 +1548,8 @@ SAFE_STATE_REFUSALS = [
     ),
     (
         "dump_object_array",
-        lambda d, l: d(np.array([1, "a"], dtype=object), []),
-        r"array of Python objects",
+        lambda d, l: d(np.array([1, {"a": 1}], dtype=object), []),
+        r"array holding a dict cannot be saved",
     ),
     (
         "dump_unknown_class_ref",
