@@ -100,6 +100,8 @@ def check_continuous_target(y, owner, *, multioutput=False):
         example = next(
             (v for v in np.ravel(raw) if not _is_number(v)), np.ravel(raw)[:1]
         )
+        if isinstance(example, np.generic):  # 'a', not np.str_('a')
+            example = example.item()
         raise ValueError(
             f"{owner}: `y` must hold numbers (a continuous target); got "
             f"{example!r} (dtype {raw.dtype}). For class labels use a "
