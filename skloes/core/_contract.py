@@ -33,17 +33,20 @@ def _name(estimator) -> str:
 @contextlib.contextmanager
 def one_line_input_errors(owner):
     """scikit-learn's refusals of an input (NaN, complex data, a 1-D array)
-    span several lines and quote the data; re-raised as their first line,
-    prefixed by ``owner``, naming `X` or `y` as every skloes message does."""
+    span several lines and quote the data; re-raised as their first line
+    (and the reshape hint of a 1-D array), prefixed by ``owner``, naming `X`
+    or `y` as every skloes message does."""
     try:
         yield
     except ValueError as exc:
         text = str(exc).strip()
         if "\n" not in text:
             raise
-        first = text.splitlines()[0].strip().rstrip(":")
-        first = re.sub(r"^Input (X|y)\b", r"`\1`", first)
-        raise ValueError(f"{owner}: {first}.".replace("..", ".")) from None
+        lines = [line.strip() for line in text.splitlines()]
+        first = re.sub(r"^Input (X|y)\b", r"`\1`", lines[0].rstrip(":"))
+        hint = [line for line in lines[1:] if line.startswith("Reshape your data")]
+        message = " ".join([f"{first.rstrip('.')}.", *hint])
+        raise ValueError(f"{owner}: {message}") from None
 
 
 class LayerTable(np.ndarray):

@@ -9,7 +9,8 @@ Each case asserts one of three outcomes:
   text in it;
 - ``warns(match)``: a warning matching ``match``, then a result ``then``
   checks;
-- ``ok(then)``: a correct result (``then`` says what correct is).
+- ``ok(then)``: a correct result (``then`` says what correct is: it
+  asserts, or returns True).
 
 And for data: :func:`snapshot` the files before and after, to assert that no
 file the library did not write was deleted or changed. :func:`cli_error` is
@@ -22,6 +23,7 @@ import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 __all__ = ["Outcome", "cli_error", "err", "ok", "snapshot", "warns"]
@@ -66,8 +68,7 @@ class warns(Outcome):  # noqa: N801
     def check(self, run):
         with pytest.warns(self.category, match=self.match):
             result = run()
-        if self.then is not None:
-            self.then(result)
+        _then(self.then, result)
         return result
 
 
@@ -84,9 +85,18 @@ class ok(Outcome):  # noqa: N801
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             result = run()
-        if self.then is not None:
-            self.then(result)
+        _then(self.then, result)
         return result
+
+
+def _then(check, result):
+    """Run ``check(result)``: it asserts, or returns a bool that must be True
+    (a check written ``lambda r: r.task_ == "regression"``)."""
+    if check is None:
+        return
+    verdict = check(result)
+    if isinstance(verdict, (bool, np.bool_)):
+        assert verdict, (check, result)
 
 
 def cli_error(argv, needle, capsys):
