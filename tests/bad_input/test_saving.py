@@ -3,6 +3,13 @@
 folder), what a save replaces, crashes at every stage (the old probe or the
 new, never half of each), and what can never be loaded back.
 
+New in issue 34 (the section at the end): the model card (edited, emptied,
+a link, a folder, deleted, edited while the save runs), odd targets (inside
+a saved probe, a file of one, link loops, links to user folders and files,
+a report folder, the same folder written other ways), two writers
+(interleaved deterministically, and one real two-process race), a full disk
+at each stage of save_probe and of ``skloes probe --save``, and numpy flags.
+
 Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
 wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
@@ -14,6 +21,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -403,14 +411,18 @@ def test_the_fallback_swap_replaces_the_probe(fitted, tmp_path, monkeypatch):
 
 
 def test_a_file_that_appears_during_the_save_is_kept(fitted, tmp_path, monkeypatch):
+    """A file that appears after the save's last look at the folder (under
+    its lock, just before the swap) is kept aside, and the save says where;
+    one that appears before that look stops the save (test_a_file_that_
+    appears_before_the_swap_stops_the_save)."""
     folder = save_probe(fitted[0], tmp_path / "p")
-    check = _persistence._check_loads_back
+    exchange = _atomic.exchange
 
-    def user_writes_meanwhile(staging, owner):
+    def user_writes_meanwhile(a, b):
         (folder / "late.txt").write_text("mine")
-        check(staging, owner)
+        return exchange(a, b)
 
-    monkeypatch.setattr(_persistence, "_check_loads_back", user_writes_meanwhile)
+    monkeypatch.setattr(_atomic, "exchange", user_writes_meanwhile)
     with pytest.warns(UserWarning, match=r"appeared in .* they are kept in"):
         save_probe(fitted[1], folder, overwrite=True)
     kept = [p for p in tmp_path.rglob("late.txt")]
@@ -536,3 +548,503 @@ def test_a_probe_whose_estimator_holds_a_lambda_is_an_error_at_save(
         tiny_model_path, device="cpu", selector=_first_layer(), estimator=head
     ).fit(PROBE_TEXTS, Y)
     err(r"<lambda>").check(lambda: save_probe(probe, tmp_path / "p"))
+
+
+# ==========================================================================
+# New in issue 34: the model card, odd targets, two writers, a full disk
+# ==========================================================================
+def _hidden(folder):
+    """Hidden siblings a save left next to ``folder`` (staging, aside)."""
+    return sorted(p.name for p in Path(folder).parent.iterdir() if p.name[0] == ".")
+
+
+def _layers_at(folder):
+    return load_probe(folder).selected_layers_.tolist()
+
+
+# --------------------------------------------------------------------------
+# The model card is the user's once edited: never replaced, never required
+# --------------------------------------------------------------------------
+def _card_edited(folder, fitted):
+    save_probe(fitted[0], folder)
+    (folder / "README.md").write_text("# my notes on this probe\n")
+    return folder
+
+
+def _card_emptied(folder, fitted):
+    save_probe(fitted[0], folder)
+    (folder / "README.md").write_text("")
+    return folder
+
+
+def _card_a_link_to_a_user_file(folder, fitted):
+    save_probe(fitted[0], folder)
+    (folder.parent / "mine.md").write_text("mine")
+    (folder / "README.md").unlink()
+    (folder / "README.md").symlink_to(folder.parent / "mine.md")
+    return folder
+
+
+def _card_a_folder(folder, fitted):
+    save_probe(fitted[0], folder)
+    (folder / "README.md").unlink()
+    (folder / "README.md").mkdir()
+    (folder / "README.md" / "notes.txt").write_text("mine")
+    return folder
+
+
+def _only_a_card(folder, fitted):
+    folder.mkdir()
+    (folder / "README.md").write_text("# a card, no probe\n")
+    return folder
+
+
+CARD_REFUSED = [  # (id, setup, overwrite, needle)
+    ("edited", _card_edited, True, r"whose README\.md changed since the save"),
+    (
+        "edited_overwrite_false",
+        _card_edited,
+        False,
+        r"whose README\.md changed since the save",
+    ),
+    ("emptied", _card_emptied, True, r"whose README\.md changed since the save"),
+    (
+        "a_link_to_a_user_file",
+        _card_a_link_to_a_user_file,
+        True,
+        r"whose README\.md changed since the save",
+    ),
+    ("a_folder", _card_a_folder, True, r"files that no save wrote \(README\.md\)"),
+    ("only_a_card", _only_a_card, True, r"holds no saved probe \(README\.md\)"),
+]
+
+
+@pytest.mark.parametrize(
+    "setup, overwrite, needle",
+    [pytest.param(s, o, n, id=i) for i, s, o, n in CARD_REFUSED],
+)
+def test_a_card_the_user_touched_is_never_replaced(
+    fitted, tmp_path, setup, overwrite, needle
+):
+    folder = setup(tmp_path / "p", fitted)
+    before = snapshot(tmp_path)
+    err(needle).check(lambda: save_probe(fitted[1], folder, overwrite=overwrite))
+    assert snapshot(tmp_path) == before and _hidden(folder) == []
+
+
+def test_a_deleted_card_is_written_again_by_the_next_save(fitted, tmp_path):
+    folder = save_probe(fitted[0], tmp_path / "p")
+    (folder / "README.md").unlink()
+    ok(lambda out: _layers_at(out) == fitted[1].selected_layers_.tolist()).check(
+        lambda: save_probe(fitted[1], folder, overwrite=True)
+    )
+    assert "LayerProbeClassifier" in (folder / "README.md").read_text()
+
+
+def test_a_card_edited_while_the_save_runs_stops_it(fitted, tmp_path, monkeypatch):
+    folder = save_probe(fitted[0], tmp_path / "p")
+    check = _persistence._check_loads_back
+
+    def user_edits_the_card(staging, owner):
+        (folder / "README.md").write_text("# edited meanwhile\n")
+        check(staging, owner)
+
+    monkeypatch.setattr(_persistence, "_check_loads_back", user_edits_the_card)
+    err(r"README\.md changed since the save.*it changed while this save ran").check(
+        lambda: save_probe(fitted[1], folder, overwrite=True)
+    )
+    assert (folder / "README.md").read_text() == "# edited meanwhile\n"
+    assert _layers_at(folder) == fitted[0].selected_layers_.tolist()
+    assert _hidden(folder) == []
+
+
+def test_a_card_edited_after_the_last_look_is_kept_aside(fitted, tmp_path, monkeypatch):
+    """Edited between the save's last look (under its lock) and the swap: the
+    new probe goes in, the edited card is kept, and the warning says where."""
+    folder = save_probe(fitted[0], tmp_path / "p")
+    exchange = _atomic.exchange
+
+    def user_edits_the_card(a, b):
+        (folder / "README.md").write_text("# edited at the last moment\n")
+        return exchange(a, b)
+
+    monkeypatch.setattr(_atomic, "exchange", user_edits_the_card)
+    with pytest.warns(UserWarning, match=r"README\.md changed since its save.*kept"):
+        save_probe(fitted[1], folder, overwrite=True)
+    kept = [p for p in tmp_path.rglob("README.md") if p.parent != folder]
+    assert [p.read_text() for p in kept] == ["# edited at the last moment\n"]
+    assert _layers_at(folder) == fitted[1].selected_layers_.tolist()
+
+
+# --------------------------------------------------------------------------
+# Odd targets
+# --------------------------------------------------------------------------
+def _inside_a_probe(tmp_path, fitted):
+    return save_probe(fitted[0], tmp_path / "p") / "sub"
+
+
+def _deep_inside_a_probe(tmp_path, fitted):
+    return save_probe(fitted[0], tmp_path / "p") / "a" / "b"
+
+
+def _a_file_of_a_probe(tmp_path, fitted):
+    return save_probe(fitted[0], tmp_path / "p") / "estimator.skops"
+
+
+def _a_link_loop(tmp_path, fitted):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    return tmp_path / "loop"
+
+
+def _a_link_to_a_user_folder(tmp_path, fitted):
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "a.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "user", target_is_directory=True)
+    return tmp_path / "link"
+
+
+def _a_link_to_a_file(tmp_path, fitted):
+    (tmp_path / "f.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "f.txt")
+    return tmp_path / "link"
+
+
+def _a_report_folder(tmp_path, fitted):
+    (tmp_path / "report").mkdir()
+    for name in ("layers.csv", "selection.json"):
+        (tmp_path / "report" / name).write_text("mine")
+    return tmp_path / "report"
+
+
+ODD_TARGETS = [  # (id, setup(tmp_path, fitted) -> target, needle)
+    ("inside_a_saved_probe", _inside_a_probe, r"is inside the saved probe '.*p'"),
+    ("deep_inside_a_saved_probe", _deep_inside_a_probe, r"is inside the saved probe"),
+    ("a_file_of_a_probe", _a_file_of_a_probe, r"is a file; give a folder"),
+    ("a_link_loop", _a_link_loop, r"is a broken symbolic link"),
+    ("a_link_to_a_user_folder", _a_link_to_a_user_folder, r"holds no saved probe"),
+    ("a_link_to_a_file", _a_link_to_a_file, r"is a file; give a folder"),
+    ("a_report_folder", _a_report_folder, r"holds no saved probe \(layers\.csv"),
+]
+
+
+@pytest.mark.parametrize(
+    "setup, needle", [pytest.param(s, n, id=i) for i, s, n in ODD_TARGETS]
+)
+def test_an_odd_target_is_refused_before_anything_is_written(
+    fitted, tmp_path, setup, needle
+):
+    target = setup(tmp_path, fitted)
+    before = snapshot(tmp_path)
+    err(rf"save_probe: `path` .*{needle}").check(
+        lambda: save_probe(fitted[1], target, overwrite=True)
+    )
+    assert snapshot(tmp_path) == before
+
+
+def test_a_link_to_an_empty_folder_takes_the_probe_there(fitted, tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    save_probe(fitted[1], tmp_path / "link")
+    assert (tmp_path / "link").is_symlink()
+    assert _layers_at(tmp_path / "real") == fitted[1].selected_layers_.tolist()
+
+
+@pytest.mark.parametrize("form", ["trailing_slash", "home_tilde", "dot_dot_inside"])
+def test_a_target_written_another_way_is_the_same_folder(
+    fitted, tmp_path, monkeypatch, form
+):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "sub").mkdir()
+    target = {
+        "trailing_slash": str(tmp_path / "p") + "/",
+        "home_tilde": "~/p",
+        "dot_dot_inside": str(tmp_path / "sub" / ".." / "p"),
+    }[form]
+    save_probe(fitted[1], target)
+    assert _layers_at(tmp_path / "p") == fitted[1].selected_layers_.tolist()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p", "sub"]
+
+
+def test_a_probe_folder_inside_a_report_folder_survives_the_report(fitted, tmp_path):
+    """``skloes probe --out rep --save rep/probe``, as the error suggests, and
+    then the report written again: the probe is not touched."""
+    from skloes.report import LayerReport
+
+    rng = np.random.RandomState(0)
+    stack, y = rng.randn(3, 30, 4), np.arange(30) % 2
+    report = LayerReport(n_layers_to_select=1, metrics=(), nested=False).fit(stack, y)
+    report.save(tmp_path / "rep")
+    probe = save_probe(fitted[1], tmp_path / "rep" / "probe")
+    before = snapshot(probe)
+    report.save(tmp_path / "rep")
+    assert snapshot(probe) == before
+    assert _layers_at(probe) == fitted[1].selected_layers_.tolist()
+
+
+@pytest.mark.parametrize("value", [np.True_, np.False_], ids=["numpy_true", "false"])
+def test_overwrite_takes_a_numpy_bool(fitted, tmp_path, value):
+    """The rule of every flag (utils._validation.check_bool); np.True_ was
+    refused as not True or False."""
+    folder = save_probe(fitted[0], tmp_path / "p")
+    if value:
+        ok().check(lambda: save_probe(fitted[1], folder, overwrite=value))
+        assert _layers_at(folder) == fitted[1].selected_layers_.tolist()
+    else:
+        err(r"already holds a saved probe; pass overwrite=True").check(
+            lambda: save_probe(fitted[1], folder, overwrite=value)
+        )
+
+
+# --------------------------------------------------------------------------
+# Two writers: one whole probe, a clear error for the other
+# --------------------------------------------------------------------------
+def _during_the_save(monkeypatch, action):
+    """Run ``action()`` while the save checks its staged probe (after it
+    looked at the target, before it swaps)."""
+    check = _persistence._check_loads_back
+
+    def meanwhile(staging, owner):
+        monkeypatch.setattr(_persistence, "_check_loads_back", check)
+        action()
+        check(staging, owner)
+
+    monkeypatch.setattr(_persistence, "_check_loads_back", meanwhile)
+
+
+TWO_WRITERS = [  # (id, existing, overwrite, what the other does, needle, left)
+    (
+        "new_folder_other_save_wins",
+        False,
+        False,
+        lambda f, p: save_probe(p[0], f),
+        r"was written by another save while this save ran; its probe is kept",
+        "other",
+    ),
+    (
+        "new_folder_other_save_wins_overwrite",
+        False,
+        True,
+        lambda f, p: save_probe(p[0], f),
+        r"was written by another save while this save ran; its probe is kept",
+        "other",
+    ),
+    (
+        "existing_other_save_replaces_it",
+        True,
+        True,
+        lambda f, p: save_probe(p[0], f, overwrite=True),
+        r"was written by another save while this save ran",
+        "other",
+    ),
+    (
+        "existing_removed_meanwhile",
+        True,
+        True,
+        lambda f, p: __import__("shutil").rmtree(f),
+        r"was removed while this save ran and nothing was written",
+        None,
+    ),
+    (
+        "new_folder_the_user_fills",
+        False,
+        False,
+        lambda f, p: (f.mkdir(), (f / "mine.txt").write_text("mine")),
+        r"holds no saved probe \(mine\.txt\).*it changed while this save ran",
+        "user",
+    ),
+    (
+        "existing_the_user_adds_a_file",
+        True,
+        True,
+        lambda f, p: (f / "mine.txt").write_text("mine"),
+        r"files that no save wrote \(mine\.txt\).*it changed while this save ran",
+        "other",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "existing, overwrite, other, needle, left",
+    [pytest.param(*case[1:], id=case[0]) for case in TWO_WRITERS],
+)
+def test_two_writers_give_one_whole_probe_and_one_clear_error(
+    fitted, tmp_path, monkeypatch, existing, overwrite, other, needle, left
+):
+    folder = tmp_path / "p"
+    if existing:
+        save_probe(fitted[0], folder)
+    _during_the_save(monkeypatch, lambda: other(folder, fitted))
+    err(needle).check(lambda: save_probe(fitted[1], folder, overwrite=overwrite))
+    if left == "other":  # the other writer's probe, whole
+        assert _layers_at(folder) == fitted[0].selected_layers_.tolist()
+    elif left == "user":
+        assert sorted(os.listdir(folder)) == ["mine.txt"]
+    else:
+        assert not folder.exists()
+    if (folder / "mine.txt").exists():
+        assert (folder / "mine.txt").read_text() == "mine"
+    assert _hidden(folder) == []
+
+
+_RACE = """
+import json, sys, time
+from pathlib import Path
+from skloes.probe import LayerProbeClassifier, save_probe
+from skloes.selection import LastKSelector
+model, target, go, k = sys.argv[1:5]
+texts = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
+probe = LayerProbeClassifier(
+    model, device="cpu", selector=LastKSelector(n_layers_to_select=int(k))
+).fit(texts, [1, 0, 1, 0] * 3)
+Path(go + "." + k).write_text("ready")
+while not Path(go).exists():
+    time.sleep(0.01)
+try:
+    save_probe(probe, target)
+    print(json.dumps({"saved": probe.selected_layers_.tolist()}))
+except ValueError as exc:
+    print(json.dumps({"error": str(exc)}))
+"""
+
+
+def test_two_processes_saving_to_one_new_folder(tiny_model_path, tmp_path):
+    """A real race: two processes fit, wait at a barrier, then save to the
+    same new folder with overwrite=False. One saves; the other is told, in
+    one line, and the folder holds the winner's whole probe."""
+    import subprocess
+    import sys
+    import time
+
+    target, go = tmp_path / "p", tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACE, tiny_model_path, str(target), str(go), k],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in ("1", "2")
+    ]
+    while not all(Path(f"{go}.{k}").exists() for k in ("1", "2")):
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.05)
+    go.write_text("go")
+    results = []
+    for proc in procs:
+        out, errors = proc.communicate(timeout=600)
+        assert proc.returncode == 0, errors
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    saved = [r["saved"] for r in results if "saved" in r]
+    errors = [r["error"] for r in results if "error" in r]
+    assert len(saved) == 1 and len(errors) == 1, results
+    assert "\n" not in errors[0] and "save_probe: `path`" in errors[0]
+    assert _layers_at(target) == saved[0]
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert sorted(os.listdir(target)) == sorted([*manifest["files"], "manifest.json"])
+    assert _hidden(target) == []
+
+
+# --------------------------------------------------------------------------
+# A full disk at each stage: one line, nothing written, nothing left behind
+# --------------------------------------------------------------------------
+def _no_space(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
+def _writer_at(stage):
+    def patch(mp):
+        writers = list(_persistence.PROBE_WRITERS)
+        index = {"estimator": 0, "export": 1, "card": 2}[stage]
+        writers[index] = _no_space
+        mp.setattr(_persistence, "PROBE_WRITERS", writers)
+
+    return patch
+
+
+FULL_DISK = {  # stage -> patch(monkeypatch)
+    "estimator": _writer_at("estimator"),
+    "export": _writer_at("export"),
+    "card": _writer_at("card"),
+    "manifest": lambda mp: mp.setattr(probe_folder, "write_manifest", _no_space),
+    "swap": lambda mp: (
+        mp.setattr(_atomic, "exchange", _no_space),
+        mp.setattr(_atomic.os, "rename", _no_space),
+    ),
+}
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "overwrite"])
+@pytest.mark.parametrize("stage", list(FULL_DISK))
+def test_a_full_disk_at_each_stage_is_one_line_and_leaves_nothing(
+    fitted, tmp_path, monkeypatch, stage, existing
+):
+    folder = tmp_path / "p"
+    if existing:
+        save_probe(fitted[0], folder)
+    before = snapshot(tmp_path)
+    with monkeypatch.context() as mp:
+        FULL_DISK[stage](mp)
+        err(
+            r"save_probe: cannot write the probe to '.*p' \(No space left on "
+            r"device\); nothing was written",
+            OSError,
+        ).check(lambda: save_probe(fitted[1], folder, overwrite=True))
+    assert snapshot(tmp_path) == before and _hidden(folder) == []
+    if existing:
+        assert _layers_at(folder) == fitted[0].selected_layers_.tolist()
+
+
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        pytest.param(28, "No space left on device", id="full_disk"),
+        pytest.param(13, "Permission denied", id="read_only_old_probe"),
+    ],
+)
+def test_a_failure_after_the_swap_says_the_new_probe_is_in(
+    fitted, tmp_path, monkeypatch, code, words
+):
+    """The old probe's files cannot be removed once the new one is in (a full
+    disk; a read-only folder, faked: root ignores chmod): a warning says
+    where they are kept; the error said nothing was written."""
+    folder = save_probe(fitted[0], tmp_path / "p")
+    unlink = Path.unlink
+
+    def refuse_in_the_old_folder(path, *args, **kwargs):
+        if path.parent != folder and path.parent.name.startswith(".p-"):
+            raise OSError(code, words)
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", refuse_in_the_old_folder)
+    with pytest.warns(UserWarning, match=rf"holds the new probe; the old .*{words}"):
+        save_probe(fitted[1], folder, overwrite=True)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert _layers_at(folder) == fitted[1].selected_layers_.tolist()
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith(".p-")]
+    assert len(aside) == 1 and (aside[0] / "estimator.skops").is_file()
+
+
+def _cli_data(tmp_path):
+    words = "the a good bad great awful movie film plot actor story fun dull"
+    rng = np.random.RandomState(0)
+    rows = [
+        " ".join(rng.choice(words.split(), size=5)) + f",{i % 2}" for i in range(24)
+    ]
+    (tmp_path / "d.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
+    return str(tmp_path / "d.csv")
+
+
+@pytest.mark.parametrize("stage", ["estimator", "export", "card", "manifest", "swap"])
+def test_skloes_probe_save_on_a_full_disk_is_one_line(
+    tiny_model_path, tmp_path, monkeypatch, capsys, stage
+):
+    data = _cli_data(tmp_path)
+    FULL_DISK[stage](monkeypatch)
+    argv = ["probe", "--model", tiny_model_path, "--data", data, "--out"]
+    argv += [str(tmp_path / "out"), "--save", str(tmp_path / "probe")]
+    argv += ["--n-layers-to-select", "1", "--device", "cpu", "--no-nested"]
+    if stage == "export":
+        argv += ["--export", "onnx"]
+    cli_error(argv, r"cannot write the probe to .*No space left on device", capsys)
+    assert not (tmp_path / "probe").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
