@@ -17,7 +17,6 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.model_selection import GroupShuffleSplit, train_test_split
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from skloes.core._contract import (
@@ -27,7 +26,11 @@ from skloes.core._contract import (
 )
 from skloes.core._geometry import block_gram
 from skloes.core._ridge import ridge_fit, ridge_solve
-from skloes.core._targets import check_classes, check_continuous_target
+from skloes.core._targets import (
+    check_class_targets,
+    check_classes,
+    check_continuous_target,
+)
 from skloes.utils._deprecation import renamed_params, warn_renamed
 from skloes.utils._param_validation import (
     Interval,
@@ -339,7 +342,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
         width = self._block_width(X)
         with one_line_input_errors(type(self).__name__):
             X, y = validate_data(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
+        y = check_class_targets(y, type(self).__name__)
         self.classes_, codes = np.unique(y, return_inverse=True)
         check_classes(self.classes_, type(self).__name__)
         coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes], width)

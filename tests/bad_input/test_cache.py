@@ -3,6 +3,10 @@ never served), settings changed after fit (they take effect or are refused,
 never filed under another setting's key), a LOESSelector(memory=...) folder
 (no pickle, no code runs, damaged results computed again) and its codec.
 
+New in issue 34 (the section at the end): memory= with labels of every
+dtype (str, object, bool, ints, floats, unicode, pandas columns) and the
+labels every selector refuses (mixed types, bytes).
+
 Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
 wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
@@ -696,3 +700,76 @@ def test_memory_takes_a_pathlib_folder(tmp_path):
         est.fit(MEMORY_STACK, MEMORY_Y).selection_order_, expected
     )
     assert _stored(tmp_path, "run-")
+
+
+# ==========================================================================
+# New in issue 34: memory= with labels of every dtype
+# ==========================================================================
+def _labels(kind):
+    pd = pytest.importorskip("pandas") if kind.startswith("pandas") else None
+    y = MEMORY_Y
+    words = np.where(y == 0, "neg", "pos")
+    return {
+        "str": words,
+        "object_str": words.astype(object),
+        "bool": y.astype(bool),
+        "int8": y.astype(np.int8),
+        "int_huge": y.astype(np.int64) + 10**15,
+        "negative_ints": y - 5,
+        "float_labels": y + 0.5,
+        "unicode": np.where(y == 0, "négatif", "позитив"),
+        "pandas_series": pd.Series(words, name="label") if pd else None,
+        "pandas_category": pd.Series(words, dtype="category") if pd else None,
+        "pandas_string": pd.Series(words, dtype="string") if pd else None,
+        "object_ints": y.astype(object),
+    }[kind]
+
+
+MEMORY_LABELS = [
+    "str",
+    "object_str",
+    "bool",
+    "int8",
+    "int_huge",
+    "negative_ints",
+    "float_labels",
+    "unicode",
+    "pandas_series",
+    "pandas_category",
+    "pandas_string",
+    "object_ints",
+]
+
+
+@pytest.mark.parametrize("kind", MEMORY_LABELS)
+def test_memory_with_labels_of_every_dtype(tmp_path, kind):
+    """Written, then read back: the selection of memory=None, no warning (a
+    pandas label column failed with a raw TypeError, issue 34)."""
+    y = _labels(kind)
+    expected = _loes(None).fit(MEMORY_STACK, y).selection_order_
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            got = _loes(tmp_path).fit(MEMORY_STACK, y).selection_order_
+        np.testing.assert_array_equal(got, expected)
+    assert _stored(tmp_path, "run-") and not list(tmp_path.rglob("*.pkl"))
+
+
+@pytest.mark.parametrize(
+    "y, needle",
+    [
+        pytest.param(
+            np.array([0, "a"] * 20, dtype=object),
+            r"`y` must hold class labels or continuous targets",
+            id="mixed_int_str",
+        ),
+        pytest.param(
+            np.array([b"n", b"p"] * 20),
+            r"`y` holds bytes labels; decode them to str",
+            id="bytes",
+        ),
+    ],
+)
+def test_memory_refuses_the_labels_the_selector_refuses(tmp_path, y, needle):
+    err(needle).check(lambda: _loes(tmp_path).fit(MEMORY_STACK, y))
+    assert not _stored(tmp_path, "run-")

@@ -2,6 +2,11 @@
 the data files they read (columns, encodings, byte-order marks, numeric
 texts, rows left out), the task, and ``skloes cache`` on a missing folder.
 
+New in issue 34 (the section at the end): a former option given with its
+new name, and ``skloes predict``'s options on an exported folder and on a
+weight-free one. (A full disk under ``skloes probe --save``:
+test_saving.py.)
+
 Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
 wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
@@ -524,3 +529,105 @@ def test_skloes_probe_regression_end_to_end(tiny_model_path, tmp_path, capsys):
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0] == "prediction"
     np.testing.assert_allclose(np.array(rows[1:], float), probe.predict(NEW), rtol=1e-5)
+
+
+# ==========================================================================
+# New in issue 34: a former option with its new name, skloes predict's options
+# ==========================================================================
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        pytest.param(
+            ["--k", "2", "--n-layers-to-select", "3"],
+            r"set --n-layers-to-select only; --k is its former name \(got --k 2 "
+            r"and --n-layers-to-select 3\)",
+            id="k_and_a_new_budget",
+        ),
+        pytest.param(
+            ["--k", "2", "--n-layers-to-select", "auto"],
+            r"set --n-layers-to-select only; --k is its former name",
+            id="k_and_auto",
+        ),
+    ],
+)
+def test_skloes_probe_former_option_with_its_new_name(
+    tiny_model_path, tmp_path, capsys, argv, needle
+):
+    """``--k 2 --n-layers-to-select 3`` selected 2 layers without a word; the
+    Python API refuses a former name with its new one, and so does the CLI."""
+    cli_error(
+        ["probe", "--model", tiny_model_path, *argv, "--out", str(tmp_path / "o")],
+        needle,
+        capsys,
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_skloes_probe_former_option_alone_warns_and_is_used():
+    from skloes.cli._args import build_parser
+    from skloes.cli._main import _honour_renamed_options
+
+    args = build_parser().parse_args(["probe", "--k", "2", "--n-layers-to-select", "4"])
+    with pytest.warns(FutureWarning, match=r"`--k` was renamed `--n-layers-to-select`"):
+        _honour_renamed_options(args)
+    assert args.n_layers_to_select == 2
+
+
+@pytest.fixture(scope="module")
+def exported_probe(tiny_model_path, tmp_path_factory):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from skloes.probe import LayerProbeClassifier, save_probe
+    from skloes.selection import LastKSelector
+
+    texts = _words(16)
+    probe = LayerProbeClassifier(
+        tiny_model_path, device="cpu", selector=LastKSelector(n_layers_to_select=1)
+    ).fit(texts, ["pos", "neg"] * 8)
+    folder = tmp_path_factory.mktemp("exported") / "p"
+    return probe, save_probe(probe, folder, export="onnx", check_texts=texts)
+
+
+PREDICT_CASES = [  # (id, which folder, options, needle or None for a result)
+    ("exported_with_device", "exported", ["--device", "cpu"], r"--device applies"),
+    ("threads_zero", "exported", ["--threads", "0"], r"--threads"),
+    ("batch_size_word", "exported", ["--batch-size", "many"], r"--batch-size"),
+    ("runtime_unknown", "exported", ["--runtime", "tensorrt"], r"--runtime"),
+    (
+        "onnx_without_an_export",
+        "plain",
+        ["--runtime", "onnx"],
+        r"holds no exported graph",
+    ),
+    ("out_a_folder", "exported", ["--out", "{tmp}"], r"--out .* is a folder"),
+    ("out_exists", "exported", ["--out", "{tmp}/new.csv"], r"exists; pass --force"),
+    (
+        "out_in_a_missing_folder",
+        "exported",
+        ["--out", "{tmp}/nowhere/p.csv"],
+        r"does not exist",
+    ),
+    ("text_column_missing", "exported", ["--text-column", "body"], r"--text-column"),
+    ("exported_torch_runtime", "exported", ["--runtime", "torch"], None),
+    ("exported_batch_size_one", "exported", ["--batch-size", "1"], None),
+]
+
+
+@pytest.mark.parametrize(
+    "which, options, needle",
+    [pytest.param(w, o, n, id=i) for i, w, o, n in PREDICT_CASES],
+)
+def test_skloes_predict_options(
+    exported_probe, saved_probes, tmp_path, capsys, which, options, needle
+):
+    probe, folder = exported_probe if which == "exported" else saved_probes["logistic"]
+    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in NEW])
+    options = [o.replace("{tmp}", str(tmp_path)) for o in options]
+    argv = ["predict", str(folder), "--data", data, *options]
+    if needle is not None:
+        cli_error(argv, needle, capsys)
+        return
+    assert main(argv) == 0, capsys.readouterr().err
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert rows[0] == "prediction,proba_neg,proba_pos"
+    assert [r.split(",")[0] for r in rows[1:]] == probe.predict(NEW).tolist()

@@ -2,6 +2,9 @@
 layers (boolean masks and indices), max_length against the tokenizer's
 special tokens, devices that cannot compute, calls before fit.
 
+New in issue 34 (the section at the end): the renamed ``progress``, alone,
+with ``verbose``, and of a value ``verbose`` cannot take.
+
 Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
 wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
@@ -260,7 +263,6 @@ def test_hst_transform_before_fit(tiny_model_path):
     err("not fitted").check(lambda: _hst(tiny_model_path).transform(TEXTS))
 
 
-torch = pytest.importorskip("torch")
 PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
 
 
@@ -386,3 +388,38 @@ def test_cuda_without_gpu_fails_at_fit(tiny_model_path):
         _hst(tiny_model_path, device="cuda").fit(LABELLED_TEXTS)
     with pytest.raises(ValueError, match="`device`.*'cuda:1'"):
         _hst(tiny_model_path, device="cuda:1").fit(LABELLED_TEXTS)
+
+
+# ==========================================================================
+# New in issue 34: the renamed `progress`
+# ==========================================================================
+PROGRESS_CASES = [
+    (
+        "former_name",
+        {"progress": True},
+        warns(
+            r"`progress` was renamed `verbose` in 0.2.*Its value True is used",
+            category=FutureWarning,
+        ),
+    ),
+    (
+        "former_and_new_name",
+        {"progress": True, "verbose": 1},
+        err(r"set `verbose` only; `progress` is its former name"),
+    ),
+    (
+        "former_name_not_a_number",
+        {"progress": "yes"},
+        err(r"`progress` \(the former name of `verbose`\) must be a value"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "params, outcome", [pytest.param(p, o, id=i) for i, p, o in PROGRESS_CASES]
+)
+def test_renamed_progress(tiny_model_path, params, outcome):
+    from skloes import HiddenStatesTransformer
+
+    hst = HiddenStatesTransformer(tiny_model_path, device="cpu", **params)
+    outcome.check(lambda: hst.fit(TEXTS))

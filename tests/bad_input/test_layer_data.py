@@ -3,6 +3,12 @@ fitted on a layer stack (or a flat table of layers), their parameters, their
 calls after fit, scales and sizes that must still give a result, degenerate
 and overflowing layers, candidate grids and layer masks, and GeoRegLoss.
 
+New in issue 34 (the section at the end): LOESSelectorCV's budget rules,
+``max_layers_to_select``, ``cv`` and grouped folds; targets of every kind
+(regressors given text, classifiers given a continuous target, bytes and
+mixed labels); renamed parameters (a former name alone, with its new name,
+set after, invalid, and one whose conversion fails).
+
 Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
 wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
@@ -30,9 +36,6 @@ from skloes import (  # noqa: E402
 )
 from skloes.report import LayerReport  # noqa: E402
 from skloes.selection import LastKSelector  # noqa: E402
-
-torch = pytest.importorskip("torch")
-
 
 # --------------------------------------------------------------------------
 # Today's parameter names: a rename is a one-line change here
@@ -819,3 +822,268 @@ def test_loes_cv_names_cv_when_a_class_is_smaller():
         LOESSelectorCV(
             selector=LOESSelector(random_state=0), cv=3, max_layers_to_select=2
         ).fit(stack, y)
+
+
+# ==========================================================================
+# New in issue 34: budget rules, targets of every kind, renamed parameters
+# ==========================================================================
+BUDGET_STACK = np.random.RandomState(0).randn(5, 40, 4)
+BUDGET_Y = np.arange(40) % 2
+BUDGET_STACK[3, :, 0] += 2 * BUDGET_Y
+
+
+def _loes_cv(**params):
+    params = {"cv": 3, "max_layers_to_select": 3, **params}
+    return LOESSelectorCV(selector=LOESSelector(random_state=0), **params)
+
+
+def budget_in(low, high):
+    def check(est):
+        assert low <= est.n_layers_to_select_ <= high, est.n_layers_to_select_
+        assert est.get_support(indices=True).size == est.n_layers_to_select_
+
+    return check
+
+
+BUDGET_CASES = [  # (id, make, fit params, outcome)
+    ("rule_unknown", lambda: _loes_cv(budget_rule="median"), {}, err("budget_rule")),
+    ("rule_none", lambda: _loes_cv(budget_rule=None), {}, err("budget_rule")),
+    ("rule_upper_case", lambda: _loes_cv(budget_rule="BEST"), {}, err("budget_rule")),
+    (
+        "rule_anchored",
+        lambda: _loes_cv(budget_rule="anchored"),
+        {},
+        ok(budget_in(1, 3)),
+    ),
+    ("rule_best", lambda: _loes_cv(budget_rule="best"), {}, ok(budget_in(1, 3))),
+    ("rule_one_se", lambda: _loes_cv(budget_rule="one_se"), {}, ok(budget_in(1, 3))),
+    (
+        "rule_paired_se",
+        lambda: _loes_cv(budget_rule="paired_se"),
+        {},
+        ok(budget_in(1, 3)),
+    ),
+    (
+        "max_beyond_the_layers",
+        lambda: _loes_cv(max_layers_to_select=50),
+        {},
+        ok(lambda est: est.cv_results_["n_layers"].max() <= 5),
+    ),
+    ("max_float", lambda: _loes_cv(max_layers_to_select=2.0), {}, err("max_layers")),
+    ("max_auto", lambda: _loes_cv(max_layers_to_select="auto"), {}, err("max_layers")),
+    (
+        "max_numpy_int",
+        lambda: _loes_cv(max_layers_to_select=np.int64(2)),
+        {},
+        ok(budget_in(1, 2)),
+    ),
+    ("cv_zero", lambda: _loes_cv(cv=0), {}, err(r"'cv' parameter")),
+    ("cv_float", lambda: _loes_cv(cv=2.5), {}, err(r"'cv' parameter")),
+    (
+        "cv_more_folds_than_rows",
+        lambda: _loes_cv(cv=__import__("sklearn").model_selection.KFold(50)),
+        {},
+        err(r"LOESSelectorCV: `cv`=50 folds need at least 50 samples; got 40"),
+    ),
+    (
+        "cv_a_list_of_splits",
+        lambda: _loes_cv(
+            cv=list(__import__("sklearn").model_selection.KFold(3).split(BUDGET_Y))
+        ),
+        {},
+        ok(budget_in(1, 3)),
+    ),
+    (
+        "cv_grouped_without_groups",
+        lambda: _loes_cv(cv=__import__("sklearn").model_selection.GroupKFold(3)),
+        {},
+        err(r"`cv`=GroupKFold splits by groups, but no `groups` reached it"),
+    ),
+    (
+        "groups_fewer_than_folds",
+        lambda: _loes_cv(),
+        {"groups": np.array(["a", "b"] * 20)},
+        err(r"`cv`=3 grouped folds need at least 3 groups; `groups` holds 2"),
+    ),
+    (
+        "groups_a_single_one",
+        lambda: _loes_cv(),
+        {"groups": np.zeros(40)},
+        err(r"`groups` must hold at least 2 groups to split by them; got only 0\.0\.$"),
+    ),
+    (
+        "groups_with_a_missing_value",
+        lambda: _loes_cv(),
+        {"groups": np.r_[np.nan, np.arange(39) % 4]},
+        err(r"sample 0 has none \(nan\)"),
+    ),
+    (
+        "groups_four",
+        lambda: _loes_cv(),
+        {"groups": np.arange(40) % 4},
+        ok(budget_in(1, 3)),
+    ),
+    (
+        "sample_weight",
+        lambda: _loes_cv(),
+        {"sample_weight": np.ones(40)},
+        err(r"`sample_weight` cannot be honoured: the LOES path weighs"),
+    ),
+    (
+        "selector_not_loes",
+        lambda: LOESSelectorCV(selector=LastKSelector(), cv=3),
+        {},
+        err(r"'selector' parameter of LOESSelectorCV"),
+    ),
+    (
+        "selector_budget_beyond_the_layers",
+        lambda: LOESSelectorCV(
+            selector=LOESSelector(n_layers_to_select=9, random_state=0), cv=3
+        ),
+        {},
+        ok(budget_in(1, 5)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "make, params, outcome",
+    [pytest.param(m, p, o, id=i) for i, m, p, o in BUDGET_CASES],
+)
+def test_budget_rules(make, params, outcome):
+    outcome.check(lambda: make().fit(BUDGET_STACK, BUDGET_Y, **params))
+
+
+TARGET_STACK = np.random.RandomState(1).randn(3, 12, 4)
+TEXT_TARGET = ["a", "b"] * 6
+TARGET_CASES = [  # (id, make, y, outcome): a regressor or task given text...
+    (
+        "ridge_regressor_text",
+        lambda: selection.RidgeProbeRegressor(),
+        TEXT_TARGET,
+        err(r"RidgeProbeRegressor: `y` must hold numbers.*got 'a'"),
+    ),
+    (
+        "scalar_mix_regressor_text",
+        lambda: heads.ScalarMixRegressor(max_epochs=1, device="cpu"),
+        TEXT_TARGET,
+        err(r"ScalarMixRegressor: `y` must hold numbers"),
+    ),
+    (
+        "loes_regression_text",
+        lambda: LOESSelector(task="regression", n_layers_to_select=1),
+        TEXT_TARGET,
+        err(r"LOESSelector: `y` must hold numbers"),
+    ),
+    (
+        "loes_cv_regression_text",
+        lambda: LOESSelectorCV(
+            selector=LOESSelector(task="regression"), cv=2, max_layers_to_select=1
+        ),
+        TEXT_TARGET,
+        err(r"LOESSelectorCV: `y` must hold numbers"),
+    ),
+    (
+        "ridge_classifier_continuous",
+        lambda: selection.RidgeProbeClassifier(),
+        np.linspace(0, 1, 12),
+        err(r"RidgeProbeClassifier: `y` must hold class labels; got continuous"),
+    ),
+    (
+        "scalar_mix_classifier_continuous",
+        lambda: heads.ScalarMixClassifier(max_epochs=1, device="cpu"),
+        np.linspace(0, 1, 12),
+        err(r"ScalarMixClassifier: `y` must hold class labels; got continuous"),
+    ),
+    (
+        "georeg_continuous",
+        lambda: GeoRegClassifier(layer_dim=4, max_epochs=1, device="cpu"),
+        np.linspace(0, 1, 12),
+        err(r"GeoRegClassifier: `y` must hold class labels; got continuous"),
+    ),
+    (
+        "loes_bytes_labels",
+        lambda: LOESSelector(n_layers_to_select=1),
+        np.array([b"pos", b"neg"] * 6),
+        err(r"LOESSelector: `y` holds bytes labels; decode them to str"),
+    ),
+    (
+        "ridge_classifier_bytes_labels",
+        lambda: selection.RidgeProbeClassifier(),
+        np.array([b"pos", b"neg"] * 6, dtype=object),
+        err(r"`y` holds bytes labels"),
+    ),
+    (
+        "loes_mixed_labels",
+        lambda: LOESSelector(n_layers_to_select=1),
+        np.array([0, "a"] * 6, dtype=object),
+        err(r"LOESSelector: `y` must hold class labels or continuous targets"),
+    ),
+    (
+        "ridge_regressor_numeric_text",
+        lambda: selection.RidgeProbeRegressor(),
+        ["1.5", "2"] * 6,
+        ok(lambda est: np.isfinite(est.predict(TARGET_STACK[0])).all()),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "make, y, outcome", [pytest.param(m, y, o, id=i) for i, m, y, o in TARGET_CASES]
+)
+def test_targets_of_every_kind(make, y, outcome):
+    est = make()
+    X = TARGET_STACK[0] if "Ridge" in type(est).__name__ else TARGET_STACK
+    outcome.check(lambda: est.fit(X, y))
+
+
+RENAMED = [  # (id, make, outcome): former names, as scikit-learn deprecates
+    (
+        "former_name_alone",
+        lambda: LastKSelector(k=2),
+        warns(
+            r"`k` was renamed `n_layers_to_select` in 0.2.*Its value 2 is used",
+            lambda est: est.get_support(indices=True).size == 2,
+            category=FutureWarning,
+        ),
+    ),
+    (
+        "former_and_new_name",
+        lambda: LastKSelector(k=2, n_layers_to_select=3),
+        err(r"set `n_layers_to_select` only; `k` is its former name"),
+    ),
+    (
+        "former_name_set_after",
+        lambda: LastKSelector().set_params(k=1),
+        warns(r"`k` was renamed", category=FutureWarning),
+    ),
+    ("former_name_invalid", lambda: LastKSelector(k=0), err(r"'k' parameter")),
+    (
+        "loes_weight_former_name",
+        lambda: LOESSelector(alpha=0.5, isotropy_weight=0.7),
+        err(r"set `isotropy_weight` only; `alpha` is its former name"),
+    ),
+    (
+        "report_entropy_order_former_name",
+        lambda: LayerReport(
+            alpha=2.0, metrics=("dataset_entropy",), n_layers_to_select=1, nested=False
+        ),
+        warns(
+            r"`alpha` was renamed `entropy_order` in 0.3 and will be removed in 0.5",
+            lambda r: r.get_params()["entropy_order"] == 1.0,
+            category=FutureWarning,
+        ),
+    ),
+    (
+        "report_progress_not_a_flag",
+        lambda: LayerReport(progress="yes", n_layers_to_select=1, nested=False),
+        err(r"`progress` \(the former name of `verbose`\) must be a value `verbose`"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "make, outcome", [pytest.param(m, o, id=i) for i, m, o in RENAMED]
+)
+def test_renamed_parameters(make, outcome):
+    outcome.check(lambda: make().fit(STACK, Y))

@@ -1,5 +1,8 @@
 """Bad input to every function of skloes.metrics.
 
+New in issue 34 (the section at the end): selection_stability's inputs
+(generators, boolean masks, masks mixed with indices, sets, one selection).
+
 Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
 wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
@@ -15,8 +18,6 @@ pytest.importorskip("transformers")
 from _support.outcomes import err, ok  # noqa: E402
 
 from skloes import metrics  # noqa: E402
-
-torch = pytest.importorskip("torch")
 
 
 def finite(result):
@@ -224,3 +225,84 @@ METRIC_CASES = [
 )
 def test_metric_functions(run, outcome):
     outcome.check(run)
+
+
+# ==========================================================================
+# New in issue 34: selection_stability's inputs
+# ==========================================================================
+STABILITY_CASES = [  # (id, selections, n_layers, outcome)
+    ("generator", lambda: ([1, 2] for _ in range(3)), 5, ok(lambda r: r == 1.0)),
+    (
+        "boolean_masks_as_lists",
+        lambda: [[True, False, True], [True, False, True]],
+        3,
+        ok(lambda r: r == 1.0),
+    ),
+    (
+        "boolean_mask_array",
+        lambda: np.array([[True, False, True, False], [True, False, True, False]]),
+        4,
+        ok(lambda r: r == 1.0),
+    ),
+    (
+        "masks_and_indices_agree",
+        lambda: [[1, 3], [False, True, False, True]],
+        4,
+        ok(lambda r: r == 1.0),
+    ),
+    ("tuple_of_tuples", lambda: ((0, 1), (0, 1)), 4, ok(lambda r: r == 1.0)),
+    (
+        "integer_array",
+        lambda: np.array([[0, 1], [0, 1]]),
+        4,
+        ok(lambda r: r == 1.0),
+    ),
+    (
+        "duplicate_picks",
+        lambda: [[0, 0, 1], [0, 1]],
+        4,
+        ok(lambda r: r == 1.0),
+    ),
+    (
+        "every_layer_every_time",
+        lambda: [[0, 1, 2, 3], [0, 1, 2, 3]],
+        4,
+        ok(lambda r: np.isnan(r)),
+    ),  # undefined (no variance to correct for chance): NaN, as documented
+    (
+        "mask_and_index_mixed",
+        lambda: [[True, 1], [0, 1]],
+        4,
+        err(r"selection 0 of `selections` mixes booleans \(a mask\) and layer"),
+    ),
+    (
+        "mask_of_another_length",
+        lambda: [[True, False], [True, True]],
+        3,
+        err(r"a boolean mask in `selections` must have n_layers \(3\) entries"),
+    ),
+    (
+        "mask_array_of_another_width",
+        lambda: np.ones((3, 2), bool),
+        4,
+        err(r"a boolean `selections` must have n_layers \(4\) columns"),
+    ),
+    ("one_selection", lambda: [[0, 1]], 4, err(r"at least 2 selections; got 1")),
+    ("none", lambda: [], 4, err(r"at least 2 selections; got 0")),
+    ("index_too_large", lambda: [[0, 9], [1]], 4, err(r"layer indices in \[0, 3\]")),
+    ("index_negative", lambda: [[0, -1], [1]], 4, err(r"layer indices in \[0, 3\]")),
+    ("float_indices", lambda: [[0.0, 1.0], [1.0]], 4, err(r"layer indices")),
+    ("sets", lambda: ({0, 1}, {1, 2}), 4, err(r"selection 0 is \{0, 1\}")),
+    ("a_string", lambda: "0123", 4, err(r"`selections` must be a list of selections")),
+    ("a_dict", lambda: {"fold": [0]}, 4, err(r"`selections` must be a list")),
+    ("n_layers_one", lambda: [[0], [0]], 1, err(r"`n_layers` must be an int >= 2")),
+    ("n_layers_float", lambda: [[0], [1]], 4.0, err(r"`n_layers` must be an int")),
+]
+
+
+@pytest.mark.parametrize(
+    "make, n_layers, outcome",
+    [pytest.param(m, n, o, id=i) for i, m, n, o in STABILITY_CASES],
+)
+def test_selection_stability_inputs(make, n_layers, outcome):
+    outcome.check(lambda: metrics.selection_stability(make(), n_layers))

@@ -1,6 +1,10 @@
 """LayerReport and layer_report: degenerate layers, extra metrics, tiny data,
 the task, regression on few rows, and all-NaN scores.
 
+New in issue 34 (the section at the end): LayerReport.method_selector, the
+comparison objects built by hand (MethodScore, MethodComparison) and groups
+that follow the classes.
+
 Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
 wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
@@ -17,7 +21,12 @@ pytest.importorskip("transformers")
 
 from _support.outcomes import err, ok, warns  # noqa: E402
 
-from skloes.report import LayerReport, layer_report  # noqa: E402
+from skloes.report import (  # noqa: E402
+    LayerReport,
+    MethodComparison,
+    MethodScore,
+    layer_report,
+)
 
 # --------------------------------------------------------------------------
 # Data
@@ -206,3 +215,156 @@ def test_no_warning_on_a_clean_report():
         layer_report(
             rng.randn(3, 30, 4), np.arange(30) % 2, n_layers_to_select=2, random_state=0
         )
+
+
+# ==========================================================================
+# New in issue 34: method_selector, the comparison objects, grouped folds
+# ==========================================================================
+REPORT_STACK = np.random.RandomState(0).randn(5, 40, 4)
+REPORT_Y = np.arange(40) % 2
+REPORT_STACK[3, :, 0] += 2 * REPORT_Y
+
+
+@pytest.fixture(scope="module")
+def fitted_report():
+    return LayerReport(n_layers_to_select=2, metrics=(), random_state=0).fit(
+        REPORT_STACK, REPORT_Y
+    )
+
+
+def unfitted(cls_name):
+    def check(selector):
+        assert type(selector).__name__ == cls_name
+        assert not hasattr(selector, "support_") and not hasattr(
+            selector, "selected_layers_"
+        )
+
+    return check
+
+
+METHOD_SELECTOR = [  # (id, method, outcome)
+    ("loes", "loes", ok(unfitted("LOESSelector"))),
+    ("numpy_str", np.str_("last_k"), ok(unfitted("LastKSelector"))),
+    ("unknown", "lasso", err(r"`method` must be one of the report's methods")),
+    ("upper_case", "LOES", err(r"`method` must be one of .*got 'LOES'")),
+    ("none", None, err(r"`method` must be one of .*got None")),
+    ("a_list", ["loes"], err(r"`method` must be one of .*got \['loes'\]")),
+    (
+        "a_baseline_not_compared",
+        "entropy_top_k",
+        err(r"`method` must be one of the report's methods \['loes', 'last_layer'"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "method, outcome", [pytest.param(m, o, id=i) for i, m, o in METHOD_SELECTOR]
+)
+def test_method_selector(fitted_report, method, outcome):
+    outcome.check(lambda: fitted_report.method_selector(method))
+
+
+def test_method_selector_before_fit():
+    from sklearn.exceptions import NotFittedError
+
+    err(r"not fitted yet", NotFittedError).check(
+        lambda: LayerReport().method_selector("loes")
+    )
+
+
+def test_method_selector_of_the_recommendation_refits_to_its_layers(fitted_report):
+    rec = fitted_report.recommendation_
+    selector = fitted_report.method_selector(rec.method)
+    flat = REPORT_STACK.transpose(1, 0, 2).reshape(40, -1)
+    from skloes.core._contract import mark_layers
+
+    fitted = selector.fit(mark_layers(flat, 4), REPORT_Y)
+    assert fitted.get_support(indices=True).tolist() == rec.layers
+
+
+def _score(method="loes", layers=(1,), folds=(0.5, 0.6), fold_layers=None):
+    return MethodScore(method, list(layers), np.asarray(folds), fold_layers)
+
+
+COMPARISONS = [  # (id, build, outcome)
+    (
+        "no_method",
+        lambda: MethodComparison([], nested=True),
+        err(r"MethodComparison: `methods` must be a non-empty list of MethodScore"),
+    ),
+    (
+        "not_a_method_score",
+        lambda: MethodComparison([{"method": "loes"}], nested=True),
+        err(r"`methods` must be a non-empty list of MethodScore"),
+    ),
+    (
+        "folds_of_other_counts",
+        lambda: MethodComparison(
+            [_score(), _score("last_layer", folds=(0.5,))], nested=True
+        ),
+        err(r"every method must be scored on the same folds"),
+    ),
+    (
+        "a_method_twice",
+        lambda: MethodComparison([_score(), _score()], nested=True),
+        err(r"`methods` names \['loes'\] more than once"),
+    ),
+    ("no_layers", lambda: _score(layers=()), err(r"MethodScore: `layers` must be")),
+    ("float_layer", lambda: _score(layers=(1.5,)), err(r"`layers` must be")),
+    ("negative_layer", lambda: _score(layers=(-1,)), err(r"`layers` must be")),
+    ("no_fold", lambda: _score(folds=()), err(r"`fold_scores` must be one score")),
+    (
+        "fold_scores_as_a_list",
+        lambda: _score(folds=[0.5, 0.7]).score,
+        ok(lambda s: s == 0.6),
+    ),
+    (
+        "every_score_nan",
+        lambda: __import__("skloes.report")
+        .report.MethodComparison([_score(folds=(np.nan, 0.5))], nested=True)
+        .recommend(),
+        err(r"no method was scored on every fold"),
+    ),
+    (
+        "one_fold",
+        lambda: __import__("skloes.report")
+        .report.MethodComparison(
+            [_score(folds=(0.5,)), _score("last_layer", folds=(0.6,))], nested=True
+        )
+        .recommend(),
+        ok(lambda rec: rec.method == "last_layer" and rec.difference_se == 0.0),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "build, outcome", [pytest.param(b, o, id=i) for i, b, o in COMPARISONS]
+)
+def test_comparison_objects(build, outcome):
+    outcome.check(build)
+
+
+@pytest.mark.parametrize(
+    "groups, outcome",
+    [
+        pytest.param(
+            REPORT_Y,
+            err(r"the folds split by `groups` leave a training fold with the one"),
+            id="groups_are_the_classes",
+        ),
+        pytest.param(
+            [0, 1],
+            err(r"`groups` must hold one group per sample \(40\)"),
+            id="groups_short",
+        ),
+        pytest.param(
+            np.zeros(40),
+            err(r"`groups` must hold at least 2 groups.*got only 0\.0\.$"),
+            id="groups_one",
+        ),
+        pytest.param(np.arange(40) % 8, ok(lambda r: r.n_groups_ == 8), id="eight"),
+    ],
+)
+def test_report_groups(groups, outcome):
+    report = LayerReport(n_layers_to_select=2, metrics=(), random_state=0)
+    outcome.check(lambda: report.fit(REPORT_STACK, REPORT_Y, groups=groups))
