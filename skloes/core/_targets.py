@@ -57,12 +57,7 @@ def resolve_task(y, task, owner):
     if task == "auto":
         task = task_of(y, owner)
     if task == "regression":
-        y = check_continuous_target(
-            y,
-            owner,
-            multioutput=True,
-            need="`y` must be numeric for task='regression'",
-        )
+        y = check_continuous_target(y, owner, multioutput=True)
         return task, None, y.reshape(len(y), -1)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
@@ -76,9 +71,10 @@ def resolve_task(y, task, owner):
     return task, classes, y
 
 
-def check_continuous_target(
-    y, owner, *, multioutput=False, need="`y` must hold numbers (a continuous target)"
-):
+_NEED = "`y` must hold numbers (a continuous target, task='regression')"
+
+
+def check_continuous_target(y, owner, *, multioutput=False):
     """A regression target: float64, finite, one column (or several with
     ``multioutput``); anything else is one error naming ``y``.
 
@@ -94,9 +90,6 @@ def check_continuous_target(
         The estimator name that prefixes the error.
     multioutput : bool, default=False
         Whether several target columns are allowed.
-    need : str, default="`y` must hold numbers (a continuous target)"
-        What the error says is needed (a regression task names its
-        ``task``).
 
     Returns
     -------
@@ -108,7 +101,7 @@ def check_continuous_target(
     raw = np.asarray(y) if not isinstance(y, np.ndarray) else y
     if raw.dtype.kind == "c":
         raise ValueError(
-            f"{owner}: {need}; got complex numbers (Complex data not supported)."
+            f"{owner}: {_NEED}; got complex numbers (Complex data not supported)."
         )
     try:
         out = np.asarray(raw, dtype=np.float64)
@@ -119,7 +112,7 @@ def check_continuous_target(
         if isinstance(example, np.generic):  # 'a', not np.str_('a')
             example = example.item()
         raise ValueError(
-            f"{owner}: {need}; got {example!r} (dtype {raw.dtype}). For class "
+            f"{owner}: {_NEED}; got {example!r} (dtype {raw.dtype}). For class "
             "labels use a classifier, or task='classification'."
         ) from None
     if out.ndim == 2 and out.shape[1] == 1 and not multioutput:

@@ -338,9 +338,7 @@ class LayerReport(BaseEstimator):
                 "continuous numbers. Pass task='regression'."
             )
         if self.task == "regression":
-            y = check_continuous_target(
-                y, owner, need="`task`='regression' needs numeric `y`"
-            )
+            y = check_continuous_target(y, owner)
         return self.task, y
 
     def _check_scores(self, owner):
