@@ -1,4 +1,4 @@
-"""The ``skloes`` command: ``probe``, ``models`` and ``cache``.
+"""The ``skloes`` command: ``probe``, ``predict``, ``models`` and ``cache``.
 
 May import: utils, core, models, extraction, metrics, selection, heads, probe,
 report.
