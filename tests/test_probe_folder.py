@@ -60,7 +60,7 @@ def _saved(folder, export=True, **extra):
         "model_fingerprint": "f" * 64,
     }
     if export:
-        manifest["export"] = _export(folder)
+        manifest["export"] = probe_folder.seal_export(_export(folder))
         names += [manifest["export"][p]["file"] for p in ("graph", "tokenizer", "head")]
     manifest["files"] = sorted(names)
     manifest["sha256"] = probe_folder.file_hashes(folder, names)

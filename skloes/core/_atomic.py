@@ -92,7 +92,11 @@ def swap_in(staging: Path, folder: Path, remove_old) -> None:
         remove_old(staging)
         return
     aside = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-old-"))
-    os.rename(folder, aside / "old")
+    try:
+        os.rename(folder, aside / "old")
+    except BaseException:
+        aside.rmdir()  # nothing moved: no hidden folder is left behind
+        raise
     try:
         os.rename(staging, folder)
     except BaseException:

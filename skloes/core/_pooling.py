@@ -10,15 +10,18 @@ from skloes.core._torch import torch
 POOLINGS = ("mean", "first", "cls", "last", "max")
 EXCLUDE_TOKENS = ("special", "first")
 # What `exclude_tokens="auto"` leaves out of mean pooling for decoder-only
-# models, measured on SmolLM2 (doc/user_guide/hidden_states.rst).
+# models, measured on SmolLM2 (doc/user_guide/hidden_states.rst); each model
+# family states its own (skloes.models._families).
 AUTO_EXCLUDE = "first"
 
 
-def resolve_exclude_tokens(exclude_tokens, modality, decoder, *, owner="skloes"):
+def resolve_exclude_tokens(exclude_tokens, modality, auto, *, owner="skloes"):
     """Resolve ``exclude_tokens`` ("auto", "special", "first" or None).
 
-    ``"auto"`` is :data:`AUTO_EXCLUDE` for decoder-only text models and None
-    otherwise; models that do not take text accept only "auto" and None.
+    ``"auto"`` is ``auto``, the model family's choice
+    (``Family.pool_exclude`` in :mod:`skloes.models._families`:
+    :data:`AUTO_EXCLUDE` for decoder-only text models, None otherwise);
+    models that do not take text accept only "auto" and None.
 
     Parameters
     ----------
@@ -26,8 +29,8 @@ def resolve_exclude_tokens(exclude_tokens, modality, decoder, *, owner="skloes")
         The estimator parameter.
     modality : {"text", "image", "audio"}
         The model's input modality.
-    decoder : bool
-        Whether the model is a decoder-only language model.
+    auto : {"special", "first"} or None
+        What ``"auto"`` resolves to for this text model.
     owner : str, default="skloes"
         Name used in error messages.
 
@@ -44,7 +47,7 @@ def resolve_exclude_tokens(exclude_tokens, modality, decoder, *, owner="skloes")
         return None
     if exclude_tokens != "auto":
         return exclude_tokens
-    return AUTO_EXCLUDE if decoder else None
+    return auto
 
 
 def excluded_tokens(exclude_tokens, mask, special=None):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -37,6 +38,7 @@ from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented defau
     resolve_exclude_tokens,
 )
 from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device, torch
+from skloes.models._families import FLOAT16_MAX, model_family
 from skloes.models._forward import find_blocks, forward_pooled
 from skloes.models._inputs import (
     check_inputs,
@@ -52,7 +54,6 @@ from skloes.models._loading import (
     check_weight_files,
     default_model,
     detect_modality,
-    is_decoder_only,
     load_model,
     load_processor,
     n_hidden_states,
@@ -126,10 +127,11 @@ class HiddenStatesTransformer(
         pooling's mask: ``"special"``
         the tokenizer's special tokens (BOS, CLS, SEP, EOS...), ``"first"``
         each text's first token (a decoder's attention sink carries huge
-        activations), None none. ``"auto"`` resolves to ``"first"`` for
-        decoder-only language models and None for other models (encoders
-        are trained with their special tokens in the mean); the choice was
-        measured, see :ref:`pooling-special-tokens`. A text made only of
+        activations), None none. ``"auto"`` is the model family's choice
+        (:ref:`model-families`): ``"first"`` for decoder-only language models
+        (SmolLM2's first word, Gemma 3's BOS token) and None for other models
+        (encoders are trained with their special tokens in the mean); the
+        choice was measured, see :ref:`pooling-special-tokens`. A text made only of
         excluded tokens keeps them all. Text models only.
 
     layers : "all", int or list of int, default="all"
@@ -187,7 +189,10 @@ class HiddenStatesTransformer(
     dtype : {"float32", "float16"}, default="float32"
         Dtype of the returned array (``"float16"`` halves its memory); the
         model computes in ``precision``. There is no ``"bfloat16"``: numpy
-        has no such dtype (``precision="bfloat16"`` computes in it).
+        has no such dtype (``precision="bfloat16"`` computes in it). A pooled
+        value beyond float16's range (65504) stops ``transform`` with an
+        error naming the layer, never an infinity; Gemma 3's residual stream
+        reaches it (``fit`` warns), see :ref:`model-families`.
 
     precision : {"float32", "bfloat16", "int8"}, default="float32"
         Arithmetic of the forward pass. ``"int8"``: dynamic int8
@@ -255,6 +260,14 @@ class HiddenStatesTransformer(
 
     exclude_tokens_ : {"special", "first"} or None
         Resolved ``exclude_tokens``.
+
+    family_ : str
+        The model family whose quirks apply (``"llama"``, ``"gemma3"``,
+        ``"bert"``...; ``"unknown"`` for an architecture skloes has not
+        checked, which gets safe defaults and a warning). See
+        :ref:`model-families`.
+
+        .. versionadded:: 0.3
 
     max_batch_tokens_ : int or None
         Resolved ``max_batch_tokens`` (None for images and audio).
@@ -427,10 +440,21 @@ class HiddenStatesTransformer(
         self.dim_ = int(config.hidden_size) if not callable(self.pooling) else None
         self.device_ = resolve_device(self.device, owner=name)
         _precision().check_precision(self.precision, self.device_, owner=name)
-        self._decoder = modality == "text" and is_decoder_only(config)
+        family = model_family(config, model=self.model, owner=name)
+        self.family_ = family.name
+        # decoders' positions count real tokens under left padding
+        self._decoder = modality == "text" and family.positions == "count_real"
         self.exclude_tokens_ = resolve_exclude_tokens(
-            self.exclude_tokens, modality, self._decoder, owner=name
+            self.exclude_tokens, modality, family.pool_exclude, owner=name
         )
+        if self.dtype == "float16" and not family.float16_store:
+            warnings.warn(
+                f"{name}: the hidden states of {family.name} models can exceed "
+                f"float16's range ({FLOAT16_MAX:.0f}); with `dtype='float16'` "
+                "transform stops at the first such value (use dtype='float32').",
+                UserWarning,
+                stacklevel=3,
+            )
         self.max_batch_tokens_ = self._resolve_batch_tokens()
         self.max_length_ = None
         if modality == "text":
@@ -676,6 +700,8 @@ class HiddenStatesTransformer(
                     pooled = self._pool_text_batch(model, processor, encoded, index)
                 else:
                     pooled = self._pool_batch(model, processor, items, index)
+                if self.dtype == "float16":
+                    self._check_float16_range(pooled)
                 pooled = pooled.to(getattr(torch, self.dtype)).cpu().numpy()
                 self._check_finite(pooled)
                 sink(index, pooled)
@@ -760,6 +786,24 @@ class HiddenStatesTransformer(
                     else "."
                 )
             )
+
+    def _check_float16_range(self, pooled):
+        """Refuse, naming the layer, a pooled value a float16 store would hold
+        as infinity (the model's own NaN and inf are :meth:`_check_finite`'s)."""
+        peak = torch.nan_to_num(pooled.float(), nan=0.0, posinf=0.0, neginf=0.0)
+        peak = peak.abs().amax(dim=(1, 2))
+        over = torch.nonzero(peak > FLOAT16_MAX).flatten().tolist()
+        if not over:
+            return
+        layers = self.layers_
+        raise ValueError(
+            f"{type(self).__name__}: layer {layers[over[0]]} of "
+            f"{self.model_path_!r} ({getattr(self, 'family_', 'unknown')} family) "
+            f"has pooled values up to {float(peak[over[0]]):.3g}, beyond "
+            f"float16's range ({FLOAT16_MAX:.0f}) (layers over it in this batch: "
+            f"{[int(layers[i]) for i in over]}); a float16 store would hold "
+            "infinities. Use `dtype='float32'`."
+        )
 
     def _allocate(self, out, pooled, n):
         if out is not None:

@@ -335,8 +335,8 @@ class GeoRegFineTuner(_BaseGeoReg):
 
     def _batches(self, items):
         """``batch(idx) -> (inputs, exclude)``; texts are tokenized once."""
+        from skloes.models._families import model_family
         from skloes.models._inputs import encode_batch, text_batch, tokenize_texts
-        from skloes.models._loading import is_decoder_only
 
         module = self.module_
         config = module.backbone.config
@@ -360,7 +360,8 @@ class GeoRegFineTuner(_BaseGeoReg):
             config=config,
             owner=type(self).__name__,
         )
-        decoder = is_decoder_only(config)
+        # positions count real tokens under left padding (decoders)
+        decoder = model_family(config, warn=False).positions == "count_real"
 
         def batch(idx):
             inputs, _, exclude = text_batch(

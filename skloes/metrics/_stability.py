@@ -76,6 +76,13 @@ def _one_selection(picks, i, n_layers):
             f"{_NAME}: each of `selections` must be a list of layer indices or a "
             f"boolean mask; selection {i} is {picks!r:.60}."
         )
+    if not isinstance(picks, np.ndarray):
+        kinds = {isinstance(v, (bool, np.bool_)) for v in picks}
+        if len(kinds) == 2:  # [True, 1] would be read as the layers 1 and 1
+            raise ValueError(
+                f"{_NAME}: selection {i} of `selections` mixes booleans (a mask) "
+                f"and layer indices; got {list(picks)!r:.60}."
+            )
     picks = np.asarray(picks).ravel()
     row = np.zeros(n_layers, dtype=bool)
     if picks.dtype == bool:

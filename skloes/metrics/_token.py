@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from skloes.core._geometry import matrix_entropy, rank_mask
+from skloes.core._geometry import gram_spectrum, matrix_entropy, rank_mask
 from skloes.core._torch import torch
 from skloes.metrics._base import (
     NORMALIZATIONS,
@@ -60,32 +60,54 @@ def _prompt_entropy_batch(Z, n, alpha, normalization, preprocess, clamp_gram):
     d = Z.shape[2]
     for b in np.flatnonzero(n >= 2):
         lam = spectra[b]
+        if clamp_gram and n[b] > d:
+            # the authors clamp the D×D Gram ZᵀZ when N > D, whose clamped
+            # spectrum is not the clamped N×N one's
+            lam = gram_spectrum(Z[b, : n[b]], clamp_gram=True)
         lam[~rank_mask(lam, max(n[b], d))] = 0.0
         h = matrix_entropy(lam, alpha)
         out[b] = h / normalizer("prompt_entropy", normalization, int(n[b]), d)
     return out
 
 
-def _curvature_batch(Z, n, preprocess, absolute):
-    Z = _prep_batch(Z, n) if preprocess else Z
-    v = np.diff(Z, axis=1)
+def _angles(a, b):
+    """Angle between the unit (or zero) rows ``a`` and ``b``, in [0, π].
+
+    ``2·atan2(‖a − b‖, ‖a + b‖)`` equals ``arccos(a·b)`` for unit vectors but
+    stays exact near 0 and π, where arccos of a rounded ``1 - 1e-16`` would
+    give 1e-8.
+    """
+    return 2.0 * np.arctan2(
+        np.linalg.norm(a - b, axis=-1), np.linalg.norm(a + b, axis=-1)
+    )
+
+
+def _unit_rows(v, Z):
+    """Rows of ``v`` scaled to unit norm, and the mask of those of zero length
+    (up to 1e-12 of the largest token norm of their prompt in ``Z``)."""
     norms = np.linalg.norm(v, axis=2)
-    # A step of round-off size (two equal tokens) counts as zero length.
     zero = norms <= 1e-12 * np.linalg.norm(Z, axis=2).max(axis=1, keepdims=True)
     u = np.divide(v, norms[..., None], out=np.zeros_like(v), where=~zero[..., None])
-    a, b = u[:, 1:], u[:, :-1]
-    # arccos(a·b) by Kahan's formula: exact for parallel steps, where arccos of
-    # a rounded 1 - 1e-16 would give 1e-8.
-    theta = 2.0 * np.arctan2(
-        np.linalg.norm(a - b, axis=2), np.linalg.norm(a + b, axis=2)
-    )
+    return u, zero
+
+
+def _curvature_batch(Z, n, preprocess, absolute, definition="paper"):
+    Z = _prep_batch(Z, n) if preprocess else Z
+    # "paper": the angle between successive steps z_{k+1} - z_k (Skean et al.,
+    # 2025, eq. of the curvature); "authors_code": the angle between successive
+    # tokens themselves (their metric code, step 1).
+    steps = definition == "paper"
+    u, zero = _unit_rows(np.diff(Z, axis=1) if steps else Z, Z)
+    theta = _angles(u[:, 1:], u[:, :-1])
+    # a zero-length step (two equal tokens) or a zero token has no direction
     theta[zero[:, 1:] | zero[:, :-1]] = 0.0
     if absolute:  # arccos(|c|)
         theta = np.minimum(theta, np.pi - theta)
-    counted = np.arange(theta.shape[1])[None, :] < (n - 2)[:, None]
+    minimum = 3 if steps else 2
+    counted = np.arange(theta.shape[1])[None, :] < (n - minimum + 1)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (theta * counted).sum(axis=1) / counted.sum(axis=1)
-    out[n < 3] = np.nan
+    out[n < minimum] = np.nan
     return out
 
 
@@ -203,7 +225,8 @@ def prompt_entropy(
     preprocess : bool, default=True
         Centre the tokens and L2-normalise the rows first.
     clamp_gram : bool, default=False
-        The authors' quirk: clamp every Gram entry at 0.
+        As the authors' code does: clamp every entry of the Gram (``N×N``, or
+        ``D×D`` when ``N > D``) at 0 before the spectrum.
     max_prompts : int or None, default=1000
         At most this many prompts, drawn uniformly from ``random_state``.
     random_state : int, RandomState instance or None, default=None
@@ -237,34 +260,58 @@ def prompt_entropy(
     return per_layer(_mean_over_prompts(owner, values, 2), single)
 
 
+CURVATURE_DEFINITIONS = ("paper", "authors_code")
+
+
 def curvature(
     tokens,
     *,
+    definition="paper",
     preprocess=True,
     absolute=False,
     normalization="raw",
     max_prompts=1000,
     random_state=None,
 ):
-    """Mean angle between successive token steps, per prompt then averaged.
+    """Mean angle along each prompt's token path, per prompt then averaged.
 
-    With ``v_k = z_{k+1} - z_k``, ``θ_k = arccos(v_{k+1}·v_k/(‖v_{k+1}‖‖v_k‖))``
-    (0 when a step has zero length, up to 1e-12 of the largest token norm)
-    is averaged over a prompt, then over the
-    prompts with at least 3 tokens. Range [0, π]: 0 for a straight path, π
-    for a path that goes back and forth. The angle is computed as
-    ``2·atan2(‖a − b‖, ‖a + b‖)`` of the unit steps, which equals the
+    Two definitions (Skean et al., 2025), chosen with ``definition``:
+
+    - ``"paper"`` (default), the paper's text: the angle between successive
+      *steps*. With ``v_k = z_{k+1} - z_k``,
+      ``θ_k = arccos(v_{k+1}·v_k/(‖v_{k+1}‖‖v_k‖))`` is averaged over a prompt
+      (``N_i - 2`` angles), then over the prompts with at least 3 tokens.
+      Range [0, π]: 0 for a straight path, π for a path that goes back and
+      forth.
+    - ``"authors_code"``, the authors' metric code: the angle between
+      successive *tokens*, ``θ_k = arccos(z_k·z_{k+1}/(‖z_k‖‖z_{k+1}‖))``
+      (step 1), averaged over a prompt (``N_i - 1`` angles), then over the
+      prompts with at least 2 tokens. On the default ``prep(Z_i)`` (centred,
+      unit rows) it equals their ``arccos(z_k·z_{k+1})``.
+
+    A step or token of zero length (up to 1e-12 of the prompt's largest token
+    norm) has no direction and gives the angle 0. Angles are computed as
+    ``2·atan2(‖a − b‖, ‖a + b‖)`` of the unit vectors, which equals the
     arccos but stays exact near 0 and π.
+
+    Read more in the :ref:`User Guide <metrics>`.
 
     Parameters
     ----------
     tokens : sequence of array-like
         One array per prompt, of shape (n_tokens, dim) or
         (n_layers, n_tokens, dim).
+    definition : {"paper", "authors_code"}, default="paper"
+        Angle between successive steps (the paper's text) or between
+        successive tokens (the authors' code), as above.
+
+        .. versionadded:: 0.3
     preprocess : bool, default=True
         Use ``prep(Z_i)`` (centred, rows L2-normalised) rather than raw tokens.
     absolute : bool, default=False
-        The authors' quirk: use ``|cos|``, range [0, π/2].
+        Use ``|cos|``, range [0, π/2]. Neither the paper nor the authors'
+        code does this (it was described as the authors' quirk before 0.3,
+        wrongly).
     normalization : {"raw", "logD"}, default="raw"
         ``"logD"`` divides by ``log D``.
     max_prompts : int or None, default=1000
@@ -287,20 +334,24 @@ def curvature(
     >>> zigzag = np.array([[0.0, 0], [1, 1], [0, 0], [1, 1]])
     >>> bool(np.isclose(curvature([zigzag], preprocess=False), np.pi))
     True
+    >>> turns = np.array([[1.0, 0], [0, 1], [-1, 0]])  # quarter turns
+    >>> bool(np.isclose(curvature([turns], definition="authors_code",
+    ...                           preprocess=False), np.pi / 2))
+    True
     """
     owner = "curvature"
+    check_option(owner, "definition", definition, CURVATURE_DEFINITIONS)
     check_option(owner, "normalization", normalization, ("raw", "logD"))
     prompts, single = _pick(owner, tokens, max_prompts, random_state)
+    params = (preprocess, bool(absolute), definition)
     values = np.stack(
         [
-            _layer_values(
-                "curvature", [p[layer] for p in prompts], (preprocess, bool(absolute))
-            )
+            _layer_values("curvature", [p[layer] for p in prompts], params)
             for layer in range(prompts[0].shape[0])
         ],
         axis=1,
     )
-    mean = _mean_over_prompts(owner, values, 3)
+    mean = _mean_over_prompts(owner, values, 3 if definition == "paper" else 2)
     if normalization == "logD":
         mean = mean / normalizer(owner, "logD", 2, prompts[0].shape[2])
     return per_layer(mean, single)
@@ -317,7 +368,8 @@ class TokenMetricPooling:
     (B, T, D) with mask (B, T) it returns a (B, D + 2·n_metrics) tensor, the
     ordinary pooled vector followed, for each metric, by the prompt's value
     and a 0/1 flag that says whether the prompt was long enough (2 tokens for
-    ``prompt_entropy``, 3 for ``curvature``). Token states are never kept
+    ``prompt_entropy``, 3 for ``curvature``, 2 under its
+    ``definition="authors_code"``). Token states are never kept
     beyond the batch. :meth:`split` turns the extracted stack into the pooled
     stack and one value per layer for each metric.
 
@@ -336,7 +388,11 @@ class TokenMetricPooling:
     clamp_gram : bool, default=False
         Quirk flag of ``prompt_entropy``.
     absolute : bool, default=False
-        Quirk flag of ``curvature``.
+        ``absolute`` of ``curvature``.
+    definition : {"paper", "authors_code"}, default="paper"
+        ``definition`` of ``curvature``.
+
+        .. versionadded:: 0.3
     chunk_size : int, default=8
         Prompts processed together inside a batch (bounds the float64 copies
         of token states).
@@ -361,6 +417,7 @@ class TokenMetricPooling:
         preprocess=True,
         clamp_gram=False,
         absolute=False,
+        definition="paper",
         chunk_size=8,
     ):
         owner = type(self).__name__
@@ -377,6 +434,9 @@ class TokenMetricPooling:
         self.preprocess = preprocess
         self.clamp_gram = clamp_gram
         self.absolute = absolute
+        self.definition = check_option(
+            owner, "definition", definition, CURVATURE_DEFINITIONS
+        )
         self.chunk_size = check_positive_int(owner, "chunk_size", chunk_size)
 
     def values(self, hidden, mask):
@@ -423,7 +483,9 @@ class TokenMetricPooling:
                     bool(self.clamp_gram),
                 )
             else:
-                out[:, j] = _curvature_batch(Z, n, self.preprocess, bool(self.absolute))
+                out[:, j] = _curvature_batch(
+                    Z, n, self.preprocess, bool(self.absolute), self.definition
+                )
         return out
 
     def __call__(self, hidden, mask):

@@ -15,6 +15,7 @@ from sklearn.utils import check_random_state
 from skloes.core._geometry import matrix_entropy
 from skloes.metrics._base import (
     as_layers,
+    check_option,
     check_positive_int,
     normalizer,
     per_layer,
@@ -37,10 +38,14 @@ def _pair(owner, A, B, max_prompts, random_state):
     return A[:, index], B[:, index], single
 
 
+INFONCE_DEFINITIONS = ("paper", "authors_code")
+
+
 def infonce(
     A,
     B,
     *,
+    definition="paper",
     temperature=0.1,
     normalize=True,
     max_prompts=1000,
@@ -49,30 +54,52 @@ def infonce(
 ):
     """InfoNCE of two augmented views, per layer (higher = more invariant).
 
-    ``L = -(1/M) Σ_i log softmax_j(A_i·B_j/τ)_i``, one direction, with no
-    extra normalisation of the rows, computed in row chunks.
+    Two definitions (Skean et al., 2025), chosen with ``definition``:
+
+    - ``"paper"`` (default), the InfoNCE loss of the paper's text (Oord et
+      al., 2018) in one direction: each row of ``A`` against every row of
+      ``B``, ``L = -(1/M) Σ_i log softmax_j(A_i·B_j/τ)_i``. Its
+      uninformative value (all rows alike) is ``log M``.
+    - ``"authors_code"``, the authors' metric code: the two-view SimCLR
+      (NT-Xent) loss over all ``2M`` rows of ``Z = [A; B]``. Each row's
+      positive is the same prompt's row in the other view, and its
+      denominator every other row of both views (itself left out):
+      ``L = -(1/2M) Σ_r log(exp(s_{r,p(r)}) / Σ_{j≠r} exp(s_{rj}))`` with
+      ``s = Z·Zᵀ/τ``. Its uninformative value is ``log(2M - 1)``.
+
+    Both use raw dot products (no extra normalisation of the rows) and are
+    computed in row chunks with log-sum-exp, so large dot products never
+    overflow.
+
+    Read more in the :ref:`User Guide <metrics>`.
 
     Parameters
     ----------
     A, B : array-like of shape (n_prompts, dim) or (n_layers, n_prompts, dim)
         Prompt vectors of two augmented views, row ``i`` of both from prompt
         ``i``.
+    definition : {"paper", "authors_code"}, default="paper"
+        One-direction InfoNCE (the paper's text) or the two-view SimCLR loss
+        over all ``2M`` rows (the authors' code), as above.
+
+        .. versionadded:: 0.3
     temperature : float, default=0.1
         Softmax temperature ``τ``.
     normalize : bool, default=True
-        Return ``1 - L/log M`` (1 for perfectly matched views, 0 when nothing
-        tells the prompts apart); False returns the raw loss ``L``.
+        Return ``1 - L/L_0``, with ``L_0`` the uninformative value above (1
+        for perfectly matched views, 0 when nothing tells the prompts apart);
+        False returns the raw loss ``L`` (what the authors' code reports).
     max_prompts : int or None, default=1000
         At most this many prompts, drawn uniformly from ``random_state``.
     random_state : int, RandomState instance or None, default=None
         Seeds the prompt subsample.
     chunk_size : int, default=1024
-        Rows of ``A`` per block of logits.
+        Rows per block of logits.
 
     Returns
     -------
     score : float or ndarray of shape (n_layers,)
-        ``1 - L/log M`` (or ``L``), per layer.
+        ``1 - L/L_0`` (or ``L``), per layer.
 
     Examples
     --------
@@ -83,8 +110,11 @@ def infonce(
     True
     >>> infonce(np.ones((8, 3)), np.ones((8, 3)))
     0.0
+    >>> infonce(A, A, definition="authors_code") > 0.99
+    True
     """
     owner = "infonce"
+    check_option(owner, "definition", definition, INFONCE_DEFINITIONS)
     if not isinstance(temperature, Real) or not temperature > 0:
         raise ValueError(f"{owner}: `temperature` must be > 0; got {temperature!r}.")
     chunk_size = check_positive_int(owner, "chunk_size", chunk_size)
@@ -92,17 +122,45 @@ def infonce(
     M = A.shape[1]
     values = []
     for a, b in zip(A, B, strict=True):
-        # excess over log M per row, so that indistinguishable prompts give 0
-        excess = 0.0
-        for start in range(0, M, chunk_size):
-            logits = a[start : start + chunk_size] @ b.T / temperature
-            rows = np.arange(logits.shape[0])
-            diag = logits[rows, rows + start]
-            lse = logsumexp(logits - diag[:, None], axis=1)
-            excess += float((lse - np.log(M)).sum())
-        excess /= M
-        values.append(-excess / np.log(M) if normalize else np.log(M) + excess)
+        if definition == "paper":
+            excess, n_rows = _infonce_excess(a, b, temperature, chunk_size), M
+        else:
+            Z = np.concatenate([a, b])
+            excess = _nt_xent_excess(Z, M, temperature, chunk_size)
+            n_rows = 2 * M - 1
+        # excess is the loss over its uninformative value log(n_rows)
+        values.append(
+            -excess / np.log(n_rows) if normalize else np.log(n_rows) + excess
+        )
     return per_layer(values, single)
+
+
+def _infonce_excess(a, b, temperature, chunk_size):
+    """Mean over rows of ``a`` of ``logsumexp_j(a_i·b_j/τ) - a_i·b_i/τ - log M``."""
+    M = a.shape[0]
+    excess = 0.0
+    for start in range(0, M, chunk_size):
+        logits = a[start : start + chunk_size] @ b.T / temperature
+        rows = np.arange(logits.shape[0])
+        diag = logits[rows, rows + start]
+        lse = logsumexp(logits - diag[:, None], axis=1)
+        excess += float((lse - np.log(M)).sum())
+    return excess / M
+
+
+def _nt_xent_excess(Z, M, temperature, chunk_size):
+    """Mean over the 2M rows of Z of ``logsumexp_{j≠r}(s_rj) - s_{r,p(r)} -
+    log(2M - 1)``, with ``s = Z·Zᵀ/τ`` and ``p(r) = r ± M``."""
+    n = Z.shape[0]
+    excess = 0.0
+    for start in range(0, n, chunk_size):
+        logits = Z[start : start + chunk_size] @ Z.T / temperature
+        rows = np.arange(logits.shape[0])
+        logits[rows, rows + start] = -np.inf  # a row is not its own negative
+        positive = logits[rows, (rows + start + M) % n]
+        lse = logsumexp(logits - positive[:, None], axis=1)
+        excess += float((lse - np.log(n - 1)).sum())
+    return excess / n
 
 
 def _lidar_spectra(owner, views, max_prompts, random_state):
@@ -221,10 +279,14 @@ def smooth_rank(views, *, max_prompts=1000, random_state=None):
     return per_layer([np.exp(matrix_entropy(lam)) for lam in spectra], single)
 
 
+DIME_DEFINITIONS = ("paper", "authors_code")
+
+
 def dime(
     A,
     B,
     *,
+    definition="paper",
     n_permutations=10,
     normalization="maxEntropy",
     max_prompts=1000,
@@ -237,10 +299,22 @@ def dime(
     ``H_1(K_A ∘ K_B)``, divided by ``min(log M, log D)`` under
     ``"maxEntropy"``. Positive when matched views share structure.
 
+    ``definition="authors_code"`` follows the authors' metric code, which
+    takes the smaller Gram: the same for ``M <= D``, but for ``M > D`` the
+    D×D matrices ``K_A = AᵀA`` and ``K_B = BᵀB``, whose permutations then
+    shuffle features rather than prompts.
+
+    Read more in the :ref:`User Guide <metrics>`.
+
     Parameters
     ----------
     A, B : array-like of shape (n_prompts, dim) or (n_layers, n_prompts, dim)
         Prompt vectors of two augmented views.
+    definition : {"paper", "authors_code"}, default="paper"
+        Prompt-by-prompt Grams always (the paper's text), or the smaller Gram
+        as the authors' code takes it, as above.
+
+        .. versionadded:: 0.3
     n_permutations : int, default=10
         Number of random permutations.
     normalization : {"maxEntropy", "logN", "logD", "logNlogD", "raw"}, \
@@ -265,15 +339,17 @@ def dime(
     True
     """
     owner = "dime"
+    check_option(owner, "definition", definition, DIME_DEFINITIONS)
     n_permutations = check_positive_int(owner, "n_permutations", n_permutations)
     rng = check_random_state(random_state)
     A, B, single = _pair(owner, A, B, max_prompts, rng)
     M, D = A.shape[1], A.shape[2]
     divisor = normalizer(owner, normalization, M, D)
-    perms = [rng.permutation(M) for _ in range(n_permutations)]
+    features = definition == "authors_code" and M > D
+    perms = [rng.permutation(D if features else M) for _ in range(n_permutations)]
     values = []
     for a, b in zip(A, B, strict=True):
-        KA, KB = a @ a.T, b @ b.T
+        KA, KB = (a.T @ a, b.T @ b) if features else (a @ a.T, b @ b.T)
         h = matrix_entropy(np.linalg.eigvalsh(KA * KB))
         h_perm = [matrix_entropy(np.linalg.eigvalsh(KA * KB[p][:, p])) for p in perms]
         values.append((np.mean(h_perm) - h) / divisor)

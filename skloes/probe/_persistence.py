@@ -34,6 +34,7 @@ from skloes.core._digests import file_sha256
 from skloes.extraction import HiddenStatesTransformer
 from skloes.probe._card import model_card
 from skloes.utils._optional import import_optional
+from skloes.utils._validation import check_bool
 from skloes.utils._version import VERSION
 
 __all__ = ["load_probe", "save_probe"]
@@ -157,8 +158,8 @@ def save_probe(
     array(['fresh'], dtype=object)
     """
     owner = "save_probe"
-    _check_path(path, owner)
-    _check_bool(overwrite, "overwrite", owner)
+    probe_folder.check_folder_arg(path, owner)
+    overwrite = check_bool(overwrite, owner, "overwrite")
     extractor = _extractor_of(estimator, owner)
     _check_export_params(export, check_texts, owner)
     problem = probe_folder.target_problem(
@@ -172,7 +173,7 @@ def save_probe(
     staging = staging_folder(folder, owner)
     try:
         _write_staging(job, staging)
-        _swap(staging, folder, seen, owner)
+        _swap(staging, folder, seen, overwrite, owner)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise _write_error(exc, path, owner) from None
@@ -240,7 +241,7 @@ def _write_export(job, staging):
     entry = write_export_files(
         pipeline, staging, job.export, job.check_texts, job.owner
     )
-    job.manifest["export"] = entry
+    job.manifest["export"] = probe_folder.seal_export(entry)
     return [entry[part]["file"] for part in ("graph", "tokenizer", "head")]
 
 
@@ -289,15 +290,34 @@ def _real_target(path):
     return folder.resolve() if folder.is_symlink() else folder
 
 
-def _swap(staging, folder, seen, owner):
-    """Swap the staged probe in, unless another save changed ``folder`` since
-    this one checked it: of two writers, one wins and the other is told."""
+def _swap(staging, folder, seen, overwrite, owner):
+    """Swap the staged probe in, unless ``folder`` changed since this save
+    checked it: of two writers, one wins and the other is told; a file a user
+    put there meanwhile (a card edited, a folder filled) stops the save as it
+    would have stopped it at the start."""
     with folder_lock(folder.parent):
-        if probe_folder.folder_state(folder) != seen:
+        state = probe_folder.folder_state(folder)
+        if state != seen:
+            what = (
+                "was removed"
+                if state is None and not folder.exists()
+                else "was written by another save"
+                if state is not None
+                else "changed"
+            )
+            kept = "; its probe is kept" if state is not None else ""
             raise ValueError(
-                f"{owner}: `path` {os.fspath(folder)!r} was written by another "
-                "save while this one ran; its probe is kept and nothing was "
-                "written (save again to replace it, or choose a new folder)."
+                f"{owner}: `path` {os.fspath(folder)!r} {what} while this save "
+                f"ran{kept} and nothing was written (save again, or choose a new "
+                "folder)."
+            )
+        problem = probe_folder.target_problem(
+            folder, overwrite=overwrite, replace_hint="overwrite"
+        )
+        if problem:
+            raise ValueError(
+                f"{owner}: `path` {os.fspath(folder)!r} {problem} (it changed "
+                "while this save ran); nothing was written."
             )
         try:
             swap_in(
@@ -438,11 +458,11 @@ ExportedProbe
     array(['fresh'], dtype=object)
     """
     owner = "load_probe"
-    _check_path(path, owner)
-    _check_bool(trust_remote_code, "trust_remote_code", owner)
-    _check_trusted(trusted, owner)
+    probe_folder.check_folder_arg(path, owner)
+    trust_remote_code = check_bool(trust_remote_code, owner, "trust_remote_code")
+    probe_folder.check_trusted(trusted, owner)
     if cache is not None:
-        _check_path(cache, owner, "cache")
+        probe_folder.check_folder_arg(cache, owner, "cache")
     if runtime not in RUNTIMES:
         raise ValueError(
             f"{owner}: `runtime` must be one of {', '.join(map(repr, RUNTIMES))}; "
@@ -462,33 +482,6 @@ ExportedProbe
     extractor._check_weights()  # the weights behind the reference, unchanged
     _check_remote_code(extractor, trust_remote_code, owner)
     return estimator
-
-
-def _check_path(value, owner, param="path"):
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(
-            f"{owner}: `{param}` must be a folder (a str or os.PathLike); got "
-            f"{value!r}."
-        )
-    if "\x00" in os.fspath(value):  # the OS refuses it, in words of its own
-        raise ValueError(f"{owner}: `{param}` holds a NUL character; got {value!r}.")
-
-
-def _check_bool(value, param, owner):
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}: `{param}` must be True or False; got {value!r}.")
-
-
-def _check_trusted(trusted, owner):
-    valid = trusted is None or (
-        isinstance(trusted, (list, tuple))
-        and all(isinstance(name, str) for name in trusted)
-    )
-    if not valid:
-        raise TypeError(
-            f"{owner}: `trusted` must be a list of type names ('module.Class') or "
-            f"None; got {trusted!r}."
-        )
 
 
 def _read_estimator(folder, manifest, trusted, owner):

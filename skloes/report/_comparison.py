@@ -50,6 +50,21 @@ from skloes.report._methods import FIXED, method_selector
 __all__ = ["MethodComparison", "MethodScore", "Recommendation", "compare_methods"]
 
 
+def _layer_list(layers, owner, param):
+    """Layer indices as a non-empty list of int >= 0."""
+    try:
+        values = [int(v) for v in layers if int(v) == v and not isinstance(v, bool)]
+        valid = len(values) == len(list(layers)) and values and min(values) >= 0
+    except (TypeError, ValueError):
+        valid = False
+    if not valid:
+        raise ValueError(
+            f"{owner}: `{param}` must be a non-empty list of layer indices (ints "
+            f">= 0); got {layers!r:.60}."
+        )
+    return values
+
+
 @dataclass(frozen=True)
 class MethodScore:
     """One method's layers and its score on each of the shared folds.
@@ -88,6 +103,23 @@ class MethodScore:
     fold_scores: np.ndarray
     fold_layers: list = None
     fold_fusions: list = None
+
+    def __post_init__(self):
+        owner = "MethodScore"
+        if not isinstance(self.method, str):
+            raise TypeError(f"{owner}: `method` must be a str; got {self.method!r}.")
+        layers = _layer_list(self.layers, owner, "layers")
+        scores = np.asarray(self.fold_scores, dtype=np.float64)
+        if scores.ndim != 1 or scores.size == 0:
+            raise ValueError(
+                f"{owner}: `fold_scores` must be one score per fold (a non-empty "
+                f"1-D array); got shape {scores.shape}."
+            )
+        object.__setattr__(self, "layers", layers)
+        object.__setattr__(self, "fold_scores", scores)
+        if self.fold_layers is not None:
+            folds = [_layer_list(f, owner, "fold_layers") for f in self.fold_layers]
+            object.__setattr__(self, "fold_layers", folds)
 
     @property
     def score(self):
@@ -273,6 +305,26 @@ class MethodComparison:
     methods: list
     nested: bool
 
+    def __post_init__(self):
+        owner = "MethodComparison"
+        methods = list(self.methods) if isinstance(self.methods, (list, tuple)) else 0
+        if not methods or not all(isinstance(e, MethodScore) for e in methods):
+            raise TypeError(
+                f"{owner}: `methods` must be a non-empty list of MethodScore; got "
+                f"{self.methods!r:.80}."
+            )
+        names = [e.method for e in methods]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{owner}: `methods` names {twice} more than once.")
+        folds = {e.fold_scores.size for e in methods}
+        if len(folds) > 1:
+            raise ValueError(
+                f"{owner}: every method must be scored on the same folds; got "
+                f"{ {e.method: e.fold_scores.size for e in methods} } folds."
+            )
+        object.__setattr__(self, "methods", methods)
+
     def __getitem__(self, method):
         for entry in self.methods:
             if entry.method == method:
@@ -297,6 +349,11 @@ class MethodComparison:
         """
         scores = self.fold_scores
         costs = [(len(e.layers), max(e.layers)) for e in self.methods]
+        if np.isnan(scores).any(axis=0).all():
+            raise ValueError(
+                "MethodComparison: no method was scored on every fold (each has "
+                "a NaN score); there is nothing to recommend."
+            )
         mask, best = within_noise(scores)
         choice, _ = cheapest_within_noise(scores, costs)
         diff = scores[:, choice] - scores[:, best]

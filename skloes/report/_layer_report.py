@@ -426,7 +426,19 @@ class LayerReport(BaseEstimator):
         """The outer folds, split once: ``(train, test)`` pairs."""
         self.n_splits_ = n = self._n_splits(owner, y)
         splitter = self._splitter(n)
-        return list(splitter.split(np.zeros((len(y), 1)), y, self._groups))
+        folds = list(splitter.split(np.zeros((len(y), 1)), y, self._groups))
+        if self.task_ == "classification" and self._groups is not None:
+            for train, _ in folds:
+                classes = np.unique(y[train])
+                if classes.size < 2:
+                    raise ValueError(
+                        f"{owner}: the folds split by `groups` leave a training "
+                        f"fold with the one class {classes[0].tolist()!r}: each "
+                        "group holds one class (the groups follow the labels), "
+                        "so no probe can be fitted; pass groups that mix "
+                        "classes, or more groups."
+                    )
+        return folds
 
     def _n_splits(self, owner, y):
         n = len(y) if self._groups is None else self.n_groups_

@@ -113,8 +113,22 @@ def _renamed_values(estimator, *, warn):
                     f"(the default {default!r}) is ignored."
                 ),
             )
-        values[new] = convert(value) if convert else value
+        values[new] = _converted(estimator, old, new, value, convert)
     return values
+
+
+def _converted(estimator, old, new, value, convert):
+    """The former name's value as the new parameter takes it; a value the
+    conversion cannot take is an error naming the former name."""
+    if convert is None:
+        return value
+    try:
+        return convert(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{type(estimator).__name__}: `{old}` (the former name of `{new}`) "
+            f"must be a value `{new}` takes; got {old}={value!r}."
+        ) from None
 
 
 def resolved_params(estimator, *, warn=True):

@@ -436,3 +436,189 @@ def test_token_metric_values_ignore_padding_side():
     for b in (0, 2):
         assert v_r[b, 0] == pytest.approx(prompt_entropy([prompts[b]]))
         assert v_r[b, 1] == pytest.approx(curvature([prompts[b]]))
+
+
+# --------------------------------------------------------------------------
+# The authors' definitions (`definition="authors_code"`), against independent
+# re-computations written from the definitions, one prompt and one row at a
+# time, with arccos and plain exponentials
+# --------------------------------------------------------------------------
+def _centred_unit_rows(Z):
+    Z = Z - Z.mean(axis=0)
+    return Z / np.linalg.norm(Z, axis=1, keepdims=True)
+
+
+def _authors_curvature_by_hand(prompts):
+    per_prompt = []
+    for Z in prompts:
+        U = _centred_unit_rows(Z)
+        angles = [np.arccos(U[k] @ U[k + 1]) for k in range(len(U) - 1)]
+        per_prompt.append(np.mean(angles))
+    return np.mean(per_prompt)
+
+
+def _paper_curvature_by_hand(prompts):
+    per_prompt = []
+    for Z in prompts:
+        V = np.diff(_centred_unit_rows(Z), axis=0)
+        angles = [
+            np.arccos(V[k + 1] @ V[k] / np.linalg.norm(V[k + 1]) / np.linalg.norm(V[k]))
+            for k in range(len(V) - 1)
+        ]
+        per_prompt.append(np.mean(angles))
+    return np.mean(per_prompt)
+
+
+def test_curvature_definitions_equal_their_recomputation():
+    rng = np.random.RandomState(0)
+    # uneven lengths, a drift so consecutive tokens are correlated, several layers
+    prompts = [np.cumsum(rng.normal(size=(3, t, 16)), axis=1) for t in (2, 3, 5, 9, 17)]
+    for definition, by_hand, kept in (
+        ("authors_code", _authors_curvature_by_hand, prompts),
+        ("paper", _paper_curvature_by_hand, prompts[1:]),  # 2 tokens: no angle
+    ):
+        got = curvature(prompts, definition=definition)
+        for layer in range(3):
+            want = by_hand([p[layer] for p in kept])
+            assert got[layer] == pytest.approx(want, rel=1e-9)
+    # the two definitions measure different angles
+    assert not np.allclose(
+        curvature(prompts, definition="authors_code"), curvature(prompts)
+    )
+
+
+def test_curvature_authors_code_on_known_paths():
+    # centred and normalised, two tokens are antipodal: the angle is π
+    two = np.array([[1.0, 2.0, 3.0], [0.0, 1.0, -1.0]])
+    assert curvature([two], definition="authors_code") == pytest.approx(np.pi)
+    assert np.isnan(
+        TokenMetricPooling(definition="paper").values(two[None], [[1, 1]])[0, 1]
+    )
+    # quarter turns of raw unit tokens: π/2, and logD divides by log D
+    turns = np.array([[1.0, 0, 0], [0, 1, 0], [-1, 0, 0], [0, -1, 0]])
+    kw = {"definition": "authors_code", "preprocess": False}
+    assert curvature([turns], **kw) == pytest.approx(np.pi / 2)
+    assert curvature([turns], normalization="logD", **kw) == pytest.approx(
+        np.pi / 2 / np.log(3)
+    )
+    # the same token repeated: angle 0, not NaN
+    assert curvature([np.tile(turns[:1], (4, 1))], **kw) == 0.0
+    with pytest.raises(ValueError, match="fewer than 2 tokens"):
+        curvature([turns[:1]], definition="authors_code")
+    with pytest.raises(ValueError, match="`definition` must be one of"):
+        curvature([turns], definition="authors")
+
+
+def test_token_pooling_streams_the_authors_curvature():
+    torch = pytest.importorskip("torch")
+    rng = np.random.RandomState(1)
+    hidden = rng.normal(size=(3, 6, 5)).astype(np.float32)
+    mask = np.array([[1] * 6, [0, 0, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]])
+    f = TokenMetricPooling(metrics=("curvature",), definition="authors_code")
+    out = f(torch.from_numpy(hidden), torch.from_numpy(mask)).numpy()
+    for b in range(3):
+        tokens = hidden[b][mask[b].astype(bool)].astype(np.float64)
+        want = curvature([tokens], definition="authors_code")
+        assert out[b, 5] == pytest.approx(want, rel=1e-5)  # float32 tokens
+        assert out[b, 6] == 1.0  # long enough, 2 tokens included
+    with pytest.raises(ValueError, match="definition"):
+        TokenMetricPooling(definition="steps")
+
+
+def _nt_xent_by_hand(a, b, tau):
+    """The two-view SimCLR loss: mean over the 2M rows of Z = [a; b]."""
+    Z = np.concatenate([a, b])
+    n, M = len(Z), len(a)
+    S = np.exp(Z @ Z.T / tau)
+    losses = []
+    for r in range(n):
+        positive = S[r, (r + M) % n]
+        others = S[r].sum() - S[r, r]  # the positive and every negative
+        losses.append(-np.log(positive / others))
+    return np.mean(losses)
+
+
+def _infonce_by_hand(a, b, tau):
+    S = np.exp(a @ b.T / tau)
+    return np.mean([-np.log(S[i, i] / S[i].sum()) for i in range(len(a))])
+
+
+def test_infonce_definitions_equal_their_recomputation():
+    rng = np.random.RandomState(0)
+    base = rng.normal(size=(3, 40, 12))
+    A = base + 0.3 * rng.normal(size=base.shape)
+    B = base + 0.3 * rng.normal(size=base.shape)
+    A /= np.linalg.norm(A, axis=2, keepdims=True)  # as prompt vectors: norms <= 1
+    B /= np.linalg.norm(B, axis=2, keepdims=True)
+    for tau in (0.1, 0.5):
+        raw = infonce(A, B, definition="authors_code", temperature=tau, normalize=False)
+        one_way = infonce(A, B, temperature=tau, normalize=False)
+        for layer in range(3):
+            want = _nt_xent_by_hand(A[layer], B[layer], tau)
+            assert raw[layer] == pytest.approx(want, rel=1e-9)
+            assert one_way[layer] == pytest.approx(
+                _infonce_by_hand(A[layer], B[layer], tau), rel=1e-9
+            )
+        assert not np.allclose(raw, one_way)
+    # chunking changes nothing; normalised = 1 - L / log(2M - 1)
+    kw = {"definition": "authors_code", "temperature": 0.5}
+    chunked = infonce(A, B, chunk_size=7, normalize=False, **kw)
+    np.testing.assert_allclose(chunked, raw, rtol=1e-12)
+    np.testing.assert_allclose(
+        infonce(A, B, **kw), 1 - raw / np.log(2 * 40 - 1), rtol=1e-12
+    )
+
+
+def test_infonce_authors_code_limits_and_no_overflow():
+    same = np.tile(np.random.RandomState(0).normal(size=(1, 5)), (30, 1))
+    assert infonce(same, same, definition="authors_code") == pytest.approx(0.0)
+    assert infonce(
+        same, same, definition="authors_code", normalize=False
+    ) == pytest.approx(np.log(59))
+    A = ortho_group.rvs(64, random_state=0)[:40]
+    assert infonce(A, A, definition="authors_code") >= 0.99
+    # raw dot products of 1e4 would overflow exp(); log-sum-exp does not
+    big = infonce(300 * A, 300 * A, definition="authors_code", normalize=False)
+    assert np.isfinite(big) and big == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="`definition` must be one of"):
+        infonce(A, A, definition="simclr")
+
+
+def test_prompt_entropy_clamp_follows_the_authors_gram_when_tokens_outnumber_dims():
+    rng = np.random.RandomState(0)
+    Z = rng.normal(size=(9, 4))  # N > D: the authors clamp the D×D Gram
+    U = _centred_unit_rows(Z)
+    lam = np.linalg.eigvalsh(np.maximum(U.T @ U, 0.0))
+    p = lam[lam > 1e-12] / lam[lam > 1e-12].sum()
+    want = -(p * np.log(p)).sum() / np.log(4)
+    assert prompt_entropy([Z], clamp_gram=True) == pytest.approx(want, rel=1e-9)
+    assert prompt_entropy([Z], clamp_gram=True) != pytest.approx(
+        prompt_entropy([Z], clamp_gram=False), rel=1e-6
+    )
+
+
+def _entropy_by_hand(K):
+    lam = np.linalg.eigvalsh(K)
+    lam = lam[lam > 0]
+    p = lam / lam.sum()
+    return -(p * np.log(p)).sum()
+
+
+def test_dime_authors_code_takes_the_feature_gram_when_prompts_outnumber_dims():
+    rng = np.random.RandomState(0)
+    base = rng.normal(size=(60, 5))
+    A, B = base + 0.2 * rng.normal(size=(2, 60, 5))  # M = 60 > D = 5
+    got = dime(A, B, definition="authors_code", random_state=3)
+    perms = np.random.RandomState(3)  # the same permutations, of the 5 features
+    perms = [perms.permutation(5) for _ in range(10)]
+    KA, KB = A.T @ A, B.T @ B
+    h_perm = [_entropy_by_hand(KA * KB[p][:, p]) for p in perms]
+    want = (np.mean(h_perm) - _entropy_by_hand(KA * KB)) / np.log(5)
+    assert got == pytest.approx(want, rel=1e-9)
+    assert got != pytest.approx(dime(A, B, random_state=3), rel=1e-3)
+    # with M <= D both definitions take the prompt-by-prompt Gram
+    assert dime(A[:5], B[:5], definition="authors_code", random_state=0) == (
+        dime(A[:5], B[:5], random_state=0)
+    )
+    with pytest.raises(ValueError, match="`definition` must be one of"):
+        dime(A, B, definition="features")

@@ -16,6 +16,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
+from skloes import probe_folder  # noqa: E402
 from skloes.core import _digests  # noqa: E402
 from skloes.probe import LayerProbeClassifier, load_probe, save_probe  # noqa: E402
 from skloes.selection import MetricTopKSelector  # noqa: E402
@@ -203,18 +204,25 @@ def _float_products(path):
 def test_int8_keeps_a_decoders_feed_forward_outputs_in_float32(
     tiny_llama, tiny_bert, tmp_path
 ):
+    """The Llama family's rule (skloes.models._families): feed-forward
+    outputs, keys and values in float32, per-token scales elsewhere."""
     llama = _probe(tiny_llama, [1, 3])
     folder = save_probe(llama, tmp_path / "l", export="onnx-int8", check_texts=TEXTS)
     kept = _float_products(folder / "graph-int8.onnx")
-    assert len(kept) == 3 and all("mlp/down_proj" in name for name in kept)
+    assert len(kept) == 9
+    for part in ("mlp/down_proj", "self_attn/k_proj", "self_attn/v_proj"):
+        assert sum(part in name for name in kept) == 3  # blocks 1..3
     graph = json.loads((folder / "manifest.json").read_text())["export"]["graph"]
-    assert graph["float32_products"] == 3
+    assert graph["float32_products"] == 9
+    assert graph["activation_scales"] == "token" and graph["smoothing"] == 0.8
     assert load_probe(folder).predict(NEW).shape == (len(NEW),)
     # An encoder is quantized whole: its int8 loses little (user guide).
     bert = save_probe(
         _probe(tiny_bert, [1, 4]), tmp_path / "b", export="onnx-int8", check_texts=TEXTS
     )
     assert _float_products(bert / "graph-int8.onnx") == []
+    graph = json.loads((bert / "manifest.json").read_text())["export"]["graph"]
+    assert graph["activation_scales"] == "tensor"
 
 
 def test_feed_forward_outputs_are_found_by_shape_not_by_name(tiny_llama, tmp_path):
@@ -247,6 +255,7 @@ def test_the_saved_graph_is_optimized_once_and_loads_as_before(tiny_bert, tmp_pa
     served = load_exported(folder).predict_proba(NEW)
     # A folder saved before graphs were optimized is optimized at load instead.
     del manifest["export"]["graph"]["optimized"]
+    probe_folder.seal_export(manifest["export"])  # as that save sealed it
     (folder / "manifest.json").write_text(json.dumps(manifest))
     np.testing.assert_allclose(load_exported(folder).predict_proba(NEW), served)
 
@@ -303,8 +312,8 @@ def test_a_tampered_or_swapped_file_is_refused_naming_the_folder(
     (folder / target).unlink()
     with pytest.raises(ValueError, match=f"{target} .*is missing"):
         load_probe(folder)  # the manifest's record of the files names it
-    with pytest.raises(ValueError, match=f"lacks {target}"):
-        load_exported(folder)
+    with pytest.raises(ValueError, match=f"{target} .*is missing"):
+        load_exported(folder)  # the same record, read by the one reader
 
 
 # --------------------------------------------------------- without torch

@@ -1,0 +1,249 @@
+"""Model families: what each architecture needs that others do not, in one place.
+
+Layer probing is fragile where architectures differ: which positions pooling
+must leave out, what the last hidden state is, how padding moves positions,
+whether a float16 store holds the states, which matrix products an int8 export
+must keep in float32. :func:`model_family` maps a model's config to its
+:class:`Family`, the one record of those answers; every consumer (the
+extractor's ``exclude_tokens="auto"`` and float16 check, the forward pass's
+last hidden state, the int8 export) reads it from here.
+
+A model type not listed in :data:`FAMILIES` gets the safe defaults of its kind
+(decoder or not) and a warning that names the model: its results were not
+checked the way the listed families' were (see the user guide,
+:ref:`model-families`).
+
+May import: utils, core, models.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from skloes.core._pooling import AUTO_EXCLUDE
+
+__all__ = ["FAMILIES", "Family", "Int8Rule", "model_family"]
+
+#: The largest finite float16 value.
+FLOAT16_MAX = 65504.0
+
+
+@dataclass(frozen=True)
+class Int8Rule:
+    """How a family's int8 export quantizes its matrix products.
+
+    Attributes
+    ----------
+    per_token : bool
+        One activation scale per token (each row of a product's input)
+        rather than one per tensor.
+    float_products : str or None
+        A regular expression on the exported graph's product names (the
+        module path, ``.../self_attn/q_proj/MatMul``) of the products kept in
+        float32.
+    feed_forward_out : bool
+        Also keep in float32 the products that map the feed-forward width
+        back to the model width, found by their weight's shape.
+    smooth : float or None
+        SmoothQuant's migration strength α, the per-channel scales calibrated
+        on the export's sample texts; None for none.
+    """
+
+    per_token: bool = False
+    float_products: str | None = None
+    feed_forward_out: bool = False
+    smooth: float | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    """The quirks of one architecture that layer probing depends on.
+
+    Attributes
+    ----------
+    name : str
+        Short name (``"llama"``, ``"gemma3"``, ``"bert"``...).
+    model_types : tuple of str
+        The config ``model_type`` values of the family.
+    decoder : bool
+        A causal, decoder-only language model.
+    pool_exclude : {"first"} or None
+        What ``exclude_tokens="auto"`` leaves out of ``"mean"`` and ``"max"``
+        pooling: ``"first"``, each text's first position (a decoder's
+        attention sink: SmolLM2's first word, Gemma 3's BOS token), or None.
+    last_state : {"block", "output"} or None
+        What ``hidden_states[-1]`` is: the last block's output (``"block"``,
+        BERT) or the model's output after its final norm (``"output"``,
+        Llama, Gemma 3, whose layer ``L`` then has another scale than layer
+        ``L - 1``). None: not known, checked once per loaded model on one row.
+    positions : {"count_real", "model"}
+        Position ids under left padding: ``"count_real"`` counts real tokens
+        only, as in an unpadded text (decoders); ``"model"`` leaves them to the
+        model (encoders pad on the right).
+    float16_store : bool
+        Whether its pooled states fit a float16 store. False for a residual
+        stream that reaches float16's range (65504): Gemma 3's reaches about
+        1e5 at its BOS token and 3e4 in token means.
+    int8 : Int8Rule
+        How an int8 export quantizes its products
+        (:func:`skloes.models._graph.write_int8_graph`).
+    checked : str
+        What the family's entries were checked on (a model and data), or
+        ``""`` for the defaults of an unknown architecture.
+    """
+
+    name: str
+    model_types: tuple
+    decoder: bool
+    pool_exclude: str | None
+    last_state: str | None
+    positions: str
+    float16_store: bool
+    int8: Int8Rule
+    checked: str = ""
+
+    @property
+    def known(self) -> bool:
+        """Whether this family's quirks were checked (not the defaults)."""
+        return bool(self.checked)
+
+
+_ENCODER = dict(
+    decoder=False,
+    pool_exclude=None,
+    positions="model",
+    float16_store=True,
+    int8=Int8Rule(),
+)
+_DECODER = dict(
+    decoder=True,
+    pool_exclude=AUTO_EXCLUDE,
+    positions="count_real",
+    float16_store=True,
+    # the safe default of a decoder: its feed-forward outputs in float32 (found
+    # by shape, whatever they are named), per-token scales elsewhere, smoothed
+    int8=Int8Rule(per_token=True, feed_forward_out=True, smooth=0.8),
+)
+# Measured on SmolLM2 and Gemma 3 (500 Rotten Tomatoes texts, 5 folds; the
+# user guide's "Serving a probe"): per-token scales, the inputs smoothed
+# (alpha 0.8), and in float32 the feed-forward outputs (the massive
+# activations) and the attention's key and value products (cheap: few heads).
+_DECODER_INT8 = Int8Rule(
+    per_token=True,
+    float_products=r"/self_attn/(k|v)_proj/",
+    feed_forward_out=True,
+    smooth=0.8,
+)
+#: The families whose quirks were checked, on the model named in ``checked``.
+FAMILIES = (
+    Family(
+        "bert",
+        ("bert",),
+        last_state="block",
+        checked="all-MiniLM-L6-v2 (offline package), tiny random BERTs",
+        **_ENCODER,
+    ),
+    Family(
+        "mpnet",
+        ("mpnet",),
+        last_state="block",
+        checked="all-mpnet-base-v2 (offline package)",
+        **_ENCODER,
+    ),
+    Family(
+        "vit",
+        ("vit",),
+        last_state=None,
+        checked="tiny random ViT (code paths only)",
+        **_ENCODER,
+    ),
+    Family(
+        "wav2vec2",
+        ("wav2vec2",),
+        last_state=None,
+        checked="tiny random Wav2Vec2 (code paths only)",
+        **_ENCODER,
+    ),
+    Family(
+        "llama",
+        ("llama",),
+        last_state="output",
+        checked="SmolLM2-135M-Instruct (offline GGUF), tiny random Llamas",
+        **{**_DECODER, "int8": _DECODER_INT8},
+    ),
+    Family(
+        "gemma3",
+        ("gemma3_text",),
+        last_state="output",
+        checked="Gemma 3 270M (offline GGUF)",
+        **{**_DECODER, "float16_store": False, "int8": _DECODER_INT8},
+    ),
+)
+_BY_TYPE = {kind: family for family in FAMILIES for kind in family.model_types}
+
+
+def model_family(config, *, model=None, owner="skloes", warn=True) -> Family:
+    """The :class:`Family` of a model's config; safe defaults for an unknown one.
+
+    Parameters
+    ----------
+    config : transformers.PretrainedConfig
+        The model's config (its ``model_type`` decides).
+    model : str or None, default=None
+        The model as the user named it, for the warning.
+    owner : str, default="skloes"
+        Name used in the warning.
+    warn : bool, default=True
+        Warn when the architecture is not one of :data:`FAMILIES`.
+
+    Returns
+    -------
+    family : Family
+        A listed family, or the defaults of a decoder (``"first"`` left out
+        of pooling, float32 feed-forward outputs in an int8 export, the last
+        hidden state checked on one row) or of an encoder, named ``"unknown"``.
+
+    Examples
+    --------
+    >>> from transformers import LlamaConfig  # doctest: +SKIP
+    >>> model_family(LlamaConfig()).name  # doctest: +SKIP
+    'llama'
+    """
+    kind = getattr(config, "model_type", None)
+    family = _BY_TYPE.get(kind)
+    if family is not None:
+        return family
+    from skloes.models._loading import is_decoder_only
+
+    decoder = is_decoder_only(config)
+    family = Family(
+        "unknown",
+        (kind,),
+        last_state=None,
+        **(_DECODER if decoder else _ENCODER),
+    )
+    if warn:
+        named = f"{model!r} " if model is not None else ""
+        warnings.warn(
+            f"{owner}: the model {named}is of an architecture skloes has not "
+            f"checked (model_type {kind!r}); using the safe defaults of "
+            f"{'a decoder' if decoder else 'an encoder'}: "
+            + (
+                "the first position left out of pooling, the last hidden state "
+                "checked on one row, feed-forward outputs in float32 in an int8 "
+                "export. "
+                if decoder
+                else "no position left out of pooling, the last hidden state "
+                "checked on one row. "
+            )
+            + "Checked families: "
+            + ", ".join(f.name for f in FAMILIES)
+            + " (user guide: model families).",
+            UserWarning,
+            stacklevel=3,
+        )
+    return family
