@@ -30,12 +30,15 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
 
 from skloes.core._contract import validate_layers
 from skloes.core._fusion import CANDIDATES
-from skloes.core._targets import check_classes
+from skloes.core._targets import (
+    check_class_targets,
+    check_classes,
+    check_continuous_target,
+)
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     HasMethods,
@@ -520,8 +523,7 @@ class LayerEnsembleClassifier(ClassifierMixin, _BaseLayerEnsemble):
     _task = "classification"
 
     def _check_y(self, y):
-        y = column_or_1d(y, warn=True)
-        check_classification_targets(y)
+        y = check_class_targets(y, type(self).__name__)
         self.classes_ = np.unique(y)
         check_classes(self.classes_, type(self).__name__)
         return y
@@ -638,8 +640,9 @@ class LayerEnsembleRegressor(RegressorMixin, _BaseLayerEnsemble):
     _task = "regression"
 
     def _check_y(self, y):
-        y = np.asarray(column_or_1d(y, warn=True), dtype=np.float64)
-        return y
+        if getattr(y, "ndim", 1) == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)  # a column vector: scikit-learn's warning
+        return check_continuous_target(y, type(self).__name__)
 
     def predict(self, X):
         """Predicted values: the layers' mean, or the meta model's.

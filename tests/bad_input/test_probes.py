@@ -23,6 +23,8 @@ pytest.importorskip("transformers")
 from _support.outcomes import err, ok  # noqa: E402
 
 from skloes.probe import (  # noqa: E402
+    LayerEnsembleClassifier,
+    LayerEnsembleRegressor,
     LayerProbeClassifier,
     LayerProbeRegressor,
     LayerTextEncoder,
@@ -490,6 +492,31 @@ TARGETS = [  # (id, cls, y, outcome)
 )
 def test_probe_targets(tiny_model_path, cls, y, outcome):
     outcome.check(lambda: _probe_of(tiny_model_path, cls).fit(PROBE_TEXTS, y))
+
+
+ENSEMBLE_OF = {
+    LayerProbeRegressor: LayerEnsembleRegressor,
+    LayerProbeClassifier: LayerEnsembleClassifier,
+}
+
+
+@pytest.mark.parametrize(
+    "cls, y, outcome",
+    [
+        pytest.param(c, y, o, id=i)
+        for i, c, y, o in TARGETS
+        if i not in ("regressor_the_texts",)
+    ],
+)
+def test_ensemble_targets(cls, y, outcome):
+    # The per-layer ensembles check targets by the probes' one rule, in
+    # their own name.
+    ensemble = ENSEMBLE_OF[cls]
+    stack = np.random.RandomState(0).normal(size=(2, 12, 3))
+    if isinstance(outcome, err):
+        named = outcome.needle.replace(cls.__name__, ensemble.__name__)
+        outcome = err(named if named != outcome.needle else ensemble.__name__)
+    outcome.check(lambda: ensemble().fit(stack, y))
 
 
 # --------------------------------------------------------------------------
