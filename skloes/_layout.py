@@ -85,6 +85,12 @@ FLOORS = (
         "LayerReport: per-layer scores, metrics and the selection summary",
     ),
     Floor(
+        "scale",
+        ("skloes.scale",),
+        "past one machine: the layer store's extraction on Ray or Dask, choosing "
+        "layers on a sample, heads that stream a store, batch prediction",
+    ),
+    Floor(
         "cli",
         ("skloes.cli", "skloes.__main__"),
         "the skloes command (probe, models, cache)",
