@@ -12,6 +12,10 @@ skloes schedules nothing itself.
   store's hidden ``_work`` folder, so the driver never holds the input.
 - ``dask``: ``Client.submit`` per shard, at most two tasks per worker in
   flight; each worker process keeps its model between tasks.
+
+A worker process keeps the model it loaded (:func:`~skloes.scale._jobs.loaded`)
+and builds the small worker object of each task from the task's spec, so
+that a second job on the same cluster writes where it says.
 """
 
 # Authors: The skloes developers
@@ -33,8 +37,6 @@ __all__ = ["ray_pool_size", "run_tasks"]
 
 # Dask: tasks in flight per worker.
 IN_FLIGHT_PER_WORKER = 2
-# Worker objects of this process, by job digest and worker (one model each).
-_WORKERS: dict = {}
 
 
 def run_tasks(engine, tasks, worker_class, spec, on_result, engine_kw):
@@ -56,16 +58,9 @@ def run_tasks(engine, tasks, worker_class, spec, on_result, engine_kw):
 
 # ------------------------------------------------------------------- dask
 def _dask_task(worker_class, spec, task):
-    """A shard on a Dask worker: the worker's own object, created once."""
-    distributed = import_optional("distributed", extra="dask")
-    try:
-        where = distributed.get_worker().address
-    except ValueError:  # not on a worker (a synchronous scheduler)
-        where = "driver"
-    key = (worker_class.__qualname__, spec["digest"], where)
-    if key not in _WORKERS:
-        _WORKERS[key] = worker_class(spec)
-    return _WORKERS[key](task)
+    """A shard on a Dask worker (whose process keeps its model between tasks:
+    :func:`~skloes.scale._jobs.loaded`)."""
+    return worker_class(spec)(task)
 
 
 def _dask_client(distributed, address, n_workers, threads):

@@ -17,6 +17,7 @@ the rest are computed again. See :ref:`layer_store`.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import socket
 import time
@@ -36,7 +37,7 @@ from skloes.core._store import (
 )
 from skloes.scale._engines import run_tasks
 from skloes.scale._input import chunk_digest, open_input
-from skloes.scale._jobs import Progress, ShardJob, ShardTask, peak_rss
+from skloes.scale._jobs import Progress, ShardJob, ShardTask, loaded, peak_rss
 
 __all__ = ["ShardWorker", "extract_to_store"]
 
@@ -65,27 +66,32 @@ class ShardWorker:
 
     def __init__(self, spec):
         self.spec = spec
-        self._extractor = None
 
     def extractor(self):
-        """The fitted extractor of this worker (created once)."""
-        if self._extractor is None:
-            from skloes.extraction import HiddenStatesTransformer
+        """The fitted extractor of this worker process (loaded once)."""
+        if self.spec.get("threads"):
+            from skloes.core._torch import torch
 
-            if self.spec.get("threads"):
-                from skloes.core._torch import torch
+            torch.set_num_threads(int(self.spec["threads"]))
+        key = json.dumps(
+            [self.spec["extractor"], self.spec["fingerprint"]],
+            sort_keys=True,
+            default=str,
+        )
+        return loaded("extractor", key, self._load)
 
-                torch.set_num_threads(int(self.spec["threads"]))
-            hst = HiddenStatesTransformer(**self.spec["extractor"]).fit(["."])
-            if hst.model_fingerprint_ != self.spec["fingerprint"]:
-                raise StoreError(
-                    self.spec["store"],
-                    f"the model files on worker {socket.gethostname()} "
-                    f"({hst.model_path_}) hash differently from the driver's; "
-                    "every worker needs the same model files.",
-                )
-            self._extractor = hst
-        return self._extractor
+    def _load(self):
+        from skloes.extraction import HiddenStatesTransformer
+
+        hst = HiddenStatesTransformer(**self.spec["extractor"]).fit(["."])
+        if hst.model_fingerprint_ != self.spec["fingerprint"]:
+            raise StoreError(
+                self.spec["store"],
+                f"the model files on worker {socket.gethostname()} "
+                f"({hst.model_path_}) hash differently from the driver's; "
+                "every worker needs the same model files.",
+            )
+        return hst
 
     def __call__(self, task):
         """Extract, write and hash one shard; return its record."""

@@ -33,11 +33,31 @@ from skloes.core._store import (
     write_manifest,
 )
 
-__all__ = ["Progress", "ShardJob", "ShardTask", "peak_rss"]
+__all__ = ["Progress", "ShardJob", "ShardTask", "loaded", "peak_rss"]
 
 # The manifest is rewritten at most this often (seconds) while a job runs; a
 # shard written but not yet recorded is adopted by the next run.
 MANIFEST_EVERY = 1.0
+
+
+# What a worker process keeps between tasks and between jobs: the last model
+# (or probe) it loaded, of each kind, with the settings that made it.
+_LOADED: dict = {}
+
+
+def loaded(kind, key, factory):
+    """The object ``factory()`` made for ``key`` in this process.
+
+    Kept between tasks, so that a worker loads its model once; one object per
+    ``kind``, so that a new job's settings (``key``) replace the old object
+    instead of piling up models. A job's own paths (its store) stay out of
+    the object: they travel with each task's spec.
+    """
+    held = _LOADED.get(kind)
+    if held is None or held[0] != key:
+        _LOADED.pop(kind, None)
+        _LOADED[kind] = held = (key, factory())
+    return held[1]
 
 
 @dataclass

@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 import pytest
+from _support.texts import make_texts
 
 pytest.importorskip("pyarrow")
 
-WORDS = "good bad film plot dull warm funny slow actor story".split()
+SHARD = 64
+# A distributed test that hangs fails after this long (its fixtures still
+# shut the cluster down); no test asserts on speed.
+HANG_SECONDS = 900
 
 
-def make_texts(n, seed=0):
-    """``n`` short texts of the tiny model's words, of varied lengths."""
-    import numpy as np
+@pytest.fixture(autouse=True)
+def _bounded():
+    """Bound each test in time with SIGALRM (the main thread's signal)."""
+    import signal
 
-    rng = np.random.RandomState(seed)
-    return [
-        " ".join(rng.choice(WORDS, size=rng.randint(1, 12))) + f" {i % 7}"
-        for i in range(n)
-    ]
+    def hang(signum, frame):
+        raise TimeoutError(f"the test ran past {HANG_SECONDS} s (a hung cluster?)")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(HANG_SECONDS)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="session")
 def texts():
     return make_texts(230)
-
-
-SHARD = 64
 
 
 @pytest.fixture(scope="session")
