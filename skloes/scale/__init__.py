@@ -21,10 +21,15 @@ from __future__ import annotations
 
 from skloes.core._store import LayerStore, StoreError, StoreView
 from skloes.scale._extract import extract_to_store
+from skloes.scale._heads import StreamingLogisticRegression, StreamingRidgeClassifier
+from skloes.scale._workflow import probe_at_scale
 
 __all__ = [
     "LayerStore",
     "StoreError",
     "StoreView",
+    "StreamingLogisticRegression",
+    "StreamingRidgeClassifier",
     "extract_to_store",
+    "probe_at_scale",
 ]
