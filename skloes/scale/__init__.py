@@ -22,6 +22,7 @@ from __future__ import annotations
 from skloes.core._store import LayerStore, StoreError, StoreView
 from skloes.scale._extract import extract_to_store
 from skloes.scale._heads import StreamingLogisticRegression, StreamingRidgeClassifier
+from skloes.scale._predict import predict_to_parquet
 from skloes.scale._workflow import probe_at_scale
 
 __all__ = [
@@ -31,5 +32,6 @@ __all__ = [
     "StreamingLogisticRegression",
     "StreamingRidgeClassifier",
     "extract_to_store",
+    "predict_to_parquet",
     "probe_at_scale",
 ]

@@ -204,7 +204,7 @@ def _stage(tasks, folder):
 def _run_ray(tasks, worker_class, spec, on_result, address, n_workers, num_gpus):
     ray = import_optional("ray", extra="ray")
     import_optional("ray.data", extra="ray")
-    staging = Path(spec["store"]) / "_work"
+    staging = Path(spec["work"]) / "_work"  # the job's own folder
     items = _stage(tasks, staging)
     if not items:
         return

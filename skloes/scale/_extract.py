@@ -317,6 +317,7 @@ def job_spec(hst, params, store, manifest, dtype, float16_overflow, threads):
         "extractor": extractor,
         "fingerprint": hst.model_fingerprint_,
         "store": str(store),
+        "work": str(store),
         "digest": manifest["digest"],
         "layers": [int(l) for l in hst.layers_],
         "columns": list(manifest["columns"]),
