@@ -67,6 +67,19 @@ class StoreError(ValueError):
     """A store that is missing, damaged, or not what the caller expects.
 
     The message is one line naming the store folder and what is wrong.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store folder.
+    what : str
+        What is wrong, as a sentence.
+
+    Examples
+    --------
+    >>> from skloes.scale import StoreError
+    >>> str(StoreError("my_store", "holds layers [2, 4], not layer 5."))
+    "LayerStore 'my_store': holds layers [2, 4], not layer 5."
     """
 
     def __init__(self, path, what):
@@ -296,6 +309,14 @@ class StoreView:
         store holds).
     rows : array-like of int or None
         Positions of the store's rows the view holds, in order (None: all).
+
+    Examples
+    --------
+    >>> from skloes.scale import LayerStore
+    >>> store = LayerStore("my_store")  # doctest: +SKIP
+    >>> view = store.select(layers=[2, 4], rows=[0, 5, 9])  # doctest: +SKIP
+    >>> view.shape, view.read().shape  # doctest: +SKIP
+    ((2, 3, 384), (2, 3, 384))
     """
 
     def __init__(self, store, layers=None, rows=None):
@@ -651,13 +672,30 @@ class LayerStore(StoreView):
         return len(self._shards)
 
     def layer_dtype(self, layer) -> str:
-        """The dtype layer ``layer`` is stored in."""
+        """Return the dtype a layer is stored in.
+
+        Parameters
+        ----------
+        layer : int
+            A hidden state the store holds.
+
+        Returns
+        -------
+        dtype : {"float32", "float16"}
+            Its storage dtype.
+        """
         if self._dtypes is None:
             return str(self._manifest.get("dtype", "float32"))
         return str(self._dtypes[int(layer)])
 
     def nbytes(self) -> int:
-        """Bytes of the shard files on disk."""
+        """Return the bytes of the shard files on disk.
+
+        Returns
+        -------
+        nbytes : int
+            The sum of the recorded shard sizes.
+        """
         return int(sum(int(s["bytes"]) for s in self._shards))
 
     def _check_layers(self, layers):

@@ -120,6 +120,7 @@ class ShardWorker:
             "seconds": time.perf_counter() - start,
             "worker": f"{socket.gethostname()}:{os.getpid()}",
             "peak_rss": peak_rss(),
+            "cpu_s": time.process_time(),
         }
 
 
@@ -431,8 +432,10 @@ def extract_to_store(
     verbose : int, default=1
         ``>= 1`` shows a progress bar of the rows.
     callback : callable or None, default=None
-        Called with each finished shard's result (its record, seconds, worker
-        and the worker's peak resident memory).
+        Called on the driver with each finished shard's result, a dict: the
+        manifest ``record``, ``seconds`` (the shard's), ``worker``
+        (``host:pid``), the worker process's ``peak_rss`` (bytes) and its
+        ``cpu_s`` (CPU seconds so far).
 
     Returns
     -------

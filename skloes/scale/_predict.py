@@ -228,8 +228,14 @@ def predict_to_parquet(
         Texts per forward pass of a torch probe (None: the probe's).
     shard_size : int, default=2048
         Rows per shard.
-    address, n_workers, threads_per_worker, num_gpus
-        The cluster, as in :func:`extract_to_store`.
+    address : str or None, default=None
+        The Ray or Dask cluster, as in :func:`extract_to_store`.
+    n_workers : int or None, default=None
+        Ray actors or local Dask workers, as in :func:`extract_to_store`.
+    threads_per_worker : int or None, default=None
+        Threads of each worker (torch, or ONNX Runtime for an exported probe).
+    num_gpus : float, default=0
+        GPUs per Ray actor.
     trust_remote_code : bool, default=False
         As in :func:`~skloes.probe.load_probe`.
     overwrite : bool, default=False

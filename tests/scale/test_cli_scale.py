@@ -107,3 +107,21 @@ def test_predict_at_scale_from_the_shell(tiny_model_path, texts, tmp_path, capsy
     _error(capsys, status, "predict", "--engine writes a .parquet file")
     status = main([*argv[:5], str(tmp_path / "p.csv"), "--id-column", "id"])
     _error(capsys, status, "predict", "--id-column needs a .parquet --out")
+
+
+def test_the_readme_scale_commands_are_the_cli_options():
+    import re
+    import shlex
+    from pathlib import Path
+
+    from skloes.cli._args import build_parser
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "extract" in b
+    ]
+    for line in block.strip().splitlines():
+        words = shlex.split(line)
+        assert words[0] == "skloes"
+        args = build_parser().parse_args(words[1:] + ["--address", "auto"])
+        assert args.engine in ("ray", "dask") and args.address == "auto"
