@@ -106,7 +106,7 @@ FLOORS = (
 SIDE = {
     "skloes.datasets": (("utils", "core"), ("report", "cli", "api")),
     "skloes.plotting": (("utils", "core"), ("report", "cli", "api")),
-    "skloes.serving": (("utils", "core"), ("probe", "report", "cli", "api")),
+    "skloes.serving": (("utils", "core"), ("probe", "report", "scale", "cli", "api")),
 }
 
 
