@@ -290,7 +290,6 @@ def run_recommend(model, name, n, max_length, C, rows=None):
     """Held-out accuracy of the report's recommended answer, per outer fold."""
     from skloes.core._contract import flat_table
     from skloes.report import LayerReport
-    from skloes.report._layer_report import _method_estimator
 
     stack, y, folds, out = _outer_folds(model, name, n, max_length, C, rows)
     for train, test in folds:
@@ -301,10 +300,8 @@ def run_recommend(model, name, n, max_length, C, rows=None):
                     stack[:, rows], y[rows]
                 )
             )
-            method = report.recommendation_["method"]
-            selector = _method_estimator(
-                method, 4, 0, None, report._selector_cv, task=report.task_
-            )
+            method = report.recommendation_.method
+            selector = report.method_selector(method)
             part = stack[:, train]
             selector.fit(flat_table(part, np.arange(part.shape[0])), y[train])
         picks = [int(v) for v in selector.get_support(indices=True)]

@@ -1,14 +1,17 @@
 """The floors of the package: the one statement of which package may import which.
 
 Bottom up, a package may import its own floor and the floors below it, never one
-above. Three modules hang off the side: they import only ``utils`` and
-``core``, and only the floors :data:`SIDE` names import them (``report``,
-``cli`` and the top-level API; ``probe`` too for ``serving``, the
-torch-free server of exported probes, which must not pull in the floors that
-need torch). The import test
-(``tests/test_imports.py``) reads :data:`FLOORS` and :data:`SIDE`, and the layout
-table of the user guide (:ref:`package_layout`) is :func:`layout_table`'s
-output, checked by the same test; so code, test and docs cannot disagree.
+above. Four modules hang off the side: they import only ``utils`` and
+``core``, and only the floors (or side modules) :data:`SIDE` names import
+them (``report``, ``cli`` and the top-level API; ``probe`` too for
+``serving``, the torch-free server of exported probes, which must not pull in
+the floors that need torch, and for ``probe_folder``, the saved probe
+folder's format, which the writer, the server and the command line share;
+``scale`` for both, its batch prediction opening saved probes).
+The import test (``tests/test_imports.py``) reads :data:`FLOORS` and
+:data:`SIDE`, and the layout table of the user guide (:ref:`package_layout`)
+is :func:`layout_table`'s output, checked by the same test; so code, test and
+docs cannot disagree.
 Run ``python -m skloes._layout`` to print the table.
 """
 
@@ -93,7 +96,7 @@ FLOORS = (
     Floor(
         "cli",
         ("skloes.cli", "skloes.__main__"),
-        "the skloes command (probe, models, cache)",
+        "the skloes command (probe, predict, extract, models, cache)",
     ),
     Floor(
         "api",
@@ -107,6 +110,10 @@ SIDE = {
     "skloes.datasets": (("utils", "core"), ("report", "cli", "api")),
     "skloes.plotting": (("utils", "core"), ("report", "cli", "api")),
     "skloes.serving": (("utils", "core"), ("probe", "report", "scale", "cli", "api")),
+    "skloes.probe_folder": (
+        ("utils", "core"),
+        ("probe", "report", "scale", "cli", "api", "skloes.serving"),
+    ),
 }
 
 

@@ -20,67 +20,19 @@ dependency-free helpers at its top; ONNX Runtime and tokenizers inside
 
 from __future__ import annotations
 
-import json
+import contextlib
+import functools
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
 
+from skloes import probe_folder
 from skloes.core._batching import token_batches
-from skloes.core._digests import file_sha256
+from skloes.core._texts import check_texts
 from skloes.utils._optional import import_optional
 
-__all__ = ["ExportedProbe", "load_exported"]
-
-MANIFEST_FILE = "manifest.json"
-EXPORT_FORMAT = 1
-# The manifest's record of a graph saved already optimized (ONNX Runtime's
-# extended level, which does not depend on the machine): loaded as it is.
-SAVED_OPTIMIZATION = "extended"
-
-
-def _exported_manifest(folder: Path, owner: str) -> dict:
-    file = folder / MANIFEST_FILE
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise ValueError(
-            f"{owner}: {str(folder)!r} is not a saved probe (no readable "
-            f"{MANIFEST_FILE}, as written by save_probe)."
-        ) from None
-    export = manifest.get("export") if isinstance(manifest, dict) else None
-    if not isinstance(export, dict):
-        raise ValueError(
-            f"{owner}: {str(folder)!r} holds no exported graph; save it with "
-            "save_probe(..., export='onnx-int8') (or load it with "
-            "skloes.probe.load_probe, which runs the model with torch)."
-        )
-    if export.get("format") != EXPORT_FORMAT:
-        raise ValueError(
-            f"{owner}: {str(folder)!r} holds an exported graph of format "
-            f"{export.get('format')!r}; this skloes reads format {EXPORT_FORMAT}."
-        )
-    return export
-
-
-def _checked_file(folder: Path, entry: dict, owner: str) -> Path:
-    """The file an ``{"file", "sha256"}`` entry names, refused when its bytes
-    are not those the save wrote."""
-    name = entry.get("file") if isinstance(entry, dict) else None
-    if not isinstance(name, str) or "/" in name or name.startswith("."):
-        raise ValueError(f"{owner}: {str(folder)!r} has an invalid manifest entry.")
-    path = folder / name
-    if not path.is_file():
-        raise ValueError(
-            f"{owner}: {str(folder)!r} lacks {name}, which its manifest lists; "
-            "the folder is incomplete."
-        )
-    if file_sha256(path) != entry.get("sha256"):
-        raise ValueError(
-            f"{owner}: {name} in {str(folder)!r} does not hash as when it was "
-            "saved (tampered with, or from another save); refusing to run it. "
-            "Save the probe again."
-        )
-    return path
+__all__ = ["ExportedProbe", "load_exported", "open_exported"]
 
 
 def _tokenizer(path: Path, spec: dict):
@@ -96,7 +48,7 @@ def _session(path: Path, n_threads, graph=None):
     manifest entry (a graph optimized when saved is not optimized again)."""
     ort = import_optional("onnxruntime", extra="serve")
     options = ort.SessionOptions()
-    if graph is not None and graph.get("optimized") == SAVED_OPTIMIZATION:
+    if graph is not None and graph.get("optimized") == probe_folder.SAVED_OPTIMIZATION:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if n_threads is not None:
         options.intra_op_num_threads = int(n_threads)
@@ -122,6 +74,18 @@ class _LinearHead:
         self.scaler_scale = arrays.get("scaler_scale")
         self.coef, self.intercept = arrays["coef"], arrays["intercept"]
         self.classes_ = _labels(spec.get("classes"))
+        self.name = "LogisticRegression" if self.kind == "logistic" else "linear model"
+        rows = self.coef.shape[0] if self.coef.ndim == 2 else -1
+        if self.classes_ is not None and rows != (
+            1 if len(self.classes_) == 2 else len(self.classes_)
+        ):
+            raise ValueError(
+                f"its {rows} rows of coefficients do not score the "
+                f"{len(self.classes_)} classes of the manifest"
+            )
+
+    def has(self, method):
+        return method != "predict_proba" or self.kind == "logistic"
 
     def _features(self, stack):
         """The fused, standardized layers, in the dtypes scikit-learn uses."""
@@ -163,23 +127,60 @@ class _LinearHead:
 
 
 class _SkopsHead:
-    """Any other head: the pipeline's steps after the extractor, from skops."""
+    """Any other head: the pipeline's steps after the extractor, from skops,
+    built under the saved folder's one trust rule."""
 
-    def __init__(self, path, trusted):
+    def __init__(self, path, trusted, owner):
         sio = import_optional("skops.io")
-        allowed = [
-            t
-            for t in sio.get_untrusted_types(file=path)
-            if t.startswith("skloes.") or t in (trusted or ())
-        ]
-        self.pipeline = sio.load(path, trusted=allowed)
+        try:
+            untrusted = sio.get_untrusted_types(file=path)
+        except Exception as exc:  # BadZipFile, KeyError, JSONDecodeError...
+            raise probe_folder.damaged(
+                path.parent,
+                path.name,
+                f"is not a readable skops archive ({type(exc).__name__}: "
+                f"{(str(exc).strip().splitlines() or [''])[0][:200]})",
+                owner,
+            ) from None
+        allowed = probe_folder.allowed_types(untrusted, trusted, owner)
+        with _opening(path, "skops archive of the head", owner):
+            self.pipeline = sio.load(path, trusted=allowed)
         self.classes_ = getattr(self.pipeline, "classes_", None)
+        self.name = type(self.pipeline.steps[-1][1]).__name__
+
+    def has(self, method):
+        return hasattr(self.pipeline, method)
 
     def __getattr__(self, name):
         if name in ("decision_function", "predict_proba", "predict"):
             step = getattr(self.pipeline, name)
             return lambda stack: step(stack)
         raise AttributeError(name)
+
+
+class _available_if_proba:  # noqa: N801 - a decorator
+    """``predict_proba`` exists only where :meth:`ExportedProbe.has_proba`
+    (scikit-learn's ``available_if``, without importing scikit-learn)."""
+
+    def __init__(self, method):
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:  # the class's attribute: the method, for the docs
+            method = self.method
+
+            @functools.wraps(method)
+            def unbound(*args, **kwargs):
+                return method(*args, **kwargs)
+
+            return unbound
+        if not obj.has_proba():
+            obj._probabilities(None)  # raises the AttributeError that says why
+        return self.method.__get__(obj, objtype)
 
 
 class ExportedProbe:
@@ -203,6 +204,8 @@ class ExportedProbe:
     head : object
         The head: ``decision_function``, ``predict`` and, for a classifier,
         ``predict_proba`` of a pooled stack.
+    batch_size : int or None, default=None
+        Texts per run of the graph; None is the probe's own, as saved.
 
     Attributes
     ----------
@@ -216,6 +219,10 @@ class ExportedProbe:
     export_check_ : dict
         The check written when the graph was exported (its agreement with
         the torch pipeline on held-in texts).
+    head_ : object
+        The head: ``predict``, ``decision_function`` and, where it gives
+        them, ``predict_proba`` of a pooled stack (the output of
+        :meth:`transform`).
 
     See Also
     --------
@@ -230,19 +237,33 @@ class ExportedProbe:
     (array([14, 18, 22, 26]), 'int8')
     """
 
-    def __init__(self, folder, export, session, tokenizer, head):
+    def __init__(self, folder, export, session, tokenizer, head, batch_size=None):
         self.folder = folder
-        self._export, self._session, self._tokenizer, self._head = (
-            export,
-            session,
-            tokenizer,
-            head,
+        self._export, self._session, self._tokenizer = export, session, tokenizer
+        self.batch_size = (
+            export["batching"]["batch_size"] if batch_size is None else batch_size
         )
         self._inputs = [i.name for i in session.get_inputs()]
         self.classes_ = head.classes_
         self.selected_layers_ = np.asarray(export["layers"], dtype=np.intp)
         self.precision_ = export["precision"]
         self.export_check_ = export.get("check")
+        self.head_ = head
+
+    @property
+    def batch_size(self):
+        """Texts per run of the graph, a positive int.
+
+        The probe's own, as saved, unless set; setting anything else is an
+        error naming it.
+
+        .. versionadded:: 0.3
+        """
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        self._batch_size = _check_count(value, "batch_size", "ExportedProbe")
 
     def __repr__(self):
         return (
@@ -251,21 +272,26 @@ class ExportedProbe:
         )
 
     def _texts(self, X):
-        if X is None or isinstance(X, (str, bytes)):
-            raise TypeError(
-                f"ExportedProbe: `X` must be a list or array of texts; got "
-                f"{type(X).__name__}."
-            )
-        texts = [str(x) if isinstance(x, np.str_) else x for x in X]
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(
-                    f"ExportedProbe: `X` must hold strings; item {i} is "
-                    f"{text!r} ({type(text).__name__})."
-                )
-        if not texts:
-            raise ValueError("ExportedProbe: `X` is empty; pass at least one text.")
-        return texts
+        """The texts of ``X`` by the rule of every text model (a list or
+        array of str, or a table of one text column)."""
+        return check_texts(X, "ExportedProbe")
+
+    def tokenize(self, X):
+        """The token ids the graph is fed for each text.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        ids : list of list of int
+            Truncated at the probe's ``max_length``, special tokens included.
+        """
+        return [list(e.ids) for e in self._encode(self._texts(X))]
 
     def _encode(self, texts):
         encodings = self._tokenizer.encode_batch(texts)
@@ -323,7 +349,7 @@ class ExportedProbe:
         for index in token_batches(
             order,
             [lengths[i] for i in order],
-            batching["batch_size"],
+            self.batch_size,
             batching["max_batch_tokens"] or float("inf"),
         ):
             pooled = self._session.run(None, self._feeds(encodings, index))[0]
@@ -349,10 +375,25 @@ class ExportedProbe:
         scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
             One column for two classes, as in scikit-learn.
         """
-        return self._head.decision_function(self.transform(X))
+        return self.head_.decision_function(self.transform(X))
 
+    def _probabilities(self, stack):
+        if self.classes_ is None:
+            raise AttributeError("ExportedProbe: a regressor has no predict_proba.")
+        if not self.head_.has("predict_proba"):
+            raise AttributeError(
+                f"ExportedProbe: the probe's head ({self.head_.name}) gives no "
+                "probabilities; use predict or decision_function."
+            )
+        return self.head_.predict_proba(stack)
+
+    @_available_if_proba
     def predict_proba(self, X):
         """Class probabilities, in the order of ``classes_``.
+
+        Only for a classifier whose head gives probabilities
+        (:meth:`has_proba`): elsewhere the attribute does not exist, as
+        scikit-learn's ``hasattr`` convention wants.
 
         Parameters
         ----------
@@ -364,16 +405,43 @@ class ExportedProbe:
         proba : ndarray of shape (n_samples, n_classes)
             In the order of ``classes_``.
         """
-        if self.classes_ is None:
-            raise AttributeError("ExportedProbe: a regressor has no predict_proba.")
-        return self._head.predict_proba(self.transform(X))
+        return self._probabilities(self.transform(X))
 
-    def _predict_with_proba(self, X):
-        """``predict(X)`` and ``predict_proba(X)`` (None for a regressor)
-        from one pass of the graph."""
+    def has_proba(self):
+        """Whether :meth:`predict_proba` is available.
+
+        It is for a classifier whose head gives probabilities.
+
+        .. versionadded:: 0.3
+
+        Returns
+        -------
+        available : bool
+            True for a classifier whose head gives probabilities.
+        """
+        return self.classes_ is not None and self.head_.has("predict_proba")
+
+    def predict_with_proba(self, X):
+        """``predict(X)`` and ``predict_proba(X)`` from one pass of the graph.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        X : list of str
+            Texts.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            As :meth:`predict`.
+        proba : ndarray of shape (n_samples, n_classes) or None
+            As :meth:`predict_proba`; None where that is not available
+            (:meth:`has_proba`).
+        """
         stack = self.transform(X)
-        proba = None if self.classes_ is None else self._head.predict_proba(stack)
-        return self._head.predict(stack), proba
+        proba = self._probabilities(stack) if self.has_proba() else None
+        return self.head_.predict(stack), proba
 
     def predict(self, X):
         """Predicted labels (classifier) or values (regressor).
@@ -388,14 +456,15 @@ class ExportedProbe:
         y_pred : ndarray of shape (n_samples,)
             Labels as given at ``fit``, or values.
         """
-        return self._head.predict(self.transform(X))
+        return self.head_.predict(self.transform(X))
 
 
-def load_exported(path, *, n_threads=None, trusted=None):
+def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     """Load a probe saved with an exported graph, without torch.
 
     The graph, the tokenizer and the head must hash as the manifest says
-    (a tampered or mismatched file is refused, naming the folder). Needs
+    (a tampered or mismatched file is refused, naming the folder), and every
+    field of the manifest's export entry is checked before it is used. Needs
     ``pip install skloes[serve]`` (ONNX Runtime and tokenizers) and nothing
     of torch or transformers; the default heads (logistic regression, ridge)
     do not import scikit-learn either.
@@ -408,6 +477,10 @@ def load_exported(path, *, n_threads=None, trusted=None):
         A folder written by :func:`skloes.probe.save_probe` with ``export=``.
     n_threads : int or None, default=None
         Threads of ONNX Runtime (None: its default, one per physical core).
+    batch_size : int or None, default=None
+        Texts per run of the graph (None: the probe's own, as saved).
+
+        .. versionadded:: 0.3
     trusted : list of str or None, default=None
         Further types a non-linear head may hold (see
         :func:`skloes.probe.load_probe`).
@@ -430,20 +503,120 @@ def load_exported(path, *, n_threads=None, trusted=None):
     array(['fresh'], dtype=object)
     """
     owner = "load_exported"
+    probe_folder.check_folder_arg(path, owner)
+    probe_folder.check_trusted(trusted, owner)
+    n_threads = _check_count(n_threads, "n_threads", owner, none=True)
+    batch_size = _check_count(batch_size, "batch_size", owner, none=True)
     folder = Path(path)
-    export = _exported_manifest(folder, owner)
-    graph = _checked_file(folder, export["graph"], owner)
-    tokenizer_file = _checked_file(folder, export["tokenizer"], owner)
-    head_file = _checked_file(folder, export["head"], owner)
-    if export["head"]["kind"] == "skops":
-        head = _SkopsHead(head_file, trusted)
-    else:
-        with np.load(head_file, allow_pickle=False) as data:
-            head = _LinearHead(dict(data), export["head"])
-    return ExportedProbe(
+    export = probe_folder.read_export(folder, owner)
+    return open_exported(
         folder,
         export,
-        _session(graph, n_threads, export["graph"]),
-        _tokenizer(tokenizer_file, export["tokenizer"]),
-        head,
+        n_threads=n_threads,
+        batch_size=batch_size,
+        trusted=trusted,
+        owner=owner,
     )
+
+
+def _check_count(value, param, owner, none=False):
+    """A positive int (numpy's too), or None where ``none``."""
+    if value is None and none:
+        return None
+    if isinstance(value, Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    allowed = " or None" if none else ""
+    raise ValueError(
+        f"{owner}: `{param}` must be a positive int{allowed}; got {value!r}."
+    )
+
+
+def open_exported(
+    folder, export, *, n_threads=None, batch_size=None, trusted=None, owner
+):
+    """Open the :class:`ExportedProbe` of a folder's checked ``export`` entry.
+
+    The one place that opens an exported folder: :func:`load_exported`,
+    :func:`skloes.probe.load_probe` and the check a save runs on its own
+    staged export all come here. Each file is refused unless it hashes as
+    the entry records.
+
+    .. versionadded:: 0.3
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The saved folder.
+    export : dict
+        Its manifest's ``export`` entry, checked
+        (:func:`skloes.probe_folder.export_entry`).
+    n_threads : int or None, default=None
+        Threads of ONNX Runtime.
+    batch_size : int or None, default=None
+        Texts per run of the graph (None: the probe's own).
+    trusted : list of str or None, default=None
+        Further types a non-linear head may hold.
+    owner : str
+        The caller's name, which starts every error message.
+
+    Returns
+    -------
+    probe : ExportedProbe
+        Ready to predict.
+
+    See Also
+    --------
+    load_exported : Reads the entry from the folder, then opens it here.
+
+    Examples
+    --------
+    >>> from skloes import probe_folder
+    >>> from skloes.serving import open_exported
+    >>> manifest = probe_folder.read_manifest("my_probe", "me")  # doctest: +SKIP
+    >>> export = probe_folder.export_entry(manifest, "my_probe", "me")  # doctest: +SKIP
+    >>> open_exported("my_probe", export, owner="me")  # doctest: +SKIP
+    ExportedProbe('my_probe', layers=[14, 18, 22, 26], precision='int8')
+    """
+    folder = Path(folder)
+    n_threads = _check_count(n_threads, "n_threads", owner, none=True)
+    batch_size = _check_count(batch_size, "batch_size", owner, none=True)
+    graph = probe_folder.checked_file(folder, export["graph"], owner)
+    tokenizer_file = probe_folder.checked_file(folder, export["tokenizer"], owner)
+    head_file = probe_folder.checked_file(folder, export["head"], owner)
+    if export["head"]["kind"] == "skops":
+        head = _SkopsHead(head_file, trusted, owner)
+    else:
+        with _opening(head_file, "head of plain arrays", owner):
+            with np.load(head_file, allow_pickle=False) as data:
+                head = _LinearHead(dict(data), export["head"])
+    with _opening(graph, "ONNX graph", owner):
+        session = _session(graph, n_threads, export["graph"])
+    with _opening(tokenizer_file, "tokenizer", owner):
+        tokenizer = _tokenizer(tokenizer_file, export["tokenizer"])
+    pad, size = export["tokenizer"]["pad_token_id"], tokenizer.get_vocab_size()
+    if pad >= size:
+        raise probe_folder.damaged(
+            folder,
+            probe_folder.MANIFEST,
+            f"has an invalid export field `export.tokenizer.pad_token_id` "
+            f"(expected a token id of {tokenizer_file.name}, below {size}; got "
+            f"{pad})",
+            owner,
+        )
+    return ExportedProbe(folder, export, session, tokenizer, head, batch_size)
+
+
+@contextlib.contextmanager
+def _opening(path, what, owner):
+    """A file whose bytes hash as saved but do not open (another writer's
+    file, recorded with its hash) is one error naming it, not the library's."""
+    try:
+        yield
+    except ImportError:
+        raise
+    except Exception as exc:  # onnxruntime's, tokenizers', numpy's own kinds
+        text = str(exc).strip().splitlines()
+        detail = text[0][:200] if text else type(exc).__name__
+        raise probe_folder.damaged(
+            path.parent, path.name, f"is not a readable {what} ({detail})", owner
+        ) from None

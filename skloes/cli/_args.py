@@ -31,6 +31,8 @@ DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 DEFAULT_MAX_SAMPLES = 500
+# The LOES budget of ``skloes probe`` (``--n-layers-to-select``).
+DEFAULT_N_LAYERS = 4
 
 
 PROG = "skloes probe"
@@ -175,7 +177,7 @@ def _add_probe_parser(sub):
     probe.add_argument(
         "--n-layers-to-select",
         type=_n_layers_value,
-        default=4,
+        default=DEFAULT_N_LAYERS,
         metavar="K|auto",
         help="number of layers LOES selects, or 'auto' for "
         "cross-validated (default: 4)",

@@ -17,7 +17,13 @@ from __future__ import annotations
 import sys
 
 from skloes.cli._admin import run_cache, run_models
-from skloes.cli._args import PROG, UserError, _quiet_libraries, build_parser
+from skloes.cli._args import (
+    DEFAULT_N_LAYERS,
+    PROG,
+    UserError,
+    _quiet_libraries,
+    build_parser,
+)
 from skloes.cli._predict import run_predict
 from skloes.cli._probe import run_probe
 from skloes.cli._scale import run_extract
@@ -83,6 +89,12 @@ def _honour_renamed_options(args):
     if args.k_deprecated is not None:
         from skloes.utils._deprecation import warn_renamed
 
+        if args.n_layers_to_select != DEFAULT_N_LAYERS:  # as the Python API
+            raise UserError(
+                "set --n-layers-to-select only; --k is its former name (got "
+                f"--k {args.k_deprecated} and --n-layers-to-select "
+                f"{args.n_layers_to_select})"
+            )
         warn_renamed(PROG, "--k", "--n-layers-to-select", what="option")
         args.n_layers_to_select = args.k_deprecated
 

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 import sys
 import time
@@ -33,28 +32,51 @@ def _check_out(out, force):
     return path
 
 
-def _exported(folder, runtime):
-    """Whether ``folder`` is served from its exported graph."""
-    if runtime != "auto":
-        return runtime == "onnx"
-    try:
-        manifest = json.loads((Path(folder) / "manifest.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return False  # load_probe says what is wrong
-    return isinstance(manifest, dict) and "export" in manifest
-
-
 def _load(args):
     """The saved probe: its exported graph (no torch, no scikit-learn for a
-    linear head) or the torch pipeline."""
-    try:
-        if _exported(args.probe_dir, args.runtime):
-            return _load_exported(args)
-        from skloes.models._loading import RemoteCodeError
-        from skloes.probe import load_probe
+    linear head) or the torch pipeline, as the folder's manifest says."""
+    from skloes import probe_folder
 
-        _quiet_libraries()
-        probe = load_probe(
+    try:
+        manifest = probe_folder.read_manifest(args.probe_dir, "load_probe")
+    except ValueError as exc:
+        raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
+    exported = args.runtime == "onnx" or (
+        args.runtime == "auto" and "export" in manifest
+    )
+    if exported:
+        return _load_exported(args, manifest)
+    probe = _load_torch(args)
+    _configure(probe, args)
+    return probe
+
+
+def _load_exported(args, manifest):
+    from skloes import probe_folder
+    from skloes.serving import open_exported
+
+    if args.device is not None:
+        raise UserError("--device applies to the torch runtime only")
+    try:
+        export = probe_folder.export_entry(manifest, args.probe_dir, "load_probe")
+        return open_exported(
+            args.probe_dir,
+            export,
+            n_threads=args.threads,
+            batch_size=args.batch_size,
+            owner="load_probe",
+        )
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
+
+
+def _load_torch(args):
+    from skloes.models._loading import RemoteCodeError
+    from skloes.probe import load_probe
+
+    _quiet_libraries()
+    try:
+        return load_probe(
             args.probe_dir, runtime="torch", trust_remote_code=args.trust_remote_code
         )
     except RemoteCodeError as exc:  # the option, not the Python parameter
@@ -63,19 +85,6 @@ def _load(args):
         ) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
-    _configure(probe, args)
-    return probe
-
-
-def _load_exported(args):
-    from skloes.serving import load_exported
-
-    if args.device is not None:
-        raise UserError("--device applies to the torch runtime only")
-    probe = load_exported(args.probe_dir, n_threads=args.threads)
-    if args.batch_size is not None:
-        probe._export["batching"]["batch_size"] = args.batch_size
-    return probe
 
 
 def _configure(probe, args):
@@ -100,8 +109,10 @@ def _configure(probe, args):
 def _rows(probe, texts):
     """Header and rows: the prediction, then each class's probability when
     the probe's head gives probabilities (a note says when it does not)."""
-    if hasattr(probe, "_predict_with_proba"):  # one pass of the graph
-        prediction, proba = probe._predict_with_proba(texts)
+    if hasattr(probe, "predict_with_proba"):  # one pass of the graph
+        prediction, proba = probe.predict_with_proba(texts)
+        if proba is None and probe.classes_ is not None:
+            _no_proba_note(probe.head_.name)
     else:
         prediction = probe.predict(texts)
         proba = None
@@ -109,18 +120,21 @@ def _rows(probe, texts):
             if hasattr(probe, "predict_proba"):
                 proba = probe.predict_proba(texts)
             else:
-                print(
-                    f"{PROG}: note: the probe's final estimator "
-                    f"({type(_final_step(probe)).__name__}) gives no "
-                    "probabilities; writing predictions only",
-                    file=sys.stderr,
-                )
+                _no_proba_note(type(_final_step(probe)).__name__)
     header, columns = ["prediction"], [prediction]
     if proba is not None:
         header += [f"proba_{c}" for c in np.asarray(probe.classes_).tolist()]
         columns += list(proba.T)
     values = [np.asarray(c).tolist() for c in columns]
     return header, zip(*values, strict=True)
+
+
+def _no_proba_note(name):
+    print(
+        f"{PROG}: note: the probe's final estimator ({name}) gives no "
+        "probabilities; writing predictions only",
+        file=sys.stderr,
+    )
 
 
 def _final_step(probe):

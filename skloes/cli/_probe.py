@@ -22,8 +22,6 @@ import numpy as np
 from skloes.cli._args import UserError, _first_line, as_options
 from skloes.cli._data import load_data
 
-REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
-
 
 def check_out(out, force):
     """Fail before any work when the report cannot be written to ``out``.
@@ -32,6 +30,8 @@ def check_out(out, force):
     report is written); its parent chain must be writable; a report already
     there is never overwritten without ``force``.
     """
+    from skloes.report._presenting import REPORT_FILES
+
     folder = Path(out).expanduser()
     if folder.exists() and not folder.is_dir():
         raise UserError(f"--out {out!r} is a file, not a folder")
@@ -114,8 +114,8 @@ def _extract(args, texts):
 
 def _headline(s):
     """The recommendation and why, then one line that quotes the summary
-    table's numbers (no other source)."""
-    from skloes.report._layer_report import recommendation_text
+    table's numbers (no other source): ``s`` is ``LayerReport.summary()``."""
+    from skloes.report._presenting import recommendation_text
 
     by = {e["method"]: e for e in s["methods"]}
     how = "inner CV" if s["nested"] else "per-layer table"
@@ -130,16 +130,14 @@ def _headline(s):
         parts.append(
             f"stability of the LOES layers across folds: {s['selection_stability']:.2f}"
         )
-    return (
-        recommendation_text(s["recommendation"], s["n_splits"])
-        + "\n"
-        + ("  |  ".join(parts))
-    )
+    head = recommendation_text(s["recommendation"], s["n_splits"])
+    return head + "\n" + "  |  ".join(parts)
 
 
 def run_probe(args):
     """Run the probe job for parsed arguments; returns the fitted report."""
     from skloes.report import LayerReport
+    from skloes.report._presenting import REPORT_FILES
 
     start = time.perf_counter()
     check_out(args.out, args.force)
@@ -185,7 +183,13 @@ def run_probe(args):
         raise UserError(
             f"cannot probe {args.data}: {as_options(_first_line(exc))}"
         ) from None
-    folder = report.save(args.out)
+    try:
+        folder = report.save(args.out)
+    except OSError as exc:  # a full disk, a folder removed meanwhile
+        raise UserError(
+            f"--out {args.out!r}: cannot write the report "
+            f"({exc.strerror or _first_line(exc)})"
+        ) from None
     print(
         f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
         "= embedding output)"
@@ -217,9 +221,9 @@ def check_save(save, force=False, out=None):
     """
     if save is None:
         return
-    from skloes.probe._persistence import save_target_problem
+    from skloes.probe_folder import target_problem
 
-    problem = save_target_problem(
+    problem = target_problem(
         save, overwrite=force, replace_hint="--force", reserved={"--out": out}
     )
     if problem:
@@ -232,19 +236,13 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
     stack the report used (its groups to the selector's own folds)."""
     from skloes.core._routing import fit_takes
     from skloes.probe import LayerProbeClassifier, LayerProbeRegressor, save_probe
-    from skloes.report._layer_report import _method_estimator
 
     cls = (
         LayerProbeClassifier
         if report.task_ == "classification"
         else LayerProbeRegressor
     )
-    method = report.recommendation_["method"]
-    k = args.n_layers_to_select
-    k = min(k, len(report.layers_)) if k != "auto" else k
-    selector = _method_estimator(
-        method, k, args.seed, None, report._selector_cv, task=report.task_
-    )
+    selector = report.method_selector(report.recommendation_.method)
     probe = cls(
         args.model,
         selector=selector,
@@ -255,10 +253,8 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
         random_state=args.seed,
         extractor_params={"precision": args.precision},
     )
-    extractor = probe._extractor().fit(list(texts))
     params = {"groups": groups} if fit_takes(selector, "groups") else {}
-    routed = probe._routed_fit_params(params)
-    probe._fit_stack(extractor, stack, probe._check_y(labels), routed)
+    probe.fit_stack(list(texts), stack, labels, **params)
     try:
         folder = save_probe(
             probe,
@@ -271,7 +267,7 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
         )
     except ImportError as exc:
         raise UserError(f"--export: {_first_line(exc)}") from None
-    except ValueError as exc:  # the target changed during the run
+    except (ValueError, OSError) as exc:  # the target changed, the disk is full
         raise UserError(_first_line(exc).removeprefix("save_probe: ")) from None
     size = sum(f.stat().st_size for f in folder.iterdir())
     what = (

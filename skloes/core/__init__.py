@@ -4,7 +4,9 @@ Owns the layer-data contract (``_contract``: stacks, flat tables, fusing),
 targets and folds (``_targets``: task resolution, the class checks, CV splits),
 shared geometry (``_geometry``, numpy and torch, one definition each), ridge
 algebra (``_ridge``), token pooling (``_pooling``), the content-addressed
-hidden-states cache (``_cache``), process memory (``_memory``), the paired
+hidden-states cache (``_cache``), folders and files written whole
+(``_atomic``: staged, then swapped in under a lock), process memory
+(``_memory``), the paired
 one-standard-error rule over shared folds (``_noise``) and the one torch
 access point with the device rule (``_torch``).
 

@@ -13,6 +13,7 @@ feature table. The layout is never guessed from the numbers.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from numbers import Integral
 
@@ -29,6 +30,25 @@ _LAYER_NAME = re.compile(r"layer(\d+)_(\d+)")
 
 def _name(estimator) -> str:
     return type(estimator).__name__
+
+
+@contextlib.contextmanager
+def one_line_input_errors(owner):
+    """scikit-learn's refusals of an input (NaN, complex data, a 1-D array)
+    span several lines and quote the data; re-raised as their first line
+    (and the reshape hint of a 1-D array), prefixed by ``owner``, naming `X`
+    or `y` as every skloes message does."""
+    try:
+        yield
+    except ValueError as exc:
+        text = str(exc).strip()
+        if "\n" not in text:
+            raise
+        lines = [line.strip() for line in text.splitlines()]
+        first = re.sub(r"^Input (X|y)\b", r"`\1`", lines[0].rstrip(":"))
+        hint = [line for line in lines[1:] if line.startswith("Reshape your data")]
+        message = " ".join([f"{first.rstrip('.')}.", *hint])
+        raise ValueError(f"{owner}: {message}") from None
 
 
 class LayerTable(np.ndarray):
@@ -226,19 +246,23 @@ def validate_layers(
         X = X.read()
     ndim = input_ndim(X)
     if ndim == 3:
-        out = _validate_stack(estimator, X, y, reset=reset, dtype=dtype, **check_params)
+        with one_line_input_errors(name):
+            out = _validate_stack(
+                estimator, X, y, reset=reset, dtype=dtype, **check_params
+            )
     elif ndim == 2:
         if reset:
             layer_dim = flat_width(name, X, layer_dim, plain)
-        out = _validate_flat(
-            estimator,
-            X,
-            y,
-            layer_dim=layer_dim,
-            reset=reset,
-            dtype=dtype,
-            **check_params,
-        )
+        with one_line_input_errors(name):
+            out = _validate_flat(
+                estimator,
+                X,
+                y,
+                layer_dim=layer_dim,
+                reset=reset,
+                dtype=dtype,
+                **check_params,
+            )
     else:
         raise ValueError(
             f"{name}: `X` must be a layer stack of shape (n_layers, n_samples, dim) "

@@ -15,7 +15,6 @@ cannot take.
 from __future__ import annotations
 
 import numpy as np
-import sklearn
 
 from skloes.utils._optional import import_optional
 
@@ -82,6 +81,8 @@ def output_container(estimator, method: str = "transform") -> str:
     -------
     container : {"default", "pandas", "polars"}
     """
+    import sklearn  # here: reading a frame's columns needs no scikit-learn
+
     config = getattr(estimator, "_sklearn_output_config", {})
     value = config.get(method, sklearn.get_config()[f"{method}_output"])
     if value not in CONTAINERS:

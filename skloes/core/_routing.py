@@ -141,14 +141,20 @@ def check_groups_array(groups, n_samples, owner):
     if missing:
         raise ValueError(
             f"{owner}: `groups` must name a group for every sample; sample "
-            f"{missing[0]} has none ({groups[missing[0]]!r})."
+            f"{missing[0]} has none ({_plain(groups[missing[0]])!r})."
         )
     if len(np.unique(groups.astype(str) if groups.dtype == object else groups)) < 2:
         raise ValueError(
             f"{owner}: `groups` must hold at least 2 groups to split by them; "
-            f"got only {groups[0]!r}."
+            f"got only {_plain(groups[0])!r}."
         )
     return groups
+
+
+def _plain(value):
+    """A numpy scalar as the Python value it holds (``0.0``, not
+    ``np.float64(0.0)``), for messages."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def route_fit(owner, params, children=None, splitter=False, method="fit"):
@@ -246,6 +252,16 @@ def grouped_splitter(cv, y, classifier, groups, owner, param="cv"):
     """
     if groups is not None and (cv is None or isinstance(cv, Integral)):
         n_splits = 5 if cv is None else int(cv)
+        values = np.asarray(groups)
+        n_groups = len(
+            np.unique(values.astype(str) if values.dtype == object else values)
+        )
+        if n_splits > n_groups:
+            raise ValueError(
+                f"{_name(owner)}: `{param}`={n_splits} grouped folds need at least "
+                f"{n_splits} groups; `groups` holds {n_groups}. Lower `{param}` "
+                "or pass more groups."
+            )
         return (StratifiedGroupKFold if classifier else GroupKFold)(n_splits)
     splitter = check_cv(cv, y, classifier=classifier)
     check_groups(splitter, groups, owner, param)

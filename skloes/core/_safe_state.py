@@ -115,7 +115,7 @@ class _Encoder:
     def _container(self, obj):
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
-                raise TypeError("an array of Python objects cannot be saved as a state")
+                return {"A": [list(obj.shape), _plain_items(obj)]}
             self.arrays.append(obj)
             return {"a": f"a{len(self.arrays) - 1}"}
         if isinstance(obj, (list, tuple)):
@@ -126,6 +126,18 @@ class _Encoder:
             state = {k: self(v) for k, v in vars(obj).items()}
             return {"o": _name(type(obj)), "state": state}
         raise TypeError(f"a {type(obj).__name__} cannot be saved as a state")
+
+
+def _plain_items(array):
+    """The items of an object array (class labels from a pandas column: str,
+    numbers, bools, None) as JSON values; any other object is refused."""
+    items = [v.item() if isinstance(v, np.generic) else v for v in array.ravel()]
+    for v in items:
+        if not (v is None or isinstance(v, (str, bool, int, float))):
+            raise TypeError(
+                f"an array holding a {type(v).__name__} cannot be saved as a state"
+            )
+    return [str(v) if isinstance(v, str) else v for v in items]
 
 
 class _Decoder:
@@ -151,6 +163,11 @@ class _Decoder:
     def _container(self, node):
         if "a" in node:
             return self._register(self.arrays[node["a"]])
+        if "A" in node:  # an object array of plain values
+            shape, items = node["A"]
+            out = np.empty(len(items), dtype=object)
+            out[:] = items
+            return self._register(out.reshape(shape))
         if "l" in node:
             out = self._register([])
             out.extend(self(v) for v in node["l"])

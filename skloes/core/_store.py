@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from skloes.core._atomic import write_whole
+from skloes.core._digests import file_sha256
 from skloes.utils._optional import import_optional
 
 __all__ = [
@@ -54,13 +54,14 @@ MANIFEST_FILE = "_manifest.json"
 ROW_ID = "row_id"
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet")
 TMP_PREFIX = ".tmp-"
+# What write_whole leaves of a shard or the manifest when its writer is killed.
+_TEMPORARY = re.compile(r"\.(?:part-\d{5,}\.parquet|_manifest\.json)-[A-Za-z0-9_]+")
 FOOTER_KEY = b"skloes"
 # The largest finite float16; a value beyond it is an overflow to inf.
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 # Rows a reader converts at a time within one shard (memory: this many rows of
 # the layers read).
 READ_ROWS = 4096
-_CHUNK = 1 << 24
 
 
 class StoreError(ValueError):
@@ -103,15 +104,6 @@ def settings_digest(settings: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def file_sha256(path) -> str:
-    """sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def is_layer_source(X) -> bool:
     """Whether ``X`` is a layer store or a view of one (read lazily)."""
     return isinstance(X, StoreView)
@@ -124,20 +116,11 @@ def _pyarrow():
 
 
 # ------------------------------------------------------------------- writing
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write ``data`` as JSON through a hidden temporary file and a rename."""
-    text = json.dumps(data, indent=1, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TMP_PREFIX, suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is a file a killed writer left in a store folder: the
+    hidden sibling :func:`~skloes.core._atomic.write_whole` writes a shard or
+    the manifest into before renaming it (never read, removed on resume)."""
+    return bool(_TEMPORARY.fullmatch(name)) or name.startswith(TMP_PREFIX)
 
 
 def layer_array(values: np.ndarray, dtype: str):
@@ -203,17 +186,7 @@ def write_shard(folder, index, table, footer: dict) -> dict:
     )
     data = sink.getvalue().to_pybytes()
     name = shard_file(index)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{TMP_PREFIX}{name}-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, folder / name)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_whole(folder / name, lambda tmp: tmp.write_bytes(data))
     return {
         "file": name,
         "index": int(index),
@@ -950,5 +923,9 @@ def new_manifest(
 
 
 def write_manifest(folder, manifest) -> None:
-    """Write the manifest of the store in ``folder`` (atomically)."""
-    write_json_atomic(Path(folder) / MANIFEST_FILE, manifest)
+    """Write the manifest of the store in ``folder`` whole (written aside,
+    flushed to disk, renamed)."""
+    text = json.dumps(manifest, indent=1, sort_keys=True)
+    write_whole(
+        Path(folder) / MANIFEST_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8")
+    )

@@ -15,7 +15,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_array
+from sklearn.utils.validation import check_array, column_or_1d
 
 
 def resolve_task(y, task, owner):
@@ -50,18 +50,15 @@ def resolve_task(y, task, owner):
     y = check_array(
         y, ensure_2d=False, dtype=None, input_name="y", ensure_all_finite=False
     )
+    refuse_bytes(y, owner)
+    y = plain_labels(y)
     if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
         raise ValueError(f"{owner}: `y` must be finite; got NaN or infinity in y.")
     if task == "auto":
         task = task_of(y, owner)
     if task == "regression":
-        try:
-            return task, None, np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"{owner}: `y` must be numeric for task='regression'; "
-                f"got dtype {y.dtype}."
-            ) from None
+        y = check_continuous_target(y, owner, multioutput=True)
+        return task, None, y.reshape(len(y), -1)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
     if y.ndim != 1:
@@ -72,6 +69,70 @@ def resolve_task(y, task, owner):
     classes = np.unique(y)
     check_classes(classes, owner)
     return task, classes, y
+
+
+_NEED = "`y` must hold numbers (a continuous target, task='regression')"
+
+
+def check_continuous_target(y, owner, *, multioutput=False):
+    """A regression target: float64, finite, one column (or several with
+    ``multioutput``); anything else is one error naming ``y``.
+
+    The one conversion every regressor and regression task goes through, so
+    that text labels given to a regressor are named as such rather than
+    failing inside numpy ("could not convert string to float").
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        The target.
+    owner : str
+        The estimator name that prefixes the error.
+    multioutput : bool, default=False
+        Whether several target columns are allowed.
+
+    Returns
+    -------
+    y : ndarray of float64
+        1-D for one column; ``(n_samples, n_outputs)`` with ``multioutput``.
+    """
+    if y is None:  # scikit-learn's own words for it
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
+    raw = np.asarray(y) if not isinstance(y, np.ndarray) else y
+    if raw.dtype.kind == "c":
+        raise ValueError(
+            f"{owner}: {_NEED}; got complex numbers (Complex data not supported)."
+        )
+    try:
+        out = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        example = next(
+            (v for v in np.ravel(raw) if not _is_number(v)), np.ravel(raw)[:1]
+        )
+        if isinstance(example, np.generic):  # 'a', not np.str_('a')
+            example = example.item()
+        raise ValueError(
+            f"{owner}: {_NEED}; got {example!r} (dtype {raw.dtype}). For class "
+            "labels use a classifier, or task='classification'."
+        ) from None
+    if out.ndim == 2 and out.shape[1] == 1 and not multioutput:
+        out = out.ravel()
+    if out.ndim == 0 or out.ndim > 2 or (out.ndim == 2 and not multioutput):
+        what = "one column" if not multioutput else "one or more columns"
+        raise ValueError(
+            f"{owner}: `y` must be {what} of numbers; got shape {out.shape}."
+        )
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{owner}: `y` must be finite; got NaN or infinity.")
+    return out
+
+
+def _is_number(value):
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def task_of(y, owner, multioutput=True):
@@ -100,6 +161,77 @@ def task_of(y, owner, multioutput=True):
         f"{owner}: `y` must hold class labels or {what}; got "
         f"type_of_target(y)={kind!r} (Unknown label type)."
     )
+
+
+def plain_labels(y):
+    """An object array of one kind of number (ints, floats or bools: a pandas
+    column of object dtype) as the numpy array of that kind, which
+    scikit-learn's ``type_of_target`` reads (it calls objects that are not
+    str "unknown"); anything else (str labels included) as it is."""
+    y = np.asarray(y)
+    if y.dtype != object or y.size == 0:
+        return y
+    kinds = {type(v.item() if isinstance(v, np.generic) else v) for v in y.ravel()}
+    if len(kinds) == 1 and kinds <= {int, float, bool}:
+        return np.asarray(y.tolist())
+    return y
+
+
+def refuse_bytes(y, owner):
+    """Labels given as bytes (a column read in binary) are one error naming
+    ``y`` and the fix (scikit-learn's says neither)."""
+    y = np.asarray(y)
+    held = y.dtype.kind == "S" or (
+        y.dtype == object and any(isinstance(v, bytes) for v in y.ravel()[:1000])
+    )
+    if held:
+        raise ValueError(
+            f"{owner}: `y` holds bytes labels; decode them to str first "
+            "(y.astype(str), or read the column as text)."
+        )
+
+
+def check_class_targets(y, owner):
+    """Class labels as a 1-D array, the one check of every classifier.
+
+    A column vector warns and is raveled (scikit-learn's rule); several
+    columns, bytes, and values that are not class labels (a continuous
+    target, mixed types) are one error naming ``y``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,) or (n_samples, 1)
+        The labels.
+    owner : str
+        The estimator name that prefixes the error.
+
+    Returns
+    -------
+    y : ndarray of shape (n_samples,)
+    """
+    y = np.asarray(y) if not hasattr(y, "shape") else y
+    if len(getattr(y, "shape", ())) == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(
+            f"{owner}: `y` must be one column of class labels; got shape {y.shape}."
+        )
+    refuse_bytes(y, owner)
+    y = plain_labels(y)
+    kind = type_of_target(y, input_name="y")
+    if kind not in ("binary", "multiclass"):
+        example = y[0].item() if isinstance(y[0], np.generic) else y[0]
+        hint = (
+            "; for a continuous target use a regressor"
+            if kind == "continuous"
+            else " (one type of label: str, int or bool)"
+        )
+        raise ValueError(
+            f"{owner}: `y` must hold class labels; got {kind} values (e.g. "
+            f"{example!r}){hint}."
+        )
+    return y
 
 
 def check_classes(classes, owner):

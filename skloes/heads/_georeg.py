@@ -19,11 +19,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from skloes.core._contract import resolve_layer_indices, validate_layers
-from skloes.core._targets import check_classes, check_label_vector
+from skloes.core._targets import check_class_targets, check_classes, check_label_vector
 from skloes.core._torch import DEVICE_CONSTRAINT, torch
 from skloes.heads._mixins import (
     EmbeddingFeatureNamesMixin,
@@ -74,7 +73,7 @@ class _BaseGeoReg(
     def _encode_targets(self, y, warm):
         name = type(self).__name__
         y = check_label_vector(y, name)
-        check_classification_targets(y)
+        y = check_class_targets(y, name)
         classes, codes = np.unique(y, return_inverse=True)
         if warm:
             if not np.array_equal(classes, self.classes_):

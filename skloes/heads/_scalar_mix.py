@@ -23,7 +23,6 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     check_array,
     check_is_fitted,
@@ -31,7 +30,12 @@ from sklearn.utils.validation import (
 )
 
 from skloes.core._contract import validate_layers
-from skloes.core._targets import check_classes, check_label_vector
+from skloes.core._targets import (
+    check_class_targets,
+    check_classes,
+    check_continuous_target,
+    check_label_vector,
+)
 from skloes.core._torch import DEVICE_CONSTRAINT, may_use_accelerator, torch
 from skloes.heads._mixins import (
     EmbeddingFeatureNamesMixin,
@@ -396,7 +400,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
             )
             y = y.ravel()
         y = check_label_vector(y, type(self).__name__)
-        check_classification_targets(y)
+        y = check_class_targets(y, type(self).__name__)
         self.classes_, codes = np.unique(y, return_inverse=True)
         check_classes(self.classes_, name)
         return self._fit(stack, torch.as_tensor(codes), self.classes_.size, codes)
@@ -452,7 +456,7 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
             The fitted regressor.
         """
         stack = self._stack(X, y)
-        Y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        Y = check_continuous_target(y, type(self).__name__, multioutput=True)
         self._single = Y.ndim == 1
         Y = Y.reshape(Y.shape[0], -1)
         mean, std = Y.mean(axis=0), Y.std(axis=0)

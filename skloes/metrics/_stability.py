@@ -36,35 +36,75 @@ def _check(selections, n_layers, tolerance):
         raise ValueError(
             f"{_NAME}: `tolerance` must be an int >= 0; got {tolerance!r}."
         )
-    array = np.asarray(selections) if not isinstance(selections, list) else None
-    if array is not None and array.dtype == bool and array.ndim == 2:
-        if array.shape[1] != n_layers:
-            raise ValueError(
-                f"{_NAME}: a boolean `selections` must have n_layers "
-                f"({n_layers}) columns; got {array.shape[1]}."
-            )
-        Z = array.copy()
-    else:
-        Z = np.zeros((len(selections), n_layers), dtype=bool)
-        for i, picks in enumerate(selections):
-            picks = np.asarray(picks).ravel()
-            if not picks.size:
-                continue
-            if (
-                not np.issubdtype(picks.dtype, np.integer)
-                or picks.min() < 0
-                or picks.max() >= n_layers
-            ):
-                raise ValueError(
-                    f"{_NAME}: `selections` must hold layer indices in "
-                    f"[0, {n_layers - 1}]; got {picks.tolist()!r}."
-                )
-            Z[i, picks] = True
+    Z = _selection_matrix(selections, n_layers)
     if Z.shape[0] < 2:
         raise ValueError(
             f"{_NAME}: `selections` must hold at least 2 selections; got {Z.shape[0]}."
         )
     return Z
+
+
+def _selection_matrix(selections, n_layers):
+    """A boolean ``(M, n_layers)`` matrix from a 2-D mask or any iterable of
+    selections (a generator included), each a list of layer indices or a
+    boolean mask over the layers."""
+    if isinstance(selections, np.ndarray) and selections.dtype == bool:
+        if selections.ndim != 2 or selections.shape[1] != n_layers:
+            raise ValueError(
+                f"{_NAME}: a boolean `selections` must have n_layers ({n_layers}) "
+                f"columns, one row per resample; got shape {selections.shape}."
+            )
+        return selections.copy()
+    if isinstance(selections, (str, bytes, dict)) or not hasattr(
+        selections, "__iter__"
+    ):
+        raise ValueError(
+            f"{_NAME}: `selections` must be a list of selections (layer indices "
+            f"or boolean masks); got {type(selections).__name__}."
+        )
+    rows = list(selections)
+    Z = np.zeros((len(rows), n_layers), dtype=bool)
+    for i, picks in enumerate(rows):
+        Z[i] = _one_selection(picks, i, n_layers)
+    return Z
+
+
+def _one_selection(picks, i, n_layers):
+    """One selection as a boolean row: from indices or a mask."""
+    if isinstance(picks, (str, bytes, dict)) or np.ndim(picks) == 0:
+        raise ValueError(
+            f"{_NAME}: each of `selections` must be a list of layer indices or a "
+            f"boolean mask; selection {i} is {picks!r:.60}."
+        )
+    if not isinstance(picks, np.ndarray):
+        kinds = {isinstance(v, (bool, np.bool_)) for v in picks}
+        if len(kinds) == 2:  # [True, 1] would be read as the layers 1 and 1
+            raise ValueError(
+                f"{_NAME}: selection {i} of `selections` mixes booleans (a mask) "
+                f"and layer indices; got {list(picks)!r:.60}."
+            )
+    picks = np.asarray(picks).ravel()
+    row = np.zeros(n_layers, dtype=bool)
+    if picks.dtype == bool:
+        if picks.size != n_layers:
+            raise ValueError(
+                f"{_NAME}: a boolean mask in `selections` must have n_layers "
+                f"({n_layers}) entries; selection {i} has {picks.size}."
+            )
+        return picks
+    if not picks.size:
+        return row
+    if (
+        not np.issubdtype(picks.dtype, np.integer)
+        or picks.min() < 0
+        or picks.max() >= n_layers
+    ):
+        raise ValueError(
+            f"{_NAME}: `selections` must hold layer indices in "
+            f"[0, {n_layers - 1}]; got {picks.tolist()!r:.80}."
+        )
+    row[picks] = True
+    return row
 
 
 def _nogueira(Z):

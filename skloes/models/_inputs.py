@@ -15,9 +15,9 @@ from numbers import Integral
 import numpy as np
 
 from skloes.core._batching import token_batches  # noqa: F401 (re-exported)
-from skloes.core._frames import frame_column, is_frame
 from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
+from skloes.core._texts import check_texts, one_column
 from skloes.core._torch import torch
 
 # Model families whose position ids start after the pad id (RoBERTa's
@@ -117,12 +117,14 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
     ``pixel_values`` or a sequence of 2-D/3-D arrays or PIL images. Audio: a
     sequence of 1-D waveforms.
     """
+    if modality == "text":  # the rule the torch-free server shares
+        return check_texts(X, owner)
     if X is None or isinstance(X, (str, bytes)):
         raise TypeError(
             f"{owner}: `X` must be a list or array of {modality} inputs; got "
             f"{type(X).__name__}."
         )
-    X = _one_column(X, modality, owner)
+    X = one_column(X, modality, owner)
     if modality == "image" and isinstance(X, np.ndarray) and X.ndim == 4:
         items = list(X)
     else:
@@ -135,58 +137,8 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
             ) from None
     if not items:
         raise ValueError(f"{owner}: `X` is empty; pass at least one {modality} input.")
-    checker = {"text": _check_text, "image": _check_image, "audio": _check_audio}
+    checker = {"image": _check_image, "audio": _check_audio}
     return checker[modality](items, owner)
-
-
-def _one_column(X, modality, owner):
-    """The single column of a 2-D table of inputs; an error for wider tables.
-
-    A DataFrame (pandas or polars), and for text a 2-D array of strings,
-    holds one input per row only when it has one column: iterating it
-    otherwise yields column names or rows.
-    """
-    frame = is_frame(X)
-    table = frame or (
-        modality == "text"
-        and getattr(X, "ndim", None) == 2
-        and getattr(X, "dtype", np.float64).kind in "OUS"
-    )
-    if not table:
-        return X
-    if X.shape[1] == 1:
-        return frame_column(X) if frame else X[:, 0]
-    names = f" ({', '.join(map(repr, list(X.columns)[:5]))})" if frame else ""
-    raise ValueError(
-        f"{owner}: `X` is a 2-D table with {X.shape[1]} columns{names}; a "
-        f"{modality} model takes one input per row: pass a single column "
-        "(for example X['text'])."
-    )
-
-
-def _check_text(items, owner):
-    for i, item in enumerate(items):
-        if isinstance(item, np.str_):
-            items[i] = item = str(item)
-        elif not isinstance(item, str):
-            raise TypeError(
-                f"{owner}: `X` must hold strings for a text model; item {i} is "
-                f"{item!r} ({type(item).__name__})."
-            )
-        if not item.isascii():
-            _check_encodable(item, i, owner)
-    return items
-
-
-def _check_encodable(text, i, owner):
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"{owner}: `X` item {i} holds a lone surrogate {text[exc.start]!r} at "
-            f"position {exc.start}, which is not valid Unicode text (decode your "
-            "bytes with errors='replace')."
-        ) from None
 
 
 def _check_image(items, owner):

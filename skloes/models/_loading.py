@@ -166,7 +166,8 @@ def read_config(path: str, *, trust_remote_code: bool = False, owner: str = "skl
         )
     except ValueError as exc:
         raise ValueError(
-            f"{owner}: `model` {path!r} has a config transformers cannot read: {exc}"
+            f"{owner}: `model` {path!r} has a config transformers cannot read: "
+            f"{_first_line(exc)}"
         ) from None
 
 

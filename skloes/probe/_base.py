@@ -15,6 +15,7 @@ metadata routing of ``fit``'s ``groups`` and ``sample_weight`` to the selector
 from __future__ import annotations
 
 import os
+import re
 from numbers import Integral
 
 import numpy as np
@@ -82,6 +83,38 @@ def check_extractor_params(extractor_params, owner):
                 f"{sorted(valid - set(_OWN_EXTRACTOR_PARAMS + _SET_BY_THE_PROBE))}."
             )
     return params
+
+
+def check_every_layer(stack, extractor, n_samples, owner):
+    """``stack``, checked to be every layer of ``n_samples`` inputs as the
+    fitted ``extractor`` computes them: float, finite, of shape
+    ``(n_model_layers_, n_samples, dim_)``."""
+    try:
+        stack = np.asarray(stack, dtype=extractor.dtype)
+    except (TypeError, ValueError) as exc:
+        detail = re.sub(r"np\.\w+\((.*?)\)", r"\1", str(exc).splitlines()[0])
+        raise ValueError(
+            f"{owner}: `stack` must be a numeric array of shape (n_layers, "
+            f"n_samples, dim); {detail}."
+        ) from None
+    expected = (extractor.n_model_layers_, n_samples, extractor.dim_)
+    if stack.ndim == 3 and stack.shape[1] != n_samples:
+        raise ValueError(
+            f"{owner}: `stack` has {stack.shape[1]} rows (axis 1) but `X` and `y` "
+            f"have {n_samples}; pass every layer of the rows of `X`, of shape "
+            f"{expected}."
+        )
+    if stack.shape != expected and not (
+        extractor.dim_ is None and stack.shape[:2] == expected[:2]
+    ):
+        raise ValueError(
+            f"{owner}: `stack` must hold every layer of `X` as the model gives "
+            f"them, of shape {expected} (hidden states, rows of `X`, width); "
+            f"got shape {stack.shape}."
+        )
+    if not np.isfinite(stack).all():
+        raise ValueError(f"{owner}: `stack` holds NaN or infinite values.")
+    return stack
 
 
 class LayerPipelineBase(BaseEstimator):

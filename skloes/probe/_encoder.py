@@ -230,11 +230,7 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
 
     def _fit(self, X, y, params, method):
         texts = self._read(X, reset=True)
-        if y is not None and len(y) != len(texts):
-            raise ValueError(
-                f"{type(self).__name__}: `y` must have one entry per text of `X`; "
-                f"got {len(y)} for {len(texts)} texts."
-            )
+        y = _targets_of(y, len(texts), type(self).__name__)
         routed = self._routed_fit_params(params, method)
         extractor, stack = self._extract(texts, None)
         selector = self._fit_selector(extractor, stack, y, routed)
@@ -321,6 +317,35 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
         return tags
 
 
+def _targets_of(y, n_texts, owner):
+    """``y`` as one target per text (an iterator is read once), or None."""
+    if y is None:
+        return None
+    if isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
+        raise TypeError(
+            f"{owner}: `y` must be an array-like of one target per text of `X`, "
+            f"or None; got {type(y).__name__}."
+        )
+    if not hasattr(y, "__len__"):  # a generator
+        y = list(y)
+    if len(y) != n_texts:
+        raise ValueError(
+            f"{owner}: `y` must have one entry per text of `X`; got {len(y)} for "
+            f"{n_texts} texts."
+        )
+    return y
+
+
+def _is_missing(value):
+    """None, NaN of any float type, pandas' NA and NaT: a missing text."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except (TypeError, ValueError):  # pd.NA refuses bool(); arrays are not one
+        return type(value).__name__ == "NAType"
+
+
 def _one_text_column(X, owner):
     """``(texts, name)`` of one text column; a one-line error for anything else.
 
@@ -363,7 +388,7 @@ def _one_text_column(X, owner):
     for i, text in enumerate(texts):
         if isinstance(text, str):
             continue
-        missing = text is None or (isinstance(text, float) and np.isnan(text))
+        missing = _is_missing(text)
         where = "`X`" if name is None else f"column {name!r}"
         what, fix = (
             ("a missing value", "fill or drop the missing texts")

@@ -17,12 +17,15 @@ from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
-from skloes.core._targets import check_classes
+from skloes.core._targets import (
+    check_class_targets,
+    check_classes,
+    check_continuous_target,
+)
 from skloes.core._torch import may_use_accelerator
-from skloes.probe._base import LayerPipelineBase
+from skloes.probe._base import LayerPipelineBase, check_every_layer
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import HasMethods, _fit_context
 
@@ -200,11 +203,53 @@ class _BaseLayerProbe(LayerPipelineBase):
         extractor, stack = self._extract(X, y)
         return self._fit_stack(extractor, stack, y, routed)
 
-    def _fit_stack(self, extractor, stack, y, routed=None):
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit_stack(self, X, stack, y, **params):
+        """Fit on the hidden states of ``X`` computed already (no forward pass).
+
+        ``stack`` must be every layer of ``X`` as this probe's extractor
+        computes them (the same model, ``pooling``, ``max_length`` and
+        ``extractor_params``): a :class:`~skloes.extraction.HiddenStatesTransformer`
+        with those settings (``output="stack"``), a layer report's input,
+        or ``skloes probe``'s own extraction. The fitted probe predicts from
+        raw inputs as after :meth:`fit`.
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        X : list of str or array-like
+            The raw inputs ``stack`` was computed from.
+        stack : array-like of shape (n_layers, n_samples, dim)
+            Every layer of the model (``n_layers`` is its number of hidden
+            states), for the rows of ``X``.
+        y : array-like of shape (n_samples,)
+            The target, as :meth:`fit` takes it.
+        **params : dict
+            Metadata, as :meth:`fit` takes it (``groups``).
+
+        Returns
+        -------
+        self : object
+            The fitted probe.
+        """
+        y = self._check_y(y)
+        owner = type(self).__name__
+        if X is not None and not hasattr(X, "__len__"):  # a generator: read once
+            X = list(X)
+        if X is not None and len(X) != len(y):
+            raise ValueError(
+                f"{owner}: `X` has {len(X)} inputs but `y` has {len(y)}; pass the "
+                "inputs `stack` was computed from, one per row of `y`."
+            )
+        routed = self._routed_fit_params(params)
+        extractor = self._extractor().fit(X)
+        stack = check_every_layer(stack, extractor, len(y), owner)
+        return self._fit_stack(extractor, stack, y, routed)
+
+    def _fit_stack(self, extractor, stack, y, routed):
         """Select and fit on the every-layer ``stack`` of the fitted
-        ``extractor`` and the checked ``y`` (``_check_y``); the command line
-        calls it with the stack its report computed already."""
-        routed = routed if routed is not None else self._routed_fit_params({})
+        ``extractor`` and the checked ``y`` (``_check_y``)."""
         selector = self._fit_selector(extractor, stack, y, routed)
         fused = selector.transform(stack)
         del stack
@@ -327,8 +372,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
         return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
-        y = column_or_1d(y, warn=True)
-        check_classification_targets(y)
+        y = check_class_targets(y, type(self).__name__)
         self.classes_, self.class_count_ = np.unique(y, return_counts=True)
         check_classes(self.classes_, type(self).__name__)
         return y
@@ -426,9 +470,7 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
         return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
-        y = np.asarray(column_or_1d(y, warn=True), dtype=np.float64)
-        if not np.all(np.isfinite(y)):
-            raise ValueError(
-                f"{type(self).__name__}: `y` must be finite; got NaN or infinity."
-            )
-        return y
+        y = np.asarray(y) if not hasattr(y, "shape") else y
+        if len(getattr(y, "shape", ())) == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)  # a column vector: scikit-learn's warning
+        return check_continuous_target(y, type(self).__name__)

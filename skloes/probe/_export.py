@@ -29,23 +29,16 @@ from sklearn.linear_model import (
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from skloes import probe_folder
 from skloes.core._digests import file_sha256
 from skloes.probe._fusion import SelectedLayerFusion
-from skloes.serving import (
-    EXPORT_FORMAT,
-    SAVED_OPTIMIZATION,
-    ExportedProbe,
-    _LinearHead,
-    _SkopsHead,
-)
+from skloes.serving import open_exported
 from skloes.utils._optional import import_optional
 
 __all__ = ["EXPORTS", "write_export_files"]
 
 # ``export=`` values: the runtime's format and the graph's arithmetic.
 EXPORTS = {"onnx": "float32", "onnx-int8": "int8"}
-GRAPH_FILE = {"float32": "graph.onnx", "int8": "graph-int8.onnx"}
-TOKENIZER_FILE, HEAD_FILE, HEAD_SKOPS = "tokenizer.json", "head.npz", "head.skops"
 # The float32 graph must reproduce the torch features to this, relative to
 # their largest magnitude (float32 rounding over a few dozen blocks is ~1e-6).
 FLOAT_TOLERANCE = 1e-4
@@ -114,12 +107,12 @@ def _write_head(pipeline, folder, owner):
     linear = _linear_arrays(steps, owner)
     if linear is None:
         head = Pipeline([(f"step{i}", s) for i, s in enumerate(steps)])
-        import_optional("skops.io").dump(head, folder / HEAD_SKOPS)
-        spec = {"file": HEAD_SKOPS, "kind": "skops"}
+        kind = "skops"
+        import_optional("skops.io").dump(head, folder / probe_folder.HEADS[kind])
     else:
         arrays, kind = linear
-        np.savez(folder / HEAD_FILE, **arrays)
-        spec = {"file": HEAD_FILE, "kind": kind}
+        np.savez(folder / probe_folder.HEADS[kind], **arrays)
+    spec = {"file": probe_folder.HEADS[kind], "kind": kind}
     spec["classes"] = _labels_spec(classes)
     spec["sha256"] = file_sha256(folder / spec["file"])
     return spec
@@ -144,10 +137,10 @@ def _write_tokenizer(tokenizer, folder, max_length, owner):
     copy_ = tokenizers.Tokenizer.from_str(backend.to_str())
     copy_.no_padding()
     copy_.no_truncation()
-    copy_.save(str(folder / TOKENIZER_FILE))
+    copy_.save(str(folder / probe_folder.TOKENIZER))
     return {
-        "file": TOKENIZER_FILE,
-        "sha256": file_sha256(folder / TOKENIZER_FILE),
+        "file": probe_folder.TOKENIZER,
+        "sha256": file_sha256(folder / probe_folder.TOKENIZER),
         "max_length": int(max_length),
         "padding_side": tokenizer.padding_side,
         "pad_token_id": int(tokenizer.pad_token_id),
@@ -197,9 +190,9 @@ def _write_graph(reference, layers, precision, folder, sample, owner):
         decoder=reference._decoder,
         sample={k: v for k, v in sample.items() if k != "special_tokens_mask"},
     )
-    float_file = folder / GRAPH_FILE["float32"]
+    float_file = folder / probe_folder.GRAPHS["float32"]
     inputs = export_onnx(module, sample, float_file)
-    name = GRAPH_FILE[precision]
+    name = probe_folder.GRAPHS[precision]
     entry = {}
     if precision == "int8":
         # A decoder's feed-forward outputs carry its massive activations: int8
@@ -213,7 +206,7 @@ def _write_graph(reference, layers, precision, folder, sample, owner):
         os.unlink(float_file)
         entry["float32_products"] = len(keep)
     optimize_onnx(folder / name)
-    entry["optimized"] = SAVED_OPTIMIZATION
+    entry["optimized"] = probe_folder.SAVED_OPTIMIZATION
     return {
         "file": name,
         "sha256": file_sha256(folder / name),
@@ -230,7 +223,7 @@ def _check(exported, reference, pipeline, texts, precision, owner):
     diff = float(np.abs(stack - torch_stack).max())
     scale = float(max(1.0, np.abs(torch_stack).max()))
     head = Pipeline(pipeline.steps[1:])
-    ours, theirs = exported._head.predict(stack), head.predict(torch_stack)
+    ours, theirs = exported.head_.predict(stack), head.predict(torch_stack)
     check = {
         "n_texts": len(texts),
         "max_abs_feature_diff": diff,
@@ -239,7 +232,7 @@ def _check(exported, reference, pipeline, texts, precision, owner):
     }
     if exported.classes_ is not None and hasattr(head, "predict_proba"):
         drift = np.abs(
-            exported._head.predict_proba(stack) - head.predict_proba(torch_stack)
+            exported.head_.predict_proba(stack) - head.predict_proba(torch_stack)
         )
         check["max_proba_diff"] = float(drift.max())
         check["mean_proba_diff"] = float(drift.mean())
@@ -279,7 +272,7 @@ def write_export_files(pipeline, folder, export, check_texts, owner) -> dict:
     if reference.exclude_tokens_ != "special":
         sample.pop("special_tokens_mask")
     entry = {
-        "format": EXPORT_FORMAT,
+        "format": probe_folder.EXPORT_FORMAT,
         "runtime": "onnxruntime",
         "runtime_version": ort.__version__,
         "precision": precision,
@@ -298,38 +291,25 @@ def write_export_files(pipeline, folder, export, check_texts, owner) -> dict:
         ),
         "head": _write_head(pipeline, folder, owner),
     }
-    exported = _load_staged(folder, entry)
+    exported = _load_staged(folder, entry, owner)
     entry["check"] = _check(exported, reference, pipeline, texts, precision, owner)
     entry["check"]["same_input_ids"] = _same_tokens(exported, reference, texts)
     return entry
 
 
-def _load_staged(folder, entry):
-    from skloes.serving import _session, _tokenizer
-
-    if entry["head"]["kind"] == "skops":
-        head = _SkopsHead(folder / HEAD_SKOPS, None)
-    else:
-        with np.load(folder / HEAD_FILE, allow_pickle=False) as data:
-            head = _LinearHead(dict(data), entry["head"])
-    return ExportedProbe(
-        folder,
-        entry,
-        _session(folder / entry["graph"]["file"], None, entry["graph"]),
-        _tokenizer(folder / TOKENIZER_FILE, entry["tokenizer"]),
-        head,
-    )
+def _load_staged(folder, entry, owner):
+    """The staged export, opened as a reader will open it (hashes checked)."""
+    return open_exported(folder, entry, owner=owner)
 
 
 def _same_tokens(exported, reference, texts):
     """Whether the saved tokenizer gives the torch path's token ids."""
     from skloes.models._inputs import tokenize_texts
 
-    ours = exported._encode(texts)
+    ours = exported.tokenize(texts)
     theirs = tokenize_texts(reference.processor_, texts, reference.max_length_)
     same = all(
-        list(e.ids) == r.tolist()
-        for e, r in zip(ours, theirs["input_ids"], strict=True)
+        ids == r.tolist() for ids, r in zip(ours, theirs["input_ids"], strict=True)
     )
     if not same:
         raise ValueError(

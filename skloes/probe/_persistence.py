@@ -1,19 +1,17 @@
 """Saving fitted probes without the model's weights; loading them without pickle.
 
-A saved probe is a folder written by :func:`save_probe`: ``estimator.skops``,
-the fitted estimator in skops' format (a zip of JSON and ``.npy`` files that
-loads by constructing only types on an allow-list, never by unpickling), and
-``manifest.json``, the model reference, the hash of its files and the list of
-the files the save wrote (``files``), and ``README.md``, its model card. The
-model's weights are never written:
-loading finds them again from the reference and refuses when they changed or
-are gone.
+:func:`save_probe` writes a folder whose format :mod:`skloes.probe_folder`
+defines (the fitted estimator in skops' format, the manifest, the model card
+and, with ``export``, the exported graph); :func:`load_probe` reads it back,
+finds the model again from its reference and refuses when its weights
+changed or are gone. The model's weights are never written (an export holds
+the blocks it runs, in its graph).
 
 Trust (see :ref:`trust`): a save writes into a temporary sibling folder and
-swaps it in, replacing only the files a save recorded; loading restores no
-setting that runs code or chooses where files are written
-(``trust_remote_code``, ``cache``): the caller passes them to
-:func:`load_probe`.
+swaps it in (:mod:`skloes.core._atomic`), replacing only the files a save
+recorded and that are still as it wrote them; loading restores no setting
+that runs code or chooses where files are written (``trust_remote_code``,
+``cache``): the caller passes them to :func:`load_probe`.
 """
 
 # Authors: The skloes developers
@@ -21,65 +19,31 @@ setting that runs code or chooses where files are written
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import errno
-import importlib
-import json
 import os
 import shutil
 import sys
-import tempfile
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
-from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
+from skloes import probe_folder
+from skloes.core._atomic import folder_lock, staging_folder, swap_in
+from skloes.core._digests import file_sha256
 from skloes.extraction import HiddenStatesTransformer
-from skloes.probe._card import CARD_FILE, model_card
+from skloes.probe._card import model_card
 from skloes.utils._optional import import_optional
+from skloes.utils._validation import check_bool
 from skloes.utils._version import VERSION
 
 __all__ = ["load_probe", "save_probe"]
 
-FORMAT = 1
-ESTIMATOR_FILE, MANIFEST_FILE = "estimator.skops", "manifest.json"
 RUNTIMES = ("auto", "torch", "onnx")
-# What a folder saved before the manifest recorded its files holds.
-_LEGACY_FILES = (ESTIMATOR_FILE,)
-# Beyond skops' own trusted types (scikit-learn, numpy, scipy, builtins), a
-# saved probe may hold skloes' estimator classes and the extractor's device
-# (``torch.device(str)`` runs no user code). Nothing else without ``trusted``.
-_EXTRA_TRUSTED = ("torch.device",)
-# The packages whose estimator classes a saved probe may hold, imported here
-# by their fixed names: a type name read from a file never imports a module.
-_ESTIMATOR_PACKAGES = (
-    "skloes.extraction",
-    "skloes.selection",
-    "skloes.probe",
-    "skloes.heads",
-    "skloes.metrics",
-)
 
 
 def _skops():
     return import_optional("skops.io")
-
-
-def _is_skloes_estimator(name):
-    """Whether ``module.Class`` names an estimator class of skloes itself.
-
-    Only modules already imported (by :data:`_ESTIMATOR_PACKAGES`) are looked
-    in: a name read from a saved file never imports anything.
-    """
-    for package in _ESTIMATOR_PACKAGES:
-        importlib.import_module(package)
-    module, _, attr = name.rpartition(".")
-    if not module.startswith("skloes.") or module.startswith("skloes.cli"):
-        return False
-    cls = getattr(sys.modules.get(module), attr, None)
-    return isinstance(cls, type) and issubclass(cls, BaseEstimator)
 
 
 def _extractor_of(estimator, owner):
@@ -194,67 +158,113 @@ def save_probe(
     array(['fresh'], dtype=object)
     """
     owner = "save_probe"
-    _check_path(path, owner)
-    _check_bool(overwrite, "overwrite", owner)
+    probe_folder.check_folder_arg(path, owner)
+    overwrite = check_bool(overwrite, owner, "overwrite")
     extractor = _extractor_of(estimator, owner)
     _check_export_params(export, check_texts, owner)
-    problem = save_target_problem(path, overwrite=overwrite, replace_hint="overwrite")
+    problem = probe_folder.target_problem(
+        path, overwrite=overwrite, replace_hint="overwrite"
+    )
     if problem:
         raise ValueError(f"{owner}: `path` {os.fspath(path)!r} {problem}.")
     folder = _real_target(path)
-    manifest = _manifest(estimator, extractor)
-    manifest["carries_weights"] = export is not None
-    staging = _staging_folder(folder, owner)
+    job = _SaveJob(estimator, extractor, export, check_texts, report, data_name, folder)
+    seen = probe_folder.folder_state(folder)
+    staging = staging_folder(folder, owner)
     try:
-        files = []
-        for writer in PROBE_WRITERS:
-            files += writer(estimator, staging, manifest)
-        files += _write_card(staging, estimator, extractor, report, data_name)
-        if export is not None:
-            manifest["export"] = _write_export(
-                estimator, staging, export, check_texts, owner
-            )
-            files += [entry.name for entry in staging.iterdir()]
-        manifest["files"] = sorted(set(files))
-        _write_json(staging / MANIFEST_FILE, manifest)
-        _check_loads_back(staging, owner)
-        _swap_in(staging, folder, owner)
+        _write_staging(job, staging)
+        _swap(staging, folder, seen, overwrite, owner)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _write_error(exc, path, owner) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return Path(path)
 
 
-def _manifest(estimator, extractor):
-    return {
-        "format": FORMAT,
-        "skloes_version": VERSION,
-        "estimator": type(estimator).__name__,
-        "model": None if extractor.model is None else os.fspath(extractor.model),
-        "model_path": extractor.model_path_,
-        "model_fingerprint": extractor.model_fingerprint_,
-    }
+@dataclass
+class _SaveJob:
+    """What one save writes: the estimator, its extractor and the options."""
+
+    estimator: object
+    extractor: object
+    export: object
+    check_texts: object
+    report: object
+    data_name: object
+    folder: Path
+    owner: str = "save_probe"
+
+    def __post_init__(self):
+        self.manifest = {
+            "format": probe_folder.FORMAT,
+            "skloes_version": VERSION,
+            "estimator": type(self.estimator).__name__,
+            "model": _model_reference(self.extractor),
+            "model_path": self.extractor.model_path_,
+            "model_fingerprint": self.extractor.model_fingerprint_,
+            "carries_weights": self.export is not None,
+        }
 
 
-def _write_estimator(estimator, folder, manifest):
+def _model_reference(extractor):
+    return None if extractor.model is None else os.fspath(extractor.model)
+
+
+def _write_staging(job, staging):
+    """Every writer's files, then the manifest that records them with their
+    hashes, then the check that the staged probe loads back."""
+    files = []
+    for writer in PROBE_WRITERS:
+        files += writer(job, staging)
+    job.manifest["files"] = sorted(set(files))
+    job.manifest["sha256"] = probe_folder.file_hashes(staging, job.manifest["files"])
+    probe_folder.write_manifest(staging, job.manifest)
+    _check_loads_back(staging, job.owner)
+
+
+def _write_estimator(job, staging):
     """The fitted estimator in skops' format."""
-    _skops().dump(estimator, folder / ESTIMATOR_FILE)
-    return [ESTIMATOR_FILE]
+    _skops().dump(job.estimator, staging / probe_folder.ESTIMATOR)
+    return [probe_folder.ESTIMATOR]
 
 
-# What a save writes: each writer puts its files (plain files, no folders)
-# into the staging folder, may add entries to the manifest, and returns the
-# names it wrote; the manifest records them all in ``files``, and a later
-# save replaces those and nothing else. A feature that saves more files
-# appends its writer here.
-PROBE_WRITERS = [_write_estimator]
+def _write_export(job, staging):
+    """With ``export``: the graph, tokenizer and head, recorded in the
+    manifest's ``export`` entry with their hashes and the check."""
+    if job.export is None:
+        return []
+    from skloes.probe._export import write_export_files
+
+    pipeline = getattr(job.estimator, "pipeline_", job.estimator)
+    entry = write_export_files(
+        pipeline, staging, job.export, job.check_texts, job.owner
+    )
+    job.manifest["export"] = probe_folder.seal_export(entry)
+    return [entry[part]["file"] for part in ("graph", "tokenizer", "head")]
 
 
-def _write_card(folder, estimator, extractor, report, data_name):
-    """The model card, ``README.md`` (see :func:`~skloes.probe._card.model_card`)."""
-    card = model_card(estimator, extractor, report=report, data_name=data_name)
-    (folder / CARD_FILE).write_text(card, encoding="utf-8")
-    return [CARD_FILE]
+def _write_card(job, staging):
+    """The model card, written last: it describes what the folder holds."""
+    card = model_card(
+        job.estimator,
+        job.extractor,
+        report=job.report,
+        data_name=job.data_name,
+        export=job.manifest.get("export"),
+        folder=job.folder,
+    )
+    (staging / probe_folder.CARD).write_text(card, encoding="utf-8")
+    return [probe_folder.CARD]
+
+
+# What a save writes, in order: each writer puts its files (plain files, no
+# folders) into the staging folder, may add entries to the manifest, and
+# returns the names it wrote; the manifest records them all, with their
+# hashes, and a later save replaces those and nothing else. A feature that
+# saves more files appends its writer here, before the card.
+PROBE_WRITERS = [_write_estimator, _write_export, _write_card]
 
 
 def _check_export_params(export, check_texts, owner):
@@ -275,174 +285,64 @@ def _check_export_params(export, check_texts, owner):
         )
 
 
-def _write_export(estimator, staging, export, check_texts, owner):
-    """The files of ``export`` written into ``staging``; the manifest entry.
-
-    The one place where a save adds files beyond the estimator and the
-    manifest: ``graph*.onnx``, ``tokenizer.json``, ``head.npz`` (or
-    ``head.skops``), listed with their hashes in the returned entry.
-    """
-    from skloes.probe._export import write_export_files
-
-    pipeline = getattr(estimator, "pipeline_", estimator)
-    return write_export_files(pipeline, staging, export, check_texts, owner)
-
-
-def _write_json(path, data):
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
 def _real_target(path):
     folder = Path(path).expanduser()
     return folder.resolve() if folder.is_symlink() else folder
 
 
-def save_target_problem(path, *, overwrite, replace_hint, reserved=None):
-    """Why ``path`` cannot take a saved probe now, or None.
-
-    The one check of a save's target, run by :func:`save_probe` and, before
-    any work, by ``skloes probe --save``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The target folder.
-    overwrite : bool
-        Whether a probe saved there may be replaced.
-    replace_hint : str
-        How the caller's user allows it (``"overwrite"``, ``"--force"``).
-    reserved : dict of str to path-like or None, default=None
-        Folders the save must neither be, nor hold, nor sit above (the
-        report folder of the same command), by the name of their option.
-
-    Returns
-    -------
-    problem : str or None
-        The end of a sentence that starts with the target's name.
-    """
-    folder = Path(path).expanduser()
-    if folder.is_symlink() and not folder.exists():
-        return "is a broken symbolic link"
-    if folder.exists() and not folder.is_dir():
-        return "is a file; give a folder"
-    place = _place_problem(folder, reserved or {})
-    if place:
-        return place
-    if folder.is_dir():
-        held = _held_problem(folder, overwrite, replace_hint)
-        if held:
-            return held
-    return _writable_problem(folder)
-
-
-def _place_problem(folder, reserved):
-    """The current folder, one above it, or a reserved folder's place."""
-    target, here = folder.resolve(), Path.cwd().resolve()
-    if target == here or target in here.parents:
-        return (
-            "is the current folder or one above it; a probe needs a folder of "
-            "its own, e.g. my_probe"
-        )
-    for option, other in reserved.items():
-        if other is None:
-            continue
-        other = Path(other).expanduser().resolve()
-        if target == other or target in other.parents:
-            return (
-                f"is the {option} folder {os.fspath(other)!r} of the same command "
-                "or one above it; save the probe in a folder of its own, e.g. "
-                f"{os.fspath(other / 'probe')!r}"
+def _swap(staging, folder, seen, overwrite, owner):
+    """Swap the staged probe in, unless ``folder`` changed since this save
+    checked it: of two writers, one wins and the other is told; a file a user
+    put there meanwhile (a card edited, a folder filled) stops the save as it
+    would have stopped it at the start."""
+    with folder_lock(folder.parent):
+        state = probe_folder.folder_state(folder)
+        if state != seen:
+            what = (
+                "was removed"
+                if state is None and not folder.exists()
+                else "was written by another save"
+                if state is not None
+                else "changed"
             )
-    return None
-
-
-def _held_problem(folder, overwrite, replace_hint):
-    """What the existing folder holds that stops the save."""
-    names = sorted(os.listdir(folder))
-    if not names:
-        return None
-    recorded = _recorded_files(folder)
-    if recorded is None:
-        return (
-            f"is not empty and holds no saved probe ({_some(names)}); choose "
-            "a new folder (a save never writes into a folder it did not make)"
+            kept = "; its probe is kept" if state is not None else ""
+            raise ValueError(
+                f"{owner}: `path` {os.fspath(folder)!r} {what} while this save "
+                f"ran{kept} and nothing was written (save again, or choose a new "
+                "folder)."
+            )
+        problem = probe_folder.target_problem(
+            folder, overwrite=overwrite, replace_hint="overwrite"
         )
-    foreign = [name for name in names if name not in {*recorded, MANIFEST_FILE}]
-    foreign += [name for name in recorded if _is_entry_folder(folder / name)]
-    if foreign:
-        return (
-            f"holds a saved probe and files that no save wrote ({_some(foreign)}); "
-            "move them, or choose a new folder (a save replaces only its own files)"
-        )
-    if not overwrite:
-        hint = (
-            "pass overwrite=True"
-            if replace_hint == "overwrite"
-            else (f"pass {replace_hint}")
-        )
-        return (
-            f"already holds a saved probe; {hint} to replace it or choose a new folder"
-        )
-    return None
+        if problem:
+            raise ValueError(
+                f"{owner}: `path` {os.fspath(folder)!r} {problem} (it changed "
+                "while this save ran); nothing was written."
+            )
+        try:
+            swap_in(
+                staging,
+                folder,
+                lambda old: probe_folder.remove_saved_files(old, folder, owner),
+            )
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            raise ValueError(
+                f"{owner}: `path` {os.fspath(folder)!r} was filled by another "
+                "process while this save ran; nothing was written."
+            ) from None
 
 
-def _is_entry_folder(path):
-    return path.is_dir() and not path.is_symlink()
-
-
-def _some(names, n=5):
-    shown = ", ".join(names[:n])
-    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
-
-
-def _recorded_files(folder):
-    """The files a save recorded in ``folder``'s manifest, or None when the
-    folder holds no readable probe manifest (then nothing there is ours)."""
-    try:
-        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-        manifest["model_fingerprint"]  # noqa: B018 - a probe manifest has it
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    files = manifest.get("files", list(_LEGACY_FILES))
-    if not isinstance(files, list) or not all(map(_is_plain_name, files)):
-        return None  # a record we did not write: trust none of it
-    return files
-
-
-def _is_plain_name(name):
-    """A file name inside the folder: no separator, no ``..``, no hidden name."""
-    return (
-        isinstance(name, str)
-        and name not in ("", ".", "..")
-        and not name.startswith(".")
-        and os.path.basename(name) == name
-        and "/" not in name
-        and "\\" not in name
+def _write_error(exc, path, owner):
+    """A failed write (a full disk, a vanished folder) as one line that says
+    nothing was written."""
+    error = OSError(
+        f"{owner}: cannot write the probe to {os.fspath(path)!r} "
+        f"({exc.strerror or _first_line(exc)}); nothing was written."
     )
-
-
-def _writable_problem(folder):
-    """The nearest existing folder must take files."""
-    probe = folder
-    while not probe.exists():
-        probe = probe.parent
-    try:
-        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".skloes-write-test-")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        return f"is not writable ({exc.strerror or type(exc).__name__} on {probe})"
-    return None
-
-
-def _staging_folder(folder, owner):
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
-    except OSError as exc:
-        raise ValueError(
-            f"{owner}: cannot write next to `path` {os.fspath(folder)!r}: {exc}"
-        ) from None
+    error.errno = exc.errno
+    return error
 
 
 def _check_loads_back(staging, owner):
@@ -450,7 +350,7 @@ def _check_loads_back(staging, owner):
     naming the objects at fault (a lambda, a function defined inside
     another function: skops stores them by a name that resolves to nothing)."""
     sio = _skops()
-    file = staging / ESTIMATOR_FILE
+    file = staging / probe_folder.ESTIMATOR
     untrusted = sio.get_untrusted_types(file=file)
     lost = [name for name in untrusted if not _resolves(name)]
     if lost:
@@ -483,86 +383,6 @@ def _resolves(name):
                 return False
         return True
     return False
-
-
-def _shared_mode(folder):
-    """The mode the umask gives a new folder (``mkdtemp`` makes it 0700)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(folder, 0o777 & ~mask)
-
-
-def _swap_in(staging, folder, owner):
-    """Put the complete ``staging`` folder at ``folder``, atomically.
-
-    Where the system can exchange two folders in one step (Linux), the old
-    probe and the new swap places; elsewhere the old probe is moved aside
-    first, so that at every instant ``folder`` is the old probe, the new one,
-    or (for that instant only) absent with the old one kept aside. The old
-    probe's recorded files are then removed, and nothing else.
-    """
-    _shared_mode(staging)
-    if not folder.exists():
-        os.rename(staging, folder)
-        return
-    if _exchange(staging, folder):
-        _remove_saved_probe(staging, folder, owner)
-        return
-    aside = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-old-"))
-    os.rename(folder, aside / "probe")
-    try:
-        os.rename(staging, folder)
-    except BaseException:
-        os.rename(aside / "probe", folder)  # the old probe goes back
-        aside.rmdir()
-        raise
-    _remove_saved_probe(aside / "probe", folder, owner)
-    with contextlib.suppress(OSError):
-        aside.rmdir()
-
-
-def _exchange(a, b):
-    """Swap two folders in one step (Linux ``renameat2(RENAME_EXCHANGE)``);
-    False where the system or file system cannot."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = [
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_uint,
-    ]
-    at_cwd, exchange = -100, 2
-    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), exchange) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EXDEV):
-        return False
-    raise OSError(code, os.strerror(code), os.fspath(b))
-
-
-def _remove_saved_probe(old, folder, owner):
-    """Remove the files a save recorded in ``old``, then ``old`` if empty; a
-    file that appeared meanwhile is kept, with a warning."""
-    recorded = _recorded_files(old) or []
-    for name in [*recorded, MANIFEST_FILE]:
-        path = old / name
-        if path.is_file() or path.is_symlink():
-            path.unlink()
-    try:
-        old.rmdir()
-    except OSError:
-        warnings.warn(
-            f"{owner}: files that no save wrote appeared in {os.fspath(folder)!r} "
-            f"while it was being replaced; they are kept in {os.fspath(old)!r}.",
-            UserWarning,
-            stacklevel=4,
-        )
 
 
 # --------------------------------------------------------------------------
@@ -638,23 +458,24 @@ ExportedProbe
     array(['fresh'], dtype=object)
     """
     owner = "load_probe"
-    _check_path(path, owner)
-    _check_bool(trust_remote_code, "trust_remote_code", owner)
-    _check_trusted(trusted, owner)
+    probe_folder.check_folder_arg(path, owner)
+    trust_remote_code = check_bool(trust_remote_code, owner, "trust_remote_code")
+    probe_folder.check_trusted(trusted, owner)
     if cache is not None:
-        _check_path(cache, owner, "cache")
+        probe_folder.check_folder_arg(cache, owner, "cache")
     if runtime not in RUNTIMES:
         raise ValueError(
             f"{owner}: `runtime` must be one of {', '.join(map(repr, RUNTIMES))}; "
             f"got {runtime!r}."
         )
     folder = Path(path)
-    manifest = _read_manifest(folder, owner)
+    manifest = probe_folder.read_manifest(folder, owner)
     if runtime == "onnx" or (runtime == "auto" and "export" in manifest):
-        from skloes.serving import load_exported
+        from skloes.serving import open_exported
 
-        return load_exported(folder, trusted=trusted)
-    estimator = _read_estimator(folder, trusted, owner)
+        export = probe_folder.export_entry(manifest, folder, owner)
+        return open_exported(folder, export, trusted=trusted, owner=owner)
+    estimator = _read_estimator(folder, manifest, trusted, owner)
     extractor = _extractor_of(estimator, owner)
     _check_consistent(manifest, extractor, folder, owner)
     _apply_caller_settings(estimator, trust_remote_code=trust_remote_code, cache=cache)
@@ -663,92 +484,35 @@ ExportedProbe
     return estimator
 
 
-def _check_path(value, owner, param="path"):
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(
-            f"{owner}: `{param}` must be a folder (a str or os.PathLike); got "
-            f"{value!r}."
-        )
-    if "\x00" in os.fspath(value):  # the OS refuses it, in words of its own
-        raise ValueError(f"{owner}: `{param}` holds a NUL character; got {value!r}.")
-
-
-def _check_bool(value, param, owner):
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}: `{param}` must be True or False; got {value!r}.")
-
-
-def _check_trusted(trusted, owner):
-    valid = trusted is None or (
-        isinstance(trusted, (list, tuple))
-        and all(isinstance(name, str) for name in trusted)
-    )
-    if not valid:
-        raise TypeError(
-            f"{owner}: `trusted` must be a list of type names ('module.Class') or "
-            f"None; got {trusted!r}."
-        )
-
-
-def _damaged(folder, file, why):
-    return ValueError(
-        f"load_probe: {os.fspath(folder)!r} is a damaged saved probe: {file} {why}."
-    )
-
-
-def _read_manifest(folder, owner):
-    file = folder / MANIFEST_FILE
-    if not folder.is_dir():
-        raise ValueError(
-            f"{owner}: {os.fspath(folder)!r} is not a saved probe (no such folder)."
-        )
-    if not file.is_file():
-        raise ValueError(
-            f"{owner}: {os.fspath(folder)!r} is not a saved probe (it has no "
-            f"{MANIFEST_FILE}; save_probe writes {MANIFEST_FILE} and "
-            f"{ESTIMATOR_FILE})."
-        )
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise _damaged(folder, MANIFEST_FILE, f"is not valid JSON ({exc})") from None
-    missing = [
-        key
-        for key in ("format", "model", "model_path", "model_fingerprint")
-        if not isinstance(manifest, dict) or key not in manifest
-    ]
-    if missing:
-        raise _damaged(folder, MANIFEST_FILE, f"lacks {', '.join(missing)}")
-    if manifest["format"] != FORMAT:
-        raise ValueError(
-            f"{owner}: {os.fspath(folder)!r} was saved in format "
-            f"{manifest['format']!r}; this skloes reads format {FORMAT}."
-        )
-    recorded = _recorded_files(folder)
-    if recorded is None:
-        raise _damaged(folder, MANIFEST_FILE, "has an invalid `files` record")
-    for name in recorded:
-        if not (folder / name).is_file():
-            what = "is not a file" if (folder / name).exists() else "is missing"
-            raise _damaged(folder, name, f"(recorded in {MANIFEST_FILE}) {what}")
-    return manifest
-
-
-def _read_estimator(folder, trusted, owner):
+def _read_estimator(folder, manifest, trusted, owner):
     """The estimator, built from its skops archive with trusted types only."""
     sio = _skops()
-    file = folder / ESTIMATOR_FILE
+    file = folder / probe_folder.ESTIMATOR
     if not file.is_file():
-        raise _damaged(folder, ESTIMATOR_FILE, "is missing")
+        raise probe_folder.damaged(folder, probe_folder.ESTIMATOR, "is missing")
+    recorded = manifest.get("sha256") or {}
+    if probe_folder.ESTIMATOR in recorded and file_sha256(file) != recorded.get(
+        probe_folder.ESTIMATOR
+    ):
+        raise probe_folder.damaged(
+            folder,
+            probe_folder.ESTIMATOR,
+            "does not hash as when it was saved (tampered with, or from another "
+            "save); refusing to load it",
+        )
     try:
         untrusted = sio.get_untrusted_types(file=file)
     except Exception as exc:  # BadZipFile, KeyError, JSONDecodeError...
-        raise _damaged(folder, ESTIMATOR_FILE, _unreadable(exc)) from None
-    allowed = _allowed_types(untrusted, trusted, owner)
+        raise probe_folder.damaged(
+            folder, probe_folder.ESTIMATOR, _unreadable(exc)
+        ) from None
+    allowed = probe_folder.allowed_types(untrusted, trusted, owner)
     try:
         return sio.load(file, trusted=allowed)
     except Exception as exc:
-        raise _damaged(folder, ESTIMATOR_FILE, _unreadable(exc)) from None
+        raise probe_folder.damaged(
+            folder, probe_folder.ESTIMATOR, _unreadable(exc)
+        ) from None
 
 
 def _unreadable(exc):
@@ -806,20 +570,3 @@ def _check_remote_code(extractor, trust_remote_code, owner):
     found = remote_code(extractor.model_path_)
     if found is not None and not trust_remote_code:
         raise RemoteCodeError(owner, extractor.model_path_, *found)
-
-
-def _allowed_types(untrusted, trusted, owner):
-    extra = set(trusted or ())
-    allowed = [
-        t
-        for t in untrusted
-        if t in _EXTRA_TRUSTED or t in extra or _is_skloes_estimator(t)
-    ]
-    refused = sorted(set(untrusted) - set(allowed))
-    if refused:
-        raise ValueError(
-            f"{owner}: the saved estimator holds types that are not trusted: "
-            f"{refused}. Load it only if you trust its source, with "
-            f"trusted={refused}."
-        )
-    return allowed

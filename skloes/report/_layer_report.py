@@ -5,11 +5,8 @@
 
 from __future__ import annotations
 
-import csv
-import json
 import warnings
 from numbers import Integral, Real
-from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -24,14 +21,15 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from skloes import selection
-from skloes.core._contract import fuse_layers, mark_layers, validate_layers
-from skloes.core._noise import cheapest_within_noise, within_noise
-from skloes.core._routing import check_groups_array, fit_takes, routing_enabled
-from skloes.core._targets import check_classes, task_of
+from skloes.core._contract import validate_layers
+from skloes.core._routing import check_groups_array
+from skloes.core._targets import check_classes, check_continuous_target, task_of
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
 from skloes.probe._estimators import default_head
+from skloes.report import _presenting
+from skloes.report._comparison import compare_methods
+from skloes.report._methods import BASELINES, DEFAULT_BASELINES, method_selector
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 
@@ -39,52 +37,6 @@ __all__ = ["LayerReport", "layer_report"]
 
 DATASET_METRICS = tuple(METRICS)  # the registry of skloes.metrics
 DEFAULT_METRICS = ("dataset_entropy", "erank_sigma", "isotropy", "intrinsic_dim")
-BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers", "entropy_top_k")
-DEFAULT_BASELINES = ("last_layer", "best_single_layer", "last_k", "all_layers")
-# Baselines whose layers do not depend on the rows: nested selection picks the
-# same layers in every fold, so they are scored as fixed layers (same numbers).
-_FIXED = ("last_layer", "last_k", "all_layers")
-
-
-def _method_estimator(method, k, random_state, selector, inner_cv=5, task="auto"):
-    """The selector of a summary method (imported lazily).
-
-    Every selector reads the layout from the marked flat table it is fitted on
-    (see :ref:`data_contract`), so none needs ``layer_dim``. ``inner_cv`` is
-    the best single layer's own number of folds; ``task`` is given to the
-    selectors that take one and were left at ``"auto"``.
-    """
-    return _with_task(_make_selector(method, k, random_state, selector, inner_cv), task)
-
-
-def _with_task(est, task):
-    params = est.get_params(deep=False)
-    if task != "auto" and params.get("task", None) == "auto":
-        est.set_params(task=task)
-    return est
-
-
-def _make_selector(method, k, random_state, selector, inner_cv):
-    if method == "loes":
-        if selector is not None:
-            return clone(selector)
-        if k == "auto":
-            return selection.LOESSelectorCV(
-                selector=selection.LOESSelector(random_state=random_state)
-            )
-        return selection.LOESSelector(n_layers_to_select=k, random_state=random_state)
-    make = {
-        "last_layer": lambda: selection.LastLayerSelector(),
-        "best_single_layer": lambda: selection.BestSingleLayerSelector(
-            cv=inner_cv, random_state=random_state
-        ),
-        "last_k": lambda: selection.LastKSelector(n_layers_to_select=k),
-        "all_layers": lambda: selection.AllLayersSelector(),
-        "entropy_top_k": lambda: selection.MetricTopKSelector(
-            metric="dataset_entropy", n_layers_to_select=k
-        ),
-    }
-    return make[method]()
 
 
 def _progress(iterable, enabled, desc, total=None):
@@ -95,80 +47,6 @@ def _progress(iterable, enabled, desc, total=None):
     except ImportError:  # pragma: no cover - tqdm ships with the torch extra
         return iterable
     return tqdm(iterable, desc=desc, total=total, leave=False)
-
-
-def _fmt(value, width=9):
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "-".rjust(width)
-    if isinstance(value, (bool, np.bool_)):
-        return ("*" if value else "").rjust(width)
-    value = float(value)
-    if abs(value) >= 1000 or (value != 0 and abs(value) < 1e-3):
-        return f"{value:.3g}".rjust(width)
-    return f"{value:.4f}".rjust(width)
-
-
-def _scored(scores):
-    """A summary entry's score fields from its per-fold scores."""
-    return {
-        "score": float(scores.mean()),
-        "score_std": float(scores.std()),
-        "fold_scores": [float(v) for v in scores],
-    }
-
-
-def recommendation_text(rec, n_splits):
-    """The recommendation and why, in one sentence (report and command line)."""
-    cost = (
-        f"{rec['n_layers_kept']} layer{'s' if rec['n_layers_kept'] > 1 else ''} "
-        f"kept, deepest block {rec['deepest_layer']}"
-    )
-    head = f"recommended: {rec['method']} ({cost}): {rec['score']:.4f}"
-    if rec["method"] == rec["best_method"]:
-        others = [m for m in rec["within_noise"] if m != rec["method"]]
-        why = (
-            "the best score, and no cheaper answer is within noise of it"
-            if not others
-            else f"the best score and the cheapest within noise of it "
-            f"(also within noise: {', '.join(others)})"
-        )
-    else:
-        why = (
-            f"within noise of the best, {rec['best_method']} "
-            f"{rec['best_score']:.4f} (difference {rec['difference']:+.4f} ± "
-            f"{rec['difference_se']:.4f}), and cheaper"
-        )
-    return (
-        f"{head}: {why}; within noise = less than one standard error of the "
-        f"paired difference below the best over the same {n_splits} folds"
-    )
-
-
-def _recommend(summary):
-    """The cheapest method within noise of the best (see
-    :ref:`report_recommendation`): fewest layers kept, then the shallowest
-    deepest block, among those whose per-fold scores are within one paired
-    standard error of the best mean (:func:`skloes.core._noise.within_noise`;
-    every method is scored on the same folds)."""
-    scores = np.array([e["fold_scores"] for e in summary]).T
-    costs = [(len(e["layers"]), max(e["layers"])) for e in summary]
-    mask, best = within_noise(scores)
-    choice, _ = cheapest_within_noise(scores, costs)
-    diff = scores[:, choice] - scores[:, best]
-    se = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else 0.0
-    pick = summary[choice]
-    return {
-        "method": pick["method"],
-        "layers": pick["layers"],
-        "score": pick["score"],
-        "n_layers_kept": costs[choice][0],
-        "deepest_layer": costs[choice][1],
-        "best_method": summary[best]["method"],
-        "best_score": summary[best]["score"],
-        "difference": float(diff.mean()),
-        "difference_se": float(se),
-        "within_noise": [e["method"] for e, m in zip(summary, mask, strict=True) if m],
-    }
 
 
 @renamed_params(progress=("verbose", int), alpha=("entropy_order", None, "0.3"))
@@ -288,14 +166,21 @@ class LayerReport(BaseEstimator):
         selection and the probe together when ``nested``), ``fold_scores``
         (the score on each fold, the folds shared by every method), and when
         ``nested`` ``fold_layers`` (the layers each fold picked).
-    recommendation_ : dict
+    comparison_ : MethodComparison
+        The nested comparison: every method's layers and per-fold scores on
+        the shared folds (``comparison_["loes"].fold_scores``), the objects
+        ``summary_`` is written from.
+
+        .. versionadded:: 0.3
+    recommendation_ : Recommendation
         The cheapest method within noise of the best (see
         :ref:`report_recommendation`): ``method``, ``layers``, ``score``,
         its cost (``n_layers_kept``, ``deepest_layer``: the deepest block a
         prediction runs), ``best_method`` and ``best_score``, the paired
         ``difference`` to the best and its standard error
         (``difference_se``), and ``within_noise`` (every method within noise
-        of the best).
+        of the best). It reads as a dict too (``rec["method"]``), and
+        ``recommendation_.text(n_splits_)`` says it in words.
 
         .. versionadded:: 0.3
     fold_selections_ : list of ndarray or None
@@ -437,9 +322,9 @@ class LayerReport(BaseEstimator):
         self.scoring_ = "accuracy" if self.task_ == "classification" else "r2"
         self._score_layers(stack, y, probe, folds)
         self._compute_metrics(stack, y, extra)
-        self._summarise(stack, y, probe, folds)
+        self._compare(stack, y, probe, folds)
         self._check_scores(owner)
-        self.recommendation_ = _recommend(self.summary_)
+        self.recommendation_ = self.comparison_.recommend()
         return self
 
     def _resolve_task(self, owner, y):
@@ -453,13 +338,7 @@ class LayerReport(BaseEstimator):
                 "continuous numbers. Pass task='regression'."
             )
         if self.task == "regression":
-            try:
-                y = np.asarray(y, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"{owner}: `task`='regression' needs numeric `y`; got "
-                    f"dtype {np.asarray(y).dtype}."
-                ) from None
+            y = check_continuous_target(y, owner)
         return self.task, y
 
     def _check_scores(self, owner):
@@ -502,7 +381,19 @@ class LayerReport(BaseEstimator):
         """The outer folds, split once: ``(train, test)`` pairs."""
         self.n_splits_ = n = self._n_splits(owner, y)
         splitter = self._splitter(n)
-        return list(splitter.split(np.zeros((len(y), 1)), y, self._groups))
+        folds = list(splitter.split(np.zeros((len(y), 1)), y, self._groups))
+        if self.task_ == "classification" and self._groups is not None:
+            for train, _ in folds:
+                classes = np.unique(y[train])
+                if classes.size < 2:
+                    raise ValueError(
+                        f"{owner}: the folds split by `groups` leave a training "
+                        f"fold with the one class {classes[0].tolist()!r}: each "
+                        "group holds one class (the groups follow the labels), "
+                        "so no probe can be fitted; pass groups that mix "
+                        "classes, or more groups."
+                    )
+        return folds
 
     def _n_splits(self, owner, y):
         n = len(y) if self._groups is None else self.n_groups_
@@ -596,91 +487,54 @@ class LayerReport(BaseEstimator):
         )
         return values
 
-    def _summarise(self, stack, y, probe, folds):
-        L, n, d = stack.shape
-        k = self.n_layers_to_select
-        k = min(k, L) if k != "auto" else k
-        methods = ["loes", *self.baselines]
-        flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, L * d)
-        flat = mark_layers(flat, d)
-        self.summary_, cache = [], {}
-        inner_cv = self._selector_cv = self._inner_cv(flat, y, folds)
-        for method in _progress(methods, self.verbose, "scoring selections"):
-            est = _method_estimator(
-                method, k, self.random_state, self.selector, inner_cv, self.task_
-            )
-            est = self._grouped(est, inner_cv)
-            fit_params = self._selector_params(est)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", category=UserWarning)
-                if method == "best_single_layer" and not self.nested:
-                    fitted = None  # argmax of the per-layer table
-                    layers = [int(np.argmax(self.probe_scores_))]
-                else:
-                    fitted = clone(est).fit(flat, y, **fit_params)
-                    layers = [int(v) for v in fitted.get_support(indices=True)]
-                entry = {"method": method, "layers": layers}
-                if self.nested and method in _FIXED:  # no rows: same in every fold
-                    entry["fold_layers"] = [layers] * self.n_splits_
-                    scores = self._fused_cv(stack, y, probe, folds, layers, cache)
-                elif self.nested:
-                    pipe = make_pipeline(est, clone(probe))
-                    scores, entry["fold_layers"] = self._nested_cv(
-                        pipe, flat, y, folds, fit_params
-                    )
-                else:
-                    scores = self._fused_cv(stack, y, probe, folds, layers, cache)
-            self.summary_.append({**entry, **_scored(scores)})
-            if method == "loes":
-                order = getattr(fitted, "selection_order_", layers)
-                self.selection_order_ = np.asarray(order, dtype=int)
-                self.selected_layers_ = np.asarray(sorted(layers), dtype=int)
-                self.selector_ = fitted
-                self._fold_stability(entry.get("fold_layers"), fitted, L)
-
-    def _inner_cv(self, X, y, folds):
-        """Folds of a selector's own CV: 5, fewer when a nested training fold
-        holds fewer rows of a class (at least 2), or of groups; a grouped
-        splitter of that many folds with ``groups``."""
-        n = 5 if not self.nested else self._inner_n_splits(y, folds)
-        return n if self._groups is None else self._splitter(n)
-
-    def _inner_n_splits(self, y, folds):
-        trains = [train for train, _ in folds]
-        rows = min(train.size for train in trains)
-        if rows < 3:  # a selection needs 3 calibration rows
-            raise ValueError(
-                f"LayerReport: nested selection needs at least 3 training rows in "
-                f"every CV fold; the smallest of the {self.n_splits_} folds has "
-                f"{rows}. Pass nested=False or more rows."
-            )
-        smallest = (
-            rows
-            if self.task_ == "regression"
-            else min(
-                np.unique(y[train], return_counts=True)[1].min() for train in trains
-            )
+    def _compare(self, stack, y, probe, folds):
+        """``comparison_`` of LOES and the baselines on the shared folds, and
+        what LOES picked on all rows and in each fold."""
+        progress = lambda methods: _progress(  # noqa: E731
+            methods, self.verbose, "scoring selections"
         )
-        if self._groups is not None:
-            groups = min(len(np.unique(self._groups[train])) for train in trains)
-            smallest = min(smallest, groups)
-        return int(max(2, min(5, smallest)))
+        self.comparison_, loes, self._selector_cv = compare_methods(
+            self, stack, y, probe, folds, progress=progress
+        )
+        self.summary_ = [e.as_dict() for e in self.comparison_.methods]
+        entry = self.comparison_["loes"]
+        order = getattr(loes, "selection_order_", entry.layers)
+        self.selection_order_ = np.asarray(order, dtype=int)
+        self.selected_layers_ = np.asarray(sorted(entry.layers), dtype=int)
+        self.selector_ = loes
+        self._fold_stability(entry.fold_layers, loes, stack.shape[0])
 
-    def _grouped(self, selector, inner_cv):
-        """With ``groups``, a selector that cross-validates by a number of
-        folds (``cv`` an int or None) splits by the groups instead."""
-        if self._groups is None or "cv" not in selector.get_params(deep=False):
-            return selector
-        cv = selector.get_params(deep=False)["cv"]
-        if cv is None or isinstance(cv, Integral):
-            return clone(selector).set_params(cv=inner_cv)
-        return selector
+    def method_selector(self, method):
+        """An unfitted selector of one of the report's methods, as it scored it.
 
-    def _selector_params(self, selector):
-        """The ``fit`` metadata of a selector: ``groups`` when it splits."""
-        if self._groups is None or not fit_takes(selector, "groups"):
-            return {}
-        return {"groups": self._groups}
+        It has the budget, the seed, the inner folds and the task of this
+        fit. ``skloes probe --save`` refits the recommended method's selector
+        this way (``report.method_selector(report.recommendation_.method)``).
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        method : str
+            ``"loes"`` or one of the report's ``baselines``.
+
+        Returns
+        -------
+        selector : estimator
+            Unfitted; groups given to :meth:`fit` are not kept.
+        """
+        check_is_fitted(self, "comparison_")
+        if method not in [e.method for e in self.comparison_.methods]:
+            raise ValueError(
+                f"{type(self).__name__}: `method` must be one of the report's "
+                f"methods {[e.method for e in self.comparison_.methods]}; got "
+                f"{method!r}."
+            )
+        k = self.n_layers_to_select
+        k = min(k, len(self.layers_)) if k != "auto" else k
+        return method_selector(
+            method, k, self.random_state, self.selector, self._selector_cv, self.task_
+        )
 
     def _fold_stability(self, fold_layers, fitted, n_layers):
         """``fold_selections_``, their stability and per-layer frequency."""
@@ -704,61 +558,7 @@ class LayerReport(BaseEstimator):
                 selection_stability(self.fold_selections_, n_layers)
             )
 
-    def _nested_cv(self, pipe, X, y, folds, fit_params):
-        """Score, spread and each fold's picked layers of a selector pipeline.
-
-        The selector's ``fit_params`` (its ``groups``) reach it through
-        scikit-learn's metadata routing when it is on, else as the
-        pipeline's step parameters; either way, sliced to each training fold.
-        """
-        if fit_params and not routing_enabled():
-            step = pipe.steps[0][0]
-            fit_params = {f"{step}__{k}": v for k, v in fit_params.items()}
-        out = cross_validate(
-            pipe,
-            X,
-            y,
-            cv=folds,
-            scoring=self.scoring_,
-            n_jobs=self.n_jobs,
-            error_score="raise",
-            return_estimator=True,
-            params=fit_params or None,
-        )
-        fold_layers = []
-        for fitted in out["estimator"]:
-            sel = fitted[0]
-            order = getattr(sel, "selection_order_", None)
-            if order is None:
-                order = sel.get_support(indices=True)
-            fold_layers.append([int(v) for v in order])
-        return np.asarray(out["test_score"], dtype=np.float64), fold_layers
-
-    def _fused_cv(self, stack, y, probe, folds, layers, cache):
-        """Per-fold scores of the probe on fixed ``layers`` (computed once)."""
-        key = tuple(layers)
-        if key not in cache:
-            if len(layers) == 1:
-                cache[key] = self._layer_fold_scores[layers[0]]
-            else:
-                cache[key] = self._cv(probe, fuse_layers(stack, layers), y, folds)
-        return cache[key]
-
     # -------------------------------------------------------------- outputs
-    def _columns(self):
-        check_is_fitted(self, "summary_")
-        selected = np.isin(self.layers_, self.selected_layers_)
-        cols = {
-            "layer": self.layers_,
-            "probe_score": self.probe_scores_,
-            "probe_score_std": self.probe_scores_std_,
-            "selected": selected,
-        }
-        if self.selection_frequency_ is not None:
-            cols["selection_frequency"] = self.selection_frequency_
-        cols.update(self.metrics_)
-        return cols
-
     def to_frame(self):
         """The per-layer table as a pandas DataFrame indexed by layer.
 
@@ -770,8 +570,9 @@ class LayerReport(BaseEstimator):
         """
         from skloes.utils._optional import import_optional
 
+        check_is_fitted(self, "comparison_")
         pd = import_optional("pandas", extra="plot")
-        return pd.DataFrame(self._columns()).set_index("layer")
+        return pd.DataFrame(_presenting.layer_columns(self)).set_index("layer")
 
     def summary(self):
         """The selection summary as a JSON-ready dict.
@@ -822,7 +623,7 @@ class LayerReport(BaseEstimator):
             ),
             "selection_stability": None if np.isnan(stability) else stability,
             "selection_frequency": None if freq is None else freq.tolist(),
-            "recommendation": self.recommendation_,
+            "recommendation": self.recommendation_.as_dict(),
             "methods": self.summary_,
         }
 
@@ -834,14 +635,8 @@ class LayerReport(BaseEstimator):
         table : str
             A header line, then one line per layer.
         """
-        cols = self._columns()
-        names = [c for c in cols if c != "layer"]
-        widths = {c: max(9, len(c) + 2) for c in names}
-        lines = ["layer" + "".join(c.rjust(widths[c]) for c in names)]
-        for i, layer in enumerate(cols["layer"]):
-            row = "".join(_fmt(cols[c][i], widths[c]) for c in names)
-            lines.append(f"{layer:>5}{row}")
-        return "\n".join(lines)
+        check_is_fitted(self, "comparison_")
+        return _presenting.format_table(self)
 
     def format_summary(self):
         """The selection summary as plain text, LOES first.
@@ -853,29 +648,8 @@ class LayerReport(BaseEstimator):
             deepest block), the recommendation and why, then (with fold
             selections) the layers each fold picked and their stability.
         """
-        check_is_fitted(self, "summary_")
-        lines = [
-            f"{'method':<18}{'layers':<22}{self.scoring_ + ' (CV)':>16}"
-            f"{'kept':>6}{'deepest':>9}"
-        ]
-        for e in self.summary_:
-            layers = ",".join(map(str, e["layers"]))
-            layers = layers if len(layers) <= 20 else layers[:17] + "..."
-            score = f"{e['score']:.4f} ± {e['score_std']:.3f}"
-            lines.append(
-                f"{e['method']:<18}{layers:<22}{score:>16}"
-                f"{len(e['layers']):>6}{max(e['layers']):>9}"
-            )
-        lines.append(recommendation_text(self.recommendation_, self.n_splits_))
-        if self.fold_selections_ is not None:
-            folds = " | ".join(",".join(map(str, f)) for f in self.fold_selections_)
-            lines.append(f"LOES layers per fold: {folds}")
-            lines.append(
-                f"selection stability {self.selection_stability_:.2f} "
-                "(Nogueira et al. 2018; 1 = the same layers in every "
-                "fold, 0 = chance)"
-            )
-        return "\n".join(lines)
+        check_is_fitted(self, "comparison_")
+        return _presenting.format_summary(self)
 
     def plot(self, metrics=None, *, ax=None, figsize=(10.0, 6.0)):
         """Draw the layer profile (probe score and metrics against the layer).
@@ -925,9 +699,6 @@ class LayerReport(BaseEstimator):
         check_is_fitted(self, "summary_")
         return plot_budget_curve(self.selector_, ax=ax, figsize=figsize)
 
-    def _has_budget_curve(self):
-        return "n_layers" in getattr(self.selector_, "cv_results_", {})
-
     def save(self, folder):
         """Write ``layers.csv``, ``profile.png`` and ``selection.json``.
 
@@ -944,33 +715,8 @@ class LayerReport(BaseEstimator):
         folder : pathlib.Path
             The folder written.
         """
-        check_is_fitted(self, "summary_")
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        cols = self._columns()
-        with open(folder / "layers.csv", "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(list(cols))
-            for i in range(len(self.layers_)):
-                writer.writerow([_csv_value(cols[c][i]) for c in cols])
-        with open(folder / "selection.json", "w", encoding="utf-8") as f:
-            json.dump(self.summary(), f, indent=2)
-            f.write("\n")
-        self.plot().savefig(folder / "profile.png", dpi=100)
-        budget = folder / "budget.png"
-        if self._has_budget_curve():
-            self.plot_budget().savefig(budget, dpi=100)
-        elif budget.is_file():  # an earlier report's curve would describe no fit
-            budget.unlink()
-        return folder
-
-
-def _csv_value(value):
-    if isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, (np.integer, int)):
-        return int(value)
-    return repr(float(value))
+        check_is_fitted(self, "comparison_")
+        return _presenting.write_report(self, folder)
 
 
 def layer_report(X, y, *, extra_metrics=None, **params):

@@ -24,9 +24,9 @@ from skloes.core._store import (
     ROW_ID,
     SHARD_PATTERN,
     STORE_FORMAT,
-    TMP_PREFIX,
     StoreError,
     file_sha256,
+    is_temporary,
     read_footer,
     read_manifest,
     shard_file,
@@ -122,9 +122,7 @@ class ShardJob:
                 self.same_job(self.manifest, manifest)
                 raise StoreError(self.path, "was written by another job.")
         else:
-            stray = [
-                p.name for p in self.path.iterdir() if not p.name.startswith(TMP_PREFIX)
-            ]
+            stray = [p.name for p in self.path.iterdir() if not is_temporary(p.name)]
             if stray:
                 raise StoreError(
                     self.path,
@@ -143,7 +141,7 @@ class ShardJob:
     def _remove_temporaries(self):
         """Remove what a killed writer left (hidden files, never read)."""
         for p in self.path.iterdir():
-            if p.name.startswith(TMP_PREFIX) and p.is_file():
+            if is_temporary(p.name) and p.is_file():
                 p.unlink(missing_ok=True)
 
     def done(self, task) -> bool:

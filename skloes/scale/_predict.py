@@ -1,7 +1,9 @@
 """Batch prediction at scale: a saved probe over files of any size, resumably.
 
-Each worker loads the probe once with :func:`~skloes.probe.load_probe` (a
-probe saved with an exported graph runs on ONNX Runtime, without torch), and
+Each worker loads the probe once, by the rule of
+:func:`~skloes.probe.load_probe` (a probe saved with an exported graph runs
+on ONNX Runtime through :func:`~skloes.serving.open_exported`, without
+torch), and
 turns each shard of the input into a Parquet part of predictions, written
 whole; the driver records the parts in a hidden folder beside the output and,
 when every row is predicted, joins them into the one output file (written
@@ -22,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from skloes.core._atomic import write_whole
 from skloes.core._store import (
     MANIFEST_FILE,
     PARTS_FORMAT,
     ROW_ID,
-    TMP_PREFIX,
     StoreError,
     settings_digest,
     write_shard,
@@ -56,8 +58,8 @@ def _probe_digest(folder):
 def predictions_with_proba(probe, texts):
     """The prediction and, for a classifier, the class probabilities of
     ``texts`` from one pass of the model."""
-    if hasattr(probe, "_predict_with_proba"):  # an exported graph
-        return probe._predict_with_proba(texts)
+    if hasattr(probe, "predict_with_proba"):  # an exported graph: one pass
+        return probe.predict_with_proba(texts)
     pipe = getattr(probe, "pipeline_", probe)
     features = pipe[:-1].transform(texts)
     head = pipe[-1]
@@ -89,20 +91,27 @@ class PredictWorker:
         return loaded("probe", key, self._load)
 
     def _load(self):
-        """An exported graph when the folder has one (ONNX Runtime with the
-        worker's threads, no torch), else the torch probe."""
+        """An exported graph when the folder's manifest has one and the
+        runtime allows it (ONNX Runtime with the worker's threads, no
+        torch), else the torch probe; the same rule as
+        :func:`~skloes.probe.load_probe`."""
+        from skloes import probe_folder
         from skloes.probe import load_probe
-        from skloes.serving import load_exported
+        from skloes.serving import open_exported
 
         folder, runtime = self.spec["probe"], self.spec["runtime"]
         threads = self.spec.get("threads")
-        if runtime != "torch":
-            try:
-                return load_exported(folder, n_threads=threads)
-            except ValueError:
-                if runtime == "onnx":
-                    raise
-        # Not exported (a damaged export fails again here, with its error).
+        owner = "predict_to_parquet"
+        manifest = probe_folder.read_manifest(folder, owner)
+        if runtime == "onnx" or (runtime == "auto" and "export" in manifest):
+            export = probe_folder.export_entry(manifest, folder, owner)
+            return open_exported(
+                folder,
+                export,
+                n_threads=threads,
+                batch_size=self.spec.get("batch_size"),
+                owner=owner,
+            )
         probe = load_probe(
             folder, runtime=runtime, trust_remote_code=self.spec["trust_remote_code"]
         )
@@ -350,20 +359,22 @@ def _join_parts(job, out):
     the parts folder goes."""
     import pyarrow.parquet as pq
 
-    tmp = out.parent / f"{TMP_PREFIX}{out.name}"
-    writer = None
-    try:
-        for entry in job.manifest["shards"]:
-            table = pq.read_table(job.path / entry["file"])
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema.remove_metadata())
-            writer.write_table(table.replace_schema_metadata(None))
-    finally:
-        if writer is not None:
-            writer.close()
-    if writer is None:
+    if not job.manifest["shards"]:
         raise StoreError(job.path, "no part to join (the input had no row).")
-    os.replace(tmp, out)
+
+    def write(tmp):
+        writer = None
+        try:
+            for entry in job.manifest["shards"]:
+                table = pq.read_table(job.path / entry["file"])
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema.remove_metadata())
+                writer.write_table(table.replace_schema_metadata(None))
+        finally:
+            if writer is not None:
+                writer.close()
+
+    write_whole(out, write)
     for entry in job.manifest["shards"]:
         (job.path / entry["file"]).unlink(missing_ok=True)
     (job.path / MANIFEST_FILE).unlink(missing_ok=True)

@@ -14,7 +14,6 @@ reused (see :ref:`scale_workflow`).
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -22,7 +21,8 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, check_random_state
 
-from skloes.core._store import READ_ROWS, ROW_ID, TMP_PREFIX
+from skloes.core._atomic import write_whole
+from skloes.core._store import READ_ROWS, ROW_ID
 from skloes.scale._extract import _check_positive, extract_to_store
 from skloes.scale._heads import StreamingRidgeClassifier
 from skloes.scale._input import open_input
@@ -69,31 +69,35 @@ def _write_predictions(head, view, out, columns):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tmp = out.parent / f"{TMP_PREFIX}{out.name}"
-    writer, n = None, 0
     batch_size = getattr(head, "batch_size", None) or READ_ROWS
-    try:
-        for batch in view.iter_batches(batch_size, columns=columns):
-            data = {ROW_ID: pa.array(batch.row_ids)}
-            data.update({c: pa.array(batch.columns[c]) for c in columns})
-            data["prediction"] = pa.array(
-                np.asarray(head.predict(batch.stack)).tolist()
-            )
-            if hasattr(head, "predict_proba"):
-                proba = head.predict_proba(batch.stack)
-                for j, label in enumerate(np.asarray(head.classes_).tolist()):
-                    data[f"proba_{label}"] = pa.array(proba[:, j].astype(np.float64))
-            table = pa.table(data)
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema)
-            writer.write_table(table)
-            n += len(table)
-    finally:
-        if writer is not None:
-            writer.close()
-    if writer is not None:
-        os.replace(tmp, out)
-    return n
+    count = {"rows": 0}
+
+    def write(tmp):
+        writer = None
+        try:
+            for batch in view.iter_batches(batch_size, columns=columns):
+                data = {ROW_ID: pa.array(batch.row_ids)}
+                data.update({c: pa.array(batch.columns[c]) for c in columns})
+                data["prediction"] = pa.array(
+                    np.asarray(head.predict(batch.stack)).tolist()
+                )
+                if hasattr(head, "predict_proba"):
+                    proba = head.predict_proba(batch.stack)
+                    for j, label in enumerate(np.asarray(head.classes_).tolist()):
+                        data[f"proba_{label}"] = pa.array(
+                            proba[:, j].astype(np.float64)
+                        )
+                table = pa.table(data)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
+                count["rows"] += len(table)
+        finally:
+            if writer is not None:
+                writer.close()
+
+    write_whole(out, write)
+    return count["rows"]
 
 
 def probe_at_scale(

@@ -17,13 +17,20 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.model_selection import GroupShuffleSplit, train_test_split
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from skloes.core._contract import _check_layer_dim, flat_width
+from skloes.core._contract import (
+    _check_layer_dim,
+    flat_width,
+    one_line_input_errors,
+)
 from skloes.core._geometry import block_gram
 from skloes.core._ridge import ridge_fit, ridge_solve
-from skloes.core._targets import check_classes
+from skloes.core._targets import (
+    check_class_targets,
+    check_classes,
+    check_continuous_target,
+)
 from skloes.utils._deprecation import renamed_params, warn_renamed
 from skloes.utils._param_validation import (
     Interval,
@@ -250,7 +257,8 @@ class _RidgeProbe(BaseEstimator):
 
     def _raw_scores(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        with one_line_input_errors(type(self).__name__):
+            X = validate_data(self, X, reset=False, dtype=np.float64)
         return X @ self._coef + self._intercept
 
 
@@ -332,8 +340,9 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
             The fitted probe.
         """
         width = self._block_width(X)
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
+        with one_line_input_errors(type(self).__name__):
+            X, y = validate_data(self, X, y, dtype=np.float64)
+        y = check_class_targets(y, type(self).__name__)
         self.classes_, codes = np.unique(y, return_inverse=True)
         check_classes(self.classes_, type(self).__name__)
         coef, intercept = self._fit_scaled(X, np.eye(self.classes_.size)[codes], width)
@@ -443,9 +452,11 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
             The fitted probe.
         """
         width = self._block_width(X)
-        X, y = validate_data(
-            self, X, y, dtype=np.float64, multi_output=True, y_numeric=True
-        )
+        y = check_continuous_target(y, type(self).__name__, multioutput=True)
+        with one_line_input_errors(type(self).__name__):
+            X, y = validate_data(
+                self, X, y, dtype=np.float64, multi_output=True, y_numeric=True
+            )
         Y = y.reshape(y.shape[0], -1)
         mean, std = Y.mean(axis=0), Y.std(axis=0)
         std = np.where(std > 0, std, 1.0)

@@ -52,11 +52,13 @@ def warn_renamed(
     what: str = "parameter",
     renamed_in: str = RENAMED_IN,
     stacklevel: int = 3,
+    note: str = "",
 ) -> None:
-    """The one FutureWarning of a renamed parameter, attribute or option."""
+    """The one FutureWarning of a renamed parameter, attribute or option
+    (``note`` ends it: what happened to the value)."""
     warnings.warn(
         f"{owner}: the {what} `{old}` was renamed `{new}` in {renamed_in} and will "
-        f"be removed in {removed_in(renamed_in)}; use `{new}` instead.",
+        f"be removed in {removed_in(renamed_in)}; use `{new}` instead.{note}",
         FutureWarning,
         stacklevel=stacklevel,
     )
@@ -101,10 +103,32 @@ def _renamed_values(estimator, *, warn):
             )
         if warn:
             warn_renamed(
-                type(estimator).__name__, old, new, renamed_in=renamed_in, stacklevel=4
+                type(estimator).__name__,
+                old,
+                new,
+                renamed_in=renamed_in,
+                stacklevel=4,
+                note=(
+                    f" Its value {value!r} is used as `{new}`, whose own value "
+                    f"(the default {default!r}) is ignored."
+                ),
             )
-        values[new] = convert(value) if convert else value
+        values[new] = _converted(estimator, old, new, value, convert)
     return values
+
+
+def _converted(estimator, old, new, value, convert):
+    """The former name's value as the new parameter takes it; a value the
+    conversion cannot take is an error naming the former name."""
+    if convert is None:
+        return value
+    try:
+        return convert(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{type(estimator).__name__}: `{old}` (the former name of `{new}`) "
+            f"must be a value `{new}` takes; got {old}={value!r}."
+        ) from None
 
 
 def resolved_params(estimator, *, warn=True):

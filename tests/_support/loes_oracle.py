@@ -1,9 +1,12 @@
 """FROZEN ORACLE: the LOES path as of commit 9353208 (before the speed work).
 
-Do not edit. ``skloes/_geometry.py`` (numpy part), ``skloes/_ridge.py`` and
-``skloes/selection/_loes_path.py`` concatenated verbatim, so the tests compare
-the optimised path with today's arithmetic. Its config keys are the old ones
-(``alpha``/``gamma``/``eta`` for the score weights).
+Do not edit the code below this header. It is the modules of that commit,
+``_geometry.py`` (numpy part), ``_ridge.py`` and ``selection/_loes_path.py``,
+concatenated verbatim; those files are gone (today's arithmetic lives in
+``skloes/core/_geometry.py``, ``skloes/core/_ridge.py`` and the
+``skloes/selection/_loes/`` package), and the tests compare the optimised path
+with this copy. Its config keys are the old ones (``alpha``/``gamma``/``eta``
+for the score weights).
 """
 
 # ruff: noqa

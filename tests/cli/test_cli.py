@@ -104,7 +104,7 @@ def test_headline_quotes_the_summary_numbers():
 
 
 def test_headline_says_when_nothing_cheaper_is_within_noise():
-    from skloes.report._layer_report import recommendation_text
+    from skloes.report._presenting import recommendation_text
 
     rec = {
         "method": "loes",

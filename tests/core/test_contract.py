@@ -1,4 +1,5 @@
-"""The layer data contract: stacks, flat tables and layer indices."""
+"""The layer data contract (skloes.core._contract): stacks, flat tables and
+layer indices."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from skloes.core._contract import (
     stack_view,
     validate_layers,
 )
-from skloes.core._targets import resolve_task
 
 
 class _Dummy(BaseEstimator):
@@ -94,37 +94,6 @@ def test_y_none_is_returned_as_none_for_both_layouts():
     for X in (np.ones((4, 6)), np.ones((2, 4, 3))):
         stack, y = validate_layers(_Dummy(), X, None, layer_dim=3)
         assert y is None and stack.shape == (2, 4, 3)
-
-
-def test_resolve_task():
-    y = np.array(["b", "a", "b", "c"])
-    task, classes, out = resolve_task(y, "auto", "Est")
-    assert task == "classification"
-    np.testing.assert_array_equal(classes, ["a", "b", "c"])
-    np.testing.assert_array_equal(out, y)
-    assert resolve_task(y[:, None], "classification", "Est")[2].shape == (4,)
-    task, classes, out = resolve_task([0.5, 1.5, 2.0], "auto", "Est")
-    assert (task, classes, out.dtype, out.shape) == (
-        "regression",
-        None,
-        np.float64,
-        (3, 1),
-    )
-    assert resolve_task([1, 2, 3], "regression", "Est")[2].shape == (3, 1)
-    assert resolve_task(None, "auto", "Est") == ("label_free", None, None)
-    assert resolve_task(y, "label_free", "Est") == ("label_free", None, None)
-    with pytest.raises(ValueError, match="Est: `y` is required"):
-        resolve_task(None, "classification", "Est")
-    with pytest.raises(ValueError, match="Est: `y` must be finite"):
-        resolve_task([0.0, np.nan], "auto", "Est")
-    with pytest.raises(ValueError, match="Est: `y` must contain at least two"):
-        resolve_task([1, 1, 1], "auto", "Est")
-    with pytest.raises(ValueError, match="type_of_target.*Unknown label type"):
-        resolve_task([[1], [2], [{}]], "auto", "Est")  # an "unknown" target
-    with pytest.raises(ValueError, match="must be numeric for task='regression'"):
-        resolve_task(["a", "b"], "regression", "Est")
-    with pytest.raises(ValueError, match="one column of class labels"):
-        resolve_task([[0, 1], [1, 0]], "classification", "Est")
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,157 @@
+"""Folders and files that appear whole: staged beside their place, then swapped in.
+
+A reader never sees half of something skloes writes. A folder (a saved probe)
+is written into a hidden sibling made by :func:`staging_folder`, then put in
+place by :func:`swap_in`; a file (a store's shard) is written beside its
+place and renamed over it by :func:`write_whole`. Both rely on ``rename``
+being atomic within one file system, which is why the staging is a sibling.
+:func:`folder_lock` serialises the writers of one parent folder, so that two
+processes saving to the same place cannot both believe they won.
+
+May import: utils.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+try:  # POSIX only: elsewhere the lock is a no-op (one writer assumed)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+__all__ = [
+    "exchange",
+    "folder_lock",
+    "give_umask_mode",
+    "staging_folder",
+    "swap_in",
+    "write_whole",
+]
+
+
+def staging_folder(folder: Path, owner: str) -> Path:
+    """A new hidden sibling of ``folder`` to write into (``.NAME-XXXX``)."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    except OSError as exc:
+        raise ValueError(
+            f"{owner}: cannot write next to `path` {os.fspath(folder)!r}: {exc}"
+        ) from None
+
+
+def give_umask_mode(folder: Path) -> None:
+    """The mode the umask gives a new folder (``mkdtemp`` makes it 0700)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(folder, 0o777 & ~mask)
+
+
+@contextlib.contextmanager
+def folder_lock(parent: Path):
+    """Hold an exclusive lock on ``parent`` (``flock`` on the folder itself:
+    no lock file is left behind) for the writers that swap into it."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def swap_in(staging: Path, folder: Path, remove_old) -> None:
+    """Put the complete ``staging`` folder at ``folder``, atomically.
+
+    Where ``folder`` does not exist (or is an empty folder) the staging
+    folder is renamed onto it; a folder that another writer filled meanwhile
+    makes the rename fail (``ENOTEMPTY``) instead of being replaced. Where it
+    exists, the old folder and the new swap places in one step (Linux
+    ``renameat2``); elsewhere the old one is moved aside first, so that at
+    every instant ``folder`` is the old folder, the new one, or (for that
+    instant only) absent with the old one kept aside. ``remove_old(old)``
+    then removes what the old folder held that the caller wrote.
+    """
+    give_umask_mode(staging)
+    if not folder.exists() or (folder.is_dir() and not any(folder.iterdir())):
+        os.rename(staging, folder)
+        return
+    if exchange(staging, folder):
+        remove_old(staging)
+        return
+    aside = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-old-"))
+    try:
+        os.rename(folder, aside / "old")
+    except BaseException:
+        aside.rmdir()  # nothing moved: no hidden folder is left behind
+        raise
+    try:
+        os.rename(staging, folder)
+    except BaseException:
+        os.rename(aside / "old", folder)  # the old folder goes back
+        aside.rmdir()
+        raise
+    remove_old(aside / "old")
+    with contextlib.suppress(OSError):
+        aside.rmdir()
+
+
+def exchange(a, b) -> bool:
+    """Swap two folders in one step (Linux ``renameat2(RENAME_EXCHANGE)``);
+    False where the system or file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    at_cwd, rename_exchange = -100, 2
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(b))
+
+
+def write_whole(path, write) -> None:
+    """Write a file so that it appears only whole: ``write(tmp)`` fills a
+    hidden sibling, which is flushed to disk and renamed onto ``path``.
+
+    A crash leaves no file at ``path`` (or the previous one), never part of
+    one; the hidden sibling is removed on any error.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

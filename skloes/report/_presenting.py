@@ -1,0 +1,170 @@
+"""Presenting a fitted report: text tables, the recommendation in words, files.
+
+Everything here reads a fitted :class:`~skloes.report.LayerReport` through
+its public attributes (``probe_scores_``, ``metrics_``, ``comparison_``,
+``recommendation_``...) and computes nothing of its own: the numbers come
+from :mod:`skloes.report._layer_report` and :mod:`skloes.report._comparison`.
+The plots are :mod:`skloes.plotting`'s.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "REPORT_FILES",
+    "format_summary",
+    "format_table",
+    "has_budget_curve",
+    "layer_columns",
+    "recommendation_text",
+    "write_report",
+]
+
+# The files :func:`write_report` writes (``budget.png`` only with a
+# ``LOESSelectorCV``): a report folder holds these and nothing else of ours.
+REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
+
+
+def recommendation_text(rec, n_splits):
+    """The recommendation and why, in one sentence (report and command line).
+
+    Parameters
+    ----------
+    rec : Recommendation or dict
+        ``LayerReport.recommendation_`` (or its JSON form).
+    n_splits : int
+        The number of shared folds.
+
+    Returns
+    -------
+    text : str
+    """
+    cost = (
+        f"{rec['n_layers_kept']} layer{'s' if rec['n_layers_kept'] > 1 else ''} "
+        f"kept, deepest block {rec['deepest_layer']}"
+    )
+    head = f"recommended: {rec['method']} ({cost}): {rec['score']:.4f}"
+    if rec["method"] == rec["best_method"]:
+        others = [m for m in rec["within_noise"] if m != rec["method"]]
+        why = (
+            "the best score, and no cheaper answer is within noise of it"
+            if not others
+            else f"the best score and the cheapest within noise of it "
+            f"(also within noise: {', '.join(others)})"
+        )
+    else:
+        why = (
+            f"within noise of the best, {rec['best_method']} "
+            f"{rec['best_score']:.4f} (difference {rec['difference']:+.4f} ± "
+            f"{rec['difference_se']:.4f}), and cheaper"
+        )
+    return (
+        f"{head}: {why}; within noise = less than one standard error of the "
+        f"paired difference below the best over the same {n_splits} folds"
+    )
+
+
+def _fmt(value, width=9):
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-".rjust(width)
+    if isinstance(value, (bool, np.bool_)):
+        return ("*" if value else "").rjust(width)
+    value = float(value)
+    if abs(value) >= 1000 or (value != 0 and abs(value) < 1e-3):
+        return f"{value:.3g}".rjust(width)
+    return f"{value:.4f}".rjust(width)
+
+
+def layer_columns(report):
+    """The per-layer table's columns: layer, probe score and spread, whether
+    LOES selected it, how often the folds picked it, then every metric."""
+    cols = {
+        "layer": report.layers_,
+        "probe_score": report.probe_scores_,
+        "probe_score_std": report.probe_scores_std_,
+        "selected": np.isin(report.layers_, report.selected_layers_),
+    }
+    if report.selection_frequency_ is not None:
+        cols["selection_frequency"] = report.selection_frequency_
+    cols.update(report.metrics_)
+    return cols
+
+
+def has_budget_curve(report):
+    """Whether the report's selector drew a budget curve (a LOESSelectorCV)."""
+    return "n_layers" in getattr(report.selector_, "cv_results_", {})
+
+
+def format_table(report):
+    """The per-layer table as plain text (one row per layer)."""
+    cols = layer_columns(report)
+    names = [c for c in cols if c != "layer"]
+    widths = {c: max(9, len(c) + 2) for c in names}
+    lines = ["layer" + "".join(c.rjust(widths[c]) for c in names)]
+    for i, layer in enumerate(cols["layer"]):
+        row = "".join(_fmt(cols[c][i], widths[c]) for c in names)
+        lines.append(f"{layer:>5}{row}")
+    return "\n".join(lines)
+
+
+def format_summary(report):
+    """The selection summary as plain text, LOES first: one line per method
+    with its cost, the recommendation and why, the layers each fold picked."""
+    lines = [
+        f"{'method':<18}{'layers':<22}{report.scoring_ + ' (CV)':>16}"
+        f"{'kept':>6}{'deepest':>9}"
+    ]
+    for e in report.comparison_.methods:
+        layers = ",".join(map(str, e.layers))
+        layers = layers if len(layers) <= 20 else layers[:17] + "..."
+        score = f"{e.score:.4f} ± {e.score_std:.3f}"
+        lines.append(
+            f"{e.method:<18}{layers:<22}{score:>16}{len(e.layers):>6}{max(e.layers):>9}"
+        )
+    lines.append(recommendation_text(report.recommendation_, report.n_splits_))
+    if report.fold_selections_ is not None:
+        folds = " | ".join(",".join(map(str, f)) for f in report.fold_selections_)
+        lines.append(f"LOES layers per fold: {folds}")
+        lines.append(
+            f"selection stability {report.selection_stability_:.2f} "
+            "(Nogueira et al. 2018; 1 = the same layers in every "
+            "fold, 0 = chance)"
+        )
+    return "\n".join(lines)
+
+
+def _csv_value(value):
+    if isinstance(value, (bool, np.bool_, np.integer, int)):
+        return int(value)
+    return repr(float(value))
+
+
+def write_report(report, folder):
+    """Write :data:`REPORT_FILES` into ``folder`` (created); an earlier
+    report's ``budget.png`` that this one has no curve for is removed."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    table, profile, summary, budget = (folder / name for name in REPORT_FILES)
+    cols = layer_columns(report)
+    with open(table, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(list(cols))
+        for i in range(len(report.layers_)):
+            writer.writerow([_csv_value(cols[c][i]) for c in cols])
+    with open(summary, "w", encoding="utf-8") as f:
+        json.dump(report.summary(), f, indent=2)
+        f.write("\n")
+    report.plot().savefig(profile, dpi=100)
+    if has_budget_curve(report):
+        report.plot_budget().savefig(budget, dpi=100)
+    elif budget.is_file():  # an earlier report's curve would describe no fit
+        budget.unlink()
+    return folder

@@ -1,0 +1,128 @@
+"""Folders and files that appear whole (skloes.core._atomic)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+import pytest
+
+from skloes.core import _atomic
+
+
+def _staged(parent, name="new", files=("a",)):
+    staging = _atomic.staging_folder(parent / name, "test")
+    for f in files:
+        (staging / f).write_text(f)
+    return staging
+
+
+def test_staging_is_a_hidden_sibling_that_swaps_into_an_absent_folder(tmp_path):
+    staging = _staged(tmp_path)
+    assert staging.parent == tmp_path and staging.name.startswith(".new-")
+    _atomic.swap_in(staging, tmp_path / "new", remove_old=pytest.fail)
+    assert (tmp_path / "new" / "a").read_text() == "a"
+    assert [p.name for p in tmp_path.iterdir()] == ["new"]
+
+
+def test_an_empty_folder_is_replaced_without_removing_anything(tmp_path):
+    (tmp_path / "new").mkdir()
+    _atomic.swap_in(_staged(tmp_path), tmp_path / "new", remove_old=pytest.fail)
+    assert (tmp_path / "new" / "a").is_file()
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "move_aside"])
+def test_an_existing_folder_is_swapped_and_handed_to_remove_old(
+    tmp_path, monkeypatch, exchange
+):
+    old = tmp_path / "new"
+    old.mkdir()
+    (old / "b").write_text("old")
+    if not exchange:
+        monkeypatch.setattr(_atomic, "exchange", lambda a, b: False)
+    seen = []
+
+    def remove_old(folder):
+        seen.append(sorted(os.listdir(folder)))
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
+
+    _atomic.swap_in(_staged(tmp_path), old, remove_old)
+    assert seen == [["b"]] and sorted(os.listdir(old)) == ["a"]
+    assert [p.name for p in tmp_path.iterdir()] == ["new"]
+
+
+def test_a_folder_filled_meanwhile_is_never_replaced(tmp_path, monkeypatch):
+    """Between the check and the rename another writer fills the target: the
+    rename fails (ENOTEMPTY) rather than replacing its files."""
+    target = tmp_path / "new"
+    staging = _staged(tmp_path)
+    exists = _atomic.Path.exists
+
+    def filled_after_check(path):
+        found = exists(path)
+        if path == target and not found:
+            target.mkdir()
+            (target / "theirs").write_text("theirs")
+        return found
+
+    monkeypatch.setattr(_atomic.Path, "exists", filled_after_check)
+    with pytest.raises(OSError) as info:
+        _atomic.swap_in(staging, target, remove_old=pytest.fail)
+    assert info.value.errno in (errno.ENOTEMPTY, errno.EEXIST)
+    assert (target / "theirs").read_text() == "theirs"
+
+
+def test_the_staging_folder_takes_the_umask_mode(tmp_path):
+    old = os.umask(0o027)
+    try:
+        staging = _staged(tmp_path)
+        _atomic.swap_in(staging, tmp_path / "new", remove_old=pytest.fail)
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "new").st_mode & 0o777 == 0o750
+
+
+def test_write_whole_leaves_no_part_of_a_file_on_a_crash(tmp_path):
+    target = tmp_path / "shard.parquet"
+    target.write_text("previous")
+
+    def crash(path):
+        path.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _atomic.write_whole(target, crash)
+    assert target.read_text() == "previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["shard.parquet"]
+    _atomic.write_whole(target, lambda path: path.write_text("whole"))
+    assert target.read_text() == "whole"
+    assert [p.name for p in tmp_path.iterdir()] == ["shard.parquet"]
+
+
+def test_the_folder_lock_serialises_two_writers(tmp_path):
+    order, held, trying = [], threading.Event(), threading.Event()
+
+    def first():
+        with _atomic.folder_lock(tmp_path):
+            held.set()
+            order.append("first in")
+            trying.wait(10)
+            threading.Event().wait(0.3)  # unlocked, the second would enter now
+            order.append("first out")
+
+    def second():
+        held.wait(10)
+        trying.set()
+        with _atomic.folder_lock(tmp_path):
+            order.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert order == ["first in", "first out", "second in"]
+    assert list(tmp_path.iterdir()) == []  # no lock file left behind
