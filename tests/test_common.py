@@ -39,6 +39,7 @@ from skloes.probe import (
     SelectedLayerFusion,
 )
 from skloes.report import LayerReport
+from skloes.scale import StreamingLogisticRegression, StreamingRidgeClassifier
 from skloes.selection import (
     AllLayersSelector,
     BestSingleLayerSelector,
@@ -97,10 +98,14 @@ NUMERIC_INSTANCES = [
             GeoRegClassifier,
             LayerEnsembleClassifier,
             LayerEnsembleRegressor,
+            StreamingRidgeClassifier,
+            StreamingLogisticRegression,
         )
     ],
     LayerEnsembleClassifier(combine="stack", cv=3, random_state=0),
     LayerEnsembleRegressor(combine="stack", cv=3, random_state=0),
+    StreamingRidgeClassifier(batch_size=7),  # many batches on the checks' data
+    StreamingLogisticRegression(C=0.01, batch_size=7),
     LOESSelector(n_layers_to_select=1),
     LOESSelector(n_layers_to_select=2, variant="reference"),
     LOESSelectorCV(max_layers_to_select=2, cv=3),

@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "plotting",
     "probe",
     "report",
+    "scale",
     "selection",
     "serving",
 )

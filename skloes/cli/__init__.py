@@ -1,7 +1,8 @@
-"""The ``skloes`` command: ``probe``, ``predict``, ``models`` and ``cache``.
+"""The ``skloes`` command: ``probe``, ``predict``, ``extract``, ``models`` and
+``cache``.
 
 May import: utils, core, models, extraction, metrics, selection, heads, probe,
-report.
+report, scale.
 """
 
 # Authors: The skloes developers

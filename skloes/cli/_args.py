@@ -107,6 +107,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_probe_parser(sub)
     _add_predict_parser(sub)
+    _add_extract_parser(sub)
     _add_cache_parser(sub)
     _add_models_parser(sub)
     return parser
@@ -309,8 +310,9 @@ def _add_predict_parser(sub):
     predict.add_argument(
         "--data",
         required=True,
-        metavar="FILE",
-        help="a .csv/.tsv/.jsonl/.parquet file of texts",
+        metavar="FILE_OR_FOLDER",
+        help="a .csv/.tsv/.jsonl/.parquet file of texts, or (with --engine, or "
+        "--out a .parquet file) a folder of them",
     )
     predict.add_argument(
         "--text-column",
@@ -322,7 +324,16 @@ def _add_predict_parser(sub):
         "--out",
         default=None,
         metavar="FILE",
-        help="CSV file to write (default: standard output)",
+        help="CSV file to write (default: standard output); a .parquet file is "
+        "written at scale: in shards, resumable, by --engine",
+    )
+    _add_scale_options(predict, "the prediction")
+    predict.add_argument(
+        "--id-column",
+        default=None,
+        metavar="C",
+        help="with a .parquet --out: the data's id column, kept beside each "
+        "prediction (default: row_id, the row's position, only)",
     )
     predict.add_argument(
         "--force", action="store_true", help="overwrite --out if it exists"
@@ -361,6 +372,145 @@ def _add_predict_parser(sub):
         help="allow a model whose folder ships its own Python code (never "
         "read from the saved probe; only if you trust the model)",
     )
+
+
+def _add_scale_options(parser, what):
+    """The engine options of the commands that run at scale."""
+    parser.add_argument(
+        "--engine",
+        default=None,
+        choices=["local", "ray", "dask"],
+        help=f"where {what} runs: this process (local, the default), a Ray "
+        "Data actor pool or a Dask cluster; resumable",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="the cluster: a Ray address (ray://head:10001, auto) or a Dask "
+        "scheduler (tcp://host:8786); default: a local one",
+    )
+    parser.add_argument(
+        "--n-workers",
+        type=_positive_int("--n-workers"),
+        default=None,
+        metavar="N",
+        help="Ray actors or local Dask workers (default: from the resources)",
+    )
+    parser.add_argument(
+        "--threads-per-worker",
+        type=_positive_int("--threads-per-worker"),
+        default=None,
+        metavar="N",
+        help="torch threads per worker (default: 1 on Ray and Dask)",
+    )
+    parser.add_argument(
+        "--num-gpus",
+        type=float,
+        default=0,
+        metavar="G",
+        help="GPUs per Ray actor (default: 0)",
+    )
+
+
+def _add_extract_parser(sub):
+    extract = sub.add_parser(
+        "extract",
+        help="extract layers of many texts into a layer store (resumable)",
+        description="Extract the pooled hidden states of every text of a data "
+        "file or folder into a layer store: Parquet shards, one row per text, "
+        "one column per layer, and a manifest. Re-run the same command to "
+        "resume a killed job.",
+    )
+    extract.add_argument(
+        "--model",
+        default=None,
+        metavar="ID_OR_PATH",
+        help="the model (default: the bundled all-MiniLM-L6-v2)",
+    )
+    extract.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE_OR_FOLDER",
+        help="a .csv/.tsv/.jsonl/.parquet file of texts, or a folder of them",
+    )
+    extract.add_argument(
+        "--store",
+        required=True,
+        metavar="DIR",
+        help="the store folder (new, or the store of the same command to resume)",
+    )
+    extract.add_argument(
+        "--layers",
+        default="all",
+        metavar="all|L1,L2,...|PROBE_DIR",
+        help="hidden states to keep (0 = embeddings), or a saved probe's "
+        "selected layers; the forward pass stops at the deepest (default: all)",
+    )
+    extract.add_argument(
+        "--text-column",
+        default="text",
+        metavar="C",
+        help="text column (default: text)",
+    )
+    extract.add_argument(
+        "--id-column",
+        default=None,
+        metavar="C",
+        help="the data's id column, kept in the store beside row_id",
+    )
+    extract.add_argument(
+        "--columns",
+        default=None,
+        metavar="C1,C2",
+        help="further columns to keep (labels, groups)",
+    )
+    extract.add_argument(
+        "--pooling",
+        default="mean",
+        choices=list(POOLINGS),
+        help="token pooling (default: mean)",
+    )
+    extract.add_argument(
+        "--max-length",
+        type=_positive_int("--max-length"),
+        default=512,
+        metavar="T",
+        help="tokens kept per text (default: 512)",
+    )
+    extract.add_argument(
+        "--batch-size",
+        type=_positive_int("--batch-size"),
+        default=32,
+        metavar="B",
+        help="texts per forward pass (default: 32)",
+    )
+    extract.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "float16"],
+        help="storage dtype; float16 checks each layer for overflow (default: float32)",
+    )
+    extract.add_argument(
+        "--shard-size",
+        type=_positive_int("--shard-size"),
+        default=None,
+        metavar="N",
+        help="rows per shard (default: about 32 MiB of layers)",
+    )
+    extract.add_argument(
+        "--device",
+        default="auto",
+        metavar="D",
+        help="torch device of each worker (default: auto)",
+    )
+    extract.add_argument(
+        "--precision",
+        default="float32",
+        choices=["float32", "bfloat16", "int8"],
+        help="arithmetic of the forward pass (default: float32)",
+    )
+    _add_scale_options(extract, "the extraction")
 
 
 def _add_models_parser(sub):

@@ -1,7 +1,9 @@
 """The ``skloes`` command line: its entry point and the dispatch to a command.
 
 ``skloes probe`` runs the main job (:mod:`skloes.cli._probe`), ``skloes predict``
-applies a saved probe (:mod:`skloes.cli._predict`), ``skloes models``
+applies a saved probe (:mod:`skloes.cli._predict`; at scale
+:mod:`skloes.cli._scale`), ``skloes extract`` writes a layer store
+(:mod:`skloes.cli._scale`), ``skloes models``
 and ``skloes cache`` manage the offline models and the hidden-states cache
 (:mod:`skloes.cli._admin`); the options are declared in :mod:`skloes.cli._args`
 and data files read in :mod:`skloes.cli._data`.
@@ -24,6 +26,7 @@ from skloes.cli._args import (
 )
 from skloes.cli._predict import run_predict
 from skloes.cli._probe import run_probe
+from skloes.cli._scale import run_extract
 
 __all__ = ["main"]
 
@@ -63,13 +66,18 @@ def main(argv=None):
         if args.command == "predict":  # quiets transformers only if it runs
             run_predict(args)
             return 0
+        if args.command == "extract":
+            run_extract(args)
+            return 0
         _quiet_libraries()
         _honour_renamed_options(args)
         run_probe(args)
     except UserError as exc:
         command = argv_command(argv)
         prog = (
-            f"skloes {command}" if command in ("cache", "models", "predict") else PROG
+            f"skloes {command}"
+            if command in ("cache", "models", "predict", "extract")
+            else PROG
         )
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

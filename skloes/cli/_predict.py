@@ -143,6 +143,12 @@ def _final_step(probe):
 
 def run_predict(args):
     """Run ``skloes predict`` for parsed arguments."""
+    from skloes.cli._scale import at_scale, run_predict_at_scale
+
+    if at_scale(args):  # a .parquet --out, or an --engine: skloes.scale
+        return run_predict_at_scale(args)
+    if args.id_column is not None:
+        raise UserError("--id-column needs a .parquet --out (or an --engine)")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     start = time.perf_counter()
     out = _check_out(args.out, args.force)

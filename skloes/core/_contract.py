@@ -20,6 +20,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_array, validate_data
 
+from skloes.core._store import is_layer_source
+
 FLOAT_DTYPES = (np.float64, np.float32, np.float16)
 
 
@@ -186,6 +188,7 @@ def validate_layers(
     reset=True,
     dtype=np.float64,
     plain="columns",
+    lazy=False,
     **check_params,
 ):
     """Validate layer data (the one contract) and return it as a stack view.
@@ -193,7 +196,10 @@ def validate_layers(
     A 3-D ``X`` is a stack. A 2-D ``X`` is a flat table whose block width is
     ``layer_dim``, else the width ``X`` declares (:func:`flat_layer_dim`: the
     :class:`LayerTable` marker or ``layer{l}_{j}`` column names); a table
-    with neither is a plain feature table, read as ``plain`` says.
+    with neither is a plain feature table, read as ``plain`` says. A layer
+    store or a view of one (:class:`~skloes.core._store.StoreView`) is a
+    stack on disk: it must be complete, and it is read into memory (its
+    layers and rows only) unless ``lazy``.
 
     Parameters
     ----------
@@ -216,6 +222,10 @@ def validate_layers(
         How a plain feature table is read: every column its own block (the
         selectors: a plain table makes them feature selectors), or the whole
         table as one layer (the heads, whose per-layer adapters need width).
+    lazy : bool, default=False
+        Return a store view as it is, unread (its values were checked finite
+        when written): for callers that read only the rows and layers they
+        need through ``stack[l][rows]`` or ``stack[l]``.
     **check_params : dict
         Passed to :func:`~sklearn.utils.validation.validate_data` (2-D input) or
         :func:`~sklearn.utils.check_array` (3-D input).
@@ -223,11 +233,17 @@ def validate_layers(
     Returns
     -------
     stack : ndarray of shape (n_layers, n_samples, dim)
-        For a flat table, a strided view of it (no copy).
+        For a flat table, a strided view of it (no copy); a store view as it
+        is when ``lazy``.
     y : ndarray or None
         Only returned when ``y`` is not "no_validation".
     """
     name = _name(estimator)
+    if is_layer_source(X):
+        X.store.require_complete(name)
+        if lazy:
+            return _validate_source(estimator, X, y, reset=reset)
+        X = X.read()
     ndim = input_ndim(X)
     if ndim == 3:
         with one_line_input_errors(name):
@@ -304,6 +320,33 @@ def _validate_stack(estimator, X, y, *, reset, dtype, **check_params):
                 f"{name}: the layer stack `X` of shape {X.shape} is read as "
                 f"(n_layers, n_samples, dim), so it has {n_samples} samples, but `y` "
                 f"has {y.shape[0]}. Pass a stack with the samples on axis 1."
+            )
+    return X, y
+
+
+def _validate_source(estimator, X, y, *, reset):
+    """A store view as a lazy stack: its layout recorded or checked, ``y``'s
+    length checked; nothing read."""
+    n_layers, n_samples, dim = X.shape
+    if n_samples == 0:
+        raise ValueError(f"{_name(estimator)}: the store view `X` holds no row.")
+    if reset:
+        estimator.input_format_ = "stack"
+        estimator.n_layers_in_ = n_layers
+        estimator.dim_in_ = dim
+        for attr in ("n_features_in_", "feature_names_in_", "layer_dim_"):
+            if hasattr(estimator, attr):
+                delattr(estimator, attr)
+    else:
+        _check_layout(estimator, n_layers, dim)
+    if isinstance(y, str) and y == "no_validation":
+        return X
+    if y is not None:
+        y = np.asarray(y)
+        if y.shape[0] != n_samples:
+            raise ValueError(
+                f"{_name(estimator)}: the store view `X` has {n_samples} rows, but "
+                f"`y` has {y.shape[0]}; give one target per row of the view."
             )
     return X, y
 

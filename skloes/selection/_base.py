@@ -394,7 +394,8 @@ class LayerSelectorMixin(LayerFeatureNamesMixin, TransformerMixin):
         ----------
         X : array-like of shape (n_layers, n_samples, dim) or \
 (n_samples, n_layers * dim)
-            A layer stack or a flat table with the layout seen in fit.
+            A layer stack or a flat table with the layout seen in fit, or a
+            layer store view (only the selected layers are read).
 
         Returns
         -------
@@ -402,7 +403,7 @@ class LayerSelectorMixin(LayerFeatureNamesMixin, TransformerMixin):
             The fused embedding (columns ``layer{l}_{j}``).
         """
         check_is_fitted(self)
-        stack = validate_layers(self, X, reset=False, dtype=FLOAT_DTYPES)
+        stack = validate_layers(self, X, reset=False, dtype=FLOAT_DTYPES, lazy=True)
         statistics = self._fusion_statistics()
         if statistics is None:
             return fuse_layers(stack, self.selected_layers_)

@@ -330,14 +330,15 @@ _PATH_FIELDS = (
 class _BaseLOES(LayerSelectorMixin, BaseEstimator):
     """Validation, fitted attributes and the score table of both selectors."""
 
-    def _path_config(self, X, y, params, budget):
+    def _path_config(self, X, y, params, budget, lazy=False):
         """The validated stack and targets, and the fit's :class:`LOESConfig`.
 
         ``params`` are the LOES parameters of the fit (renamed ones resolved)
         and ``budget`` the largest budget the candidate grid must leave room
-        for.
+        for. ``lazy``: a layer store stays on disk (only its calibration rows
+        are read, by :class:`~skloes.selection._loes._prepare.PreparedLayers`).
         """
-        kw = dict(layer_dim=params["layer_dim"], dtype=FLOAT_DTYPES)
+        kw = dict(layer_dim=params["layer_dim"], dtype=FLOAT_DTYPES, lazy=lazy)
         if y is None:  # validate_layers(flat, y=None) would return X alone
             stack, y_checked = validate_layers(self, X, **kw), None
         else:
@@ -566,7 +567,9 @@ class LOESSelector(_BaseLOES):
         ----------
         X : array-like of shape (n_layers, n_samples, dim) or \
 (n_samples, n_layers * dim)
-            A layer stack or a flat table of ``layer_dim``-wide blocks.
+            A layer stack or a flat table of ``layer_dim``-wide blocks, or a
+            layer store (:class:`~skloes.scale.LayerStore` or a view of one),
+            of which only the calibration rows are read.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs), \
 default=None
             Class labels or continuous targets; None selects label-free.
@@ -578,9 +581,11 @@ default=None
         """
         params = self.get_params(deep=False)
         budget = self.n_layers_to_select
-        stack, y_arr, cfg = self._path_config(X, y, params, budget)
         owner = type(self).__name__
         memory = check_selector_memory(self.memory, owner)
+        # a cached path hashes the whole stack; without a location, none
+        lazy = getattr(memory, "location", None) is None
+        stack, y_arr, cfg = self._path_config(X, y, params, budget, lazy=lazy)
         path = memory_path(stack, y_arr, budget, cfg, self.random_state, owner, memory)
         return self._set_path(path, path.selection_order.size, cfg)
 

@@ -1,0 +1,133 @@
+"""``skloes extract`` and ``skloes predict`` at scale: the engines from the shell.
+
+``skloes extract`` writes a layer store (:func:`skloes.scale.extract_to_store`);
+``skloes predict DIR --out preds.parquet`` (or with ``--engine``) predicts a
+file or folder of any size with a saved probe
+(:func:`skloes.scale.predict_to_parquet`). Both resume when run again.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from skloes.cli._args import UserError, _first_line, _quiet_libraries
+
+__all__ = ["at_scale", "run_extract", "run_predict_at_scale"]
+
+
+def at_scale(args) -> bool:
+    """Whether ``skloes predict`` runs at scale: an engine, or a Parquet out."""
+    out = getattr(args, "out", None) or ""
+    return args.engine is not None or out.lower().endswith((".parquet", ".pq"))
+
+
+def _engine_kw(args):
+    return {
+        "engine": args.engine or "local",
+        "address": args.address,
+        "n_workers": args.n_workers,
+        "threads_per_worker": args.threads_per_worker,
+        "num_gpus": args.num_gpus,
+    }
+
+
+def _layers(text):
+    """``--layers``: all, a list of ints, or a saved probe's folder."""
+    if text == "all":
+        return "all"
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        pass
+    if not Path(text).expanduser().is_dir():
+        raise UserError(
+            f"--layers must be 'all', a list like 6,14,22, or a saved probe folder; "
+            f"got {text!r}"
+        )
+    return str(Path(text).expanduser())
+
+
+def _fail(exc):
+    text = _first_line(exc)
+    for prefix in ("extract_to_store: ", "predict_to_parquet: "):
+        text = text.removeprefix(prefix)
+    return UserError(text)
+
+
+def run_extract(args):
+    """Run ``skloes extract`` for parsed arguments."""
+    from skloes.scale import extract_to_store
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _quiet_libraries()
+    start = time.perf_counter()
+    columns = [c for c in (args.columns or "").split(",") if c]
+    try:
+        store = extract_to_store(
+            args.data,
+            args.store,
+            model=args.model,
+            layers=_layers(args.layers),
+            text_column=args.text_column,
+            id_column=args.id_column,
+            columns=columns,
+            pooling=args.pooling,
+            max_length=args.max_length,
+            batch_size=args.batch_size,
+            dtype=args.dtype,
+            shard_size=args.shard_size,
+            device=args.device,
+            precision=args.precision,
+            **_engine_kw(args),
+        )
+    except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
+        raise _fail(exc) from None
+    print(
+        f"{store.n_rows} rows, layers {store.layers.tolist()} of width {store.dim}, "
+        f"in {store.n_shards} shards ({store.nbytes() / 2**20:.1f} MiB) written to "
+        f"{args.store} in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+
+
+def run_predict_at_scale(args):
+    """Run ``skloes predict`` with a Parquet ``--out`` or an ``--engine``."""
+    from skloes.scale import predict_to_parquet
+
+    if args.out is None or not args.out.lower().endswith((".parquet", ".pq")):
+        raise UserError("--engine writes a .parquet file; give --out FILE.parquet")
+    if args.device is not None:
+        raise UserError("--device: at scale each worker uses the probe's device")
+    if Path(args.out).expanduser().exists() and not args.force:
+        raise UserError(f"--out {args.out!r} exists; pass --force to overwrite it")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _quiet_libraries()
+    start = time.perf_counter()
+    kw = _engine_kw(args)
+    if args.threads is not None and kw["threads_per_worker"] is None:
+        kw["threads_per_worker"] = args.threads
+    try:
+        out = predict_to_parquet(
+            args.probe_dir,
+            args.data,
+            args.out,
+            text_column=args.text_column,
+            id_column=args.id_column,
+            runtime=args.runtime,
+            batch_size=args.batch_size,
+            trust_remote_code=args.trust_remote_code,
+            overwrite=args.force,
+            **kw,
+        )
+    except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
+        raise _fail(exc) from None
+    print(
+        f"predictions written to {out} in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )

@@ -1,0 +1,931 @@
+"""The layer store: pooled hidden states of many texts as Parquet shards on disk.
+
+A store is a folder of Parquet files (``part-00000.parquet``, ...) and one
+JSON manifest (``_manifest.json``). Every row is one text: ``row_id`` (int64,
+the text's position in the input), the user's columns (label, group, own id)
+as given, then one column per layer, ``layer{l}``, a fixed-size list of
+``dim`` float32 (or float16) values. Layer indices follow Hugging Face
+``hidden_states`` (0 is the embedding output). The manifest records the model
+(its reference and the hash of its files), the layers, pooling, ``max_length``,
+precision, the dtype of each layer and, per shard, its file, rows and sha256.
+
+This module owns the format: the file names, the schema, the manifest, how a
+shard is written (in full to a hidden temporary name, then renamed, so a shard
+is never readable in part) and how it is read back (by layers and rows, one
+shard at a time, so memory does not grow with the number of rows). Nothing in
+a store is pickled and reading it runs no code: the manifest is JSON, the
+shards are Parquet. Parquet readers skip names that start with ``_`` or
+``.``, so ``pandas.read_parquet(folder)``, ``polars``, ``pyarrow.dataset``,
+Dask and Ray read the shards directly (see :ref:`layer_store`).
+
+This module imports pyarrow only inside the functions that need it.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from skloes.core._atomic import write_whole
+from skloes.core._digests import file_sha256
+from skloes.utils._optional import import_optional
+
+__all__ = [
+    "FLOAT16_MAX",
+    "LayerStore",
+    "StoreError",
+    "StoreView",
+    "is_layer_source",
+    "layer_column",
+]
+
+STORE_FORMAT = "skloes-layer-store"
+STORE_VERSION = 1
+# The hidden folder of a prediction job's parts (see skloes.scale).
+PARTS_FORMAT = "skloes-prediction-parts"
+MANIFEST_FILE = "_manifest.json"
+ROW_ID = "row_id"
+SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet")
+TMP_PREFIX = ".tmp-"
+# What write_whole leaves of a shard or the manifest when its writer is killed.
+_TEMPORARY = re.compile(r"\.(?:part-\d{5,}\.parquet|_manifest\.json)-[A-Za-z0-9_]+")
+FOOTER_KEY = b"skloes"
+# The largest finite float16; a value beyond it is an overflow to inf.
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+# Rows a reader converts at a time within one shard (memory: this many rows of
+# the layers read).
+READ_ROWS = 4096
+
+
+class StoreError(ValueError):
+    """A store that is missing, damaged, or not what the caller expects.
+
+    The message is one line naming the store folder and what is wrong.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store folder.
+    what : str
+        What is wrong, as a sentence.
+
+    Examples
+    --------
+    >>> from skloes.scale import StoreError
+    >>> str(StoreError("my_store", "holds layers [2, 4], not layer 5."))
+    "LayerStore 'my_store': holds layers [2, 4], not layer 5."
+    """
+
+    def __init__(self, path, what):
+        self.path, self.what = str(path), what
+        super().__init__(f"LayerStore {str(path)!r}: {what}")
+
+
+def layer_column(layer: int) -> str:
+    """The Parquet column of hidden state ``layer`` (``layer{l}``)."""
+    return f"layer{int(layer)}"
+
+
+def shard_file(index: int) -> str:
+    """The file name of shard ``index``."""
+    return f"part-{int(index):05d}.parquet"
+
+
+def settings_digest(settings: dict) -> str:
+    """The digest that binds every shard to the settings of its store."""
+    blob = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def is_layer_source(X) -> bool:
+    """Whether ``X`` is a layer store or a view of one (read lazily)."""
+    return isinstance(X, StoreView)
+
+
+def _pyarrow():
+    pa = import_optional("pyarrow", extra="store")
+    import_optional("pyarrow.parquet", extra="store")
+    return pa
+
+
+# ------------------------------------------------------------------- writing
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is a file a killed writer left in a store folder: the
+    hidden sibling :func:`~skloes.core._atomic.write_whole` writes a shard or
+    the manifest into before renaming it (never read, removed on resume)."""
+    return bool(_TEMPORARY.fullmatch(name)) or name.startswith(TMP_PREFIX)
+
+
+def layer_array(values: np.ndarray, dtype: str):
+    """One layer's ``(n_rows, dim)`` values as an Arrow fixed-size-list column."""
+    pa = _pyarrow()
+    values = np.ascontiguousarray(values, dtype=dtype)
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), values.shape[1])
+
+
+def shard_table(row_ids, stack, layers, dtypes, columns=None):
+    """The Arrow table of one shard.
+
+    Parameters
+    ----------
+    row_ids : ndarray of int64
+        The rows' ids.
+    stack : ndarray of shape (n_layers, n_rows, dim)
+        Their pooled states, in the order of ``layers``.
+    layers : sequence of int
+        Hugging Face ``hidden_states`` indices.
+    dtypes : sequence of str
+        ``"float32"`` or ``"float16"`` per layer.
+    columns : dict of str to pyarrow.Array or None
+        The user's columns, in order.
+    """
+    pa = _pyarrow()
+    data = {ROW_ID: pa.array(np.asarray(row_ids, dtype=np.int64))}
+    data.update(columns or {})
+    for i, layer in enumerate(layers):
+        data[layer_column(layer)] = layer_array(stack[i], dtypes[i])
+    return pa.table(data)
+
+
+def write_shard(folder, index, table, footer: dict) -> dict:
+    """Write one shard whole: to a hidden temporary file, then renamed.
+
+    The bytes are written, flushed to disk and hashed before the rename, so the
+    shard's name only ever holds a complete file. ``footer`` (JSON) goes into
+    the Parquet key-value metadata, binding the file to its store's settings
+    and its place in the store.
+
+    Returns
+    -------
+    record : dict
+        ``file``, ``index``, ``rows``, ``bytes`` and ``sha256``, for the
+        manifest.
+    """
+    pa = _pyarrow()
+    pq = import_optional("pyarrow.parquet", extra="store")
+    folder = Path(folder)
+    meta = dict(table.schema.metadata or {})
+    meta[FOOTER_KEY] = json.dumps(footer, sort_keys=True).encode()
+    table = table.replace_schema_metadata(meta)
+    sink = pa.BufferOutputStream()
+    layer_cols = [c for c in table.column_names if c.startswith("layer")]
+    pq.write_table(
+        table,
+        sink,
+        compression="none",
+        use_dictionary=[c for c in table.column_names if c not in layer_cols],
+        write_statistics=[ROW_ID],
+        row_group_size=max(len(table), 1),
+    )
+    data = sink.getvalue().to_pybytes()
+    name = shard_file(index)
+    write_whole(folder / name, lambda tmp: tmp.write_bytes(data))
+    return {
+        "file": name,
+        "index": int(index),
+        "rows": len(table),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+
+
+def read_footer(path):
+    """The skloes footer of a Parquet shard (a dict), or None if unreadable."""
+    pq = import_optional("pyarrow.parquet", extra="store")
+    try:
+        meta = pq.read_metadata(path)
+        footer = json.loads((meta.metadata or {})[FOOTER_KEY])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    if not isinstance(footer, dict):
+        return None
+    footer["_rows"] = meta.num_rows
+    return footer
+
+
+def shard_dtypes(path, layers):
+    """The dtype of each layer column in a shard file (its Parquet schema)."""
+    pq = import_optional("pyarrow.parquet", extra="store")
+    schema = pq.read_schema(path)
+    names = {
+        "halffloat": "float16",
+        "float": "float32",
+    }
+    return [
+        names.get(str(schema.field(layer_column(l)).type.value_type), "float32")
+        for l in layers
+    ]
+
+
+# ------------------------------------------------------------------- reading
+def _check_manifest(path, manifest, fmt=STORE_FORMAT):
+    """The manifest's shape: format, version and plain shard entries."""
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt:
+        what = "layer store" if fmt == STORE_FORMAT else fmt
+        raise StoreError(path, f"{MANIFEST_FILE} is not a skloes {what} manifest.")
+    if manifest.get("version", STORE_VERSION) != STORE_VERSION:
+        raise StoreError(
+            path,
+            f"store format version {manifest.get('version')!r}; this skloes reads "
+            f"version {STORE_VERSION}.",
+        )
+    for entry in manifest.get("shards", []):
+        name = entry.get("file") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not SHARD_PATTERN.fullmatch(name):
+            raise StoreError(path, f"its manifest lists an invalid shard {entry!r}.")
+
+
+def read_manifest(path, fmt=STORE_FORMAT):
+    """The manifest of the store at ``path`` (a dict), or a :class:`StoreError`.
+
+    ``fmt``: the manifest's ``format`` (a layer store's, or a prediction
+    job's parts).
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise StoreError(path, "no such folder.")
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(
+            path, f"not a layer store (no {MANIFEST_FILE}, as extraction writes)."
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(path, f"{MANIFEST_FILE} is unreadable ({exc}).") from None
+    _check_manifest(path, manifest, fmt)
+    return manifest
+
+
+class StoreView:
+    """Some layers and rows of a :class:`LayerStore`, read only when asked.
+
+    A view behaves as a layer stack ``(n_layers, n_rows, dim)`` that lives on
+    disk: ``shape``, ``dtype``, ``len``, ``np.asarray(view)`` (which reads
+    it all), ``view[i]`` (one layer, lazily), ``view[i, rows]`` and
+    ``view[:, rows]`` (read). Every skloes estimator that takes a stack
+    takes a view, reading only what it needs (see :ref:`layer_store`).
+    Make one with :meth:`LayerStore.select`.
+
+    Parameters
+    ----------
+    store : LayerStore
+        The store.
+    layers : array-like of int or None
+        Hugging Face ``hidden_states`` indices the view holds (None: all the
+        store holds).
+    rows : array-like of int or None
+        Positions of the store's rows the view holds, in order (None: all).
+
+    Examples
+    --------
+    >>> from skloes.scale import LayerStore
+    >>> store = LayerStore("my_store")  # doctest: +SKIP
+    >>> view = store.select(layers=[2, 4], rows=[0, 5, 9])  # doctest: +SKIP
+    >>> view.shape, view.read().shape  # doctest: +SKIP
+    ((2, 3, 384), (2, 3, 384))
+    """
+
+    def __init__(self, store, layers=None, rows=None):
+        self._store = store
+        self.layers = store._check_layers(layers)
+        self.rows = None if rows is None else store._check_rows(rows)
+
+    # ------------------------------------------------------------ the stack
+    @property
+    def store(self):
+        """The :class:`LayerStore` this view reads."""
+        return self._store
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows of the view."""
+        return self._store.n_rows if self.rows is None else len(self.rows)
+
+    @property
+    def shape(self) -> tuple:
+        """``(n_layers, n_rows, dim)``."""
+        return (len(self.layers), self.n_rows, self._store.dim)
+
+    ndim = 3
+
+    @property
+    def dtype(self):
+        """The dtype reads return: float16 when every layer is, else float32."""
+        kinds = {self._store.layer_dtype(l) for l in self.layers}
+        return np.dtype("float16" if kinds == {"float16"} else "float32")
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __repr__(self) -> str:
+        return (
+            f"StoreView({str(self._store.path)!r}, layers={self.layers.tolist()}, "
+            f"n_rows={self.n_rows})"
+        )
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.read()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) > 2 or any(k is Ellipsis for k in key):
+            raise IndexError(
+                f"StoreView: index as view[layers] or view[layers, rows]; got {key!r}."
+            )
+        layer_key = key[0]
+        positions = np.arange(len(self.layers))[layer_key]
+        layers = self.layers[positions]
+        if len(key) == 1:
+            return self._sub(
+                np.atleast_1d(layers), None, scalar=np.ndim(positions) == 0
+            )
+        rows = np.arange(self.n_rows)[key[1]]
+        out = self._sub(np.atleast_1d(layers), np.atleast_1d(rows)).read()
+        if np.ndim(rows) == 0:
+            out = out[:, 0]
+        return out[0] if np.ndim(positions) == 0 else out
+
+    def _sub(self, layers, rows, scalar=False):
+        """The view of ``layers`` and local ``rows`` of this view."""
+        if rows is not None and self.rows is not None:
+            rows = self.rows[rows]
+        elif rows is None:
+            rows = self.rows
+        view = StoreView(self._store, layers, rows)
+        return _LayerView(view) if scalar else view
+
+    def select(self, layers=None, rows=None):
+        """A narrower view.
+
+        Parameters
+        ----------
+        layers : array-like of int or None, default=None
+            Hugging Face ``hidden_states`` indices (among this view's); None
+            keeps them all.
+        rows : array-like of int or None, default=None
+            Positions among this view's rows; None keeps them all.
+
+        Returns
+        -------
+        view : StoreView
+            The narrower view; nothing is read.
+        """
+        if layers is None:
+            layers = self.layers
+        else:
+            layers = self._store._check_layers(layers)
+            missing = sorted(set(layers.tolist()) - set(self.layers.tolist()))
+            if missing:
+                raise StoreError(
+                    self._store.path,
+                    f"this view holds layers {self.layers.tolist()}, not layer "
+                    f"{missing[0]}.",
+                )
+        if rows is not None:
+            rows = np.asarray(rows, dtype=np.int64)
+            if rows.ndim != 1 or (
+                rows.size and (rows.min() < 0 or rows.max() >= self.n_rows)
+            ):
+                raise StoreError(
+                    self._store.path,
+                    f"`rows` must be positions in 0..{self.n_rows - 1} of the view.",
+                )
+            if self.rows is not None:
+                rows = self.rows[rows]
+        else:
+            rows = self.rows
+        return StoreView(self._store, layers, rows)
+
+    # ------------------------------------------------------------- reading
+    def read(self, dtype=None):
+        """Every value of the view, in memory.
+
+        Parameters
+        ----------
+        dtype : dtype or None, default=None
+            Of the result (None: :attr:`dtype`).
+
+        Returns
+        -------
+        stack : ndarray of shape (n_layers, n_rows, dim)
+            Layers in the view's order, rows in its order.
+        """
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        out = np.empty(self.shape, dtype=dtype)
+        for batch in self.iter_batches():
+            out[:, batch.positions] = batch.stack
+        return out
+
+    def iter_batches(self, batch_size=READ_ROWS, columns=()):
+        """Yield the view in batches of at most ``batch_size`` rows.
+
+        Reads one shard at a time and only the view's layers (and
+        ``columns``), so memory is bounded by ``batch_size`` rows whatever
+        the size of the store.
+
+        Parameters
+        ----------
+        batch_size : int, default=4096
+            Most rows per batch.
+        columns : sequence of str, default=()
+            User columns (or ``"row_id"``) to read along.
+
+        Yields
+        ------
+        batch : StoreBatch
+            ``positions`` (in the view), ``row_ids``, ``stack`` of shape
+            ``(n_layers, n, dim)`` and ``columns`` (a dict of arrays).
+        """
+        yield from self._store._iter(self.layers, self.rows, batch_size, columns)
+
+    def column(self, name):
+        """One user column (or ``"row_id"``) over the view's rows.
+
+        Parameters
+        ----------
+        name : str
+            The column.
+
+        Returns
+        -------
+        values : ndarray
+            In the view's row order.
+        """
+        parts, positions = [], []
+        for batch in self._store._iter(self.layers[:0], self.rows, READ_ROWS, (name,)):
+            parts.append(batch.columns[name])
+            positions.append(batch.positions)
+        if not parts:
+            return np.empty(0)
+        values, order = np.concatenate(parts), np.concatenate(positions)
+        out = np.empty_like(values)
+        out[order] = values
+        return out
+
+    def row_ids(self):
+        """The ``row_id`` of each row of the view (its position in the input).
+
+        Returns
+        -------
+        row_ids : ndarray of int64
+            In the view's row order.
+        """
+        return self.column(ROW_ID).astype(np.int64)
+
+
+class _LayerView:
+    """One layer of a view, read when indexed by rows or converted."""
+
+    def __init__(self, view):
+        self._view = view
+        self.shape = view.shape[1:]
+        self.dtype = view.dtype
+        self.ndim = 2
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, rows):
+        return self._view[0, rows]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._view.read()[0]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
+class StoreBatch:
+    """One batch of rows read from a store (see :meth:`StoreView.iter_batches`)."""
+
+    def __init__(self, positions, row_ids, stack, columns):
+        self.positions, self.row_ids = positions, row_ids
+        self.stack, self.columns = stack, columns
+
+    def fused(self, dtype=np.float64):
+        """The batch as a flat table ``(n, n_layers * dim)``, layers side by side."""
+        k, n, d = self.stack.shape
+        out = np.empty((n, k * d), dtype=dtype)
+        for i in range(k):
+            out[:, i * d : (i + 1) * d] = self.stack[i]
+        return out
+
+
+class LayerStore(StoreView):
+    """A layer store on disk: Parquet shards of pooled hidden states.
+
+    Opening a store reads its manifest and checks that every shard it lists
+    is there with its recorded size; :meth:`verify` checks every byte.
+    A store is a :class:`StoreView` of all its layers and rows, so it goes
+    wherever a layer stack does (selectors, heads, :class:`~skloes.report.
+    LayerReport`), and :meth:`select` narrows it to layers and rows without
+    reading. Write one with :func:`skloes.scale.extract_to_store`.
+
+    Read more in the :ref:`User Guide <layer_store>`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store folder.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The folder.
+    manifest : dict
+        The manifest as read (a copy is returned).
+    layers : ndarray of int
+        The hidden states it holds (Hugging Face indices, 0 = embeddings).
+    dim : int
+        Width of each pooled vector.
+    columns : list of str
+        The user's columns (``row_id`` aside).
+    complete : bool
+        Whether the extraction that writes it finished.
+
+    See Also
+    --------
+    skloes.scale.extract_to_store : Write a store.
+
+    Examples
+    --------
+    >>> from skloes.scale import LayerStore
+    >>> store = LayerStore("my_store")  # doctest: +SKIP
+    >>> store.shape, store.layers  # doctest: +SKIP
+    ((7, 100000, 384), array([0, 1, 2, 3, 4, 5, 6]))
+    >>> import pandas as pd
+    >>> pd.read_parquet("my_store", columns=["row_id", "layer3"])  # doctest: +SKIP
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._manifest = read_manifest(self.path)
+        m = self._manifest
+        try:
+            self._all_layers = np.asarray(m["layers"], dtype=np.intp)
+            self.dim = int(m["dim"])
+            self.columns = [str(c) for c in m["columns"]]
+            dtypes = m.get("layer_dtypes")
+            self._dtypes = (
+                None if dtypes is None else dict(zip(m["layers"], dtypes, strict=True))
+            )
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(
+                self.path, f"{MANIFEST_FILE} lacks its layers, dim or columns."
+            ) from None
+        self._shards = sorted(m.get("shards", []), key=lambda s: s["index"])
+        self._offsets = np.cumsum([0] + [int(s["rows"]) for s in self._shards])
+        self._check_files()
+        super().__init__(self, None, None)
+        self._store = self
+
+    def _check_files(self):
+        for entry in self._shards:
+            file = self.path / entry["file"]
+            try:
+                size = file.stat().st_size
+            except OSError:
+                raise StoreError(
+                    self.path,
+                    f"shard {entry['file']}, listed in its manifest, is missing "
+                    "(re-run the extraction to write it again).",
+                ) from None
+            if size != entry.get("bytes"):
+                raise StoreError(
+                    self.path,
+                    f"shard {entry['file']} has {size} bytes, not the "
+                    f"{entry.get('bytes')} its manifest records (changed since it "
+                    "was written).",
+                )
+
+    def __repr__(self) -> str:
+        return (
+            f"LayerStore({str(self.path)!r}, layers={self._all_layers.tolist()}, "
+            f"n_rows={self.n_rows}, dim={self.dim}"
+            + ("" if self.complete else ", incomplete")
+            + ")"
+        )
+
+    # ------------------------------------------------------------- metadata
+    @property
+    def manifest(self) -> dict:
+        """A copy of the manifest."""
+        return json.loads(json.dumps(self._manifest))
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows in the store (in the shards its manifest lists)."""
+        return int(self._offsets[-1])
+
+    @property
+    def complete(self) -> bool:
+        """Whether the extraction that writes the store finished."""
+        return bool(self._manifest.get("complete", False))
+
+    @property
+    def model(self) -> dict:
+        """The model: ``reference``, ``fingerprint``, ``n_hidden_states``."""
+        return dict(self._manifest.get("model", {}))
+
+    @property
+    def settings(self) -> dict:
+        """The extraction settings: pooling, max_length, precision..."""
+        return dict(self._manifest.get("extraction", {}))
+
+    @property
+    def n_shards(self) -> int:
+        """Number of shards listed in the manifest."""
+        return len(self._shards)
+
+    def layer_dtype(self, layer) -> str:
+        """Return the dtype a layer is stored in.
+
+        Parameters
+        ----------
+        layer : int
+            A hidden state the store holds.
+
+        Returns
+        -------
+        dtype : {"float32", "float16"}
+            Its storage dtype.
+        """
+        if self._dtypes is None:
+            return str(self._manifest.get("dtype", "float32"))
+        return str(self._dtypes[int(layer)])
+
+    def nbytes(self) -> int:
+        """Return the bytes of the shard files on disk.
+
+        Returns
+        -------
+        nbytes : int
+            The sum of the recorded shard sizes.
+        """
+        return int(sum(int(s["bytes"]) for s in self._shards))
+
+    def _check_layers(self, layers):
+        if layers is None:
+            return self._all_layers.copy()
+        values = np.atleast_1d(np.asarray(layers))
+        if values.dtype.kind not in "iu" or values.ndim != 1:
+            raise StoreError(
+                self.path, f"layers must be a list of ints; got {layers!r}."
+            )
+        held = set(self._all_layers.tolist())
+        missing = [int(v) for v in values if int(v) not in held]
+        if missing:
+            raise StoreError(
+                self.path,
+                f"holds layers {self._all_layers.tolist()}, not layer {missing[0]} "
+                "(extract it into a store that holds it).",
+            )
+        return values.astype(np.intp)
+
+    def _check_rows(self, rows):
+        rows = np.asarray(rows)
+        if rows.dtype.kind not in "iu" or rows.ndim != 1:
+            raise StoreError(self.path, "rows must be a 1-D array of row positions.")
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n_rows):
+            bad = int(rows.max() if rows.max() >= self.n_rows else rows.min())
+            raise StoreError(
+                self.path,
+                f"row position {bad} is out of range; the store has {self.n_rows} "
+                "rows.",
+            )
+        return rows.astype(np.int64)
+
+    def require_complete(self, owner="LayerStore"):
+        """Raise a :class:`StoreError` unless the store is complete.
+
+        Parameters
+        ----------
+        owner : str, default="LayerStore"
+            Who asks (named in the message).
+
+        Returns
+        -------
+        self : LayerStore
+            This store.
+        """
+        if not self.complete:
+            raise StoreError(
+                self.path,
+                f"is incomplete ({self.n_shards} shards, {self.n_rows} rows so far): "
+                f"{owner} needs a finished store; re-run the extraction to finish "
+                "it.",
+            )
+        return self
+
+    def require_model(self, fingerprint, reference=None):
+        """Raise a :class:`StoreError` unless the store holds this model's states.
+
+        Parameters
+        ----------
+        fingerprint : str
+            The model's fingerprint (hash of its files).
+        reference : str or None, default=None
+            How the caller names the model (for the message).
+
+        Returns
+        -------
+        self : LayerStore
+            This store.
+        """
+        have = self.model.get("fingerprint")
+        if have != fingerprint:
+            raise StoreError(
+                self.path,
+                f"holds states of model {self.model.get('reference')!r} "
+                f"(fingerprint {str(have)[:12]}), not of "
+                f"{reference!r} (fingerprint {str(fingerprint)[:12]}).",
+            )
+        return self
+
+    # ----------------------------------------------------------- checking
+    def verify(self):
+        """Check every shard against the manifest, byte for byte.
+
+        Every listed shard must exist, hash as recorded (sha256), carry this
+        store's settings and its index in its Parquet footer and hold the
+        recorded rows; and no shard file outside the manifest may sit in the
+        folder (Parquet readers of the folder would read it). The first
+        problem is a :class:`StoreError` naming the store and the shard.
+
+        Returns
+        -------
+        self : LayerStore
+            This store.
+        """
+        for entry in self._shards:
+            file = self.path / entry["file"]
+            if file_sha256(file) != entry.get("sha256"):
+                raise StoreError(
+                    self.path,
+                    f"shard {entry['file']} does not hash as its manifest records "
+                    "(changed or damaged since it was written).",
+                )
+            self._check_footer(entry, read_footer(file))
+        listed = {entry["file"] for entry in self._shards}
+        extra = sorted(
+            p.name
+            for p in self.path.iterdir()
+            if SHARD_PATTERN.fullmatch(p.name) and p.name not in listed
+        )
+        if extra and self.complete:
+            raise StoreError(
+                self.path,
+                f"holds shard file {extra[0]}, which its manifest does not list "
+                "(readers of the folder would read it); move it away.",
+            )
+        return self
+
+    def _check_footer(self, entry, footer):
+        if footer is None:
+            raise StoreError(
+                self.path, f"shard {entry['file']} is not a readable shard."
+            )
+        if footer.get("digest") != self._manifest.get("digest"):
+            raise StoreError(
+                self.path,
+                f"shard {entry['file']} was written for other settings (another "
+                "model, layers or manifest) than this store's manifest records.",
+            )
+        if footer.get("index") != entry["index"] or footer["_rows"] != entry["rows"]:
+            raise StoreError(
+                self.path,
+                f"shard {entry['file']} holds shard {footer.get('index')} with "
+                f"{footer['_rows']} rows; its manifest records shard {entry['index']} "
+                f"with {entry['rows']}.",
+            )
+
+    # ------------------------------------------------------------ reading
+    def _shard_parts(self, rows):
+        """(shard entry, local rows or None, positions in the view) in order."""
+        if rows is None:
+            for i, entry in enumerate(self._shards):
+                start, stop = self._offsets[i], self._offsets[i + 1]
+                yield entry, None, np.arange(start, stop)
+            return
+        shard_of = np.searchsorted(self._offsets, rows, side="right") - 1
+        order = np.argsort(shard_of, kind="stable")
+        bounds = np.flatnonzero(np.diff(shard_of[order])) + 1
+        for group in np.split(order, bounds):
+            if group.size:
+                i = int(shard_of[group[0]])
+                yield self._shards[i], rows[group] - self._offsets[i], group
+
+    def _open(self, entry):
+        pq = import_optional("pyarrow.parquet", extra="store")
+        file = self.path / entry["file"]
+        try:
+            handle = pq.ParquetFile(file)
+        except OSError:
+            raise StoreError(
+                self.path, f"shard {entry['file']} is missing or unreadable."
+            ) from None
+        footer = json.loads((handle.metadata.metadata or {}).get(FOOTER_KEY, b"null"))
+        if isinstance(footer, dict):
+            footer["_rows"] = handle.metadata.num_rows
+        self._check_footer(entry, footer)
+        return handle
+
+    def _iter(self, layers, rows, batch_size, columns):
+        names = [layer_column(l) for l in layers]
+        wanted = [ROW_ID] + [c for c in columns if c != ROW_ID]
+        unknown = [c for c in wanted if c != ROW_ID and c not in self.columns]
+        if unknown:
+            raise StoreError(
+                self.path,
+                f"has no column {unknown[0]!r}; its columns: "
+                f"{[ROW_ID, *self.columns]}.",
+            )
+        for entry, local, positions in self._shard_parts(rows):
+            handle = self._open(entry)
+            start = 0
+            for record in handle.iter_batches(
+                batch_size=batch_size, columns=wanted + names
+            ):
+                n = record.num_rows
+                if local is None:
+                    take, pos = None, positions[start : start + n]
+                else:
+                    hit = (local >= start) & (local < start + n)
+                    take, pos = local[hit] - start, positions[hit]
+                start += n
+                if take is not None and not take.size:
+                    continue
+                yield self._batch(record, take, pos, names, wanted, len(layers))
+
+    def _batch(self, record, take, positions, names, wanted, n_layers):
+        if take is not None:
+            record = record.take(take)
+        n = record.num_rows
+        dtype = (
+            np.float16
+            if all(self.layer_dtype(int(name[5:])) == "float16" for name in names)
+            and names
+            else np.float32
+        )
+        stack = np.empty((n_layers, n, self.dim), dtype=dtype)
+        for i, name in enumerate(names):
+            column = record.column(name)
+            values = column.flatten().to_numpy(zero_copy_only=False)
+            stack[i] = values.reshape(n, self.dim)
+        cols = {c: record.column(c).to_numpy(zero_copy_only=False) for c in wanted}
+        return StoreBatch(np.asarray(positions), cols[ROW_ID], stack, cols)
+
+
+# ---------------------------------------------------------------- manifests
+def new_manifest(
+    *, model, extraction, layers, dim, dtype, columns, id_column, shard_size
+):
+    """The manifest of a new, empty store (see :ref:`layer_store`).
+
+    ``model`` holds the model's ``reference``, ``fingerprint`` and
+    ``n_hidden_states``; ``extraction`` the settings that change the values
+    (pooling, ``exclude_tokens``, ``max_length``, precision). The settings
+    digest, written into every shard's footer too, covers all of it.
+    """
+    from skloes.utils._version import VERSION
+
+    identity = {
+        "format": STORE_FORMAT,
+        "version": STORE_VERSION,
+        "model": {"fingerprint": model["fingerprint"]},
+        "extraction": extraction,
+        "layers": [int(l) for l in layers],
+        "dim": int(dim),
+        "dtype": str(dtype),
+        "columns": list(columns),
+        "id_column": id_column,
+        "shard_size": int(shard_size),
+    }
+    return {
+        **identity,
+        "model": dict(model),
+        "digest": settings_digest(identity),
+        "skloes": VERSION,
+        "row_id": ROW_ID,
+        "layer_columns": [layer_column(l) for l in layers],
+        "layer_dtypes": None,
+        "shards": [],
+        "n_rows": None,
+        "complete": False,
+    }
+
+
+def write_manifest(folder, manifest) -> None:
+    """Write the manifest of the store in ``folder`` whole (written aside,
+    flushed to disk, renamed)."""
+    text = json.dumps(manifest, indent=1, sort_keys=True)
+    write_whole(
+        Path(folder) / MANIFEST_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8")
+    )

@@ -1,0 +1,570 @@
+"""Extraction to a layer store: one function, on the local process, Ray or Dask.
+
+The driver reads the input in shards of ``shard_size`` rows (shard ``i`` holds
+the kept rows ``i*shard_size ..``), skips the shards the store already holds
+whole and verified, and hands the rest to an engine; a worker (the local
+process, a Ray actor or a Dask worker) loads the model once and turns each
+shard into one Parquet file, written aside and renamed; the driver records
+each finished shard in the manifest. Killed at any moment, the job resumes
+from the same call: recorded shards are verified by their sha256, shards
+written but not yet recorded are adopted after their footer is checked, and
+the rest are computed again. See :ref:`layer_store`.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import time
+import warnings
+
+import numpy as np
+
+from skloes.core._store import (
+    FLOAT16_MAX,
+    ROW_ID,
+    LayerStore,
+    StoreError,
+    new_manifest,
+    shard_dtypes,
+    shard_table,
+    write_shard,
+)
+from skloes.scale._engines import run_tasks
+from skloes.scale._input import chunk_digest, open_input
+from skloes.scale._jobs import Progress, ShardJob, ShardTask, loaded, peak_rss
+
+__all__ = ["ShardWorker", "extract_to_store"]
+
+ENGINES = ("local", "ray", "dask")
+# ``shard_size=None``: about this many bytes of layers per shard, within
+# [MIN_SHARD, MAX_SHARD] rows and rounded to a multiple of 64.
+SHARD_BYTES = 32 << 20
+MIN_SHARD, MAX_SHARD = 64, 8192
+# A layer is planned in float16 only when the first shard's values stay below
+# this (a quarter of float16's range: room for later shards).
+FLOAT16_SAFE = FLOAT16_MAX / 4
+# HiddenStatesTransformer parameters a job passes through ``extractor_params``.
+_OWN = ("model", "layers", "pooling", "max_length", "batch_size", "precision")
+
+
+class ShardWorker:
+    """What runs on a worker: the model loaded once, one shard file per call.
+
+    Parameters
+    ----------
+    spec : dict
+        The job's description (from :func:`extract_to_store`): extractor
+        parameters, the model's fingerprint, the store folder, its settings
+        digest, the layers' dtypes, the user's columns and the threads.
+    """
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def extractor(self):
+        """The fitted extractor of this worker process (loaded once)."""
+        if self.spec.get("threads"):
+            from skloes.core._torch import torch
+
+            torch.set_num_threads(int(self.spec["threads"]))
+        key = json.dumps(
+            [self.spec["extractor"], self.spec["fingerprint"]],
+            sort_keys=True,
+            default=str,
+        )
+        return loaded("extractor", key, self._load)
+
+    def _load(self):
+        from skloes.extraction import HiddenStatesTransformer
+
+        hst = HiddenStatesTransformer(**self.spec["extractor"]).fit(["."])
+        if hst.model_fingerprint_ != self.spec["fingerprint"]:
+            raise StoreError(
+                self.spec["store"],
+                f"the model files on worker {socket.gethostname()} "
+                f"({hst.model_path_}) hash differently from the driver's; "
+                "every worker needs the same model files.",
+            )
+        return hst
+
+    def __call__(self, task):
+        """Extract, write and hash one shard; return its record."""
+        start = time.perf_counter()
+        texts = task.table.column("text").to_pylist()
+        stack = self.extractor().transform(texts)
+        dtypes = self.spec["layer_dtypes"]
+        planned = dtypes is None
+        if planned:
+            dtypes = plan_dtypes(stack, self.spec)
+        check_float16(stack, dtypes, self.spec, task.index)
+        row_ids = task.table.column(ROW_ID).to_numpy()
+        columns = {c: task.table.column(c) for c in self.spec["columns"]}
+        table = shard_table(row_ids, stack, self.spec["layers"], dtypes, columns)
+        footer = {
+            "digest": self.spec["digest"],
+            "index": task.index,
+            "input": task.digest,
+            "first_row": int(row_ids[0]),
+        }
+        record = write_shard(self.spec["store"], task.index, table, footer)
+        record.update(input=task.digest, first_row=int(row_ids[0]))
+        return {
+            "record": record,
+            "layer_dtypes": list(dtypes) if planned else None,
+            "seconds": time.perf_counter() - start,
+            "worker": f"{socket.gethostname()}:{os.getpid()}",
+            "peak_rss": peak_rss(),
+            "cpu_s": time.process_time(),
+        }
+
+
+def plan_dtypes(stack, spec):
+    """Each layer's dtype, from the first shard: float16 only where it fits.
+
+    With ``dtype="float16"``, a layer whose values in the first shard exceed
+    :data:`FLOAT16_SAFE` is kept in float32 with a warning
+    (``float16_overflow="float32"``) or refused (``"error"``).
+    """
+    layers = spec["layers"]
+    if spec["dtype"] == "float32":
+        return ["float32"] * len(layers)
+    peaks = np.abs(stack).max(axis=(1, 2))
+    big = [int(l) for l, p in zip(layers, peaks, strict=True) if p > FLOAT16_SAFE]
+    if big and spec["float16_overflow"] == "error":
+        raise StoreError(
+            spec["store"],
+            f"layers {big} reach {float(peaks.max()):.4g} in the first shard, beyond "
+            f"float16's safe range ({FLOAT16_SAFE:.0f}); use dtype='float32', or "
+            "float16_overflow='float32' to keep those layers in float32.",
+        )
+    if big:
+        warnings.warn(
+            f"extract_to_store: layers {big} reach {float(peaks.max()):.4g} in the "
+            "first shard, beyond float16's safe range; they are stored in float32.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return ["float32" if int(l) in big else "float16" for l in layers]
+
+
+def check_float16(stack, dtypes, spec, index):
+    """Refuse a shard whose float16 layer would overflow to inf."""
+    for i, dtype in enumerate(dtypes):
+        if dtype == "float16":
+            peak = float(np.abs(stack[i]).max())
+            if peak > FLOAT16_MAX:
+                raise StoreError(
+                    spec["store"],
+                    f"layer {spec['layers'][i]} reaches {peak:.4g} in shard {index}, "
+                    "beyond float16's range (planned from the first shard); "
+                    "extract into a new store with dtype='float32'.",
+                )
+
+
+# --------------------------------------------------------------- the driver
+class StoreJob(ShardJob):
+    """A job writing a layer store: the dtype plan travels with the records."""
+
+    def same_job(self, have, want):
+        _check_same_job(self.path, have, want)
+
+    @property
+    def layer_dtypes(self):
+        """The layers' dtypes, once the first shard planned them."""
+        return self.manifest.get("layer_dtypes")
+
+    def adopted(self, file):
+        if self.manifest.get("layer_dtypes") is None:
+            self.manifest["layer_dtypes"] = shard_dtypes(file, self.manifest["layers"])
+
+    def record(self, result, force=False):
+        """Record one shard; the first shard's dtype plan forces a write."""
+        if result.get("layer_dtypes") is not None and self.layer_dtypes is None:
+            self.manifest["layer_dtypes"] = result["layer_dtypes"]
+            force = True
+        super().record(result, force=force)
+
+
+def _check_same_job(path, have, want):
+    """A store resumed by another job's settings is refused, naming the first
+    difference."""
+    if have.get("digest") == want["digest"]:
+        return
+    if have.get("model", {}).get("fingerprint") != want["model"]["fingerprint"]:
+        raise StoreError(
+            path,
+            f"holds states of model {have.get('model', {}).get('reference')!r} "
+            f"(fingerprint {str(have.get('model', {}).get('fingerprint'))[:12]}); "
+            f"this job's model is {want['model']['reference']!r} (fingerprint "
+            f"{want['model']['fingerprint'][:12]}); use another store folder.",
+        )
+    for key in (
+        "layers",
+        "extraction",
+        "dim",
+        "dtype",
+        "columns",
+        "id_column",
+        "shard_size",
+    ):
+        if have.get(key) != want[key]:
+            raise StoreError(
+                path,
+                f"was written with {key}={have.get(key)!r}; this job asks for "
+                f"{key}={want[key]!r}; use another store folder (or the same "
+                "settings to resume it).",
+            )
+    raise StoreError(path, "was written by another job (its settings digest differs).")
+
+
+# ------------------------------------------------------------ the function
+def resolve_job_layers(layers, owner):
+    """``layers`` as :class:`~skloes.extraction.HiddenStatesTransformer`
+    takes them: "all", indices, or those of a fitted selector or probe (a
+    probe folder, a probe, a pruned pipeline)."""
+    if isinstance(layers, os.PathLike) or (isinstance(layers, str) and layers != "all"):
+        from skloes.probe import load_probe
+
+        layers = load_probe(layers)
+    if hasattr(layers, "selected_layers_") and hasattr(layers, "predict"):
+        return [int(l) for l in layers.selected_layers_]  # a probe: model indices
+    steps = getattr(layers, "steps", None)
+    if steps and hasattr(steps[0][1], "layers_"):
+        return [int(l) for l in steps[0][1].layers_]  # a pruned pipeline
+    if hasattr(layers, "get_support"):
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(layers)
+        return ("selector", layers)
+    return layers
+
+
+def _selector_layers(selector, n_hidden, owner):
+    if selector.n_layers_in_ != n_hidden:
+        raise ValueError(
+            f"{owner}: `layers` is a selector fitted on {selector.n_layers_in_} "
+            f"layers, but the model has {n_hidden} hidden states, so its picks are "
+            "not the model's layer indices; pass them as a list."
+        )
+    return [int(l) for l in selector.selected_layers_]
+
+
+def _driver_extractor(params, layers, owner):
+    """The job's extractor, fitted on the driver (no weights loaded): the
+    model's fingerprint, layers and width."""
+    from skloes.extraction import HiddenStatesTransformer
+
+    selector = None
+    if isinstance(layers, tuple) and layers[:1] == ("selector",):
+        selector, layers = layers[1], "all"
+    hst = HiddenStatesTransformer(**params, layers=layers).fit(["."])
+    if selector is not None:
+        picked = _selector_layers(selector, hst.n_model_layers_, owner)
+        hst = HiddenStatesTransformer(**params, layers=picked).fit(["."])
+    return hst
+
+
+def _check_positive(value, name, owner):
+    """A positive int, or an error naming the parameter."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{owner}: `{name}` must be a positive int; got {value!r}.")
+    return int(value)
+
+
+def _shard_size(shard_size, n_layers, dim, dtype, owner):
+    if shard_size is not None:
+        return _check_positive(shard_size, "shard_size", owner)
+    row_bytes = n_layers * dim * np.dtype(dtype).itemsize
+    rows = int(np.clip(SHARD_BYTES // max(row_bytes, 1), MIN_SHARD, MAX_SHARD))
+    return max(MIN_SHARD, rows // 64 * 64)
+
+
+def _check_params(engine, dtype, float16_overflow, extractor_params, owner):
+    if engine not in ENGINES:
+        raise ValueError(
+            f"{owner}: `engine` must be one of {', '.join(map(repr, ENGINES))}; got "
+            f"{engine!r}."
+        )
+    if dtype not in ("float32", "float16"):
+        raise ValueError(
+            f"{owner}: `dtype` must be 'float32' or 'float16'; got {dtype!r}."
+        )
+    if float16_overflow not in ("error", "float32"):
+        raise ValueError(
+            f"{owner}: `float16_overflow` must be 'error' or 'float32'; got "
+            f"{float16_overflow!r}."
+        )
+    params = dict(extractor_params or {})
+    bad = [k for k in params if k in _OWN + ("output", "dtype", "cache", "verbose")]
+    if bad:
+        raise ValueError(
+            f"{owner}: `extractor_params` sets {bad[0]!r}, which the job sets "
+            "itself (or which has its own parameter); drop it."
+        )
+    return params
+
+
+def job_spec(hst, params, store, manifest, dtype, float16_overflow, threads):
+    """What a worker needs (plain data: it travels to Ray and Dask workers)."""
+    extractor = {**params, "layers": [int(l) for l in hst.layers_]}
+    extractor.pop("verbose", None)
+    return {
+        "extractor": extractor,
+        "fingerprint": hst.model_fingerprint_,
+        "store": str(store),
+        "work": str(store),
+        "digest": manifest["digest"],
+        "layers": [int(l) for l in hst.layers_],
+        "columns": list(manifest["columns"]),
+        "dtype": dtype,
+        "float16_overflow": float16_overflow,
+        "layer_dtypes": manifest.get("layer_dtypes"),
+        "threads": threads,
+    }
+
+
+def extract_to_store(
+    data,
+    store,
+    *,
+    model=None,
+    layers="all",
+    engine="local",
+    text_column="text",
+    id_column=None,
+    columns=None,
+    rows=None,
+    pooling="mean",
+    max_length=512,
+    batch_size=32,
+    precision="float32",
+    dtype="float32",
+    float16_overflow="error",
+    device="auto",
+    extractor_params=None,
+    shard_size=None,
+    address=None,
+    n_workers=None,
+    threads_per_worker=None,
+    num_gpus=0,
+    verbose=1,
+    callback=None,
+):
+    """Extract the pooled hidden states of many texts into a layer store.
+
+    The input is read in shards of ``shard_size`` rows; each shard goes
+    through the model on a worker (this process, a Ray actor or a Dask
+    worker, each loading the model once) and becomes one Parquet file of the
+    store, written whole or not at all. Calling it again with the same
+    arguments resumes a killed or failed job: the shards the store holds,
+    verified by their sha256, are skipped (see :ref:`layer_store`).
+
+    Read more in the :ref:`User Guide <layer_store>`.
+
+    Parameters
+    ----------
+    data : list of str, DataFrame, str or os.PathLike
+        Texts: a list, a pandas or polars DataFrame, a CSV/TSV/JSONL/Parquet
+        file, or a folder of them (read in sorted name order).
+    store : str or os.PathLike
+        The store folder: new, empty, or a store of the same job to resume.
+    model : str, os.PathLike or None, default=None
+        As :class:`~skloes.extraction.HiddenStatesTransformer` takes it
+        (None: the bundled MiniLM).
+    layers : "all", int, list of int, selector, probe or str, default="all"
+        Hugging Face ``hidden_states`` indices (0 = embedding output); or a
+        fitted probe, a probe folder (:func:`~skloes.probe.load_probe`), a
+        pruned pipeline, or a fitted selector over all the model's layers:
+        their selected layers. The forward pass stops at the deepest.
+    engine : {"local", "ray", "dask"}, default="local"
+        Where the shards run: this process; a Ray Data actor pool (one model
+        per actor); or a Dask cluster (one model per worker).
+    text_column : str, default="text"
+        The text column of a table or file.
+    id_column : str or None, default=None
+        The user's id column, kept in the store beside ``row_id``.
+    columns : list of str or None, default=None
+        Further columns kept in the store (labels, groups).
+    rows : array-like of int or None, default=None
+        Input positions to extract (sorted or not); None: every row.
+    pooling : str, default="mean"
+        Token pooling (see :class:`~skloes.extraction.HiddenStatesTransformer`).
+    max_length : int, default=512
+        Tokens kept per text.
+    batch_size : int, default=32
+        Texts per forward pass.
+    precision : {"float32", "bfloat16", "int8"}, default="float32"
+        Arithmetic of the forward pass.
+    dtype : {"float32", "float16"}, default="float32"
+        Storage dtype of the layers. With float16, the first shard plans each
+        layer's dtype: a layer whose values exceed a quarter of float16's
+        range there is refused or kept in float32 (``float16_overflow``), and
+        a later shard that would overflow is an error.
+    float16_overflow : {"error", "float32"}, default="error"
+        What a layer too large for float16 does: stop the job, or stay in
+        float32 with a warning.
+    device : str, default="auto"
+        Torch device of each worker.
+    extractor_params : dict or None, default=None
+        Further :class:`~skloes.extraction.HiddenStatesTransformer`
+        parameters (``exclude_tokens``, ``max_batch_tokens``...).
+    shard_size : int or None, default=None
+        Rows per shard; None: about 32 MiB of layers per shard.
+    address : str or None, default=None
+        The cluster: a Ray address (``"ray://head:10001"``, ``"auto"``) or a
+        Dask scheduler (``"tcp://scheduler:8786"``). None: a running
+        ``ray.init``/Dask ``Client`` of this process, else a local cluster
+        started and shut down by this call.
+    n_workers : int or None, default=None
+        Ray actors (default: one per ``num_gpus`` GPUs, or per
+        ``threads_per_worker`` CPUs), or workers of a local Dask cluster.
+    threads_per_worker : int or None, default=None
+        Torch threads per worker (default: 1 on Ray and Dask; torch's own
+        setting locally).
+    num_gpus : float, default=0
+        GPUs per Ray actor (passed to Ray Data).
+    verbose : int, default=1
+        ``>= 1`` shows a progress bar of the rows.
+    callback : callable or None, default=None
+        Called on the driver with each finished shard's result, a dict: the
+        manifest ``record``, ``seconds`` (the shard's), ``worker``
+        (``host:pid``), the worker process's ``peak_rss`` (bytes) and its
+        ``cpu_s`` (CPU seconds so far).
+
+    Returns
+    -------
+    store : LayerStore
+        The complete store.
+
+    See Also
+    --------
+    LayerStore : Read a store.
+    probe_at_scale : Choose layers on a sample, then extract only those.
+
+    Examples
+    --------
+    >>> from skloes.scale import extract_to_store
+    >>> store = extract_to_store(["a good film", "a dull plot"], "my_store",
+    ...                          layers=[2, 4])  # doctest: +SKIP
+    >>> store.shape  # doctest: +SKIP
+    (2, 2, 384)
+    """
+    owner = "extract_to_store"
+    params = _check_params(engine, dtype, float16_overflow, extractor_params, owner)
+    params.update(
+        model=model,
+        pooling=pooling,
+        max_length=max_length,
+        batch_size=batch_size,
+        precision=precision,
+        device=device,
+    )
+    layers = resolve_job_layers(layers, owner)
+    source = open_input(
+        data,
+        text_column=text_column,
+        id_column=id_column,
+        columns=columns or (),
+        owner=owner,
+    )
+    rows = _check_rows(rows, owner)
+    hst = _driver_extractor(params, layers, owner)
+    size = _shard_size(shard_size, hst.n_layers_, hst.dim_, dtype, owner)
+    manifest = _new_manifest(hst, source, dtype, size)
+    job = StoreJob(store, manifest, owner)
+    threads = threads_per_worker or (None if engine == "local" else 1)
+    spec = job_spec(hst, params, store, job.manifest, dtype, float16_overflow, threads)
+    engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
+    total = len(rows) if rows is not None else source.n_rows()
+    progress = Progress(total, verbose)
+    try:
+        n_rows = _run(
+            job, source, rows, size, spec, engine, engine_kw, progress, callback
+        )
+    finally:
+        progress.close()
+    job.finish(n_rows)
+    return LayerStore(store)
+
+
+def _check_rows(rows, owner):
+    if rows is None:
+        return None
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or rows.dtype.kind not in "iu" or (rows.size and rows.min() < 0):
+        raise ValueError(f"{owner}: `rows` must be non-negative input positions.")
+    return np.unique(rows)
+
+
+def _new_manifest(hst, source, dtype, size):
+    from skloes.models._loading import default_model
+
+    reference = hst.model if hst.model is not None else default_model()
+    extraction = {
+        "pooling": "first" if hst.pooling == "cls" else hst.pooling,
+        "exclude_tokens": hst.exclude_tokens_,
+        "max_length": hst.max_length_,
+        "precision": hst.precision,
+    }
+    model = {
+        "reference": str(reference),
+        "fingerprint": hst.model_fingerprint_,
+        "n_hidden_states": int(hst.n_model_layers_),
+    }
+    manifest = new_manifest(
+        model=model,
+        extraction=extraction,
+        layers=hst.layers_,
+        dim=hst.dim_,
+        dtype=dtype,
+        columns=source.kept,
+        id_column=source.id_column,
+        shard_size=size,
+    )
+    if dtype == "float32":  # nothing to plan
+        manifest["layer_dtypes"] = ["float32"] * len(hst.layers_)
+    return manifest
+
+
+def _run(job, source, rows, size, spec, engine, engine_kw, progress, callback):
+    """Hand the pending shards to the engine; return the input's kept rows."""
+    counted = {"rows": 0}
+
+    def pending():
+        for start, table in source.chunks(size, rows):
+            counted["rows"] = start + len(table)
+            task = ShardTask(start // size, table, _digest(table, spec))
+            if job.done(task):
+                progress.update(len(table))
+                continue
+            yield task
+
+    def on_result(result):
+        job.record(result)
+        progress.update(result["record"]["rows"])
+        if callback is not None:
+            callback(result)
+
+    tasks = pending()
+    if job.layer_dtypes is None:  # float16: the first shard plans the dtypes
+        first = next(tasks, None)  # (reading on may adopt a planned shard)
+        if first is not None and job.layer_dtypes is None:
+            run_tasks(engine, iter([first]), ShardWorker, spec, on_result, engine_kw)
+        elif first is not None:
+            tasks = itertools.chain([first], tasks)
+    spec = {**spec, "layer_dtypes": job.layer_dtypes}
+    run_tasks(engine, tasks, ShardWorker, spec, on_result, engine_kw)
+    return counted["rows"]
+
+
+def _digest(table, spec):
+    ids = None
+    if spec["columns"]:
+        ids = [table.column(c).to_pylist() for c in spec["columns"]]
+    return chunk_digest(table.column("text").to_pylist(), ids)

@@ -1,0 +1,384 @@
+"""Batch prediction at scale: a saved probe over files of any size, resumably.
+
+Each worker loads the probe once, by the rule of
+:func:`~skloes.probe.load_probe` (a probe saved with an exported graph runs
+on ONNX Runtime through :func:`~skloes.serving.open_exported`, without
+torch), and
+turns each shard of the input into a Parquet part of predictions, written
+whole; the driver records the parts in a hidden folder beside the output and,
+when every row is predicted, joins them into the one output file (written
+aside, then renamed). A killed job resumes from the same call.
+"""
+
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from skloes.core._atomic import write_whole
+from skloes.core._store import (
+    MANIFEST_FILE,
+    PARTS_FORMAT,
+    ROW_ID,
+    StoreError,
+    settings_digest,
+    write_shard,
+)
+from skloes.scale._engines import run_tasks
+from skloes.scale._extract import ENGINES, _check_positive
+from skloes.scale._input import chunk_digest, open_input
+from skloes.scale._jobs import Progress, ShardJob, ShardTask, loaded, peak_rss
+
+__all__ = ["PredictWorker", "predict_to_parquet"]
+
+RUNTIMES = ("auto", "torch", "onnx")
+
+
+def _probe_digest(folder):
+    """Hash of every file of a saved probe folder (names and contents)."""
+    from skloes.core._digests import file_sha256
+
+    parts = [
+        f"{p.relative_to(folder).as_posix()}:{file_sha256(p)}"
+        for p in sorted(Path(folder).rglob("*"))
+        if p.is_file()
+    ]
+    return settings_digest({"files": parts})
+
+
+def predictions_with_proba(probe, texts):
+    """The prediction and, for a classifier, the class probabilities of
+    ``texts`` from one pass of the model."""
+    if hasattr(probe, "predict_with_proba"):  # an exported graph: one pass
+        return probe.predict_with_proba(texts)
+    pipe = getattr(probe, "pipeline_", probe)
+    features = pipe[:-1].transform(texts)
+    head = pipe[-1]
+    proba = None
+    if getattr(head, "classes_", None) is not None and hasattr(head, "predict_proba"):
+        proba = head.predict_proba(features)
+    return head.predict(features), proba
+
+
+class PredictWorker:
+    """What runs on a worker: the probe loaded once, one part file per call.
+
+    Parameters
+    ----------
+    spec : dict
+        The probe folder, runtime, parts folder, job digest, id column,
+        threads and batch size.
+    """
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def probe(self):
+        """The probe of this worker process (loaded once)."""
+        key = json.dumps(
+            [self.spec[k] for k in ("probe", "probe_digest", "runtime", "batch_size")]
+            + [self.spec["trust_remote_code"], self.spec.get("threads")]
+        )
+        return loaded("probe", key, self._load)
+
+    def _load(self):
+        """An exported graph when the folder's manifest has one and the
+        runtime allows it (ONNX Runtime with the worker's threads, no
+        torch), else the torch probe; the same rule as
+        :func:`~skloes.probe.load_probe`."""
+        from skloes import probe_folder
+        from skloes.probe import load_probe
+        from skloes.serving import open_exported
+
+        folder, runtime = self.spec["probe"], self.spec["runtime"]
+        threads = self.spec.get("threads")
+        owner = "predict_to_parquet"
+        manifest = probe_folder.read_manifest(folder, owner)
+        if runtime == "onnx" or (runtime == "auto" and "export" in manifest):
+            export = probe_folder.export_entry(manifest, folder, owner)
+            return open_exported(
+                folder,
+                export,
+                n_threads=threads,
+                batch_size=self.spec.get("batch_size"),
+                owner=owner,
+            )
+        probe = load_probe(
+            folder, runtime=runtime, trust_remote_code=self.spec["trust_remote_code"]
+        )
+        pipe = getattr(probe, "pipeline_", probe)
+        if hasattr(pipe, "steps"):  # torch: the extractor's own settings
+            params = {"verbose": 0}
+            if self.spec.get("batch_size"):
+                params["batch_size"] = self.spec["batch_size"]
+            pipe[0].set_params(**params)
+            if threads:
+                from skloes.core._torch import torch
+
+                torch.set_num_threads(int(threads))
+        return probe
+
+    def __call__(self, task):
+        """Predict one shard; write and hash its part; return its record."""
+        start = time.perf_counter()
+        probe = self.probe()
+        texts = task.table.column("text").to_pylist()
+        prediction, proba = predictions_with_proba(probe, texts)
+        table = prediction_table(task.table, prediction, proba, probe, self.spec)
+        row_ids = task.table.column(ROW_ID).to_numpy()
+        footer = {
+            "digest": self.spec["digest"],
+            "index": task.index,
+            "input": task.digest,
+            "first_row": int(row_ids[0]),
+        }
+        record = write_shard(self.spec["parts"], task.index, table, footer)
+        record.update(input=task.digest, first_row=int(row_ids[0]))
+        return {
+            "record": record,
+            "seconds": time.perf_counter() - start,
+            "worker": f"{socket.gethostname()}:{os.getpid()}",
+            "peak_rss": peak_rss(),
+            "torch_imported": "torch" in sys.modules,
+        }
+
+
+def prediction_table(chunk, prediction, proba, probe, spec):
+    """``row_id``, the user's id column, ``prediction`` and ``proba_<class>``."""
+    import pyarrow as pa
+
+    data = {ROW_ID: chunk.column(ROW_ID)}
+    if spec["id_column"] is not None:
+        data[spec["id_column"]] = chunk.column(spec["id_column"])
+    data["prediction"] = pa.array(np.asarray(prediction).tolist())
+    if proba is not None:
+        for j, label in enumerate(np.asarray(probe.classes_).tolist()):
+            data[f"proba_{label}"] = pa.array(np.asarray(proba[:, j], dtype=np.float64))
+    return pa.table(data)
+
+
+def _check_out(out, overwrite, owner):
+    path = Path(out)
+    if path.suffix.lower() not in (".parquet", ".pq"):
+        raise ValueError(f"{owner}: `out` must be a .parquet file; got {str(out)!r}.")
+    if path.is_dir():
+        raise ValueError(f"{owner}: `out` {str(out)!r} is a folder; give a file name.")
+    if path.exists() and not overwrite:
+        raise ValueError(
+            f"{owner}: `out` {str(out)!r} exists; pass overwrite=True to replace it."
+        )
+    if not path.parent.is_dir():
+        raise ValueError(
+            f"{owner}: `out` {str(out)!r}: folder {str(path.parent)!r} does not exist."
+        )
+    return path
+
+
+def predict_to_parquet(
+    probe,
+    data,
+    out,
+    *,
+    engine="local",
+    text_column="text",
+    id_column=None,
+    runtime="auto",
+    batch_size=None,
+    shard_size=2048,
+    address=None,
+    n_workers=None,
+    threads_per_worker=None,
+    num_gpus=0,
+    trust_remote_code=False,
+    overwrite=False,
+    verbose=1,
+    callback=None,
+):
+    """Predict every text of a file or folder with a saved probe, into Parquet.
+
+    Every worker (this process, a Ray actor or a Dask worker) loads the probe
+    once through :func:`~skloes.probe.load_probe`: a probe saved with an
+    exported graph runs on ONNX Runtime, without torch. The input is read in
+    shards of ``shard_size`` rows; each becomes a Parquet part in a hidden
+    folder beside ``out``, written whole, and the parts are joined into
+    ``out`` when every row is predicted. The same call resumes a killed job.
+
+    Read more in the :ref:`User Guide <scale_predict>`.
+
+    Parameters
+    ----------
+    probe : str or os.PathLike
+        A folder written by :func:`~skloes.probe.save_probe`.
+    data : list of str, DataFrame, str or os.PathLike
+        Texts: a list, a DataFrame, a CSV/TSV/JSONL/Parquet file or a folder
+        of them.
+    out : str or os.PathLike
+        The ``.parquet`` file to write: ``row_id`` (the input position), the
+        ``id_column`` if given, ``prediction`` and, for a classifier,
+        ``proba_<class>`` per class.
+    engine : {"local", "ray", "dask"}, default="local"
+        Where the shards run (see :func:`extract_to_store`).
+    text_column : str, default="text"
+        The text column of a table or file.
+    id_column : str or None, default=None
+        The user's id column, kept beside each prediction.
+    runtime : {"auto", "torch", "onnx"}, default="auto"
+        As in :func:`~skloes.probe.load_probe`.
+    batch_size : int or None, default=None
+        Texts per forward pass of a torch probe (None: the probe's).
+    shard_size : int, default=2048
+        Rows per shard.
+    address : str or None, default=None
+        The Ray or Dask cluster, as in :func:`extract_to_store`.
+    n_workers : int or None, default=None
+        Ray actors or local Dask workers, as in :func:`extract_to_store`.
+    threads_per_worker : int or None, default=None
+        Threads of each worker (torch, or ONNX Runtime for an exported probe).
+    num_gpus : float, default=0
+        GPUs per Ray actor.
+    trust_remote_code : bool, default=False
+        As in :func:`~skloes.probe.load_probe`.
+    overwrite : bool, default=False
+        Replace ``out`` if it exists.
+    verbose : int, default=1
+        ``>= 1`` shows a progress bar of the rows.
+    callback : callable or None, default=None
+        Called with each finished shard's result.
+
+    Returns
+    -------
+    out : pathlib.Path
+        The predictions file.
+
+    See Also
+    --------
+    extract_to_store : The same engines for hidden states.
+
+    Examples
+    --------
+    >>> from skloes.scale import predict_to_parquet
+    >>> predict_to_parquet("my_probe", "texts.parquet", "preds.parquet",
+    ...                    id_column="doc_id")  # doctest: +SKIP
+    PosixPath('preds.parquet')
+    """
+    owner = "predict_to_parquet"
+    if engine not in ENGINES or runtime not in RUNTIMES:
+        raise ValueError(
+            f"{owner}: `engine` must be one of {ENGINES} and `runtime` one of "
+            f"{RUNTIMES}; got {engine!r} and {runtime!r}."
+        )
+    _check_positive(shard_size, "shard_size", owner)
+    out = _check_out(out, overwrite, owner)
+    source = open_input(data, text_column=text_column, id_column=id_column, owner=owner)
+    spec = _predict_spec(probe, out, source, runtime, batch_size, shard_size)
+    spec.update(
+        trust_remote_code=bool(trust_remote_code),
+        threads=threads_per_worker or (None if engine == "local" else 1),
+    )
+    job = ShardJob(spec["parts"], spec.pop("manifest"), owner, fmt=PARTS_FORMAT)
+    engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
+    progress = Progress(source.n_rows(), verbose)
+    counted = {"rows": 0}
+
+    def pending():
+        for start, table in source.chunks(shard_size):
+            counted["rows"] = start + len(table)
+            ids = [table.column(id_column).to_pylist()] if id_column else None
+            task = ShardTask(
+                start // shard_size,
+                table,
+                chunk_digest(table.column("text").to_pylist(), ids),
+            )
+            if job.done(task):
+                progress.update(len(table))
+                continue
+            yield task
+
+    def on_result(result):
+        job.record(result)
+        progress.update(result["record"]["rows"])
+        if callback is not None:
+            callback(result)
+
+    try:
+        run_tasks(engine, pending(), PredictWorker, spec, on_result, engine_kw)
+    finally:
+        progress.close()
+    job.finish(counted["rows"])
+    _join_parts(job, out)
+    return out
+
+
+def _predict_spec(probe, out, source, runtime, batch_size, shard_size):
+    """The job's description, the probe checked to load here first."""
+    from skloes.probe import load_probe
+
+    if not isinstance(probe, (str, os.PathLike)):
+        raise TypeError(
+            "predict_to_parquet: `probe` must be a saved probe folder (a str or "
+            f"os.PathLike); got {type(probe).__name__}."
+        )
+    load_probe(probe, runtime=runtime)  # a bad folder fails here, not on workers
+    identity = {
+        "format": PARTS_FORMAT,
+        "probe": _probe_digest(probe),
+        "runtime": runtime,
+        "id_column": source.id_column,
+        "shard_size": int(shard_size),
+        "out": out.name,
+    }
+    digest = settings_digest(identity)
+    probe_digest = identity["probe"]
+    manifest = {**identity, "digest": digest, "version": 1, "shards": []}
+    manifest["complete"], manifest["n_rows"] = False, None
+    return {
+        "probe": str(Path(probe).resolve()),
+        "runtime": runtime,
+        "parts": str(out.parent / f".{out.name}.parts"),
+        "work": str(out.parent / f".{out.name}.parts"),
+        "digest": digest,
+        "probe_digest": probe_digest,
+        "id_column": source.id_column,
+        "batch_size": batch_size,
+        "store": str(out),
+        "manifest": manifest,
+    }
+
+
+def _join_parts(job, out):
+    """Every part, in order, into ``out`` (written aside, then renamed); then
+    the parts folder goes."""
+    import pyarrow.parquet as pq
+
+    if not job.manifest["shards"]:
+        raise StoreError(job.path, "no part to join (the input had no row).")
+
+    def write(tmp):
+        writer = None
+        try:
+            for entry in job.manifest["shards"]:
+                table = pq.read_table(job.path / entry["file"])
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema.remove_metadata())
+                writer.write_table(table.replace_schema_metadata(None))
+        finally:
+            if writer is not None:
+                writer.close()
+
+    write_whole(out, write)
+    for entry in job.manifest["shards"]:
+        (job.path / entry["file"]).unlink(missing_ok=True)
+    (job.path / MANIFEST_FILE).unlink(missing_ok=True)
+    try:
+        job.path.rmdir()  # only when nothing but this job's files was there
+    except OSError:
+        pass

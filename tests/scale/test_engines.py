@@ -1,0 +1,127 @@
+"""The Ray and Dask engines on local clusters: same store, one model per worker.
+
+Each cluster lives for this module only, on loopback, and is shut down by its
+fixture. The stores the engines write hold what the local engine writes (to
+float rounding: workers run one torch thread), with every shard whole.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skloes.scale._engines import ray_pool_size
+
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    """Two single-thread worker processes (so each loads its own model)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        host="127.0.0.1",
+        silence_logs=50,
+    )
+    client = distributed.Client(cluster, timeout="60s")
+    client.run(lambda: os.environ.setdefault("PYTHONPATH", ROOT))
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of 2 CPUs whose workers import this checkout."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}},
+        _node_ip_address="127.0.0.1",
+        logging_level="ERROR",
+    )
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_pool_leaves_a_cpu_share_for_ray_data():
+    # 2 one-thread actors on 2 CPUs: each claims 2/3, a third is left over.
+    assert ray_pool_size({"CPU": 2.0}, 2, 1, 0, 10) == (2, 0.667)
+    # One actor per thread's worth of CPUs by default, never more than shards.
+    assert ray_pool_size({"CPU": 8.0}, None, 2, 0, 10) == (4, 1.6)
+    assert ray_pool_size({"CPU": 8.0}, None, 1, 0, 3) == (3, 1.0)
+    # GPUs: one actor per num_gpus, each claiming at most its threads.
+    assert ray_pool_size({"CPU": 16.0, "GPU": 4.0}, None, 1, 1, 100) == (4, 1.0)
+    with pytest.raises(ValueError, match="num_gpus`=1 per actor, but the Ray"):
+        ray_pool_size({"CPU": 4.0}, None, 1, 1, 10)
+
+
+def _per_worker(results):
+    return {r["worker"] for r in results}
+
+
+def test_dask_engine_writes_the_same_store_one_model_per_worker(
+    dask_client, extract, texts, reference, tmp_path
+):
+    from skloes.scale import _jobs
+
+    results = []
+    store = extract(texts, tmp_path / "s", engine="dask", callback=results.append)
+    assert store.complete and store.verify().n_shards == 4
+    np.testing.assert_allclose(store.read(), reference, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(store.row_ids(), np.arange(230))
+    assert len(results) == 4 and all(r["peak_rss"] > 0 for r in results)
+    models = dask_client.run(lambda: sorted(_jobs._LOADED))
+    used = [m for m in models.values() if m]
+    assert used and all(m == ["extractor"] for m in used)  # one model per worker
+    assert len(used) == len(_per_worker(results))
+
+
+def test_ray_engine_writes_the_same_store(
+    ray_cluster, extract, texts, reference, tmp_path
+):
+    results = []
+    store = extract(texts, tmp_path / "s", engine="ray", callback=results.append)
+    assert store.complete and store.verify().n_shards == 4
+    np.testing.assert_allclose(store.read(), reference, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(store.row_ids(), np.arange(230))
+    assert 1 <= len(_per_worker(results)) <= 2  # at most the 2 actors
+    assert not (tmp_path / "s" / "_work").exists()  # the staged tasks are gone
+    # Resumed on Ray: nothing to do, nothing recomputed.
+    results.clear()
+    extract(texts, tmp_path / "s", engine="ray", callback=results.append)
+    assert results == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("engine", ["dask", "ray"])
+def test_minilm_on_a_local_cluster_equals_the_local_engine(
+    engine, request, minilm_path, rotten_tomatoes_small, tmp_path
+):
+    request.getfixturevalue("dask_client" if engine == "dask" else "ray_cluster")
+    from skloes.scale import extract_to_store
+
+    texts = [str(t) for t in rotten_tomatoes_small[0][:80]]
+    kw = {
+        "model": minilm_path,
+        "layers": [1, 3],
+        "max_length": 48,
+        "shard_size": 20,
+        "verbose": 0,
+        "device": "cpu",
+        "threads_per_worker": 1,
+    }
+    here = extract_to_store(texts, tmp_path / "local", **kw)
+    there = extract_to_store(texts, tmp_path / engine, engine=engine, **kw)
+    np.testing.assert_allclose(there.read(), here.read(), rtol=1e-4, atol=1e-5)
+    assert there.model == here.model and there.n_shards == 4
