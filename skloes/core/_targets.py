@@ -209,6 +209,8 @@ def check_class_targets(y, owner):
     -------
     y : ndarray of shape (n_samples,)
     """
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
     y = np.asarray(y) if not hasattr(y, "shape") else y
     if len(getattr(y, "shape", ())) == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)

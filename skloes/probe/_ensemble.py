@@ -137,24 +137,62 @@ def _oof_one(estimator, X, y, folds, classes, fit_params):
     return out
 
 
-def inner_folds(y, task, cv=5, random_state=None):
+def inner_split_problem(y, task):
+    """Why the rows of ``y`` allow no inner folds, or ``None`` when they do.
+
+    Every inner training split must hold every class (each needs 2 rows);
+    a regression needs 4 rows (2 folds of 2: the R² of one row is undefined).
+    """
+    y = np.asarray(y)
+    if task == "classification":
+        classes, counts = np.unique(y, return_counts=True)
+        if counts.min() < 2:
+            label = classes[counts.argmin()]
+            label = label.item() if isinstance(label, np.generic) else label
+            return f"class {label!r} has 1 sample (each class needs 2)"
+        return None
+    if len(y) < 4:
+        rows = f"{len(y)} sample" + ("s" if len(y) != 1 else "")
+        return f"{rows} (a regression needs 4)"
+    return None
+
+
+def inner_split_count(y, task, cv):
+    """How many inner folds the rows of ``y`` allow, at most ``cv``: fewer
+    when the smallest class (half the rows, for regression) has fewer rows."""
+    if task == "classification":
+        return int(min(cv, np.unique(y, return_counts=True)[1].min()))
+    return int(min(cv, len(y) // 2))
+
+
+def check_inner_split(y, task, owner, parameter="combine"):
+    """Refuse rows that allow no inner folds for a stack (one error naming
+    ``owner`` and its ``parameter``)."""
+    problem = inner_split_problem(y, task)
+    if problem is not None:
+        raise ValueError(
+            f"{owner}: {parameter}='stack' fits its meta model on out-of-fold "
+            f"outputs of inner folds, which these rows do not allow: {problem}. "
+            "Average the layers instead, or give more rows."
+        )
+
+
+def inner_folds(y, task, cv=5, random_state=None, *, owner="LayerEnsemble"):
     """The inner folds of ``combine="stack"`` and of ``fusion="auto"``.
 
     ``cv`` shuffled folds of the rows of ``y`` (stratified for
     classification; fewer when the smallest class, or half the rows for
-    regression, has fewer rows; 2 at least), seeded by ``random_state``; an
-    iterable of ``(train, test)`` index pairs is returned as a list.
+    regression, has fewer rows), seeded by ``random_state``; an iterable of
+    ``(train, test)`` index pairs is returned as a list. Rows that allow no
+    inner folds (:func:`inner_split_problem`) are one error naming ``owner``.
     """
     if not isinstance(cv, Integral):
         return [(np.asarray(a), np.asarray(b)) for a, b in cv]
+    check_inner_split(y, task, owner)
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
-    if task == "classification":
-        smallest = int(np.unique(y, return_counts=True)[1].min())
-        n_splits = max(2, min(cv, smallest))
-        splitter = StratifiedKFold(n_splits, shuffle=True, random_state=seed)
-    else:
-        n_splits = max(2, min(cv, len(y) // 2))
-        splitter = KFold(n_splits, shuffle=True, random_state=seed)
+    n_splits = inner_split_count(y, task, cv)
+    kind = StratifiedKFold if task == "classification" else KFold
+    splitter = kind(n_splits, shuffle=True, random_state=seed)
     return list(splitter.split(np.zeros((len(y), 1)), y))
 
 
@@ -382,7 +420,9 @@ class _BaseLayerEnsemble(BaseEstimator):
 
     def _folds(self, y):
         """The inner folds of the stacked meta model's out-of-fold inputs."""
-        return inner_folds(y, self._task, self.cv, self.random_state)
+        return inner_folds(
+            y, self._task, self.cv, self.random_state, owner=type(self).__name__
+        )
 
     def _outputs(self, X):
         """Per-layer outputs ``(n_layers, n_samples, m)`` of new rows."""

@@ -11,6 +11,7 @@ selected block (:func:`~skloes.probe.prune_layers`).
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -305,6 +306,10 @@ class _BaseLayerProbe(LayerPipelineBase):
         self.fusion_, self.fusion_scores_, oof = self._choose_fusion(
             fused, y, dim, fit_params
         )
+        if self.fusion_ == "stack" and fused.shape[1] // dim > 1:
+            from skloes.probe._ensemble import check_inner_split
+
+            check_inner_split(y, self._task, type(self).__name__, "fusion")
         head = self._head(dim, self.fusion_)
         if oof is not None and self.fusion_ == "stack":  # its meta model's inputs
             head._validate_params()
@@ -329,8 +334,22 @@ class _BaseLayerProbe(LayerPipelineBase):
             return self.fusion, None, None
         if fused.shape[1] // dim < 2:  # one layer: its own estimator
             return "concatenate", None, None
-        from skloes.probe._ensemble import fusion_cv, inner_folds
+        from skloes.probe._ensemble import (
+            fusion_cv,
+            inner_folds,
+            inner_split_problem,
+        )
 
+        problem = inner_split_problem(y, self._task)
+        if problem is not None:
+            warnings.warn(
+                f"{type(self).__name__}: fusion='auto' chooses by inner folds of "
+                f"the training rows, which they do not allow ({problem}); the "
+                "layers are concatenated.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return "concatenate", None, None
         classes = getattr(self, "classes_", None)
         folds = inner_folds(y, self._task, 5, self.random_state)
         scores, oof = fusion_cv(

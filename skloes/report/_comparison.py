@@ -36,12 +36,15 @@ from skloes.probe._ensemble import (
     LayerEnsembleClassifier,
     LayerEnsembleRegressor,
     _meta_features,
+    check_inner_split,
     choose_fusion,
     combine_outputs,
     final_model,
     fusion_cv,
     fusion_scores,
     inner_folds,
+    inner_split_count,
+    inner_split_problem,
     layer_outputs,
     score_predictions,
 )
@@ -634,10 +637,17 @@ class _FoldFusion:
                 for j, (_, test_j) in enumerate(self.folds)
                 if j != i
             ]
+        y_i, groups = self.y[train_i], self.report._groups
+        if inner_split_problem(y_i, self._task()) is not None:
+            return None  # "auto" concatenates; "stack" is refused (_fold)
         splitter = inner_cv
-        if isinstance(inner_cv, int):
-            splitter = self.report._splitter(inner_cv)
-        groups = self.report._groups
+        if isinstance(inner_cv, Integral):
+            n = inner_split_count(y_i, self._task(), inner_cv)
+            if groups is not None:
+                n = min(n, np.unique(groups[train_i]).size)
+            if n < 2:
+                return None
+            splitter = self.report._splitter(n)
         split = splitter.split(
             np.zeros((train_i.size, 1)),
             self.y[train_i],
@@ -661,7 +671,7 @@ class _FoldFusion:
         for i, layers in enumerate(fold_layers):
             if len(layers) < 2:
                 continue
-            for key, train, _ in self.inner[i]:
+            for key, train, _ in self.inner[i] or ():
                 for layer in layers:
                     if (key, layer) not in self.fits:
                         todo[(key, layer)] = train
@@ -716,6 +726,17 @@ class _FoldFusion:
         fusion = self.fusion
         if fusion == "average":
             return self._average(i, layers), fusion
+        if self.inner[i] is None:  # the fold's rows allow no inner folds
+            if fusion == "stack":
+                check_inner_split(
+                    self.y[self.folds[i][0]], self._task(), "LayerReport", "fusion"
+                )
+                raise ValueError(  # grouped rows: too few groups
+                    "LayerReport: fusion='stack' needs inner folds of every "
+                    "training fold, and its groups allow none; average the "
+                    "layers instead, or give more groups."
+                )
+            return self._concatenate(i, layers), "concatenate"
         if not self.report._reuse_layer_outputs:
             return self._refit(i, layers)
         oof = self._oof(i, layers)

@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from _support.outcomes import err, ok  # noqa: E402
+from _support.outcomes import err, ok, warns  # noqa: E402
 
 from skloes.probe import (  # noqa: E402
     LayerEnsembleClassifier,
@@ -517,6 +517,76 @@ def test_ensemble_targets(cls, y, outcome):
         named = outcome.needle.replace(cls.__name__, ensemble.__name__)
         outcome = err(named if named != outcome.needle else ensemble.__name__)
     outcome.check(lambda: ensemble().fit(stack, y))
+
+
+# --------------------------------------------------------------------------
+# Fusions on rows too few for inner folds (a class of one sample, or a
+# regression of 3): a stack is refused by name, "auto" concatenates and says so
+# --------------------------------------------------------------------------
+def _all_layers_probe(model, cls, fusion):
+    from skloes.selection import AllLayersSelector
+
+    return cls(model, device="cpu", selector=AllLayersSelector(), fusion=fusion)
+
+
+FEW_ROWS = [  # (id, make(model), y, outcome)
+    (
+        "probe_stack_class_of_one",
+        lambda m: _all_layers_probe(m, LayerProbeClassifier, "stack"),
+        [0, 0, 0, 1],
+        err(r"LayerProbeClassifier: fusion='stack' .*class 1 has 1 sample"),
+    ),
+    (
+        "probe_auto_class_of_one",
+        lambda m: _all_layers_probe(m, LayerProbeClassifier, "auto"),
+        [0, 0, 0, 1],
+        warns(
+            r"fusion='auto' .*class 1 has 1 sample.*concatenated",
+            then=lambda p: p.fusion_ == "concatenate" and p.fusion_scores_ is None,
+        ),
+    ),
+    (
+        "probe_average_class_of_one",
+        lambda m: _all_layers_probe(m, LayerProbeClassifier, "average"),
+        [0, 0, 0, 1],
+        ok(lambda p: p.fusion_ == "average"),
+    ),
+    (
+        "regressor_stack_three_rows",
+        lambda m: _all_layers_probe(m, LayerProbeRegressor, "stack"),
+        [0.0, 1.0, 2.0],
+        err(r"LayerProbeRegressor: fusion='stack' .*3 samples \(a regression needs 4"),
+    ),
+    (
+        "regressor_auto_three_rows",
+        lambda m: _all_layers_probe(m, LayerProbeRegressor, "auto"),
+        [0.0, 1.0, 2.0],
+        warns(r"3 samples", then=lambda p: p.fusion_ == "concatenate"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "make, y, outcome", [pytest.param(m, y, o, id=i) for i, m, y, o in FEW_ROWS]
+)
+def test_fusion_on_too_few_rows(tiny_model_path, make, y, outcome):
+    outcome.check(lambda: make(tiny_model_path).fit(PROBE_TEXTS[: len(y)], y))
+
+
+@pytest.mark.parametrize(
+    "cls, y, needle",
+    [
+        (LayerEnsembleClassifier, [0, 1, 1, 1, 0, 2], r"class 2 has 1 sample"),
+        (LayerEnsembleClassifier, ["a", "b", "a"], r"class 'b' has 1 sample"),
+        (LayerEnsembleRegressor, [0.0, 1.0], r"2 samples \(a regression needs 4"),
+    ],
+)
+def test_ensemble_stack_on_too_few_rows(cls, y, needle):
+    stack = np.random.RandomState(0).normal(size=(2, len(y), 3))
+    err(rf"{cls.__name__}: combine='stack' .*{needle}").check(
+        lambda: cls(combine="stack").fit(stack, y)
+    )
+    cls(combine="average").fit(stack, y)  # no inner folds needed
 
 
 # --------------------------------------------------------------------------

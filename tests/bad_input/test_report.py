@@ -150,9 +150,44 @@ def test_a_report_of_only_nan_scores_is_an_error(monkeypatch):
 
     rng = np.random.RandomState(0)
     stack, y = rng.randn(3, 20, 4), rng.randn(20)
+    from skloes.report import _comparison
+
+    # Every way a score is made: the per-layer table's scorer, a method's
+    # cross-validation, and the fused methods' scores of held-out outputs.
     monkeypatch.setattr(_layer_report.LayerReport, "_cv", lambda *a: np.full(5, np.nan))
-    err(r"every r2 score is NaN").check(
-        lambda: LayerReport(n_layers_to_select=1, nested=False).fit(stack, y)
+    monkeypatch.setattr(
+        _layer_report, "check_scoring", lambda *a, **k: lambda *b: np.nan
+    )
+    monkeypatch.setattr(_comparison, "score_predictions", lambda *a: np.nan)
+    for fusion in ("concatenate", "auto"):
+        err(r"every r2 score is NaN").check(
+            lambda f=fusion: LayerReport(nested=False, fusion=f).fit(stack, y)
+        )
+
+
+@pytest.mark.parametrize(
+    "fusion, outcome",
+    [
+        ("auto", ok(lambda r: r.n_splits_ == 2)),
+        ("average", ok(lambda r: r.n_splits_ == 2)),
+        ("concatenate", ok(lambda r: r.n_splits_ == 2)),
+        (
+            "stack",
+            err(r"LayerReport: fusion='stack' .*class 0 has 1 sample"),
+        ),
+    ],
+)
+def test_fusion_of_folds_too_small_for_inner_folds(fusion, outcome):
+    # 5 rows, 2 folds: a training fold holds one row of a class, so no inner
+    # folds exist: "auto" concatenates that fold, a stack is refused.
+    outcome.check(
+        lambda: layer_report(
+            STACK[:, :5],
+            [0, 0, 0, 1, 1],
+            n_layers_to_select=2,
+            nested=False,
+            fusion=fusion,
+        )
     )
 
 
