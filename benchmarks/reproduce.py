@@ -268,6 +268,32 @@ PARTS = [
         ],
     ),
     Part(
+        "fusion",
+        "user guide, selection: the fusions of the chosen layers (concatenated, "
+        "averaged, stacked, auto) per stack, with paired standard errors",
+        "benchmarks/results/fusion/*.json, fusion.md and the selection guide's "
+        "table (--summarize)",
+        "about 2 h on 2 cores (11 stacks, repeated 5-fold CV)",
+        full=[
+            ["bench_fusion.py", "--models", "minilm", "--repeats", "3"],
+            ["bench_fusion.py", "--models", "mpnet", "smollm2", "--repeats", "2"]
+            + ["--sets", "rotten_tomatoes", "trec6", "vader_amazon3"],
+            ["bench_fusion.py", "--summarize"],
+        ],
+    ),
+    Part(
+        "scale",
+        "user guide, scaling: the layer store's throughput per engine, memory "
+        "against N, kill and resume, chosen layers only, the streaming heads",
+        "benchmarks/results/scale/runs.jsonl, scale.md (--summarize)",
+        "about 4 h on 2 cores (100,000 texts through MiniLM several times)",
+        full=[
+            ["bench_scale.py", "--corpus"],
+            ["bench_scale.py", "--plan"],
+            ["bench_scale.py", "--summarize"],
+        ],
+    ),
+    Part(
         "serve",
         "user guide, serving: exported int8/float32 speed against torch, "
         "quality, cold start and install sizes (MiniLM, SmolLM2, Gemma 3)",

@@ -27,8 +27,6 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold, StratifiedKFold
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
 
@@ -39,6 +37,7 @@ from skloes.core._targets import (
     check_classes,
     check_continuous_target,
 )
+from skloes.probe._house import RIDGE_ALPHAS, house_probe
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     HasMethods,
@@ -60,15 +59,6 @@ __all__ = [
 # The meta model of ``combine="stack"``: few inputs (one block of
 # probabilities per layer), so scikit-learn's default strength.
 STACK_C = 1.0
-RIDGE_ALPHAS = np.logspace(-3, 3, 13)
-
-
-def house_probe(task):
-    """The house probe on one layer: standardized, then logistic regression
-    (``C=0.01``) or ridge with its penalty by leave-one-out."""
-    from skloes.probe._estimators import default_head
-
-    return make_pipeline(StandardScaler(), default_head(task))
 
 
 def final_model(task):

@@ -16,7 +16,6 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin, clone
-from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metaestimators import available_if
@@ -30,22 +29,11 @@ from skloes.core._targets import (
 )
 from skloes.core._torch import may_use_accelerator
 from skloes.probe._base import LayerPipelineBase, check_every_layer
+from skloes.probe._house import default_head
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import HasMethods, StrOptions, _fit_context
 
 __all__ = ["LayerProbeClassifier", "LayerProbeRegressor", "default_head"]
-
-# The house's linear probe on standardized fused layers (also LayerReport's).
-PROBE_C = 0.01
-RIDGE_ALPHAS = np.logspace(-3, 3, 13)
-
-
-def default_head(task):
-    """The default final estimator: logistic regression or ridge (unscaled)."""
-    if task == "classification":
-        return LogisticRegression(C=PROBE_C, max_iter=1000)
-    return RidgeCV(alphas=RIDGE_ALPHAS)
-
 
 _PARAMS_DOC = """
     model : str, os.PathLike or None, default=None

@@ -30,7 +30,7 @@ from skloes.core._targets import check_classes, check_continuous_target, task_of
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
 from skloes.probe._ensemble import layer_outputs
-from skloes.probe._estimators import default_head
+from skloes.probe._house import default_head
 from skloes.report import _presenting
 from skloes.report._comparison import compare_methods
 from skloes.report._methods import BASELINES, DEFAULT_BASELINES, method_selector

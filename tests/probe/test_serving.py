@@ -80,6 +80,9 @@ def tiny_llama(tmp_path_factory):
 
 
 def _probe(model, picks, n_layers=5, **params):
+    # The linear head of head.npz (a per-layer fusion is a head.skops; both
+    # are served in tests/probe/test_fusion.py).
+    params.setdefault("fusion", "concatenate")
     return LayerProbeClassifier(
         model, selector=_layers(picks, n_layers), device="cpu", **params
     ).fit(TEXTS, Y)
