@@ -149,13 +149,25 @@ def _mean(store, model, arm, datasets):
     )
 
 
+def _arms(entries):
+    """The arms every entry holds, in the table's order."""
+    return [arm for arm in ARMS if all(arm in e["arms"] for e in entries)]
+
+
+def _fusion(entries):
+    """The default fusion the entries were measured under (``concatenate``
+    before it was a parameter)."""
+    return entries[0].get("fusion", "concatenate")
+
+
 def model_table(store, model, datasets):
     """The markdown accuracy table of one model."""
     entries = [store[f"{model}/{d}"] for d in datasets]
     meta = entries[0]["meta"]
     lines = [
         f"## {model} ({meta['shape'][0]} hidden states, max_length "
-        f"{meta['max_length']}, {meta['n']} texts per set)",
+        f"{meta['max_length']}, {meta['n']} texts per set, default fusion "
+        f"{_fusion(entries)!r})",
         "",
         "Accuracy %, mean (sd) over the 5 outer folds; fit s: median seconds "
         "of one fold's `fit` (hidden states read from the cache, selection, "
@@ -168,7 +180,7 @@ def model_table(store, model, datasets):
         + ") |",
         "|---|" + "---|" * (len(datasets) + 2),
     ]
-    for arm in ARMS:
+    for arm in _arms(entries):
         cells, fits = [], []
         for entry in entries:
             acc = 100 * np.asarray(entry["arms"][arm]["accuracy"])
@@ -211,6 +223,19 @@ def _complete(store, model, datasets):
     )
 
 
+def _earlier(store, model, datasets):
+    """Whether ``model`` holds a whole run under an earlier default fusion
+    (its table is kept, marked with that fusion, until a rerun replaces it)."""
+    from skloes.core._fusion import DEFAULT_FUSION
+
+    keys = [f"{model}/{d}" for d in datasets]
+    if not all(k in store for k in keys):
+        return False
+    entries = [store[k] for k in keys]
+    kept = {"loes", "last", "best_single", "greedy", "all"}
+    return _fusion(entries) != DEFAULT_FUSION and kept <= set(_arms(entries))
+
+
 def headline_lines(store, datasets):
     """The README's headline sentence, figure by figure."""
     out = ["## The README's headline figures", ""]
@@ -221,6 +246,15 @@ def headline_lines(store, datasets):
             f"best single layer (inner CV) {m['best_single']:.1f} %, greedy "
             f"{m['greedy']:.1f} %, all layers {m['all']:.1f} % (concatenated "
             f"{m['all_concat']:.1f} %) (means over the {len(datasets)} sets)."
+        )
+    elif _earlier(store, "smollm2", datasets):
+        m = {arm: _mean(store, "smollm2", arm, datasets) for arm in ARMS[:5]}
+        out.append(
+            f"- SmolLM2, measured under fusion='concatenate' (before 0.3; not "
+            f"rerun under the new default): LOES {m['loes']:.2f} %, last layer "
+            f"{m['last']:.1f} %, best single layer (inner CV) "
+            f"{m['best_single']:.1f} %, greedy {m['greedy']:.1f} %, all layers "
+            f"{m['all']:.1f} % (means over the {len(datasets)} sets)."
         )
     if _complete(store, "minilm", datasets):
         m = {arm: _mean(store, "minilm", arm, datasets) for arm in ARMS}
@@ -261,7 +295,7 @@ def write_markdown(store, datasets, path=None):
         *headline_lines(store, datasets),
     ]
     for model in MODELS:
-        if _complete(store, model, datasets):
+        if _complete(store, model, datasets) or _earlier(store, model, datasets):
             lines += model_table(store, model, datasets)
     path = path or RESULTS / "headline.md"
     path.write_text("\n".join(lines))
