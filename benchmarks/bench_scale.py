@@ -862,7 +862,9 @@ def _chosen_lines(runs):
         ]
         if r["arm"] != "chosen" or not full:
             continue
-        f = full[0]
+        # the full pass run last before it (the same load, when interleaved)
+        before = [x for x in full if x.get("started", "") <= r.get("started", "")]
+        f = (before or full)[-1]
         K, L, D = len(r["chosen"]), r["n_hidden_states"], max(r["chosen"])
         size, ratio = r["bytes"] / f["bytes"], r["seconds"] / f["seconds"]
         size_goal, time_goal = K / L + 0.05, (D + 1) / L + 0.1
@@ -900,14 +902,21 @@ def _head_lines(runs):
     heads = [r for r in runs if r["arm"] == "head"]
     for n in sorted({r["n"] for r in heads}):
         for head in ("ridge", "logistic"):
-            out = [r for r in heads if r["n"] == n and r["tag"] == head]
-            mem = [r for r in heads if r["n"] == n and r["tag"] == head + "_memory"]
+            tags = (head, head + "_memory")  # on the chosen layers' store
+            out, mem = (
+                [r for r in heads if r["n"] == n and r["tag"] == t] for t in tags
+            )
+            if not (out and mem):  # else on every layer of the full store
+                tags = (head + "_all7", head + "_memory_all7")
+                out, mem = (
+                    [r for r in heads if r["n"] == n and r["tag"] == t] for t in tags
+                )
             if not (out and mem):
                 continue
             o, m = out[-1], mem[-1]
             lines.append(
                 _row(
-                    head,
+                    f"{head} (layers {', '.join(map(str, o['layers']))})",
                     f"{o['train']:,} / {o['rows'] - o['train']:,}",
                     f"{100 * o['accuracy']:.2f}",
                     f"{100 * m['accuracy']:.2f}",
