@@ -852,6 +852,7 @@ def _chosen_lines(runs):
             "target (deepest+1)/L + 0.10",
             "calibration s",
             "selection s",
+            "load (1 min) full pass / chosen",
         ],
     )
     for r in runs:
@@ -880,6 +881,7 @@ def _chosen_lines(runs):
                 f"{time_goal:.3f} ({'yes' if ratio <= time_goal else 'NO'})",
                 f"{r['calibration_s']:.0f}",
                 f"{r['selection_s']:.1f}",
+                f"{f['load_before'][0]} / {r['load_before'][0]}",
             )
         )
     return lines

@@ -60,7 +60,8 @@ JOB = {
 def _texts(n):
     import pyarrow.parquet as pq
 
-    path = HERE / ".cache" / "scale" / "corpus.parquet"
+    work = Path(os.environ.get("SKLOES_BENCH_SCALE", HERE / ".cache" / "scale"))
+    path = work / "corpus.parquet"  # where bench_scale.py --corpus writes it
     if not path.exists():
         raise SystemExit(
             "build the corpus first: python benchmarks/bench_scale.py --corpus"
@@ -104,7 +105,8 @@ def measure(model, n, device, precision, max_length, batch_size):
             model=model,
             verbose=0,
             shard_size=max(64, n // 4),
-            **params,
+            extractor_params={"max_batch_tokens": params["max_batch_tokens"]},
+            **{k: v for k, v in params.items() if k != "max_batch_tokens"},
         )
         stored = time.perf_counter() - start
         store = LayerStore(store.path)
