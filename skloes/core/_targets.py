@@ -191,6 +191,17 @@ def refuse_bytes(y, owner):
         )
 
 
+def check_regression_target(y, owner):
+    """One column of regression values, the check of every single-output
+    regressor: a column vector warns and is raveled (scikit-learn's rule),
+    then :func:`check_continuous_target` (which names a missing ``y``)."""
+    if y is not None and not hasattr(y, "shape"):
+        y = np.asarray(y)
+    if len(getattr(y, "shape", ())) == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    return check_continuous_target(y, owner)
+
+
 def check_class_targets(y, owner):
     """Class labels as a 1-D array, the one check of every classifier.
 

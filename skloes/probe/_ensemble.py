@@ -28,14 +28,14 @@ from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
+from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from skloes.core._contract import validate_layers
 from skloes.core._fusion import CANDIDATES
 from skloes.core._targets import (
     check_class_targets,
     check_classes,
-    check_continuous_target,
+    check_regression_target,
 )
 from skloes.probe._house import RIDGE_ALPHAS, house_probe
 from skloes.utils._docstrings import fill_doc
@@ -670,9 +670,7 @@ class LayerEnsembleRegressor(RegressorMixin, _BaseLayerEnsemble):
     _task = "regression"
 
     def _check_y(self, y):
-        if getattr(y, "ndim", 1) == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)  # a column vector: scikit-learn's warning
-        return check_continuous_target(y, type(self).__name__)
+        return check_regression_target(y, type(self).__name__)
 
     def predict(self, X):
         """Predicted values: the layers' mean, or the meta model's.

@@ -19,13 +19,12 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import column_or_1d
 
 from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
 from skloes.core._targets import (
     check_class_targets,
     check_classes,
-    check_continuous_target,
+    check_regression_target,
 )
 from skloes.core._torch import may_use_accelerator
 from skloes.probe._base import LayerPipelineBase, check_every_layer
@@ -599,7 +598,4 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
         return self._fit(X, self._check_y(y), params)
 
     def _check_y(self, y):
-        y = np.asarray(y) if not hasattr(y, "shape") else y
-        if len(getattr(y, "shape", ())) == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)  # a column vector: scikit-learn's warning
-        return check_continuous_target(y, type(self).__name__)
+        return check_regression_target(y, type(self).__name__)
