@@ -43,6 +43,22 @@ def pytest_unconfigure(config):
         shutil.rmtree(_SESSION_HOME, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _seeded_global_randomness():
+    """Every test starts from the same global random state, whatever ran
+    before it: an estimator left at ``random_state=None`` (numpy's global
+    generator) or a torch module's initialisation gives the same numbers in
+    any test order and on every run. Tests still pin ``random_state`` where
+    they fit something random; this is the floor under the ones that do not
+    need to."""
+    import numpy as np
+
+    np.random.seed(0)  # noqa: NPY002 (the legacy global generator is the one to seed)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(0)
+    yield
+
+
 def pytest_collection_modifyitems(config, items):
     has_cuda = False
     if importlib.util.find_spec("torch") is not None:

@@ -287,7 +287,7 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
     fusion = probe.fusion_
     if probe.fusion_scores_:
         scores = ", ".join(f"{k} {v:.4f}" for k, v in probe.fusion_scores_.items())
-        fusion += f", chosen by inner CV on all rows: {scores}"
+        fusion += f", chosen by leave-one-out scores on all rows: {scores}"
     _log(
         f"probe on layers {probe.selected_layers_.tolist()} (fusion {fusion}) "
         f"saved to {folder}/ "

@@ -739,3 +739,69 @@ def ridge_fit_gram(
     if not centered:
         sol.gram_means = (G.mean(axis=0), float(G.mean()))
     return sol
+
+
+def ridge_loo_predictions(A, T, alpha, *, gram=None):
+    """Leave-one-out predictions of ridge with a fixed penalty, by Cholesky.
+
+    The ridge of ``T`` on the features ``A`` with a free intercept and the
+    penalty ``alpha``: each row's prediction by the fit on the other rows,
+    ``T - (T - T̂) / (1 - h)`` with the exact hat diagonal ``h``. One Cholesky
+    factor of the smaller of ``A_cᵀA_c + αI`` and ``A_cA_cᵀ + αI`` gives
+    both (no eigendecomposition: the penalty is known).
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, n_features) or None
+        Features (rows are samples); centred here. May be None when ``gram``
+        is given.
+    T : array-like of shape (n,) or (n, q)
+        Target.
+    alpha : float
+        Penalty λ > 0.
+    gram : ndarray of shape (n, n) or None, default=None
+        ``A_c A_cᵀ`` of the centred features, when the caller has it (a sum of
+        per-layer Grams for a concatenation of layers); then the dual is used.
+
+    Returns
+    -------
+    loo : ndarray of shape (n, q)
+        Leave-one-out predictions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> from skloes.core._ridge import ridge_loo_predictions
+    >>> rng = np.random.RandomState(0)
+    >>> A, y = rng.normal(size=(12, 3)), rng.normal(size=12)
+    >>> loo = ridge_loo_predictions(A, y, 2.0)
+    >>> fit = Ridge(alpha=2.0).fit(A[1:], y[1:])
+    >>> bool(np.isclose(loo[0, 0], fit.predict(A[:1])[0]))
+    True
+    """
+    T = _as_2d_target(T)
+    n = T.shape[0]
+    t_mean = T.mean(axis=0)
+    Tc = T - t_mean
+    if gram is None:
+        A = np.asarray(A, dtype=np.float64)
+        A = A - A.mean(axis=0)
+    if gram is not None or A.shape[0] <= A.shape[1]:
+        G = A @ A.T if gram is None else np.asarray(gram, dtype=np.float64)
+        factor = cho_factor(G + alpha * np.eye(n), lower=True, check_finite=False)
+        dual = lapack.dpotrs(factor[0], Tc, lower=1)[0]
+        fit_c = Tc - alpha * dual  # G (G + αI)⁻¹ Tc
+        inv_l = np.tril(lapack.dtrtri(factor[0], lower=1)[0])
+        # diag(G (G + αI)⁻¹) = 1 - α diag((G + αI)⁻¹) = 1 - α Σ_k (L⁻¹)_ki²
+        hat = 1.0 / n + 1.0 - alpha * np.einsum("ki,ki->i", inv_l, inv_l)
+    else:
+        C = A.T @ A
+        C[np.diag_indices_from(C)] += alpha
+        factor = cho_factor(C, lower=True, check_finite=False)
+        coef = lapack.dpotrs(factor[0], A.T @ Tc, lower=1)[0]
+        fit_c = A @ coef
+        half = lapack.dtrtrs(factor[0], A.T, lower=1)[0]  # L⁻¹ A_cᵀ
+        hat = 1.0 / n + np.einsum("ki,ki->i", half, half)
+    E = Tc - fit_c
+    return T - E / np.maximum(1.0 - hat, LOO_FLOOR)[:, None]

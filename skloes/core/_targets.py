@@ -10,6 +10,7 @@ splits it for cross-validation here, so each rule and its message exist once.
 from __future__ import annotations
 
 import warnings
+import zlib
 from numbers import Integral
 
 import numpy as np
@@ -323,3 +324,21 @@ def _warn_small_classes(n_splits, y, owner, param):
             UserWarning,
             stacklevel=4,
         )
+
+
+def target_seed(y):
+    """A seed drawn from the targets themselves, for ``random_state=None``.
+
+    The CRC-32 of the rows' label codes (the rank of each value among the
+    distinct values), so the same targets give the same seed on any machine
+    and in any process, whatever their dtype: an estimator that seeds its
+    folds or its selector with it fits the same rows the same way twice.
+
+    Examples
+    --------
+    >>> from skloes.core._targets import target_seed
+    >>> target_seed(["b", "a", "b"]) == target_seed(["y", "x", "y"])
+    True
+    """
+    codes = np.unique(np.asarray(y).ravel(), return_inverse=True)[1]
+    return zlib.crc32(np.ascontiguousarray(codes, dtype="<i8").tobytes())

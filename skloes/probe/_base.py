@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from skloes.core._pooling import POOLINGS
 from skloes.core._routing import route_fit, router_of
+from skloes.core._targets import target_seed
 from skloes.core._torch import DEVICE_CONSTRAINT
 from skloes.extraction import HiddenStatesTransformer
 from skloes.extraction._hidden_states import (
@@ -201,6 +202,11 @@ class LayerPipelineBase(BaseEstimator):
         """Fit the selector on the every-layer ``stack``; record the layers
         and the pruned pipeline of the extractor and the fusion."""
         selector = clone(self._nested("selector"))
+        if (
+            self.random_state is None
+            and selector.get_params().get("random_state", False) is None
+        ):  # the same rows, the same layers (target_seed)
+            selector.set_params(random_state=target_seed(y))
         selector.fit(stack, y, **routed.selector.fit)
         self.selector_ = selector
         self.selected_layers_ = extractor.layers_[selector.selected_layers_]

@@ -19,7 +19,7 @@ three fusions of some layers by inner cross-validation and
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -32,10 +32,18 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from skloes.core._contract import validate_layers
 from skloes.core._fusion import CANDIDATES
+from skloes.core._geometry import thin_svd
+from skloes.core._ridge import (
+    LOO_FLOOR,
+    ridge_fit_gram,
+    ridge_loo_predictions,
+    ridge_svd,
+)
 from skloes.core._targets import (
     check_class_targets,
     check_classes,
     check_regression_target,
+    target_seed,
 )
 from skloes.probe._house import RIDGE_ALPHAS, house_probe
 from skloes.utils._docstrings import fill_doc
@@ -172,14 +180,19 @@ def inner_folds(y, task, cv=5, random_state=None, *, owner="LayerEnsemble"):
 
     ``cv`` shuffled folds of the rows of ``y`` (stratified for
     classification; fewer when the smallest class, or half the rows for
-    regression, has fewer rows), seeded by ``random_state``; an iterable of
+    regression, has fewer rows), seeded by ``random_state``, or with None by
+    the targets themselves (:func:`~skloes.core._targets.target_seed`: the
+    same rows always get the same folds); an iterable of
     ``(train, test)`` index pairs is returned as a list. Rows that allow no
     inner folds (:func:`inner_split_problem`) are one error naming ``owner``.
     """
     if not isinstance(cv, Integral):
         return [(np.asarray(a), np.asarray(b)) for a, b in cv]
     check_inner_split(y, task, owner)
-    seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
+    if random_state is None:
+        seed = target_seed(y)
+    else:
+        seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
     n_splits = inner_split_count(y, task, cv)
     kind = StratifiedKFold if task == "classification" else KFold
     splitter = kind(n_splits, shuffle=True, random_state=seed)
@@ -231,6 +244,98 @@ def choose_fusion(scores):
         return next(name for name in CANDIDATES if name in scores)
     best = max(finite.values())
     return next(name for name in CANDIDATES if finite.get(name, -np.inf) >= best)
+
+
+def ridge_penalty(estimator):
+    """The ridge penalty that stands in for ``estimator`` in
+    :func:`loo_fusion_scores`: ``1 / C`` for a model with an inverse
+    strength ``C`` (the same objective with the squared loss in place of
+    the log loss), its ``alpha`` for a ridge-like model, else ``"gcv"`` (the
+    penalty by generalized cross-validation, as ``RidgeCV`` chooses its own).
+    A pipeline is read by its last step."""
+    if hasattr(estimator, "steps"):
+        estimator = estimator.steps[-1][1]
+    get_params = getattr(estimator, "get_params", None)
+    params = get_params(deep=False) if get_params is not None else {}
+    for name, penalty in (("C", lambda v: 1.0 / v), ("alpha", lambda v: v)):
+        value = params.get(name)
+        if isinstance(value, Real) and not isinstance(value, bool) and value > 0:
+            return float(penalty(value))
+    return "gcv"
+
+
+def _loo(A, T, alpha, gram=None):
+    """Leave-one-out predictions of a ridge of ``T`` on the centred ``A``
+    (or its Gram): fixed ``alpha`` by Cholesky, ``"gcv"`` by the factors."""
+    if alpha != "gcv":
+        return ridge_loo_predictions(A, T, alpha, gram=gram)
+    if gram is not None:
+        sol = ridge_fit_gram(gram, T, centered=True, n_features=gram.shape[0])
+    else:
+        U, s = thin_svd(A, center=False)
+        sol = ridge_svd(U, s, T, n_features=A.shape[1])
+    return T - (T - sol.fitted) / np.maximum(1.0 - sol.hat, LOO_FLOOR)[:, None]
+
+
+def loo_fusion_scores(X, y, *, layer_dim, classes=None, alpha=100.0):
+    """Leave-one-out scores of concatenation, average and stack of the layer
+    blocks of ``X``, in closed form (``fusion="auto"``).
+
+    Each fusion is scored with a ridge model standing in for the head (the
+    penalty ``alpha``, :func:`ridge_penalty`; targets one-hot for classes)
+    on the standardized columns: ``"concatenate"``, the leave-one-out
+    predictions of one ridge on all blocks (one Cholesky factor of the sum of
+    the blocks' Grams, or of the covariance when rows outnumber columns);
+    ``"average"``, the mean of each block's own leave-one-out predictions;
+    ``"stack"``, the leave-one-out predictions of a ridge meta model (standing
+    in for the stack's own, :func:`final_model`) on those per-block
+    predictions side by side. No head is
+    fitted and no fold drawn: the same rows always give the same scores, at
+    about the cost of one fit of the head on the concatenation (user guide:
+    :ref:`fusion`).
+
+    Returns
+    -------
+    scores : dict
+        Accuracy (classes) or R² of each fusion, ordered as
+        :data:`~skloes.core._fusion.CANDIDATES`.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    X = X - X.mean(axis=0)
+    scale = np.sqrt(np.mean(X**2, axis=0))
+    X = X / np.where(scale > 0, scale, 1.0)
+    n, width = X.shape
+    if classes is None:
+        T = np.asarray(y, dtype=np.float64).reshape(n, 1)
+    else:
+        T = (np.asarray(y)[:, None] == np.asarray(classes)[None, :]).astype(float)
+    dual = n <= width  # the concatenation through the sum of the Grams
+    gram = np.zeros((n, n)) if dual else None
+    outputs = []
+    for start in range(0, width, layer_dim):
+        block = X[:, start : start + layer_dim]
+        if dual:
+            block_gram = block @ block.T
+            gram += block_gram
+        outputs.append(_loo(block, T, alpha, block_gram if dual else None))
+    outputs = np.asarray(outputs)
+    concat = _loo(None if dual else X, T, alpha, gram)
+    meta = _meta_features(outputs, classes)
+    task = "regression" if classes is None else "classification"
+    stack = _loo(meta - meta.mean(axis=0), T, ridge_penalty(final_model(task)))
+
+    def score(out):
+        if classes is None:
+            return score_predictions(y, out[:, 0], None)
+        labels = np.asarray(classes)[np.argmax(out, axis=1)]
+        return score_predictions(y, labels, classes)
+
+    scores = {
+        "concatenate": score(concat),
+        "average": score(outputs.mean(axis=0)),
+        "stack": score(stack),
+    }
+    return {name: scores[name] for name in CANDIDATES}
 
 
 def _concat_fold(estimator, X, y, train, test, classes, fit_params):

@@ -59,11 +59,14 @@ _PARAMS_DOC = """
         (:class:`~skloes.probe.{ENSEMBLE}`); ``"stack"``, one per layer and a
         meta model fitted on their out-of-fold {OUTPUT}; ``"concatenate"``,
         one ``estimator`` on the concatenated layers (the only fusion before
-        0.3); ``"auto"``, the one of those three with the best score by 5-fold
-        cross-validation on the training rows (ties to concatenation, then
-        the average), recorded in ``fusion_``. With one selected layer every
-        fusion is that layer's ``estimator``, and ``"auto"`` fits it alone.
-        See :ref:`fusion` for where each wins and how the default was chosen.
+        0.3); ``"auto"``, the one of those three with the best
+        leave-one-out score on the training rows, computed in closed form
+        with a ridge model standing in for ``estimator`` (ties to
+        concatenation, then the average), recorded in ``fusion_``: choosing
+        fits nothing, so ``"auto"`` costs about what the fusion it picks
+        costs. With one selected layer every fusion is that layer's
+        ``estimator``, and ``"auto"`` fits it alone. See :ref:`fusion` for
+        where each wins and how the default was chosen.
 
         .. versionadded:: 0.3
 
@@ -104,8 +107,13 @@ _PARAMS_DOC = """
            inside the extractor).
 
     random_state : int, RandomState instance or None, default=None
-        Seeds the default selector and the inner folds of ``fusion="stack"``
-        and ``"auto"``.
+        Seeds the selector (when its own ``random_state`` is None) and the
+        inner folds of ``fusion="stack"``. None seeds them from the training
+        targets, so the same rows give the same fitted probe and the same
+        predictions on every fit.
+
+        .. versionchanged:: 0.3
+           None no longer draws a fresh seed on every fit.
 
     n_jobs : int or None, default=None
         Per-layer estimators (``fusion`` other than ``"concatenate"``) are
@@ -138,8 +146,8 @@ _ATTRS_DOC = """
 
     fusion_scores_ : dict or None
         With ``fusion="auto"`` and several selected layers, each fusion's
-        mean inner-CV score (accuracy or R²) on the training rows; else
-        None.
+        closed-form leave-one-out score (accuracy or R²) on the training
+        rows, by which it chose; else None.
 
         .. versionadded:: 0.3
 
@@ -290,19 +298,13 @@ class _BaseLayerProbe(LayerPipelineBase):
             scaler = StandardScaler()
             fused = scaler.fit_transform(fused)
         fit_params = routed.estimator.fit
-        self.fusion_, self.fusion_scores_, oof = self._choose_fusion(
-            fused, y, dim, fit_params
-        )
+        self.fusion_, self.fusion_scores_ = self._choose_fusion(fused, y, dim)
         if self.fusion_ == "stack" and fused.shape[1] // dim > 1:
             from skloes.probe._ensemble import check_inner_split
 
             check_inner_split(y, self._task, type(self).__name__, "fusion")
         head = self._head(dim, self.fusion_)
-        if oof is not None and self.fusion_ == "stack":  # its meta model's inputs
-            head._validate_params()
-            head._fit(fused, y, fit_params, oof=oof)
-        else:
-            head.fit(fused, y, **fit_params)
+        head.fit(fused, y, **fit_params)
         self.estimator_ = head
         step = head if scaler is None else make_pipeline(scaler, head)
         self._prune(extractor, [("head", step)])
@@ -313,18 +315,20 @@ class _BaseLayerProbe(LayerPipelineBase):
         (``"auto"`` may choose concatenation: its methods are offered)."""
         return "concatenate" if self.fusion == "auto" else self.fusion
 
-    def _choose_fusion(self, fused, y, dim, fit_params):
-        """``(fusion_, fusion_scores_, oof)``: ``fusion``, or the one inner CV
-        on the training rows chose (with each layer's out-of-fold outputs over
-        the inner folds, which a chosen stack reuses)."""
+    def _choose_fusion(self, fused, y, dim):
+        """``(fusion_, fusion_scores_)``: ``fusion``, or the one whose
+        closed-form leave-one-out score on the training rows is best
+        (:func:`~skloes.probe._ensemble.loo_fusion_scores`: no head is
+        fitted to choose)."""
         if self.fusion != "auto":
-            return self.fusion, None, None
+            return self.fusion, None
         if fused.shape[1] // dim < 2:  # one layer: its own estimator
-            return "concatenate", None, None
+            return "concatenate", None
         from skloes.probe._ensemble import (
-            fusion_cv,
-            inner_folds,
+            choose_fusion,
             inner_split_problem,
+            loo_fusion_scores,
+            ridge_penalty,
         )
 
         problem = inner_split_problem(y, self._task)
@@ -336,22 +340,15 @@ class _BaseLayerProbe(LayerPipelineBase):
                 UserWarning,
                 stacklevel=3,
             )
-            return "concatenate", None, None
-        classes = getattr(self, "classes_", None)
-        folds = inner_folds(y, self._task, 5, self.random_state)
-        scores, oof = fusion_cv(
-            clone(self._nested("estimator")),
+            return "concatenate", None
+        scores = loo_fusion_scores(
             fused,
             y,
-            folds,
             layer_dim=dim,
-            classes=classes,
-            fit_params=fit_params,
-            n_jobs=self.n_jobs,
+            classes=getattr(self, "classes_", None),
+            alpha=ridge_penalty(self._nested("estimator")),
         )
-        from skloes.probe._ensemble import choose_fusion
-
-        return choose_fusion(scores), scores, oof
+        return choose_fusion(scores), scores
 
     def _head(self, dim, fusion=None):
         """The final estimator under ``fusion`` (default: the parameter, with

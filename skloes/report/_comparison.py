@@ -40,12 +40,12 @@ from skloes.probe._ensemble import (
     choose_fusion,
     combine_outputs,
     final_model,
-    fusion_cv,
-    fusion_scores,
     inner_folds,
     inner_split_count,
     inner_split_problem,
     layer_outputs,
+    loo_fusion_scores,
+    ridge_penalty,
     score_predictions,
 )
 from skloes.report._methods import FIXED, method_selector
@@ -606,10 +606,10 @@ class _FoldFusion:
     ``"average"``: the mean of the layers' held-out outputs on the fold
     (the per-layer table's), no refit. ``"stack"``: a meta model fitted on
     the layers' out-of-fold outputs over the fold's training rows, applied to
-    their held-out outputs. ``"auto"``: the fusion of the best inner-CV score
-    on the fold's training rows (:func:`~skloes.probe._ensemble.fusion_scores`;
-    the concatenation's by fitting it on the same inner folds), then scored
-    as that fusion. The inner folds of fold ``i`` are the other folds: the
+    their held-out outputs. ``"auto"``: the fusion the probe would choose on
+    the fold's training rows (the closed-form leave-one-out scores of
+    :func:`~skloes.probe._ensemble.loo_fusion_scores`, nothing fitted), then
+    scored as that fusion. The inner folds of fold ``i`` are the other folds: the
     probe fitted on the rows outside folds ``i`` and ``j`` gives fold ``i``
     its out-of-fold outputs on fold ``j`` and fold ``j`` its outputs on fold
     ``i`` (one fit per layer and pair of folds). With 2 folds, each fold's
@@ -624,7 +624,6 @@ class _FoldFusion:
         self.outputs = report._layer_outputs  # (n_layers, n_samples, m)
         self.inner = [self._inner(i, inner_cv) for i in range(len(folds))]
         self.fits = {}  # (inner key, layer) -> outputs on the rows it left out
-        self.concat_inner = {}  # (inner key, layers) -> predictions, same rows
         self.concat_outer = {}  # (fold, layers) -> score
 
     def _inner(self, i, inner_cv):
@@ -657,15 +656,25 @@ class _FoldFusion:
 
     def score(self, fold_layers):
         """Per-fold scores and fusions of each fold's ``layers``."""
-        self._fit_layers(fold_layers)
-        out = [self._fold(i, layers) for i, layers in enumerate(fold_layers)]
+        fusions = [self._fusion(i, layers) for i, layers in enumerate(fold_layers)]
+        self._fit_layers(
+            [
+                layers if fusion == "stack" else []
+                for layers, fusion in zip(fold_layers, fusions, strict=True)
+            ]
+        )
+        out = [
+            self._fold(i, layers, fusion)
+            for i, (layers, fusion) in enumerate(zip(fold_layers, fusions, strict=True))
+        ]
         scores = np.asarray([score for score, _ in out], dtype=np.float64)
         return scores, [fusion for _, fusion in out]
 
     # ------------------------------------------------------------ the fits
     def _fit_layers(self, fold_layers):
-        """Fit, in parallel, the per-layer inner probes these folds need."""
-        if self.fusion == "average" or not self.report._reuse_layer_outputs:
+        """Fit, in parallel, the per-layer inner probes these folds need (the
+        stacks' meta models' inputs)."""
+        if not self.report._reuse_layer_outputs:
             return
         todo = {}
         for i, layers in enumerate(fold_layers):
@@ -719,62 +728,54 @@ class _FoldFusion:
         ]
 
     # ----------------------------------------------------------- the scores
-    def _fold(self, i, layers):
-        """Score and fusion of ``layers`` on fold ``i``."""
+    def _fusion(self, i, layers):
+        """The fusion of ``layers`` on fold ``i``: the report's, or the one
+        ``"auto"`` chooses on the fold's training rows (None: one layer)."""
         if len(layers) == 1:
-            return float(self.report._layer_fold_scores[layers[0]][i]), None
-        fusion = self.fusion
-        if fusion == "average":
-            return self._average(i, layers), fusion
+            return None
+        if self.fusion != "auto":
+            return self.fusion
         if self.inner[i] is None:  # the fold's rows allow no inner folds
-            if fusion == "stack":
-                check_inner_split(
-                    self.y[self.folds[i][0]], self._task(), "LayerReport", "fusion"
-                )
-                raise ValueError(  # grouped rows: too few groups
-                    "LayerReport: fusion='stack' needs inner folds of every "
-                    "training fold, and its groups allow none; average the "
-                    "layers instead, or give more groups."
-                )
-            return self._concatenate(i, layers), "concatenate"
-        if not self.report._reuse_layer_outputs:
-            return self._refit(i, layers)
-        oof = self._oof(i, layers)
-        if fusion == "auto":
-            y_train = self.y[self.folds[i][0]]
-            scores = fusion_scores(
-                oof,
-                y_train,
-                self._relative_inner(i),
-                self.classes,
-                concatenate=self._concat_inner_score(i, layers),
-            )
-            fusion = choose_fusion(scores)
+            return "concatenate"
+        train = self.folds[i][0]
+        scores = loo_fusion_scores(
+            fuse_layers(self.stack, sorted(layers))[train],
+            self.y[train],
+            layer_dim=self.stack.shape[2],
+            classes=self.classes,
+            alpha=ridge_penalty(self.probe),
+        )
+        return choose_fusion(scores)
+
+    def _fold(self, i, layers, fusion):
+        """Score of ``layers`` on fold ``i`` under ``fusion``, and ``fusion``."""
+        if fusion is None:
+            return float(self.report._layer_fold_scores[layers[0]][i]), None
         if fusion == "average":
             return self._average(i, layers), fusion
+        if fusion == "stack" and self.inner[i] is None:
+            check_inner_split(
+                self.y[self.folds[i][0]], self._task(), "LayerReport", "fusion"
+            )
+            raise ValueError(  # grouped rows: too few groups
+                "LayerReport: fusion='stack' needs inner folds of every "
+                "training fold, and its groups allow none; average the "
+                "layers instead, or give more groups."
+            )
+        if not self.report._reuse_layer_outputs:
+            return self._refit(i, layers, fusion)
         if fusion == "stack":
-            return self._stack(i, layers, oof), fusion
+            return self._stack(i, layers, self._oof(i, layers)), fusion
         return self._concatenate(i, layers), fusion
 
-    def _refit(self, i, layers):
-        """Without the reuse (for timing and checks): the fusion fitted on
+    def _refit(self, i, layers, fusion):
+        """Without the reuse (for timing and checks): ``fusion`` fitted on
         the fold's training rows from scratch, as the probe fits it, with its
-        own 5 inner folds (``"auto"`` chooses by them)."""
+        own 5 inner folds."""
         train, test = self.folds[i]
         fused = fuse_layers(self.stack, sorted(layers))
         dim, y = self.stack.shape[2], self.y
         folds = inner_folds(y[train], self._task(), 5, self.report.random_state)
-        fusion = self.fusion
-        if fusion == "auto":
-            scores, _ = fusion_cv(
-                self.probe,
-                fused[train],
-                y[train],
-                folds,
-                layer_dim=dim,
-                classes=self.classes,
-            )
-            fusion = choose_fusion(scores)
         model = self.probe
         if fusion != "concatenate":
             kind = (
@@ -819,23 +820,3 @@ class _FoldFusion:
             pred = _fit_predict(self.probe, fused, train, test, self.y)
             self.concat_outer[key] = score_predictions(self.y[test], pred, self.classes)
         return self.concat_outer[key]
-
-    def _concat_inner_score(self, i, layers):
-        """The concatenation's mean score over fold ``i``'s inner folds (one
-        fit per pair of folds and set of layers, shared by both folds)."""
-        n = len(self.y)
-        fused = None
-        scores = []
-        for key, train, test in self.inner[i]:
-            store_key = (key, tuple(sorted(layers)))
-            if store_key not in self.concat_inner:
-                if fused is None:
-                    fused = fuse_layers(self.stack, sorted(layers))
-                rows = np.setdiff1d(np.arange(n), train)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", category=UserWarning)
-                    pred = _fit_predict(self.probe, fused, train, rows, self.y)
-                self.concat_inner[store_key] = (rows, pred)
-            pred = self._left_out(self.concat_inner, store_key, test)
-            scores.append(score_predictions(self.y[test], pred, self.classes))
-        return float(np.mean(scores))

@@ -205,7 +205,7 @@ class LayerReport(BaseEstimator):
     fusion_ : dict of str to dict
         For each method, how many folds combined its layers by each fusion
         (``{"average": 3, "stack": 2}``; empty for a single layer): with
-        ``fusion="auto"``, what inner CV chose in each fold.
+        ``fusion="auto"``, what the probe's rule chose in each fold.
 
         .. versionadded:: 0.3
     comparison_ : MethodComparison

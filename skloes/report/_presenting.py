@@ -75,7 +75,7 @@ def recommendation_text(rec, n_splits):
 
 FUSION_WORDS = {
     "auto": "in each fold, the best of concatenation, average and stack by "
-    "inner CV on its training rows",
+    "closed-form leave-one-out scores on its training rows",
     "average": "one probe per layer, their probabilities averaged",
     "stack": "one probe per layer, a meta model on their out-of-fold outputs",
     "concatenate": "one probe on the concatenated layers",

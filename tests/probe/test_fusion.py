@@ -157,6 +157,94 @@ def test_fusion_cv_scores_each_fusion_and_the_choice_breaks_ties_simply():
     )
 
 
+def _brute_loo(X, T, alpha):
+    """Each row predicted by a scikit-learn ridge fitted on the others."""
+    from sklearn.linear_model import Ridge
+
+    rows = np.arange(len(X))
+    return np.array(
+        [
+            Ridge(alpha=alpha).fit(X[rows != i], T[rows != i]).predict(X[i : i + 1])[0]
+            for i in rows
+        ]
+    )
+
+
+@pytest.mark.parametrize("n", [30, 90])  # more columns than rows, and fewer
+def test_loo_fusion_scores_are_the_leave_one_out_scores_of_ridge(n):
+    """Concatenation and average: the accuracy of brute-force leave-one-out
+    ridge predictions on the standardized columns (one-hot targets), whether
+    the concatenation goes through the Grams (rows <= columns) or not."""
+    from skloes.probe._ensemble import loo_fusion_scores
+
+    stack, y = _data(seed=2, n=n)
+    stack = np.concatenate([stack] * 4, axis=2)  # width 16: 48 columns
+    stack += np.random.RandomState(1).normal(scale=0.5, size=stack.shape)
+    flat = stack.transpose(1, 0, 2).reshape(n, -1)
+    classes = np.unique(y)
+    scores = loo_fusion_scores(flat, y, layer_dim=16, classes=classes, alpha=7.0)
+    assert list(scores) == ["concatenate", "average", "stack"]
+    Z = StandardScaler().fit_transform(flat)
+    T = (y[:, None] == classes).astype(float)
+    concat = _brute_loo(Z, T, 7.0)
+    assert scores["concatenate"] == pytest.approx(
+        np.mean(classes[concat.argmax(1)] == y)
+    )
+    per_layer = [_brute_loo(Z[:, k * 16 : (k + 1) * 16], T, 7.0) for k in range(3)]
+    mean = np.mean(per_layer, axis=0)
+    assert scores["average"] == pytest.approx(np.mean(classes[mean.argmax(1)] == y))
+    # the meta model on those per-layer predictions (penalty 1 / C = 1)
+    meta = np.concatenate(per_layer, axis=1)
+    stacked = _brute_loo(meta, T, 1.0)
+    assert scores["stack"] == pytest.approx(np.mean(classes[stacked.argmax(1)] == y))
+
+
+def test_loo_fusion_scores_of_a_regression_are_r2():
+    from skloes.probe._ensemble import loo_fusion_scores
+
+    rng = np.random.RandomState(0)
+    flat = rng.normal(size=(60, 6))
+    y = flat[:, 0] + flat[:, 4] + 0.1 * rng.normal(size=60)
+    scores = loo_fusion_scores(flat, y, layer_dim=3, alpha=2.0)
+    Z = StandardScaler().fit_transform(flat)
+    concat = _brute_loo(Z, y, 2.0)
+    r2 = 1 - np.sum((y - concat) ** 2) / np.sum((y - y.mean()) ** 2)
+    assert scores["concatenate"] == pytest.approx(r2)
+    # each half carries one of the two terms: the stack adds them back up
+    assert scores["stack"] > scores["average"] + 0.2
+
+
+def test_the_ridge_penalty_stands_in_for_the_head():
+    from sklearn.linear_model import Ridge, RidgeCV
+
+    from skloes.probe._ensemble import ridge_penalty
+
+    assert ridge_penalty(LogisticRegression(C=0.01)) == pytest.approx(100.0)
+    assert ridge_penalty(
+        make_pipeline(StandardScaler(), LogisticRegression(C=4.0))
+    ) == pytest.approx(0.25)
+    assert ridge_penalty(Ridge(alpha=3.0)) == 3.0
+    assert ridge_penalty(RidgeCV()) == "gcv"
+    assert ridge_penalty(LinearRegression()) == "gcv"
+
+
+def test_inner_folds_without_a_seed_come_from_the_targets():
+    """``random_state=None``: the same targets, the same folds (in any
+    process); other targets, other folds."""
+    from skloes.probe._ensemble import inner_folds
+
+    y = np.repeat([0, 1, 2], 20)
+    a = inner_folds(y, "classification", 5, None)
+    b = inner_folds(y.astype(str), "classification", 5, None)
+    for (ta, sa), (tb, sb) in zip(a, b, strict=True):
+        np.testing.assert_array_equal(ta, tb)
+        np.testing.assert_array_equal(sa, sb)
+    other = inner_folds(np.roll(y, 1), "classification", 5, None)
+    assert any(
+        not np.array_equal(sa, so) for (_, sa), (_, so) in zip(a, other, strict=True)
+    )
+
+
 def test_bad_parameters_are_refused_by_name():
     stack, y = _data()
     with pytest.raises(ValueError, match="combine"):

@@ -424,17 +424,22 @@ def test_every_method_is_scored_under_the_chosen_fusion():
 
 
 @pytest.mark.parametrize("task", ["classification", "regression"])
-def test_auto_chooses_in_each_fold_by_inner_cv_on_its_training_rows(task):
-    """``fusion="auto"``: in each fold, the fusion of the best inner-CV score
-    (the other folds as inner folds), scored as that fusion; the reused fits
-    give the numbers of choosing and refitting from scratch."""
+def test_auto_chooses_in_each_fold_by_the_probes_rule_on_its_training_rows(task):
+    """``fusion="auto"``: in each fold, the fusion the probe's closed-form
+    leave-one-out rule picks on the fold's training rows, scored as that
+    fusion (a stack's meta model on the other folds as inner folds); the
+    reused fits give the numbers of refitting from scratch."""
     from sklearn.base import clone
     from sklearn.linear_model import LogisticRegression, RidgeCV
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     from skloes.probe import LayerEnsembleClassifier, LayerEnsembleRegressor
-    from skloes.probe._ensemble import choose_fusion, fusion_cv
+    from skloes.probe._ensemble import (
+        choose_fusion,
+        loo_fusion_scores,
+        ridge_penalty,
+    )
 
     rng = np.random.RandomState(1)
     y = np.repeat([0, 1, 2], 30)
@@ -461,8 +466,12 @@ def test_auto_chooses_in_each_fold_by_inner_cv_on_its_training_rows(task):
     expected, chosen = [], []
     for i, (train, test) in enumerate(folds):
         inner = _other_folds(folds, i)
-        scores, _ = fusion_cv(
-            head, flat[train], y[train], inner, layer_dim=6, classes=classes
+        scores = loo_fusion_scores(
+            flat[train],
+            y[train],
+            layer_dim=6,
+            classes=classes,
+            alpha=ridge_penalty(head),
         )
         fusion = choose_fusion(scores)
         model = head
