@@ -126,6 +126,136 @@ class _LinearHead:
         return self.classes_[index]
 
 
+def _scores(X, coef, intercept):
+    """A linear model's scores of ``X`` (``(n, rows)``), in numpy's dtype
+    promotion, as scikit-learn computes them."""
+    return X @ coef.T + intercept
+
+
+def _proba(scores):
+    """Logistic regression's probabilities of its scores: the sigmoid of
+    one column (two classes), else the softmax."""
+    if scores.shape[1] == 1:
+        positive = 1.0 / (1.0 + np.exp(-scores[:, 0]))
+        return np.column_stack([1.0 - positive, positive])
+    scores = scores - scores.max(axis=1, keepdims=True)
+    exp = np.exp(scores)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def _label_index(scores):
+    return (scores[:, 0] > 0).astype(int) if scores.shape[1] == 1 else scores.argmax(1)
+
+
+class _EnsembleHead(_LinearHead):
+    """Per-layer linear probes, their outputs averaged or stacked by a linear
+    meta model (``fusion="average"`` or ``"stack"``), in numpy: what
+    :class:`~skloes.probe.LayerEnsembleClassifier` and
+    :class:`~skloes.probe.LayerEnsembleRegressor` compute, from the arrays of
+    ``head.npz`` (each layer's scaler, coefficients and intercepts along a
+    first axis of layers; the meta model's)."""
+
+    def __init__(self, arrays, spec):
+        self.kind = spec["kind"]
+        self.fusion_mean = arrays.get("fusion_mean")
+        self.fusion_scale = arrays.get("fusion_scale")
+        self.scaler_mean = arrays.get("scaler_mean")
+        self.scaler_scale = arrays.get("scaler_scale")
+        self.layer_mean = arrays.get("layer_scaler_mean")
+        self.layer_scale = arrays.get("layer_scaler_scale")
+        self.layer_coef = arrays["layer_coef"]
+        self.layer_intercept = arrays["layer_intercept"]
+        self.final_coef = arrays.get("final_coef")
+        self.final_intercept = arrays.get("final_intercept")
+        self.classes_ = _labels(spec.get("classes"))
+        self.name = (
+            f"LayerEnsemble{'Classifier' if self.classes_ is not None else 'Regressor'}"
+        )
+        n_layers, rows, _ = self.layer_coef.shape
+        expected = 1 if self.classes_ is None else len(self.classes_)
+        if self.classes_ is not None and len(self.classes_) == 2:
+            expected = 1
+        if rows != expected:
+            raise ValueError(
+                f"its {rows} rows of per-layer coefficients do not score the "
+                f"{expected} outputs of the manifest"
+            )
+        if self.layer_intercept.shape != (n_layers, rows):
+            raise ValueError("its per-layer intercepts do not match its coefficients")
+        if self.kind == "stack" and n_layers > 1 and self.final_coef is None:
+            raise ValueError("its stack has no meta model (final_coef)")
+
+    def has(self, method):
+        if method == "predict_proba":
+            return self.classes_ is not None
+        if method == "decision_function":
+            return self.kind == "stack"
+        return True
+
+    def _outputs(self, stack):
+        """Each layer's probe's output ``(n_layers, n_samples, m)``: its
+        probabilities (classes), else its predictions, as float64."""
+        fused = self._features(stack).astype(np.float64)
+        n_layers, _, dim = self.layer_coef.shape
+        out = []
+        for k in range(n_layers):
+            block = fused[:, k * dim : (k + 1) * dim]
+            if self.layer_mean is not None:
+                block = block - self.layer_mean[k]
+            if self.layer_scale is not None:
+                block = block / self.layer_scale[k]
+            scores = _scores(block, self.layer_coef[k], self.layer_intercept[k])
+            out.append(_proba(scores) if self.classes_ is not None else scores)
+        return np.asarray(out, dtype=np.float64)
+
+    def _meta(self, outputs):
+        """The meta model's input: each layer's outputs side by side (the
+        positive class's probability only, for two classes)."""
+        if self.classes_ is not None and len(self.classes_) == 2:
+            outputs = outputs[:, :, 1:]
+        return np.concatenate(list(outputs), axis=1)
+
+    def _final(self, outputs):
+        return _scores(self._meta(outputs), self.final_coef, self.final_intercept)
+
+    def _stacked(self):
+        return self.final_coef is not None
+
+    def decision_function(self, stack):
+        if self.kind != "stack":
+            raise AttributeError(
+                "ExportedProbe: a probe whose layers' probabilities are averaged "
+                "(fusion_='average') has no decision scores; use predict_proba."
+            )
+        if not self._stacked():  # one layer: its own probe's scores
+            fused = self._features(stack).astype(np.float64)
+            if self.layer_mean is not None:
+                fused = fused - self.layer_mean[0]
+            if self.layer_scale is not None:
+                fused = fused / self.layer_scale[0]
+            scores = _scores(fused, self.layer_coef[0], self.layer_intercept[0])
+        else:
+            scores = self._final(self._outputs(stack))
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict_proba(self, stack):
+        outputs = self._outputs(stack)
+        if not self._stacked():
+            return outputs.mean(axis=0)
+        return _proba(self._final(outputs))
+
+    def predict(self, stack):
+        outputs = self._outputs(stack)
+        if self.classes_ is None:
+            if not self._stacked():
+                return outputs.mean(axis=0)[:, 0]
+            return self._final(outputs)[:, 0]
+        if not self._stacked():
+            mean = outputs.mean(axis=0)
+            return self.classes_[np.argmax(mean, axis=1)]
+        return self.classes_[_label_index(self._final(outputs))]
+
+
 class _SkopsHead:
     """Any other head: the pipeline's steps after the extractor, from skops,
     built under the saved folder's one trust rule."""
@@ -583,12 +713,14 @@ def open_exported(
     graph = probe_folder.checked_file(folder, export["graph"], owner)
     tokenizer_file = probe_folder.checked_file(folder, export["tokenizer"], owner)
     head_file = probe_folder.checked_file(folder, export["head"], owner)
-    if export["head"]["kind"] == "skops":
+    kind = export["head"]["kind"]
+    if kind == "skops":
         head = _SkopsHead(head_file, trusted, owner)
     else:
+        reader = _EnsembleHead if kind in ("average", "stack") else _LinearHead
         with _opening(head_file, "head of plain arrays", owner):
             with np.load(head_file, allow_pickle=False) as data:
-                head = _LinearHead(dict(data), export["head"])
+                head = reader(dict(data), export["head"])
     with _opening(graph, "ONNX graph", owner):
         session = _session(graph, n_threads, export["graph"])
     with _opening(tokenizer_file, "tokenizer", owner):
