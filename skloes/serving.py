@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from numbers import Integral
 from pathlib import Path
 
@@ -256,12 +257,51 @@ class _EnsembleHead(_LinearHead):
         return self.classes_[_label_index(self._final(outputs))]
 
 
+# scikit-learn's vendored array-API shims of other array libraries: each
+# imports its library (torch among them) where it is installed.
+_FOREIGN_ARRAYS = tuple(
+    f"sklearn.externals.array_api_compat.{name}"
+    for name in ("torch", "cupy", "dask", "jax")
+)
+
+
+class _NoForeignArrays:
+    """A meta-path finder refusing :data:`_FOREIGN_ARRAYS` (while skops is
+    imported: it lists scikit-learn's estimators by importing every module of
+    scikit-learn, whose walk swallows the refusal)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(_FOREIGN_ARRAYS):
+            raise ImportError(f"{name}: not needed to read a head")
+
+
+def _skops_io():
+    """``skops.io``, imported without torch.
+
+    skops builds its default trusted types from
+    ``sklearn.utils.discovery.all_estimators``, which walks every module of
+    scikit-learn, its vendored array-API shims included: the torch shim
+    imports torch where it is installed, a second or more of a cold start
+    and the import the server promises not to make. The walk skips modules
+    that fail to import, and those shims hold no estimator, so they are
+    refused while skops is imported.
+    """
+    if "skops.io" in sys.modules:
+        return sys.modules["skops.io"]
+    finder = _NoForeignArrays()
+    sys.meta_path.insert(0, finder)
+    try:
+        return import_optional("skops.io")
+    finally:
+        sys.meta_path.remove(finder)
+
+
 class _SkopsHead:
     """Any other head: the pipeline's steps after the extractor, from skops,
     built under the saved folder's one trust rule."""
 
     def __init__(self, path, trusted, owner):
-        sio = import_optional("skops.io")
+        sio = _skops_io()
         try:
             untrusted = sio.get_untrusted_types(file=path)
         except Exception as exc:  # BadZipFile, KeyError, JSONDecodeError...
