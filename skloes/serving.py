@@ -5,9 +5,11 @@ carries the model cut at its deepest selected block, with the selected layers
 pooled inside the graph, as an ONNX file, the model's tokenizer as
 ``tokenizer.json`` and its head as plain arrays. :func:`load_exported` loads
 such a folder with ONNX Runtime and the ``tokenizers`` library alone
-(``pip install skloes[serve]``): it imports neither torch nor transformers,
-nor scikit-learn for the default linear heads, so a fresh process predicts
-within about a second. :func:`skloes.probe.load_probe` returns the same
+(``pip install skloes[serve]``): it imports neither torch nor transformers
+(nor ``skloes.heads``), whatever head the folder holds, nor scikit-learn for
+the heads of plain arrays (every fusion of linear probes: concatenated,
+averaged or stacked per-layer probes), so a fresh process predicts within
+about a second. :func:`skloes.probe.load_probe` returns the same
 object for such a folder.
 
 This module imports only the standard library, numpy and skloes' own
@@ -636,7 +638,9 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     (a tampered or mismatched file is refused, naming the folder), and every
     field of the manifest's export entry is checked before it is used. Needs
     ``pip install skloes[serve]`` (ONNX Runtime and tokenizers) and nothing
-    of torch or transformers; the default heads (logistic regression, ridge)
+    of torch or transformers, whatever head the folder holds; the heads of
+    plain arrays (logistic regression or ridge on the concatenated layers,
+    or per layer, averaged or stacked: every fusion of the default probe)
     do not import scikit-learn either.
 
     Read more in the :ref:`User Guide <probe-serving>`.
