@@ -26,6 +26,13 @@ Four parts, each writing a JSON file under ``benchmarks/results/serve/``;
     (another checkout, e.g. ``main``, on the same weight-free folder;
     ``none`` for none, as for a model that checkout does not know), the
     torch path here, and the exported graph here.
+``fusions``
+    The default probe and one probe of each fusion (``concatenate``,
+    ``average``, ``stack``) fitted on ``--fit`` texts, exported in int8:
+    the share of ``--n`` new texts given the torch probe's class, the
+    largest probability drift, a text's probabilities alone against in its
+    batch, int8 against the torch float32 pruned pipeline at ``--threads``
+    (interleaved, ``--repeats`` times) and each folder's cold start.
 ``sizes``
     Disk size of two fresh virtual environments under ``/tmp``: ``pip
     install .[serve]`` against ``pip install torch==2.13.0`` then
@@ -37,6 +44,7 @@ Usage::
     python benchmarks/bench_serve.py quality --model smollm2 --n 500
     python benchmarks/bench_serve.py coldstart --model smollm2 --baseline /work/main
     python benchmarks/bench_serve.py coldstart --model gemma3 --baseline none
+    python benchmarks/bench_serve.py fusions --model minilm --threads 1
     python benchmarks/bench_serve.py sizes
     python benchmarks/bench_serve.py --table
 """
@@ -170,6 +178,97 @@ def speed(args):
             )
         out["arms"][name] = row
     save(f"speed_{args.model}_t{args.threads}", out)
+
+
+# --------------------------------------------------------------- fusions
+FUSIONS = ("auto", "concatenate", "average", "stack")
+
+
+def fusion_probes(model, n_fit):
+    """The default probe and one of each fusion on ``n_fit`` RT texts (one
+    extraction: ``fit_stack``), each exported in int8 under WORK."""
+    from skloes.extraction import HiddenStatesTransformer
+    from skloes.probe import LayerProbeClassifier, save_probe
+
+    X, y = texts_of("rotten_tomatoes", n_fit)
+    stack = HiddenStatesTransformer(
+        MODELS[model], max_length=64, device="cpu"
+    ).fit_transform(X)
+    probes, folders = {}, {}
+    for fusion in FUSIONS:
+        params = {} if fusion == "auto" else {"fusion": fusion}
+        probe = LayerProbeClassifier(
+            MODELS[model], max_length=64, random_state=0, device="cpu", **params
+        ).fit_stack(X, stack, y)
+        probes[fusion] = probe
+        folders[fusion] = save_probe(
+            probe,
+            WORK / model / f"fusion-{fusion}-int8",
+            export="onnx-int8",
+            check_texts=X,
+            overwrite=True,
+        )
+    return probes, folders
+
+
+def fusions(args):
+    """Default exported probes of every fusion: the same class as the torch
+    probe on new texts, a text's probabilities alone and in a batch, int8
+    against torch float32 at ``--threads``, and the cold start of each."""
+    import torch
+
+    from skloes.serving import load_exported
+
+    torch.set_num_threads(args.threads)
+    probes, folders = fusion_probes(args.model, args.fit)
+    new, _ = texts_of("rotten_tomatoes", args.n, seed=1)
+    served = {f: load_exported(folders[f], n_threads=args.threads) for f in FUSIONS}
+    out = {
+        "model": args.model,
+        "threads": args.threads,
+        "n": len(new),
+        "machine": machine(),
+        "chosen": probes["auto"].fusion_,
+        "layers": probes["auto"].selected_layers_.tolist(),
+        "fusions": {},
+    }
+    arms = {"torch float32 (pruned)": probes["auto"]}
+    arms.update({f"int8 {f}": served[f] for f in FUSIONS})
+    for arm in arms.values():
+        arm.predict_proba(new[:8])
+    times = {k: [] for k in arms}
+    names = list(arms)
+    for rep in range(args.repeats):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            start = time.perf_counter()
+            arms[name].predict_proba(new)
+            times[name].append(time.perf_counter() - start)
+    base = np.array(times["torch float32 (pruned)"])
+    for fusion in FUSIONS:
+        torch_proba = probes[fusion].predict_proba(new)
+        proba = served[fusion].predict_proba(new)
+        alone = np.concatenate([served[fusion].predict_proba([t]) for t in new[:40]])
+        ratio = base / np.array(times[f"int8 {fusion}"])
+        cold = []
+        for _ in range(args.repeats):
+            cold.append(_launch(COLD["exported"], folders[fusion], ROOT)["wall_s"])
+        out["fusions"][fusion] = {
+            "fusion_": probes[fusion].fusion_,
+            "same_prediction": float(
+                np.mean(
+                    probes[fusion].classes_[proba.argmax(1)]
+                    == probes[fusion].predict(new)
+                )
+            ),
+            "max_proba_diff": float(np.abs(proba - torch_proba).max()),
+            "batch_dependence": float(np.abs(alone - proba[:40]).max()),
+            "speedup_median": float(np.median(ratio)),
+            "speedup_min": float(ratio.min()),
+            "coldstart_median": statistics.median(cold),
+            "coldstart_max": max(cold),
+        }
+        print(fusion, out["fusions"][fusion], flush=True)
+    save(f"fusions_{args.model}_t{args.threads}", out)
 
 
 # --------------------------------------------------------------- quality
@@ -453,6 +552,26 @@ def table():
                 f"{a['wall_max']:.2f}) | {a['cpu_median']:.2f} |"
             )
         lines.append("")
+    for file in sorted(OUT.glob("fusions_*.json")):
+        r = json.loads(file.read_text())
+        lines += [
+            f"## Every fusion, default exported int8 probes: {r['model']}, "
+            f"{r['threads']} thread(s), {r['n']} new texts, layers {r['layers']}, "
+            f"the default chose {r['chosen']!r} ({r['machine']['date']}, load "
+            f"{r['machine']['loadavg'][0]}-{r['machine_end']['loadavg'][0]})",
+            "",
+            "| fusion | same class as torch | max. proba diff. | alone vs batch | "
+            "int8 x torch f32 (min) | cold start s, median (max) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, f in r["fusions"].items():
+            lines.append(
+                f"| {name} ({f['fusion_']}) | {f['same_prediction']:.4f} | "
+                f"{f['max_proba_diff']:.3f} | {f['batch_dependence']:.1e} | "
+                f"{f['speedup_median']:.2f} ({f['speedup_min']:.2f}) | "
+                f"{f['coldstart_median']:.2f} ({f['coldstart_max']:.2f}) |"
+            )
+        lines.append("")
     file = OUT / "sizes.json"
     if file.is_file():
         r = json.loads(file.read_text())
@@ -467,7 +586,9 @@ def table():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "part", nargs="?", choices=["speed", "quality", "coldstart", "sizes"]
+        "part",
+        nargs="?",
+        choices=["speed", "quality", "coldstart", "sizes", "fusions"],
     )
     parser.add_argument("--model", choices=sorted(MODELS), default="minilm")
     parser.add_argument("--fit", type=int, default=300)
@@ -478,9 +599,14 @@ def main():
     parser.add_argument("--table", action="store_true")
     args = parser.parse_args()
     if args.part:
-        {"speed": speed, "quality": quality, "coldstart": coldstart, "sizes": sizes}[
-            args.part
-        ](args)
+        parts = {
+            "speed": speed,
+            "quality": quality,
+            "coldstart": coldstart,
+            "sizes": sizes,
+            "fusions": fusions,
+        }
+        parts[args.part](args)
     if args.table:
         table()
 

@@ -79,7 +79,13 @@ CARD = "README.md"
 TOKENIZER = "tokenizer.json"
 # The exported graph by its arithmetic, and the head by how it is stored.
 GRAPHS = {"float32": "graph.onnx", "int8": "graph-int8.onnx"}
-HEADS = {"logistic": "head.npz", "linear": "head.npz", "skops": "head.skops"}
+HEADS = {
+    "logistic": "head.npz",
+    "linear": "head.npz",
+    "average": "head.npz",
+    "stack": "head.npz",
+    "skops": "head.skops",
+}
 # What a folder saved before the manifest recorded its files holds.
 LEGACY_FILES = (ESTIMATOR,)
 
@@ -114,33 +120,65 @@ def is_skloes_estimator(name):
     (loaded by the names those packages declare), and any class deriving
     from scikit-learn's ``BaseEstimator`` in a module of those packages that
     is imported already. A name read from a saved file never imports a
-    module, and never names a function or a command-line module.
+    module, and never names a function or a command-line module; only the
+    package the name belongs to is looked into, so that a head of
+    scikit-learn's estimators imports no skloes package, and a lazily
+    imported class (a torch head) is imported only when it is the one named.
     """
     from sklearn.base import BaseEstimator
 
-    if name in _public_estimators():
-        return True
     module, _, attr = name.rpartition(".")
-    if not module.startswith(tuple(p + "." for p in ESTIMATOR_PACKAGES)):
+    package = next(
+        (p for p in ESTIMATOR_PACKAGES if module == p or module.startswith(p + ".")),
+        None,
+    )
+    if package is None:
         return False
+    if name in _public_estimators(package):
+        return True
+    lazy = _lazy_estimators(package).get(name)
+    if lazy is not None:  # the package's own declaration, never the file's name
+        cls = getattr(importlib.import_module(lazy), attr, None)
+        return (
+            isinstance(cls, type)
+            and issubclass(cls, BaseEstimator)
+            and f"{cls.__module__}.{cls.__qualname__}" == name
+        )
     cls = getattr(sys.modules.get(module), attr, None)
     return isinstance(cls, type) and issubclass(cls, BaseEstimator)
 
 
-@functools.lru_cache(maxsize=1)
-def _public_estimators():
-    """``module.Class`` of every public estimator of the estimator packages
-    (a lazily imported one, such as a torch head, included)."""
+def _declared(package):
+    """``(module, lazy)``: the imported package and what it imports lazily
+    (its ``_LAZY`` map of a public name to its module), by its fixed name."""
+    module = importlib.import_module(package)
+    return module, dict(getattr(module, "_LAZY", {}))
+
+
+@functools.cache
+def _public_estimators(package):
+    """``module.Class`` of every public estimator of ``package`` that it
+    imports eagerly (a lazily imported one, such as a torch head, is in
+    :func:`_lazy_estimators`, and is not imported to be listed)."""
     from sklearn.base import BaseEstimator
 
+    module, lazy = _declared(package)
     names = set()
-    for package in ESTIMATOR_PACKAGES:
-        module = importlib.import_module(package)
-        for attr in getattr(module, "__all__", ()):
-            obj = getattr(module, attr)
-            if isinstance(obj, type) and issubclass(obj, BaseEstimator):
-                names.add(f"{obj.__module__}.{obj.__qualname__}")
+    for attr in getattr(module, "__all__", ()):
+        if attr in lazy:
+            continue
+        obj = getattr(module, attr)
+        if isinstance(obj, type) and issubclass(obj, BaseEstimator):
+            names.add(f"{obj.__module__}.{obj.__qualname__}")
     return frozenset(names)
+
+
+@functools.cache
+def _lazy_estimators(package):
+    """``{"module.Class": module}`` of the public names ``package`` imports
+    lazily, read from its declaration without importing them."""
+    _, lazy = _declared(package)
+    return {f"{module}.{attr}": module for attr, module in lazy.items()}
 
 
 def check_trusted(trusted, owner):

@@ -5,9 +5,11 @@ carries the model cut at its deepest selected block, with the selected layers
 pooled inside the graph, as an ONNX file, the model's tokenizer as
 ``tokenizer.json`` and its head as plain arrays. :func:`load_exported` loads
 such a folder with ONNX Runtime and the ``tokenizers`` library alone
-(``pip install skloes[serve]``): it imports neither torch nor transformers,
-nor scikit-learn for the default linear heads, so a fresh process predicts
-within about a second. :func:`skloes.probe.load_probe` returns the same
+(``pip install skloes[serve]``): it imports neither torch nor transformers
+(nor ``skloes.heads``), whatever head the folder holds, nor scikit-learn for
+the heads of plain arrays (every fusion of linear probes: concatenated,
+averaged or stacked per-layer probes), so a fresh process predicts within
+about a second. :func:`skloes.probe.load_probe` returns the same
 object for such a folder.
 
 This module imports only the standard library, numpy and skloes' own
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from numbers import Integral
 from pathlib import Path
 
@@ -126,12 +129,181 @@ class _LinearHead:
         return self.classes_[index]
 
 
+def _scores(X, coef, intercept):
+    """A linear model's scores of ``X`` (``(n, rows)``), in numpy's dtype
+    promotion, as scikit-learn computes them."""
+    return X @ coef.T + intercept
+
+
+def _proba(scores):
+    """Logistic regression's probabilities of its scores: the sigmoid of
+    one column (two classes), else the softmax."""
+    if scores.shape[1] == 1:
+        positive = 1.0 / (1.0 + np.exp(-scores[:, 0]))
+        return np.column_stack([1.0 - positive, positive])
+    scores = scores - scores.max(axis=1, keepdims=True)
+    exp = np.exp(scores)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def _label_index(scores):
+    return (scores[:, 0] > 0).astype(int) if scores.shape[1] == 1 else scores.argmax(1)
+
+
+class _EnsembleHead(_LinearHead):
+    """Per-layer linear probes, their outputs averaged or stacked by a linear
+    meta model (``fusion="average"`` or ``"stack"``), in numpy: what
+    :class:`~skloes.probe.LayerEnsembleClassifier` and
+    :class:`~skloes.probe.LayerEnsembleRegressor` compute, from the arrays of
+    ``head.npz`` (each layer's scaler, coefficients and intercepts along a
+    first axis of layers; the meta model's)."""
+
+    def __init__(self, arrays, spec):
+        self.kind = spec["kind"]
+        self.fusion_mean = arrays.get("fusion_mean")
+        self.fusion_scale = arrays.get("fusion_scale")
+        self.scaler_mean = arrays.get("scaler_mean")
+        self.scaler_scale = arrays.get("scaler_scale")
+        self.layer_mean = arrays.get("layer_scaler_mean")
+        self.layer_scale = arrays.get("layer_scaler_scale")
+        self.layer_coef = arrays["layer_coef"]
+        self.layer_intercept = arrays["layer_intercept"]
+        self.final_coef = arrays.get("final_coef")
+        self.final_intercept = arrays.get("final_intercept")
+        self.classes_ = _labels(spec.get("classes"))
+        self.name = (
+            f"LayerEnsemble{'Classifier' if self.classes_ is not None else 'Regressor'}"
+        )
+        n_layers, rows, _ = self.layer_coef.shape
+        expected = 1 if self.classes_ is None else len(self.classes_)
+        if self.classes_ is not None and len(self.classes_) == 2:
+            expected = 1
+        if rows != expected:
+            raise ValueError(
+                f"its {rows} rows of per-layer coefficients do not score the "
+                f"{expected} outputs of the manifest"
+            )
+        if self.layer_intercept.shape != (n_layers, rows):
+            raise ValueError("its per-layer intercepts do not match its coefficients")
+        if self.kind == "stack" and n_layers > 1 and self.final_coef is None:
+            raise ValueError("its stack has no meta model (final_coef)")
+
+    def has(self, method):
+        if method == "predict_proba":
+            return self.classes_ is not None
+        if method == "decision_function":
+            return self.kind == "stack"
+        return True
+
+    def _outputs(self, stack):
+        """Each layer's probe's output ``(n_layers, n_samples, m)``: its
+        probabilities (classes), else its predictions, as float64."""
+        fused = self._features(stack).astype(np.float64)
+        n_layers, _, dim = self.layer_coef.shape
+        out = []
+        for k in range(n_layers):
+            block = fused[:, k * dim : (k + 1) * dim]
+            if self.layer_mean is not None:
+                block = block - self.layer_mean[k]
+            if self.layer_scale is not None:
+                block = block / self.layer_scale[k]
+            scores = _scores(block, self.layer_coef[k], self.layer_intercept[k])
+            out.append(_proba(scores) if self.classes_ is not None else scores)
+        return np.asarray(out, dtype=np.float64)
+
+    def _meta(self, outputs):
+        """The meta model's input: each layer's outputs side by side (the
+        positive class's probability only, for two classes)."""
+        if self.classes_ is not None and len(self.classes_) == 2:
+            outputs = outputs[:, :, 1:]
+        return np.concatenate(list(outputs), axis=1)
+
+    def _final(self, outputs):
+        return _scores(self._meta(outputs), self.final_coef, self.final_intercept)
+
+    def _stacked(self):
+        return self.final_coef is not None
+
+    def decision_function(self, stack):
+        if self.kind != "stack":
+            raise AttributeError(
+                "ExportedProbe: a probe whose layers' probabilities are averaged "
+                "(fusion_='average') has no decision scores; use predict_proba."
+            )
+        if not self._stacked():  # one layer: its own probe's scores
+            fused = self._features(stack).astype(np.float64)
+            if self.layer_mean is not None:
+                fused = fused - self.layer_mean[0]
+            if self.layer_scale is not None:
+                fused = fused / self.layer_scale[0]
+            scores = _scores(fused, self.layer_coef[0], self.layer_intercept[0])
+        else:
+            scores = self._final(self._outputs(stack))
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict_proba(self, stack):
+        outputs = self._outputs(stack)
+        if not self._stacked():
+            return outputs.mean(axis=0)
+        return _proba(self._final(outputs))
+
+    def predict(self, stack):
+        outputs = self._outputs(stack)
+        if self.classes_ is None:
+            if not self._stacked():
+                return outputs.mean(axis=0)[:, 0]
+            return self._final(outputs)[:, 0]
+        if not self._stacked():
+            mean = outputs.mean(axis=0)
+            return self.classes_[np.argmax(mean, axis=1)]
+        return self.classes_[_label_index(self._final(outputs))]
+
+
+# scikit-learn's vendored array-API shims of other array libraries: each
+# imports its library (torch among them) where it is installed.
+_FOREIGN_ARRAYS = tuple(
+    f"sklearn.externals.array_api_compat.{name}"
+    for name in ("torch", "cupy", "dask", "jax")
+)
+
+
+class _NoForeignArrays:
+    """A meta-path finder refusing :data:`_FOREIGN_ARRAYS` (while skops is
+    imported: it lists scikit-learn's estimators by importing every module of
+    scikit-learn, whose walk swallows the refusal)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(_FOREIGN_ARRAYS):
+            raise ImportError(f"{name}: not needed to read a head")
+
+
+def _skops_io():
+    """``skops.io``, imported without torch.
+
+    skops builds its default trusted types from
+    ``sklearn.utils.discovery.all_estimators``, which walks every module of
+    scikit-learn, its vendored array-API shims included: the torch shim
+    imports torch where it is installed, a second or more of a cold start
+    and the import the server promises not to make. The walk skips modules
+    that fail to import, and those shims hold no estimator, so they are
+    refused while skops is imported.
+    """
+    if "skops.io" in sys.modules:
+        return sys.modules["skops.io"]
+    finder = _NoForeignArrays()
+    sys.meta_path.insert(0, finder)
+    try:
+        return import_optional("skops.io")
+    finally:
+        sys.meta_path.remove(finder)
+
+
 class _SkopsHead:
     """Any other head: the pipeline's steps after the extractor, from skops,
     built under the saved folder's one trust rule."""
 
     def __init__(self, path, trusted, owner):
-        sio = import_optional("skops.io")
+        sio = _skops_io()
         try:
             untrusted = sio.get_untrusted_types(file=path)
         except Exception as exc:  # BadZipFile, KeyError, JSONDecodeError...
@@ -466,7 +638,9 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     (a tampered or mismatched file is refused, naming the folder), and every
     field of the manifest's export entry is checked before it is used. Needs
     ``pip install skloes[serve]`` (ONNX Runtime and tokenizers) and nothing
-    of torch or transformers; the default heads (logistic regression, ridge)
+    of torch or transformers, whatever head the folder holds; the heads of
+    plain arrays (logistic regression or ridge on the concatenated layers,
+    or per layer, averaged or stacked: every fusion of the default probe)
     do not import scikit-learn either.
 
     Read more in the :ref:`User Guide <probe-serving>`.
@@ -583,12 +757,14 @@ def open_exported(
     graph = probe_folder.checked_file(folder, export["graph"], owner)
     tokenizer_file = probe_folder.checked_file(folder, export["tokenizer"], owner)
     head_file = probe_folder.checked_file(folder, export["head"], owner)
-    if export["head"]["kind"] == "skops":
+    kind = export["head"]["kind"]
+    if kind == "skops":
         head = _SkopsHead(head_file, trusted, owner)
     else:
+        reader = _EnsembleHead if kind in ("average", "stack") else _LinearHead
         with _opening(head_file, "head of plain arrays", owner):
             with np.load(head_file, allow_pickle=False) as data:
-                head = _LinearHead(dict(data), export["head"])
+                head = reader(dict(data), export["head"])
     with _opening(graph, "ONNX graph", owner):
         session = _session(graph, n_threads, export["graph"])
     with _opening(tokenizer_file, "tokenizer", owner):

@@ -40,7 +40,10 @@ class Int8Rule:
     ----------
     per_token : bool
         One activation scale per token (each row of a product's input)
-        rather than one per tensor.
+        rather than one per tensor: a text's output then does not depend on
+        the other texts of its batch nor on their padding (one scale per
+        tensor moved a MiniLM probability by up to 0.06 with its batch).
+        True for every family.
     float_products : str or None
         A regular expression on the exported graph's product names (the
         module path, ``.../self_attn/q_proj/MatMul``) of the products kept in
@@ -53,7 +56,7 @@ class Int8Rule:
         on the export's sample texts; None for none.
     """
 
-    per_token: bool = False
+    per_token: bool = True
     float_products: str | None = None
     feed_forward_out: bool = False
     smooth: float | None = None
@@ -117,6 +120,10 @@ _ENCODER = dict(
     pool_exclude=None,
     positions="model",
     float16_store=True,
+    # per-token scales, nothing kept in float32, no smoothing: on MiniLM's
+    # default probe (300 Rotten Tomatoes texts) the same class as torch on
+    # 99.25 % of 400 new texts (98.5 % with one scale per tensor), 2.9x torch
+    # at one thread (3.4x per tensor; smoothing: 100 % but 2.6x)
     int8=Int8Rule(),
 )
 _DECODER = dict(

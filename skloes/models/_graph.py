@@ -247,10 +247,13 @@ def quantize_onnx(
     channel once and its activations at run time, except the products named
     in ``keep_float``, which stay float32 (see :func:`feed_forward_outputs`).
     Activations get one scale per tensor (ONNX Runtime's dynamic
-    quantization), or with ``per_token`` one per token (each row of the
-    product's input), what a decoder's activations need: its attention sink
-    and outlier channels make one scale per tensor lose the other tokens
-    (Dettmers et al., 2022, "LLM.int8()"). ``smooth``, a dict from a
+    quantization: the scale then depends on every text of the batch and on
+    its padding, so a text's output moves with its neighbours), or with
+    ``per_token`` one per token (each row of the product's input), what every
+    export uses (:func:`write_int8_graph`): a text's output is then the same
+    in any batch, and a decoder's attention sink and outlier channels do not
+    make the scale lose the other tokens (Dettmers et al., 2022,
+    "LLM.int8()"). ``smooth``, a dict from a
     product's input name to ``(scale,)`` per input channel (see
     :func:`smoothing_scales`), divides the input and multiplies the weight's
     rows by it first (Xiao et al., 2023, "SmoothQuant"): exact in float, it

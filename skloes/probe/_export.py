@@ -45,6 +45,9 @@ FLOAT_TOLERANCE = 1e-4
 # Below this share of identical predictions an int8 export warns.
 INT8_MIN_AGREEMENT = 0.99
 CHECK_MAX_TEXTS = 256
+# The served head must give the fitted head's outputs on the same features to
+# this, relative to their magnitude (float rounding only).
+HEAD_TOLERANCE = 1e-5
 _LINEAR_REGRESSORS = (Ridge, RidgeCV, LinearRegression, Lasso, ElasticNet)
 
 
@@ -60,8 +63,99 @@ def _steps(pipeline):
     return out
 
 
+def _linear_kind(model):
+    """``"logistic"`` or ``"linear"`` for a linear model the server computes
+    in numpy, else None."""
+    if type(model) is LogisticRegression:
+        return "logistic"
+    if type(model) in _LINEAR_REGRESSORS:
+        return "linear"
+    return None
+
+
+def _model_arrays(model, prefix=""):
+    """A linear model's coefficients (one row per score) and intercepts, in
+    the dtypes it holds (so that numpy computes what scikit-learn does)."""
+    coef = np.asarray(model.coef_)
+    return {
+        prefix + "coef": coef.reshape(1, -1) if coef.ndim == 1 else coef,
+        prefix + "intercept": np.atleast_1d(np.asarray(model.intercept_)),
+    }
+
+
+def _scaler_arrays(scaler, prefix=""):
+    arrays = {}
+    if scaler.with_mean:
+        arrays[prefix + "scaler_mean"] = np.asarray(scaler.mean_)
+    if scaler.with_std:
+        arrays[prefix + "scaler_scale"] = np.asarray(scaler.scale_)
+    return arrays
+
+
+def _split_scaler(steps):
+    """``(scaler or None, rest)`` of steps that may start with a scaler."""
+    if steps and type(steps[0]) is StandardScaler:
+        return steps[0], steps[1:]
+    return None, steps
+
+
+def _ensemble_arrays(ensemble):
+    """``(arrays, kind)`` of a per-layer ensemble of [scaler →] linear models
+    averaged or stacked by a linear meta model (``fusion="average"`` or
+    ``"stack"``), or None for another one: each layer's scaler, coefficients
+    and intercepts stacked along a first axis of layers, and the meta
+    model's coefficients and intercepts."""
+    from skloes.probe._ensemble import LayerEnsembleClassifier, LayerEnsembleRegressor
+
+    if type(ensemble) not in (LayerEnsembleClassifier, LayerEnsembleRegressor):
+        return None
+    classes = getattr(ensemble, "classes_", None)
+    want = "linear" if classes is None else "logistic"
+    layers = []
+    for estimator in ensemble.estimators_:
+        steps = (
+            [s for _, s in estimator.steps]
+            if isinstance(estimator, Pipeline)
+            else [estimator]
+        )
+        scaler, rest = _split_scaler(steps)
+        if len(rest) != 1 or _linear_kind(rest[0]) != want:
+            return None
+        if classes is not None and not np.array_equal(rest[0].classes_, classes):
+            return None  # a layer's classes in another order
+        layers.append((scaler, rest[0]))
+    if (
+        len(
+            {
+                (s is None, s is not None and s.with_mean, s is not None and s.with_std)
+                for s, _ in layers
+            }
+        )
+        != 1
+    ):
+        return None
+    parts = [
+        {
+            **({} if s is None else _scaler_arrays(s, "layer_")),
+            **_model_arrays(m, "layer_"),
+        }
+        for s, m in layers
+    ]
+    arrays = {key: np.stack([p[key] for p in parts]) for key in parts[0]}
+    final = ensemble.final_estimator_
+    if final is not None:
+        if _linear_kind(final) != want:
+            return None
+        if classes is not None and not np.array_equal(final.classes_, classes):
+            return None
+        arrays.update(_model_arrays(final, "final_"))
+    return arrays, ensemble.combine
+
+
 def _linear_arrays(steps, owner):
-    """``(arrays, kind)`` of a fusion → [scaler] → linear model head, or None."""
+    """``(arrays, kind)`` of a fusion → [scaler] → linear model head (kind
+    ``"logistic"`` or ``"linear"``) or → [scaler] → per-layer ensemble of
+    linear models (``"average"`` or ``"stack"``), or None for another head."""
     if not steps or not isinstance(steps[0], SelectedLayerFusion):
         return None
     fusion, rest = steps[0], steps[1:]
@@ -69,21 +163,21 @@ def _linear_arrays(steps, owner):
     if fusion.mean_ is not None:
         arrays["fusion_mean"] = np.asarray(fusion.mean_, dtype=np.float64)
         arrays["fusion_scale"] = np.asarray(fusion.scale_, dtype=np.float64)
-    if rest and isinstance(rest[0], StandardScaler):
-        scaler, rest = rest[0], rest[1:]
-        if scaler.with_mean:
-            arrays["scaler_mean"] = np.asarray(scaler.mean_, dtype=np.float64)
-        if scaler.with_std:
-            arrays["scaler_scale"] = np.asarray(scaler.scale_, dtype=np.float64)
+    scaler, rest = _split_scaler(rest)
+    if scaler is not None:
+        arrays.update(
+            {k: v.astype(np.float64) for k, v in _scaler_arrays(scaler).items()}
+        )
     if len(rest) != 1:
         return None
     model = rest[0]
-    if type(model) is LogisticRegression:
-        kind = "logistic"
-    elif type(model) in _LINEAR_REGRESSORS:
-        kind = "linear"
-    else:
-        return None
+    kind = _linear_kind(model)
+    if kind is None:
+        ensemble = _ensemble_arrays(model)
+        if ensemble is None:
+            return None
+        arrays.update(ensemble[0])
+        return arrays, ensemble[1]
     coef = np.atleast_2d(np.asarray(model.coef_, dtype=np.float64))
     arrays["coef"] = coef
     arrays["intercept"] = np.atleast_1d(np.asarray(model.intercept_, np.float64))
@@ -214,6 +308,34 @@ def _write_graph(reference, layers, precision, folder, sample, owner):
     }
 
 
+def _head_fidelity(served, head, stack, owner):
+    """The served head (numpy, or the skops archive read back) against the
+    fitted head on the same pooled features: the largest difference of its
+    outputs (``predict_proba``, ``decision_function``, a regressor's
+    ``predict``), relative to their magnitude. Beyond
+    :data:`HEAD_TOLERANCE` it is an error: the server would not compute
+    what the probe computes."""
+    worst = 0.0
+    methods = ["predict_proba", "decision_function"]
+    if served.classes_ is None:
+        methods.append("predict")
+    for method in methods:
+        if not hasattr(head, method):
+            continue
+        ours = np.asarray(getattr(served, method)(stack), dtype=np.float64)
+        theirs = np.asarray(getattr(head, method)(stack), dtype=np.float64)
+        size = max(1.0, float(np.abs(theirs).max(initial=0.0)))
+        gap = float(np.abs(ours - theirs).max(initial=0.0)) / size
+        if ours.shape != theirs.shape or gap > HEAD_TOLERANCE:
+            raise ValueError(
+                f"{owner}: the exported head ({served.name}) does not compute "
+                f"what the probe's head computes ({method} differs by {gap:.1e}); "
+                "this head cannot be exported. Save without `export`."
+            )
+        worst = max(worst, gap)
+    return worst
+
+
 def _check(exported, reference, pipeline, texts, precision, owner):
     """The exported graph against the torch pipeline on held-in texts."""
     torch_stack = reference.transform(texts)
@@ -234,6 +356,7 @@ def _check(exported, reference, pipeline, texts, precision, owner):
         )
         check["max_proba_diff"] = float(drift.max())
         check["mean_proba_diff"] = float(drift.mean())
+    check["max_head_diff"] = _head_fidelity(exported.head_, head, torch_stack, owner)
     if precision == "float32" and diff > FLOAT_TOLERANCE * scale:
         raise ValueError(
             f"{owner}: the exported float32 graph differs from the torch pipeline "

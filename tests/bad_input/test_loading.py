@@ -245,6 +245,7 @@ def test_type_names_never_import(name, trusted, monkeypatch):
 
     monkeypatch.setattr(probe_folder.importlib, "import_module", record)
     probe_folder._public_estimators.cache_clear()
+    probe_folder._lazy_estimators.cache_clear()
     assert probe_folder.is_skloes_estimator(name) is trusted
     declared = set(probe_folder.ESTIMATOR_PACKAGES)
     for package in probe_folder.ESTIMATOR_PACKAGES:  # the modules they declare

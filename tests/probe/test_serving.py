@@ -44,7 +44,7 @@ FORBID = """
 import sys
 class _Forbid:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {FORBIDDEN}:
+        if name.split(".")[0] in {FORBIDDEN} or name.startswith("skloes.heads"):
             raise ImportError("forbidden import: " + name)
         return None
 sys.meta_path.insert(0, _Forbid())
@@ -80,11 +80,10 @@ def tiny_llama(tmp_path_factory):
 
 
 def _probe(model, picks, n_layers=5, **params):
-    # The linear head of head.npz (a per-layer fusion is a head.skops; both
-    # are served in tests/probe/test_fusion.py).
-    params.setdefault("fusion", "concatenate")
+    """The default probe on the layers ``picks`` (whatever fusion it chooses:
+    every fusion of linear probes is a head of plain arrays)."""
     return LayerProbeClassifier(
-        model, selector=_layers(picks, n_layers), device="cpu", **params
+        model, selector=_layers(picks, n_layers), random_state=0, **params
     ).fit(TEXTS, Y)
 
 
@@ -123,11 +122,12 @@ def test_float32_export_reproduces_the_torch_features_and_stops_at_the_deepest_b
     np.testing.assert_allclose(
         served.head_.predict_proba(features), head.predict_proba(features), atol=1e-5
     )
-    np.testing.assert_allclose(
-        served.head_.decision_function(features),
-        head.decision_function(features),
-        atol=1e-5,
-    )
+    if hasattr(probe, "decision_function"):  # not for averaged probabilities
+        np.testing.assert_allclose(
+            served.head_.decision_function(features),
+            head.decision_function(features),
+            atol=1e-5,
+        )
     np.testing.assert_array_equal(served.predict(NEW), probe.predict(NEW))
     # the torch pipeline still loads from the same folder
     torch_probe = load_probe(folder, runtime="torch")
@@ -225,7 +225,7 @@ def test_int8_keeps_a_decoders_feed_forward_outputs_in_float32(
     )
     assert _float_products(bert / "graph-int8.onnx") == []
     graph = json.loads((bert / "manifest.json").read_text())["export"]["graph"]
-    assert graph["activation_scales"] == "tensor"
+    assert graph["activation_scales"] == "token"  # batch-independent
 
 
 def test_feed_forward_outputs_are_found_by_shape_not_by_name(tiny_llama, tmp_path):
@@ -275,10 +275,115 @@ def test_a_regressor_and_a_non_linear_head_export(tiny_bert, tmp_path):
     served = load_probe(folder)
     assert served.classes_ is None
     np.testing.assert_allclose(served.predict(NEW), reg.predict(NEW), atol=1e-5)
-    knn = _probe(tiny_bert, [1, 2], estimator=KNeighborsClassifier(3))
+    # brute force: a k-d tree holds types the trust rule asks the user for
+    knn = _probe(
+        tiny_bert, [1, 2], estimator=KNeighborsClassifier(3, algorithm="brute")
+    )
     folder = save_probe(knn, tmp_path / "k", export="onnx", check_texts=TEXTS)
     assert (folder / "head.skops").is_file()
     np.testing.assert_array_equal(load_probe(folder).predict(NEW), knn.predict(NEW))
+
+
+def _targets(task):
+    if task == "regression":
+        return Y * 2.5 + np.arange(len(Y)) * 0.1
+    return np.arange(len(Y)) % 3 if task == "three classes" else Y
+
+
+def _fitted(model, task, fusion, picks):
+    from skloes.probe import LayerProbeRegressor
+
+    kind = LayerProbeRegressor if task == "regression" else LayerProbeClassifier
+    return kind(model, selector=_layers(picks, 5), fusion=fusion, random_state=0).fit(
+        TEXTS, _targets(task)
+    )
+
+
+@pytest.mark.parametrize("picks", [[1, 3], [2]])
+@pytest.mark.parametrize("fusion", ["concatenate", "average", "stack"])
+@pytest.mark.parametrize("task", ["two classes", "three classes", "regression"])
+def test_every_fusion_of_linear_probes_is_served_from_plain_arrays(
+    tiny_bert, tmp_path, task, fusion, picks
+):
+    probe = _fitted(tiny_bert, task, fusion, picks)
+    folder = save_probe(probe, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    assert not (folder / "head.skops").exists()
+    export = json.loads((folder / "manifest.json").read_text())["export"]
+    linear = "linear" if task == "regression" else "logistic"
+    assert export["head"] == {**export["head"], "file": "head.npz"}
+    assert export["head"]["kind"] == (linear if fusion == "concatenate" else fusion)
+    with np.load(folder / "head.npz", allow_pickle=False) as arrays:
+        names = set(arrays.files)
+    if fusion != "concatenate":  # each layer's own probe
+        assert {"layer_coef", "layer_intercept"} <= names
+        assert ("final_coef" in names) == (fusion == "stack" and len(picks) > 1)
+    assert export["check"]["max_head_diff"] < 1e-6  # the numpy head: the probe's
+    served = load_exported(folder)
+    # float32 graph against torch: ~1e-6 in the features, scaled by the head
+    np.testing.assert_allclose(
+        served.predict(NEW), probe.predict(NEW), rtol=1e-5, atol=1e-5
+    )
+    for method in ("predict_proba", "decision_function"):
+        if hasattr(probe, method):
+            np.testing.assert_allclose(
+                getattr(served, method)(NEW),
+                getattr(probe, method)(NEW),
+                rtol=1e-5,
+                atol=1e-5,
+            )
+    if task != "regression" and not hasattr(probe, "decision_function"):
+        with pytest.raises(AttributeError, match="averaged.*no decision scores"):
+            served.decision_function(NEW)
+
+
+def test_a_head_of_plain_arrays_that_does_not_match_the_manifest_is_refused(
+    tiny_bert, tmp_path
+):
+    folder = save_probe(
+        _fitted(tiny_bert, "three classes", "stack", [1, 3]),
+        tmp_path / "p",
+        export="onnx",
+        check_texts=TEXTS,
+    )
+    manifest = json.loads((folder / "manifest.json").read_text())
+    with np.load(folder / "head.npz", allow_pickle=False) as data:
+        arrays = dict(data)
+    arrays["layer_coef"] = arrays["layer_coef"][:, :2]  # two classes' rows of 3
+    np.savez(folder / "head.npz", **arrays)
+    manifest["export"]["head"]["sha256"] = _digests.file_sha256(folder / "head.npz")
+    probe_folder.seal_export(manifest["export"])  # as a save would seal it
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="head.npz is not a readable head of plain"):
+        load_exported(folder)
+
+
+@pytest.mark.parametrize("model", ["tiny_bert", "tiny_llama"])
+def test_an_int8_probe_gives_a_text_the_same_output_whatever_its_batch(
+    model, request, tmp_path
+):
+    """Activation scales per token row: a text's probabilities do not depend
+    on the other texts of its batch, nor on the padding they bring."""
+    probe = _probe(request.getfixturevalue(model), [1, 3])
+    folder = save_probe(probe, tmp_path / "p", export="onnx-int8", check_texts=TEXTS)
+    served = load_exported(folder)
+    text = "a good fun film"
+    alone = served.predict_proba([text])
+    long = " ".join(TEXTS[:8])
+    batches = [
+        [text, long],
+        [long, "bad", text, "warm and fun " * 5],
+        NEW + TEXTS[:20] + [text],
+    ]
+    for batch in batches:
+        proba = served.predict_proba(batch)[batch.index(text)]
+        np.testing.assert_allclose(proba, alone[0], atol=1e-5)
+    for batch_size in (1, 3, 32):  # the shards of predict_to_parquet, in effect
+        served.batch_size = batch_size
+        np.testing.assert_allclose(
+            served.predict_proba(NEW + TEXTS),
+            load_exported(folder).predict_proba(NEW + TEXTS),
+            atol=1e-5,
+        )
 
 
 def test_bad_export_parameters_are_refused_by_name(tiny_bert, tmp_path):
@@ -345,6 +450,78 @@ def test_an_exported_probe_predicts_in_a_process_that_cannot_import_torch(
     np.testing.assert_allclose(
         np.array(json.loads(out.stdout)), probe.predict_proba(NEW), atol=1e-5
     )
+
+
+SERVE_ALL = """
+import json
+from skloes.serving import load_exported
+out = {}
+for folder in sys.argv[2:]:
+    p = load_exported(folder)
+    if type(p.head_).__name__ != "_SkopsHead":
+        for plain in ("sklearn", "scipy", "skops"):  # a head of plain arrays
+            assert plain not in sys.modules, (folder, plain)
+    texts = json.loads(sys.argv[1])
+    out[folder] = [p.predict(texts).tolist(), p.predict_proba(texts).tolist()]
+loaded = [m for m in sys.modules if m.split(".")[0] in ("torch", "transformers")]
+assert not loaded and "skloes.heads" not in sys.modules, loaded
+print(json.dumps(out))
+"""
+
+
+def _serve_without_torch(folders, texts, *, block):
+    """``{folder: (labels, proba)}`` from one process that imports neither
+    torch, transformers nor skloes.heads: where they cannot be imported
+    (``block``), or where they could but are not."""
+    code = SERVE_ALL
+    if block:
+        code = _forbidding(["torch", "transformers"], code)
+    else:
+        code = "import sys\n" + code
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(texts), *map(str, folders)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    return {
+        k: (np.array(a), np.array(b)) for k, (a, b) in json.loads(out.stdout).items()
+    }
+
+
+@pytest.mark.parametrize("export", ["onnx", "onnx-int8"])
+def test_every_fusion_and_a_skops_head_serve_where_torch_cannot_be_imported(
+    tiny_bert, tmp_path, export
+):
+    from sklearn.neighbors import KNeighborsClassifier
+
+    probes = {"default": _probe(tiny_bert, [1, 3])}
+    for fusion in ("concatenate", "average", "stack"):
+        probes[fusion] = _probe(tiny_bert, [1, 3], fusion=fusion)
+    probes["skops"] = _probe(  # per-layer non-linear probes: a skops archive
+        tiny_bert,
+        [1, 3],
+        fusion="average",
+        estimator=KNeighborsClassifier(3, algorithm="brute"),
+    )
+    folders = {
+        name: save_probe(p, tmp_path / name, export=export, check_texts=TEXTS)
+        for name, p in probes.items()
+    }
+    assert (folders["skops"] / "head.skops").is_file()
+    served = _serve_without_torch(list(folders.values()), NEW, block=True)
+    # installed but not imported (skops lists scikit-learn's estimators by
+    # importing all of it, whose array-API shim of torch imports torch)
+    assert _serve_without_torch(list(folders.values()), NEW, block=False)
+    for name, probe in probes.items():
+        labels, proba = served[str(folders[name])]
+        here = load_exported(folders[name])  # the same graph in this process
+        np.testing.assert_array_equal(labels, here.predict(NEW))
+        np.testing.assert_allclose(proba, here.predict_proba(NEW), atol=1e-6)
+        if export == "onnx":  # the float graph gives the torch probe's answers
+            np.testing.assert_array_equal(labels, probe.predict(NEW))
+            np.testing.assert_allclose(proba, probe.predict_proba(NEW), atol=1e-5)
 
 
 def test_skloes_predict_runs_an_exported_probe_without_torch(tiny_bert, tmp_path):

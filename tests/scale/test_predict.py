@@ -118,21 +118,15 @@ def test_a_bad_probe_folder_fails_before_any_work(tmp_path, texts):
 def exported(tmp_path_factory, minilm_path, rotten_tomatoes_small):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    from skloes import LOESSelector
     from skloes.probe import LayerProbeClassifier, save_probe
 
     texts, y = rotten_tomatoes_small
     texts = [str(t) for t in texts[:120]]
-    probe = LayerProbeClassifier(
-        minilm_path,
-        max_length=48,
-        device="cpu",
-        selector=LOESSelector(n_layers_to_select=2, random_state=0),
-        # head.npz: numpy only. A per-layer fusion's head.skops also serves
-        # without torch, but skops imports it where it is installed (through
-        # scikit-learn's estimator discovery), so a worker here would load it.
-        fusion="concatenate",
-    ).fit(texts, y[:120])
+    # the default probe, whatever fusion it chooses: its head is plain arrays
+    # (head.npz), so a worker imports neither torch nor scikit-learn
+    probe = LayerProbeClassifier(minilm_path, max_length=48, random_state=0).fit(
+        texts, y[:120]
+    )
     folder = tmp_path_factory.mktemp("exported") / "rt"
     return save_probe(probe, folder, export="onnx", check_texts=texts[:16])
 
