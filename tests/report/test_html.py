@@ -158,22 +158,13 @@ def test_to_html_is_the_page_written(folder, report):
 
 
 @pytest.mark.integration
-def test_a_report_of_the_real_minilm_on_real_texts(
-    minilm_path, rotten_tomatoes_small, tmp_path
-):
+def test_a_report_of_the_real_minilm_on_real_texts(minilm_report, tmp_path):
     pytest.importorskip("matplotlib")
-    from skloes import HiddenStatesTransformer
-    from skloes.report import LayerReport
-
-    texts, y = rotten_tomatoes_small
-    texts, y = list(texts[:120]), np.asarray(y[:120])
-    H = HiddenStatesTransformer(minilm_path, max_length=32).fit_transform(texts)
-    report = LayerReport(n_layers_to_select=2, cv=3, random_state=0).fit(H, y)
     about = {"data": "rotten_tomatoes, 120 texts", "model": "all-MiniLM-L6-v2"}
-    folder = report.save(tmp_path / "minilm", about=about)
+    folder = minilm_report.save(tmp_path / "minilm", about=about)
     rows, summary = read_folder(folder)
     assert len(rows) == 7  # the embedding output and 6 blocks
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert_page_matches_files(html, rows, summary)
     assert "all-MiniLM-L6-v2" in html
-    assert json.loads(json.dumps(report.summary())) == summary
+    assert json.loads(json.dumps(minilm_report.summary())) == summary
