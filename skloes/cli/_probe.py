@@ -190,9 +190,11 @@ def run_probe(args):
         raise UserError(
             f"cannot probe {args.data}: {as_options(_first_line(exc))}"
         ) from None
-    about = {
-        "data": f"{args.data}, {len(texts)} texts, {what}",
-        "model": f"{hst.model_path_} ({stack.shape[0]} hidden states of width "
+    from skloes.probe._card import _model_name, _shareable
+
+    about = {  # names fit to share, as the model card's: no absolute path
+        "data": f"{_shareable(args.data, args.out)}, {len(texts)} texts, {what}",
+        "model": f"{_model_name(hst)} ({stack.shape[0]} hidden states of width "
         f"{stack.shape[2]})",
         "extraction": f"pooling {args.pooling}, max_length {args.max_length}, "
         f"precision {args.precision}",

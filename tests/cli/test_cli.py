@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,6 +173,7 @@ def test_minilm_job_on_a_reduced_sample(
     assert f"report written to {out}/ (report.html, layers.csv, " in stdout
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "rotten_tomatoes, 200 texts" in page and "all-MiniLM-L6-v2" in page
+    assert str(Path(minilm_path).parent) not in page  # no local path: shareable
     assert page.count('<tr data-layer="') == 7
 
 
@@ -710,6 +712,7 @@ def test_probe_save_replaces_a_saved_probe_only_with_force(
     (tmp_path / "out" / "layers.csv").unlink()  # so that only --save is in the way
     (tmp_path / "out" / "profile.png").unlink()
     (tmp_path / "out" / "selection.json").unlink()
+    (tmp_path / "out" / "report.html").unlink()
     assert probe(saved) == 2  # no --force: the saved probe stays
     err = capsys.readouterr().err
     assert "already holds a saved probe" in err and "--force" in err
