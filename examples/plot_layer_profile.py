@@ -7,7 +7,7 @@ Which layer of a model carries a task? This example extracts every layer of
 the embedded MiniLM for real Rotten Tomatoes snippets (fresh vs rotten), fits
 a cross-validated linear probe on each, puts label-free layer metrics next to
 it, selects layers with LOES, and compares the fused layers against the last
-layer, the best single layer and other baselines.
+layer, the best single layer and other baselines, and shows the report's page.
 """
 
 # Authors: The skloes developers
@@ -76,3 +76,21 @@ fig, axes = plt.subplots(
 report.plot(ax=axes)
 fig.subplots_adjust(left=0.08, right=0.72, top=0.93, bottom=0.09, hspace=0.08)
 plt.show()
+
+# %%
+# The report page
+# ---------------
+# ``report.save(folder)`` writes ``report.html`` beside ``layers.csv``,
+# ``selection.json`` and ``profile.png``: one self-contained page, nothing
+# fetched, whose numbers are those of the two files. In a notebook, and here in
+# the gallery, a fitted report displays as that page: hover a layer of the
+# profile for its numbers, click a column's name to sort the per-layer table,
+# switch the metric drawn below the probe score.
+with tempfile.TemporaryDirectory() as tmp:
+    folder = report.save(
+        Path(tmp) / "report",
+        about={"data": "rotten_tomatoes", "model": "all-MiniLM-L6-v2"},
+    )
+    size = (folder / "report.html").stat().st_size
+    print(sorted(p.name for p in folder.iterdir()), f"report.html {size / 1e3:.0f} KB")
+report  # noqa: B018 (the gallery and notebooks display the page)

@@ -3,8 +3,8 @@
 It extracts every layer of a model over a labelled data set, cross-validates a
 probe on each layer, computes the layer metrics, selects layers with LOES,
 compares the fused layers with the last layer, the best single layer and other
-baselines, prints the tables and writes a report folder (``layers.csv``,
-``profile.png``, ``selection.json``).
+baselines, prints the tables and writes a report folder (``report.html``,
+``layers.csv``, ``profile.png``, ``selection.json``).
 """
 
 # Authors: The skloes developers
@@ -190,8 +190,18 @@ def run_probe(args):
         raise UserError(
             f"cannot probe {args.data}: {as_options(_first_line(exc))}"
         ) from None
+    from skloes.probe._card import _model_name, _shareable
+
+    about = {  # names fit to share, as the model card's: no absolute path
+        "data": f"{_shareable(args.data, args.out)}, {len(texts)} texts, {what}",
+        "model": f"{_model_name(hst)} ({stack.shape[0]} hidden states of width "
+        f"{stack.shape[2]})",
+        "extraction": f"pooling {args.pooling}, max_length {args.max_length}, "
+        f"precision {args.precision}",
+        "seed": args.seed,
+    }
     try:
-        folder = report.save(args.out)
+        folder = report.save(args.out, about=about)
     except OSError as exc:  # a full disk, a folder removed meanwhile
         raise UserError(
             f"--out {args.out!r}: cannot write the report "

@@ -12,6 +12,7 @@ selected block (:func:`~skloes.probe.prune_layers`).
 from __future__ import annotations
 
 import warnings
+from html import escape
 from numbers import Integral
 
 import numpy as np
@@ -393,6 +394,37 @@ class _BaseLayerProbe(LayerPipelineBase):
             Predicted labels (classifier) or values (regressor).
         """
         return self._predictor().predict(X)
+
+    def _fit_html(self):
+        """The fitted probe's layers and fusion, shown below scikit-learn's
+        estimator display (inline styles only: nothing leaks in or out)."""
+        if not hasattr(self, "fusion_"):
+            return ""
+        layers = ", ".join(str(int(v)) for v in self.selected_layers_)
+        scores = self.fusion_scores_ or {}
+        chosen = ", ".join(f"{k} {float(v):.4f}" for k, v in scores.items())
+        chosen = f" (chosen by inner CV: {chosen})" if chosen else ""
+        return (
+            '<div class="skloes-probe-fit" style="font:13px/1.4 system-ui,'
+            "sans-serif;margin:4px 0 8px;padding:4px 8px;border-left:3px solid "
+            '#1f6feb;color:inherit"><b>layers</b> <span data-selected-layers>'
+            f"{escape(layers)}</span> &middot; <b>fusion</b> <span data-fusion>"
+            f"{escape(str(self.fusion_))}</span>{escape(chosen)}</div>"
+        )
+
+    def _repr_html_inner(self):
+        return super()._repr_html_inner() + self._fit_html()
+
+    def _repr_mimebundle_(self, **kwargs):
+        """scikit-learn's display; a fitted probe adds its chosen layers and
+        fusion (HTML and text)."""
+        out = super()._repr_mimebundle_(**kwargs)
+        if hasattr(self, "fusion_"):
+            layers = [int(v) for v in self.selected_layers_]
+            out["text/plain"] += f"\nlayers {layers}, fusion {self.fusion_}"
+            if "text/html" in out:
+                out["text/html"] += self._fit_html()
+        return out
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -10,6 +10,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
+from sklearn import get_config
 from sklearn.base import BaseEstimator, clone
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import (
@@ -786,16 +787,25 @@ class LayerReport(BaseEstimator):
         check_is_fitted(self, "summary_")
         return plot_budget_curve(self.selector_, ax=ax, figsize=figsize)
 
-    def save(self, folder):
-        """Write ``layers.csv``, ``profile.png`` and ``selection.json``.
+    def save(self, folder, *, about=None):
+        """Write ``report.html``, ``layers.csv``, ``profile.png``, ``selection.json``.
 
         With a ``LOESSelectorCV`` selector, also ``budget.png``, its
-        cross-validated budget curve (:meth:`plot_budget`).
+        cross-validated budget curve (:meth:`plot_budget`). ``report.html``
+        is one self-contained page (no network, scripts optional) that shows
+        every number of the other files (see :ref:`report_page`).
+
+        .. versionchanged:: 0.3
+           Writes ``report.html`` too; ``about`` added.
 
         Parameters
         ----------
         folder : str or os.PathLike
             Created if missing.
+        about : dict of str to object or None, default=None
+            What the report was made from (``{"data": ..., "model": ...}``),
+            shown as text on ``report.html``; ``skloes probe`` gives the data,
+            the model and the extraction settings.
 
         Returns
         -------
@@ -803,7 +813,53 @@ class LayerReport(BaseEstimator):
             The folder written.
         """
         check_is_fitted(self, "comparison_")
-        return _presenting.write_report(self, folder)
+        return _presenting.write_report(self, folder, about=about)
+
+    def to_html(self, about=None):
+        """The report as one self-contained HTML page (``report.html``).
+
+        .. versionadded:: 0.3
+
+        Parameters
+        ----------
+        about : dict of str to object or None, default=None
+            What the report was made from, shown as text (see :meth:`save`).
+
+        Returns
+        -------
+        html : str
+            A complete HTML document with inline styles, SVG and script.
+        """
+        from skloes.report._html import report_page
+
+        check_is_fitted(self, "comparison_")
+        return report_page(self, about)
+
+    def _fitted(self):
+        return hasattr(self, "comparison_")
+
+    def _repr_html_inner(self):
+        if not self._fitted():  # scikit-learn's estimator display
+            return super()._repr_html_inner()
+        from skloes.report._html import notebook_html
+
+        return notebook_html(self)
+
+    def _repr_mimebundle_(self, **kwargs):
+        """A fitted report shows its page in a notebook, with the text
+        report as the plain-text form; an unfitted one, its parameters."""
+        if not self._fitted():
+            return super()._repr_mimebundle_(**kwargs)
+        from skloes.report._html import notebook_html
+
+        text = (
+            f"{self!r}\n\n{self.format_summary()}\n\nPer-layer table "
+            f"({self.n_splits_}-fold CV {self.scoring_}):\n{self.format_table()}"
+        )
+        out = {"text/plain": text}
+        if get_config()["display"] == "diagram":
+            out["text/html"] = notebook_html(self)
+        return out
 
 
 def layer_report(X, y, *, extra_metrics=None, **params):

@@ -31,7 +31,14 @@ __all__ = [
 
 # The files :func:`write_report` writes (``budget.png`` only with a
 # ``LOESSelectorCV``): a report folder holds these and nothing else of ours.
-REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
+# ``report.html`` (:mod:`skloes.report._html`) shows all the others hold.
+REPORT_FILES = (
+    "report.html",
+    "layers.csv",
+    "profile.png",
+    "selection.json",
+    "budget.png",
+)
 
 
 def recommendation_text(rec, n_splits):
@@ -195,12 +202,16 @@ def _csv_value(value):
     return repr(float(value))
 
 
-def write_report(report, folder):
+def write_report(report, folder, about=None):
     """Write :data:`REPORT_FILES` into ``folder`` (created); an earlier
-    report's ``budget.png`` that this one has no curve for is removed."""
+    report's ``budget.png`` that this one has no curve for is removed.
+    ``about`` (what the report was made from) is shown on ``report.html``."""
+    from skloes.report._html import check_about, report_page
+
+    about = check_about(about)  # before any file is written
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    table, profile, summary, budget = (folder / name for name in REPORT_FILES)
+    page, table, profile, summary, budget = (folder / name for name in REPORT_FILES)
     cols = layer_columns(report)
     with open(table, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
@@ -215,4 +226,6 @@ def write_report(report, folder):
         report.plot_budget().savefig(budget, dpi=100)
     elif budget.is_file():  # an earlier report's curve would describe no fit
         budget.unlink()
+    with open(page, "w", encoding="utf-8") as f:
+        f.write(report_page(report, about))
     return folder

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,6 +145,9 @@ def test_default_job_on_a_reduced_sample(tmp_path, capsys, smollm2_path):
     assert payload["n_layers"] == 31 and len(payload["selected_layers"]) == 4
     assert (out / "layers.csv").read_text().count("\n") == 32  # header + 31 layers
     assert (out / "profile.png").stat().st_size > 10_000
+    page = out / "report.html"  # SmolLM2's 31 hidden states: under 2 MB
+    assert page.stat().st_size < 2_000_000
+    assert page.read_text(encoding="utf-8").count('<tr data-layer="') == 31
 
 
 def test_minilm_job_on_a_reduced_sample(
@@ -165,6 +169,12 @@ def test_minilm_job_on_a_reduced_sample(
     payload = json.loads((out / "selection.json").read_text())
     assert payload["n_layers"] == 7 and len(payload["selected_layers"]) == 4
     assert (out / "layers.csv").read_text().count("\n") == 8  # header + 7 layers
+    stdout = capsys.readouterr().out
+    assert f"report written to {out}/ (report.html, layers.csv, " in stdout
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "rotten_tomatoes, 200 texts" in page and "all-MiniLM-L6-v2" in page
+    assert str(Path(minilm_path).parent) not in page  # no local path: shareable
+    assert page.count('<tr data-layer="') == 7
 
 
 @pytest.mark.torch
@@ -303,7 +313,13 @@ def test_python_dash_m_reports_errors_without_traceback(tmp_path):
 
 
 # ------------------------------------------------ the report folder (--out)
-REPORT_FILES = ("layers.csv", "profile.png", "selection.json", "budget.png")
+REPORT_FILES = (
+    "layers.csv",
+    "profile.png",
+    "selection.json",
+    "budget.png",
+    "report.html",
+)
 
 
 def _never_load_data(monkeypatch):
@@ -696,6 +712,7 @@ def test_probe_save_replaces_a_saved_probe_only_with_force(
     (tmp_path / "out" / "layers.csv").unlink()  # so that only --save is in the way
     (tmp_path / "out" / "profile.png").unlink()
     (tmp_path / "out" / "selection.json").unlink()
+    (tmp_path / "out" / "report.html").unlink()
     assert probe(saved) == 2  # no --force: the saved probe stays
     err = capsys.readouterr().err
     assert "already holds a saved probe" in err and "--force" in err

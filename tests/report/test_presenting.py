@@ -83,7 +83,7 @@ def test_the_report_folder_holds_its_files_and_nothing_else(report, tmp_path):
     pytest.importorskip("matplotlib")
     folder = write_report(report, tmp_path / "out")
     assert not has_budget_curve(report)
-    assert sorted(p.name for p in folder.iterdir()) == sorted(REPORT_FILES[:3])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(REPORT_FILES[:4])
     with open(folder / "layers.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["layer"]) for r in rows] == [0, 1, 2, 3]
