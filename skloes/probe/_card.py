@@ -222,7 +222,7 @@ _FUSION_WORDS = {
 
 def _fusion_line(estimator):
     """How the probe combines its layers (``fusion_``), and with
-    ``fusion="auto"`` the inner-CV scores that chose it."""
+    ``fusion="auto"`` the leave-one-out scores that chose it."""
     fusion = getattr(estimator, "fusion_", None)
     if fusion is None:
         return None
@@ -230,7 +230,7 @@ def _fusion_line(estimator):
     scores = getattr(estimator, "fusion_scores_", None)
     if scores:
         shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
-        line += f", chosen by 5-fold CV on the training rows ({shown})"
+        line += f", chosen by leave-one-out scores on the training rows ({shown})"
     elif getattr(estimator, "fusion", None) == "auto":
         line += ", the one selected layer's own head"
     return line

@@ -262,7 +262,7 @@ def fusion_scores(oof, y, folds, classes=None, *, concatenate=None, final=None):
 
 
 def choose_fusion(scores):
-    """The fusion of the best inner-CV score (a NaN never wins; ties go to
+    """The fusion of the best score (a NaN never wins; ties go to
     the first of :data:`~skloes.core._fusion.CANDIDATES`: concatenation,
     then the average, then the stack)."""
     finite = {k: v for k, v in scores.items() if np.isfinite(v)}

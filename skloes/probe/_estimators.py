@@ -403,7 +403,7 @@ class _BaseLayerProbe(LayerPipelineBase):
         layers = ", ".join(str(int(v)) for v in self.selected_layers_)
         scores = self.fusion_scores_ or {}
         chosen = ", ".join(f"{k} {float(v):.4f}" for k, v in scores.items())
-        chosen = f" (chosen by inner CV: {chosen})" if chosen else ""
+        chosen = f" (chosen by leave-one-out scores: {chosen})" if chosen else ""
         return (
             '<div class="skloes-probe-fit" style="font:13px/1.4 system-ui,'
             "sans-serif;margin:4px 0 8px;padding:4px 8px;border-left:3px solid "

@@ -120,10 +120,10 @@ class LayerReport(BaseEstimator):
         probabilities (predictions, for regression); ``"stack"``, a meta
         model on their out-of-fold outputs; ``"concatenate"``, one ``probe``
         on the concatenated layers; ``"auto"``, in each fold the one of
-        those three with the best inner-CV score on the fold's training rows
-        (``fusion_`` says which). Every method is scored under it, so the
-        recommendation compares like with like; a single layer is its own
-        probe under every fusion (see :ref:`fusion`).
+        those three the probe's closed-form leave-one-out rule picks on the
+        fold's training rows (``fusion_`` says which). Every method is
+        scored under it, so the recommendation compares like with like; a
+        single layer is its own probe under every fusion (see :ref:`fusion`).
 
         The per-layer table's fitted probes are reused: an averaged method's
         score on a fold is the mean of its layers' held-out outputs there

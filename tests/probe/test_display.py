@@ -40,7 +40,7 @@ def test_a_fitted_probe_shows_its_layers_and_fusion(tiny_model_path, fusion):
     layers = ", ".join(str(v) for v in probe.selected_layers_)
     assert f"<span data-selected-layers>{layers}</span>" in html
     assert f"<span data-fusion>{probe.fusion_}</span>" in html
-    if fusion == "auto":  # the inner-CV scores it chose by
+    if fusion == "auto":  # the leave-one-out scores it chose by
         for name, score in probe.fusion_scores_.items():
             assert f"{name} {score:.4f}" in html
     assert f"layers {probe.selected_layers_.tolist()}" in bundle["text/plain"]
