@@ -296,7 +296,8 @@ PARTS = [
     Part(
         "serve",
         "user guide, serving: exported int8/float32 speed against torch, "
-        "quality, cold start and install sizes (MiniLM, SmolLM2, Gemma 3)",
+        "quality, cold start, every fusion's default export (MiniLM) and "
+        "install sizes (MiniLM, SmolLM2, Gemma 3)",
         "benchmarks/results/serve/*.json, serve.md (the table by --table)",
         "about 2 h",
         full=[
@@ -308,6 +309,7 @@ PARTS = [
             ["bench_serve.py", "quality", "--model", "gemma3", "--n", "1000"],
             ["bench_serve.py", "coldstart", "--model", "smollm2"],
             ["bench_serve.py", "coldstart", "--model", "gemma3", "--baseline", "none"],
+            ["bench_serve.py", "fusions", "--model", "minilm", "--repeats", "5"],
             ["bench_serve.py", "sizes", "--table"],
         ],
     ),

@@ -2,7 +2,7 @@
 
 MiniLM, SmolLM2 and Gemma 3 (each skipped where its offline package is not
 installed), real Rotten Tomatoes texts: the default probe and one probe of
-each fusion export in int8 (and the default probe in float32 too) and
+each fusion export in int8 and in float32 and
 predict in a process where torch and transformers cannot be imported, with
 the torch probe's classes; an int8 text's probabilities do not depend on its
 batch.
@@ -100,12 +100,10 @@ def exported(probes, data, tmp_path_factory):
     base = tmp_path_factory.mktemp("served")
     folders = {}
     for name, probe in probes.items():
-        folders[name, "int8"] = save_probe(
-            probe, base / f"{name}-int8", export="onnx-int8", check_texts=X
-        )
-    folders["auto", "float32"] = save_probe(
-        probes["auto"], base / "auto-float32", export="onnx", check_texts=X
-    )
+        for export, precision in (("onnx-int8", "int8"), ("onnx", "float32")):
+            folders[name, precision] = save_probe(
+                probe, base / f"{name}-{precision}", export=export, check_texts=X
+            )
     return folders
 
 
