@@ -244,4 +244,4 @@ def test_a_decoder_family_rule_keeps_its_named_products_in_float32(
         _run(tmp_path / "k.onnx", x), x @ W.astype(np.float32), rtol=1e-5, atol=1e-5
     )
     bert = write_int8_graph(path, tmp_path / "b.onnx", transformers.BertConfig())
-    assert bert["activation_scales"] == "tensor"
+    assert bert["activation_scales"] == "token"  # every family, encoders too
