@@ -111,11 +111,16 @@ def accuracy():
     return rows
 
 
+_EXTRACTORS = {}
+
+
 def _fit_seconds(model, stack, y, fusion):
     from skloes.probe import LayerProbeClassifier
 
     probe = LayerProbeClassifier(model, max_length=64, fusion=fusion)
-    extractor = probe._extractor().fit(["text"] * len(y))
+    if model not in _EXTRACTORS:  # the model loaded once per stack's model
+        _EXTRACTORS[model] = probe._extractor().fit(["text"] * 2)
+    extractor = _EXTRACTORS[model]
     routed = probe._routed_fit_params({})
     start = time.perf_counter()
     with warnings.catch_warnings():
