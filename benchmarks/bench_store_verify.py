@@ -6,12 +6,14 @@ shard writer, :func:`skloes.core._store.write_shard`; no model), in the
 format both versions read. Each arm runs in a fresh process pinned to one CPU
 (``taskset -c 0``, one thread for BLAS and OpenMP) that imports its own copy
 of skloes (``main`` exported with ``git archive`` into a temporary folder);
-the arms alternate round by round. Each round times ``LayerStore(path).verify()``
+the arms alternate round by round (old first in even rounds, new first in
+odd ones). Each round times ``LayerStore(path).verify()``
 cold (the first call of the process, with an empty digest record: every byte
 hashed) and warm (the median of 5 more calls: the hashes memoised, so the
 footers, schemas and manifest are what is checked), opening the store, and
 the reads (``read()`` of every row, and of 2,000 scattered rows) after one
-warm-up. The files are in the page cache for both arms (written just
+warm-up, and one shard's opening for a read (its footer checked, the median of
+50). The files are in the page cache for both arms (written just
 before). The load average is recorded before and after.
 
 Usage::
@@ -68,6 +70,11 @@ print(json.dumps({
     "read_all": once(store.read),
     "read_rows": once(lambda: store.select(rows=rows).read()),
     "open": float(np.median([once(lambda: LayerStore(path)) for _ in range(5)])),
+    # what each read adds per shard it opens: the footer (and, new, the
+    # schema's layout and column types) checked against the manifest
+    "open_shard": float(np.median(
+        [once(lambda: store._open(store._shards[1])) for _ in range(50)]
+    )),
 }))
 """
 
@@ -164,20 +171,21 @@ def main(argv=None):
         arms = {"old": tmp / "old", "new": ROOT}
         times = {arm: [] for arm in arms}
         load_before = os.getloadavg()
-        for _ in range(args.rounds):
-            for arm, code in arms.items():
-                times[arm].append(run_arm(code, store))
+        for i in range(args.rounds):  # ABBA: neither arm always runs first
+            for arm in ("old", "new") if i % 2 == 0 else ("new", "old"):
+                times[arm].append(run_arm(arms[arm], store))
         load_after = os.getloadavg()
         size = sum(p.stat().st_size for p in store.iterdir())
-    for measure in ("verify_cold", "verify_warm", "open", "read_all", "read_rows"):
+    measures = ("verify_cold", "verify_warm", "open", "open_shard", "read_all")
+    for measure in (*measures, "read_rows"):
         row = {"measure": measure, "rows": args.rows, "layers": args.layers}
         row.update(dim=args.dim, store_mib=round(size / 2**20, 1))
         for arm in arms:
             values = [t[measure] for t in times[arm]]
             row[arm] = {
-                "median_s": round(float(np.median(values)), 4),
-                "min_s": round(min(values), 4),
-                "max_s": round(max(values), 4),
+                "median_s": round(float(np.median(values)), 6),
+                "min_s": round(min(values), 6),
+                "max_s": round(max(values), 6),
             }
         row["ratio_new_old"] = round(row["new"]["median_s"] / row["old"]["median_s"], 3)
         row["rounds"] = args.rounds

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 
 from skloes.core._atomic import write_whole
-from skloes.core._digests import file_sha256
+from skloes.core._digests import _identity, file_sha256
 from skloes.utils._optional import import_optional
 
 __all__ = [
@@ -62,6 +63,9 @@ TMP_PREFIX = ".skloes-"
 FOOTER_KEY = b"skloes"
 # The largest finite float16; a value beyond it is an overflow to inf.
 FLOAT16_MAX = float(np.finfo(np.float16).max)
+# Shards whose footer and layout were checked against their manifest, by file
+# identity and what the manifest expects (see LayerStore._check_shard).
+_CHECKED: set = set()
 # Rows a reader converts at a time within one shard (memory: this many rows of
 # the layers read).
 READ_ROWS = 4096
@@ -737,9 +741,7 @@ class LayerStore(StoreView):
             )
         self._check_files()
         if self._shards:  # the layout of one shard, at open (each read: its own)
-            entry = self._shards[0]
-            meta = _metadata(self.path / entry["file"])
-            self._check_layout(entry, meta.schema.to_arrow_schema() if meta else None)
+            self._check_shard(self._shards[0])
         super().__init__(self, None, None)
         self._store = self
 
@@ -922,9 +924,7 @@ class LayerStore(StoreView):
                     f"shard {entry['file']} does not hash as its manifest records "
                     "(changed or damaged since it was written).",
                 )
-            meta = _metadata(file)
-            self._check_footer(entry, _footer(meta))
-            self._check_layout(entry, meta.schema.to_arrow_schema())
+            self._check_shard(entry)
         listed = {entry["file"] for entry in self._shards}
         extra = sorted(
             p.name
@@ -938,6 +938,37 @@ class LayerStore(StoreView):
                 "(readers of the folder would read it); move it away.",
             )
         return self
+
+    def _check_shard(self, entry):
+        """The shard's footer and layout against the manifest, from its
+        metadata; once per version of the file and of what the manifest
+        expects of it in this process (memoised on the file's identity, as
+        its sha256 is: :func:`~skloes.core._digests.file_sha256`)."""
+        file = self.path / entry["file"]
+        try:
+            st = os.stat(file)
+        except OSError:
+            st = None
+        key = None
+        if st is not None:
+            expected = json.dumps(
+                [
+                    entry,
+                    self._manifest.get("digest"),
+                    self.dim,
+                    [self.layer_dtype(l) for l in self._all_layers],
+                ],
+                sort_keys=True,
+                default=str,
+            )
+            key = (os.path.abspath(file), *_identity(st), expected)
+            if key in _CHECKED:
+                return
+        meta = _metadata(file)
+        self._check_footer(entry, _footer(meta))
+        self._check_layout(entry, meta.schema.to_arrow_schema())
+        if key is not None:
+            _CHECKED.add(key)
 
     def _check_footer(self, entry, footer):
         if footer is None:

@@ -434,11 +434,14 @@ def test_files_a_failed_ray_job_leaves_no_copy_of_the_texts(extract, texts, tmp_
     pytest.importorskip("ray")
     folder = tmp_path / "s"
 
+    class Stop(Exception):
+        pass
+
     def stop(result):
-        raise KeyboardInterrupt
+        raise Stop
 
     def run():
-        with pytest.raises((KeyboardInterrupt, RuntimeError)):
+        with pytest.raises((Stop, RuntimeError)):
             extract(texts, folder, engine="ray", callback=stop)
         return folder
 
