@@ -550,11 +550,14 @@ def is_plain_name(name):
 def changed_files(folder):
     """The recorded files whose bytes are no longer those the save wrote (a
     card the user edited): a later save must not replace them. A folder
-    saved before the hashes were recorded has none."""
+    saved before the hashes were recorded cannot tell: its card, the one
+    file a user edits, counts as changed (kept, with the save's warning)."""
     folder = Path(folder)
     hashes = (_probe_manifest(folder) or {}).get("sha256")
     if not isinstance(hashes, dict):
-        return []
+        card = folder / CARD
+        recorded = recorded_files(folder) or ()
+        return [CARD] if CARD in recorded and card.is_file() else []
     return sorted(
         name
         for name in recorded_files(folder) or ()
@@ -673,6 +676,13 @@ def _held_problem(folder, overwrite, replace_hint):
             "move them, or choose a new folder (a save replaces only its own files)"
         )
     edited = changed_files(folder)
+    if edited and not isinstance((_probe_manifest(folder) or {}).get("sha256"), dict):
+        return (
+            f"holds a probe saved by an earlier skloes, which recorded no hashes, "
+            f"so its {_some(edited)} may hold your edits; move or delete it to "
+            "replace the probe, or choose a new folder (a save never replaces a "
+            "file it did not write)"
+        )
     if edited:
         return (
             f"holds a saved probe whose {_some(edited)} changed since the save "

@@ -211,12 +211,18 @@ def test_an_edited_recorded_file_stops_a_save_naming_it(tmp_path):
     assert "README.md changed since the save wrote it" in problem
 
 
-def test_a_legacy_folder_without_hashes_has_no_changed_file(tmp_path):
+def test_a_legacy_folder_without_hashes_counts_its_card_as_changed(tmp_path):
+    # without hashes an edited card cannot be told from the saved one: it is
+    # kept (a save refuses the folder, and never deletes it), issue 42
     folder, manifest = _saved(tmp_path / "p")
     del manifest["sha256"]
     probe_folder.write_manifest(folder, manifest)
     (folder / probe_folder.CARD).write_text("edited")
-    assert probe_folder.changed_files(folder) == []
+    assert probe_folder.changed_files(folder) == [probe_folder.CARD]
+    problem = probe_folder.target_problem(
+        folder, overwrite=True, replace_hint="overwrite"
+    )
+    assert "earlier skloes" in problem and "README.md" in problem
 
 
 def test_removing_a_swapped_out_probe_keeps_what_the_save_did_not_write(tmp_path):

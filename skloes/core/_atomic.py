@@ -30,6 +30,8 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 __all__ = [
+    "FolderBusy",
+    "WriterLock",
     "exchange",
     "folder_lock",
     "give_umask_mode",
@@ -70,6 +72,72 @@ def folder_lock(parent: Path):
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+class FolderBusy(Exception):
+    """Another live process holds the writer lock of a folder; ``holder``
+    says who (``pid ... on host ..., since ...``) as its note records it."""
+
+    def __init__(self, folder, holder):
+        self.folder, self.holder = folder, holder
+        super().__init__(f"{os.fspath(folder)!r} is being written by {holder}")
+
+
+WRITER_NOTE = ".skloes-writer"
+
+
+class WriterLock:
+    """The one writer of a folder: ``flock`` on the folder itself, held
+    until :meth:`release` or the process ends (a killed holder's lock goes
+    with it, so a stale lock is taken over by the next writer, safely).
+
+    The lock is the same one :func:`folder_lock` takes, taken without
+    waiting: a second writer meets :class:`FolderBusy` at once. A note
+    (``.skloes-writer``: pid, host and start time) says who holds it; it is
+    the lock's own file, rewritten by each holder and removed on release.
+    Where ``flock`` is missing (Windows) the lock is a no-op.
+    """
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.fd = None
+        if fcntl is None:  # pragma: no cover - Windows
+            return
+        fd = os.open(self.folder, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise FolderBusy(self.folder, self._holder()) from None
+        self.fd = fd
+        import socket
+        import time
+
+        self.note = (
+            f"pid {os.getpid()} on host {socket.gethostname()}, since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
+        )
+        with contextlib.suppress(OSError):
+            (self.folder / WRITER_NOTE).write_text(self.note, encoding="utf-8")
+
+    def _holder(self):
+        try:
+            return (self.folder / WRITER_NOTE).read_text(encoding="utf-8")[:200]
+        except (OSError, UnicodeDecodeError):
+            return "another process"
+
+    def release(self):
+        """Remove the note (if still this holder's) and release the lock."""
+        if self.fd is None:
+            return
+        note = self.folder / WRITER_NOTE
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if note.read_text(encoding="utf-8") == self.note:
+                note.unlink()
+        os.close(self.fd)
+        self.fd = None
 
 
 def swap_in(staging: Path, folder: Path, remove_old) -> None:
@@ -133,15 +201,19 @@ def exchange(a, b) -> bool:
     raise OSError(code, os.strerror(code), os.fspath(b))
 
 
-def write_whole(path, write) -> None:
+def write_whole(path, write, prefix=None) -> None:
     """Write a file so that it appears only whole: ``write(tmp)`` fills a
     hidden sibling, which is flushed to disk and renamed onto ``path``.
 
     A crash leaves no file at ``path`` (or the previous one), never part of
-    one; the hidden sibling is removed on any error.
+    one; the hidden sibling is removed on any error. ``prefix``: the hidden
+    sibling's name before its random part (default ``.NAME-``); a job passes
+    one that carries its own token, so that what a killed writer leaves is
+    told from any file of the user's.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    prefix = f".{path.name}-" if prefix is None else prefix
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
     os.close(fd)
     try:
         write(Path(tmp))

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 
 from skloes.core._atomic import write_whole
-from skloes.core._digests import file_sha256
+from skloes.core._digests import _identity, file_sha256
 from skloes.utils._optional import import_optional
 
 __all__ = [
@@ -53,12 +54,18 @@ PARTS_FORMAT = "skloes-prediction-parts"
 MANIFEST_FILE = "_manifest.json"
 ROW_ID = "row_id"
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet")
-TMP_PREFIX = ".tmp-"
-# What write_whole leaves of a shard or the manifest when its writer is killed.
-_TEMPORARY = re.compile(r"\.(?:part-\d{5,}\.parquet|_manifest\.json)-[A-Za-z0-9_]+")
+# The columns a store writes itself: a user column may not take these names.
+LAYER_PATTERN = re.compile(r"layer\d+")
+# A job's own temporary files and folders: ``.skloes-<token>-...``, the token
+# taken from the job's settings digest, so that no user file shares the name
+# by accident and a job removes only what a job of these settings wrote.
+TMP_PREFIX = ".skloes-"
 FOOTER_KEY = b"skloes"
 # The largest finite float16; a value beyond it is an overflow to inf.
 FLOAT16_MAX = float(np.finfo(np.float16).max)
+# Shards whose footer and layout were checked against their manifest, by file
+# identity and what the manifest expects (see LayerStore._check_shard).
+_CHECKED: set = set()
 # Rows a reader converts at a time within one shard (memory: this many rows of
 # the layers read).
 READ_ROWS = 4096
@@ -115,12 +122,124 @@ def _pyarrow():
     return pa
 
 
+# ------------------------------------------------------------------- names
+def job_token(digest) -> str:
+    """The token of a job's temporary names (from its settings digest)."""
+    return str(digest)[:12]
+
+
+def temporary_prefix(digest, name) -> str:
+    """The prefix of the hidden file a job writes ``name`` into first."""
+    return f"{TMP_PREFIX}{job_token(digest)}-{name}-"
+
+
+def work_folder(folder, digest) -> Path:
+    """The hidden folder of a job's staged inputs (Ray), removed at its end."""
+    return Path(folder) / f"{TMP_PREFIX}{job_token(digest)}-work"
+
+
+def is_temporary(name: str, digest) -> bool:
+    """Whether ``name`` is what a killed writer of this job left in its
+    folder: the hidden sibling :func:`~skloes.core._atomic.write_whole`
+    writes a shard or the manifest into before renaming it, or its staging
+    folder (never read; removed when the job runs again)."""
+    token = re.escape(job_token(digest))
+    return bool(
+        re.fullmatch(
+            rf"\.skloes-{token}-(?:(?:part-\d{{5,}}\.parquet|_manifest\.json)-"
+            r"[A-Za-z0-9_]+|work)",
+            name,
+        )
+    )
+
+
+def reserved_column(name, extra=()) -> bool:
+    """Whether a user column would shadow a column skloes writes: ``row_id``,
+    ``layer<l>`` (a store's), and ``extra`` (names or prefixes ending in
+    ``_``, such as a prediction file's ``prediction`` and ``proba_``)."""
+    name = str(name)
+    if name == ROW_ID or LAYER_PATTERN.fullmatch(name):
+        return True
+    return any(name.startswith(e) if e.endswith("_") else name == e for e in extra)
+
+
+def check_schema(schema, file, columns=None, owner="skloes"):
+    """Refuse, before any data is read, a column of an extension type (such
+    as Ray's ``ray.data.arrow_pickled_object``, whose values are pickles that
+    run code when read) or one nesting such a type: ``columns`` of
+    ``schema`` (None: all), naming the file and the column. skloes writes
+    none of these; an unregistered extension type (its name in the field's
+    metadata) is refused too."""
+    pa = _pyarrow()
+    names = (
+        schema.names if columns is None else [c for c in columns if c in schema.names]
+    )
+    for name in names:
+        field = schema.field(name)
+        kind = _foreign_type(pa, field)
+        if kind is not None:
+            raise ValueError(
+                f"{owner}: column {name!r} of {str(file)!r} is of the extension "
+                f"type {kind!r}; skloes reads no extension or object column (its "
+                "values could run code when read); convert it to a plain column."
+            )
+
+
+def _foreign_type(pa, field):
+    meta = field.metadata or {}
+    if b"ARROW:extension:name" in meta:
+        return meta[b"ARROW:extension:name"].decode("utf-8", "replace")
+    kind = field.type
+    if isinstance(kind, pa.ExtensionType):
+        return kind.extension_name
+    if pa.types.is_dictionary(kind):
+        return _foreign_type(pa, pa.field("v", kind.value_type))
+    for i in range(getattr(kind, "num_fields", 0)):
+        found = _foreign_type(pa, kind.field(i))
+        if found is not None:
+            return found
+    return None
+
+
+def check_positions(rows, n, what):
+    """``rows`` as positions in ``0..n-1``: integers (an integer-valued
+    float is not one), or a boolean mask of length ``n`` (it selects, as in
+    numpy). Returns int64 positions or raises a one-line ``ValueError``
+    message starting with ``what``."""
+    values = np.asarray(rows)
+    if values.dtype == bool:
+        if values.ndim != 1 or len(values) != n:
+            raise ValueError(
+                f"{what}: a boolean mask `rows` must have one value per row ({n}); "
+                f"got {values.shape[0] if values.ndim else 'a scalar'}."
+            )
+        return np.flatnonzero(values).astype(np.int64)
+    if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
+        raise ValueError(
+            f"{what}: `rows` must be a 1-D list of integer row positions or a "
+            f"boolean mask; got {_short(rows)}."
+        )
+    values = values.astype(np.int64)
+    if values.size and values.min() < 0:
+        raise ValueError(
+            f"{what}: row position {int(values.min())} in `rows` is negative; "
+            "positions count from 0."
+        )
+    if values.size and values.max() >= n:
+        bad = int(values.max())
+        raise ValueError(
+            f"{what}: row position {bad} in `rows` is out of range; there are {n} "
+            f"rows (0..{n - 1})."
+        )
+    return values
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
 # ------------------------------------------------------------------- writing
-def is_temporary(name: str) -> bool:
-    """Whether ``name`` is a file a killed writer left in a store folder: the
-    hidden sibling :func:`~skloes.core._atomic.write_whole` writes a shard or
-    the manifest into before renaming it (never read, removed on resume)."""
-    return bool(_TEMPORARY.fullmatch(name)) or name.startswith(TMP_PREFIX)
 
 
 def layer_array(values: np.ndarray, dtype: str):
@@ -186,7 +305,11 @@ def write_shard(folder, index, table, footer: dict) -> dict:
     )
     data = sink.getvalue().to_pybytes()
     name = shard_file(index)
-    write_whole(folder / name, lambda tmp: tmp.write_bytes(data))
+    write_whole(
+        folder / name,
+        lambda tmp: tmp.write_bytes(data),
+        prefix=temporary_prefix(footer.get("digest"), name),
+    )
     return {
         "file": name,
         "index": int(index),
@@ -196,18 +319,32 @@ def write_shard(folder, index, table, footer: dict) -> dict:
     }
 
 
-def read_footer(path):
-    """The skloes footer of a Parquet shard (a dict), or None if unreadable."""
+def _metadata(path):
+    """A Parquet file's metadata (footer and schema), or None if unreadable."""
     pq = import_optional("pyarrow.parquet", extra="store")
     try:
-        meta = pq.read_metadata(path)
+        return pq.read_metadata(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _footer(meta):
+    """The skloes footer in a file's metadata (a dict with ``_rows``), or None."""
+    if meta is None:
+        return None
+    try:
         footer = json.loads((meta.metadata or {})[FOOTER_KEY])
-    except (OSError, KeyError, ValueError, TypeError):
+    except (KeyError, ValueError, TypeError):
         return None
     if not isinstance(footer, dict):
         return None
     footer["_rows"] = meta.num_rows
     return footer
+
+
+def read_footer(path):
+    """The skloes footer of a Parquet shard (a dict), or None if unreadable."""
+    return _footer(_metadata(path))
 
 
 def shard_dtypes(path, layers):
@@ -236,10 +373,27 @@ def _check_manifest(path, manifest, fmt=STORE_FORMAT):
             f"store format version {manifest.get('version')!r}; this skloes reads "
             f"version {STORE_VERSION}.",
         )
+    files, indices = set(), set()
     for entry in manifest.get("shards", []):
         name = entry.get("file") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not SHARD_PATTERN.fullmatch(name):
             raise StoreError(path, f"its manifest lists an invalid shard {entry!r}.")
+        index, rows = entry.get("index"), entry.get("rows")
+        if not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in (index, rows)
+        ):
+            raise StoreError(
+                path,
+                f"its manifest lists shard {name} without an integer index and rows.",
+            )
+        if name in files or index in indices:
+            raise StoreError(
+                path,
+                f"its manifest lists shard {name} (index {index}) more than once "
+                "(edited by hand?); each shard is listed once.",
+            )
+        files.add(name)
+        indices.add(index)
 
 
 def read_manifest(path, fmt=STORE_FORMAT):
@@ -371,8 +525,9 @@ class StoreView:
         layers : array-like of int or None, default=None
             Hugging Face ``hidden_states`` indices (among this view's); None
             keeps them all.
-        rows : array-like of int or None, default=None
-            Positions among this view's rows; None keeps them all.
+        rows : array-like of int or bool, or None, default=None
+            Positions among this view's rows, or a boolean mask of one value
+            per row (it selects, as in numpy); None keeps them all.
 
         Returns
         -------
@@ -391,14 +546,10 @@ class StoreView:
                     f"{missing[0]}.",
                 )
         if rows is not None:
-            rows = np.asarray(rows, dtype=np.int64)
-            if rows.ndim != 1 or (
-                rows.size and (rows.min() < 0 or rows.max() >= self.n_rows)
-            ):
-                raise StoreError(
-                    self._store.path,
-                    f"`rows` must be positions in 0..{self.n_rows - 1} of the view.",
-                )
+            try:
+                rows = check_positions(rows, self.n_rows, "select")
+            except ValueError as exc:
+                raise StoreError(self._store.path, str(exc)) from None
             if self.rows is not None:
                 rows = self.rows[rows]
         else:
@@ -582,7 +733,15 @@ class LayerStore(StoreView):
             ) from None
         self._shards = sorted(m.get("shards", []), key=lambda s: s["index"])
         self._offsets = np.cumsum([0] + [int(s["rows"]) for s in self._shards])
+        if self.complete and m.get("n_rows") != int(self._offsets[-1]):
+            raise StoreError(
+                self.path,
+                f"its manifest records n_rows={m.get('n_rows')!r} but its shards hold "
+                f"{int(self._offsets[-1])} rows (edited by hand?).",
+            )
         self._check_files()
+        if self._shards:  # the layout of one shard, at open (each read: its own)
+            self._check_shard(self._shards[0])
         super().__init__(self, None, None)
         self._store = self
 
@@ -690,17 +849,10 @@ class LayerStore(StoreView):
         return values.astype(np.intp)
 
     def _check_rows(self, rows):
-        rows = np.asarray(rows)
-        if rows.dtype.kind not in "iu" or rows.ndim != 1:
-            raise StoreError(self.path, "rows must be a 1-D array of row positions.")
-        if rows.size and (rows.min() < 0 or rows.max() >= self.n_rows):
-            bad = int(rows.max() if rows.max() >= self.n_rows else rows.min())
-            raise StoreError(
-                self.path,
-                f"row position {bad} is out of range; the store has {self.n_rows} "
-                "rows.",
-            )
-        return rows.astype(np.int64)
+        try:
+            return check_positions(rows, self.n_rows, "select")
+        except ValueError as exc:
+            raise StoreError(self.path, str(exc)) from None
 
     def require_complete(self, owner="LayerStore"):
         """Raise a :class:`StoreError` unless the store is complete.
@@ -772,7 +924,7 @@ class LayerStore(StoreView):
                     f"shard {entry['file']} does not hash as its manifest records "
                     "(changed or damaged since it was written).",
                 )
-            self._check_footer(entry, read_footer(file))
+            self._check_shard(entry)
         listed = {entry["file"] for entry in self._shards}
         extra = sorted(
             p.name
@@ -786,6 +938,37 @@ class LayerStore(StoreView):
                 "(readers of the folder would read it); move it away.",
             )
         return self
+
+    def _check_shard(self, entry):
+        """The shard's footer and layout against the manifest, from its
+        metadata; once per version of the file and of what the manifest
+        expects of it in this process (memoised on the file's identity, as
+        its sha256 is: :func:`~skloes.core._digests.file_sha256`)."""
+        file = self.path / entry["file"]
+        try:
+            st = os.stat(file)
+        except OSError:
+            st = None
+        key = None
+        if st is not None:
+            expected = json.dumps(
+                [
+                    entry,
+                    self._manifest.get("digest"),
+                    self.dim,
+                    [self.layer_dtype(l) for l in self._all_layers],
+                ],
+                sort_keys=True,
+                default=str,
+            )
+            key = (os.path.abspath(file), *_identity(st), expected)
+            if key in _CHECKED:
+                return
+        meta = _metadata(file)
+        self._check_footer(entry, _footer(meta))
+        self._check_layout(entry, meta.schema.to_arrow_schema())
+        if key is not None:
+            _CHECKED.add(key)
 
     def _check_footer(self, entry, footer):
         if footer is None:
@@ -805,6 +988,44 @@ class LayerStore(StoreView):
                 f"{footer['_rows']} rows; its manifest records shard {entry['index']} "
                 f"with {entry['rows']}.",
             )
+        for key in ("input", "first_row"):
+            if key in entry and footer.get(key) != entry[key]:
+                raise StoreError(
+                    self.path,
+                    f"shard {entry['file']} was written from other input rows than "
+                    f"its manifest records ({key} differs: copied from another "
+                    "store?); re-run the extraction to write it again.",
+                )
+
+    def _check_layout(self, entry, schema):
+        """The shard's schema holds each layer as the manifest says (width
+        and dtype) and no column of a type skloes does not write."""
+        if schema is None:
+            raise StoreError(
+                self.path, f"shard {entry['file']} is not a readable shard."
+            )
+        pa = _pyarrow()
+        try:
+            check_schema(schema, self.path / entry["file"], owner="LayerStore")
+        except ValueError as exc:
+            raise StoreError(self.path, str(exc).removeprefix("LayerStore: ")) from None
+        kinds = {"halffloat": "float16", "float": "float32"}
+        for layer in self._all_layers:
+            name = layer_column(layer)
+            index = schema.get_field_index(name)
+            kind = schema.field(index).type if index >= 0 else None
+            if kind is None or not pa.types.is_fixed_size_list(kind):
+                raise StoreError(
+                    self.path, f"shard {entry['file']} has no column {name} of vectors."
+                )
+            dtype = kinds.get(str(kind.value_type), str(kind.value_type))
+            if kind.list_size != self.dim or dtype != self.layer_dtype(layer):
+                raise StoreError(
+                    self.path,
+                    f"shard {entry['file']} holds {name} as {kind.list_size} {dtype} "
+                    f"values; its manifest records {self.dim} "
+                    f"{self.layer_dtype(layer)} (edited by hand?).",
+                )
 
     # ------------------------------------------------------------ reading
     def _shard_parts(self, rows):
@@ -831,10 +1052,8 @@ class LayerStore(StoreView):
             raise StoreError(
                 self.path, f"shard {entry['file']} is missing or unreadable."
             ) from None
-        footer = json.loads((handle.metadata.metadata or {}).get(FOOTER_KEY, b"null"))
-        if isinstance(footer, dict):
-            footer["_rows"] = handle.metadata.num_rows
-        self._check_footer(entry, footer)
+        self._check_footer(entry, _footer(handle.metadata))
+        self._check_layout(entry, handle.schema_arrow)
         return handle
 
     def _iter(self, layers, rows, batch_size, columns):
@@ -927,5 +1146,7 @@ def write_manifest(folder, manifest) -> None:
     flushed to disk, renamed)."""
     text = json.dumps(manifest, indent=1, sort_keys=True)
     write_whole(
-        Path(folder) / MANIFEST_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8")
+        Path(folder) / MANIFEST_FILE,
+        lambda tmp: tmp.write_text(text, encoding="utf-8"),
+        prefix=temporary_prefix(manifest.get("digest"), MANIFEST_FILE),
     )

@@ -89,6 +89,8 @@ def _is_path(value):
 def _shareable(value, folder):
     """A model or data reference fit to share: a name as it is, a local path
     relative to the card's folder (else its last part), never absolute."""
+    if not isinstance(value, (str, os.PathLike)):
+        return str(value)  # a name given as a number or another object
     text = os.fspath(value)
     if not _is_path(text):
         return text  # a hub id or a data set name

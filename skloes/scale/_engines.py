@@ -9,7 +9,8 @@ skloes schedules nothing itself.
 - ``ray``: a Ray Data ``map_batches`` over an actor pool (``concurrency``
   actors, each with ``num_gpus`` GPUs and a share of the CPUs that leaves
   room for Ray Data's own work); the tasks are staged as Arrow files in the
-  store's hidden ``_work`` folder, so the driver never holds the input.
+  job's hidden ``.skloes-<token>-work`` folder (removed when the job ends,
+  however it ends), so the driver never holds the input.
 - ``dask``: ``Client.submit`` per shard, at most two tasks per worker in
   flight; each worker process keeps its model between tasks.
 
@@ -27,9 +28,8 @@ import json
 import logging
 import os
 import shutil
-from pathlib import Path
 
-from skloes.core._store import StoreError
+from skloes.core._store import StoreError, work_folder
 from skloes.scale._jobs import ShardTask
 from skloes.utils._optional import import_optional
 
@@ -204,7 +204,28 @@ def _stage(tasks, folder):
 def _run_ray(tasks, worker_class, spec, on_result, address, n_workers, num_gpus):
     ray = import_optional("ray", extra="ray")
     import_optional("ray.data", extra="ray")
-    staging = Path(spec["work"]) / "_work"  # the job's own folder
+    # the job's own hidden folder, named by its token; it holds copies of the
+    # input texts, so it goes when the job ends, however it ends
+    staging = work_folder(spec["work"], spec["digest"])
+    try:
+        _run_staged(
+            ray,
+            tasks,
+            staging,
+            worker_class,
+            spec,
+            on_result,
+            address,
+            n_workers,
+            num_gpus,
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run_staged(
+    ray, tasks, staging, worker_class, spec, on_result, address, n_workers, num_gpus
+):
     items = _stage(tasks, staging)
     if not items:
         return
@@ -244,4 +265,3 @@ def _run_ray(tasks, worker_class, spec, on_result, address, n_workers, num_gpus)
     finally:
         if started:
             ray.shutdown()
-    shutil.rmtree(staging, ignore_errors=True)

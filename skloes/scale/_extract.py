@@ -30,13 +30,14 @@ from skloes.core._store import (
     ROW_ID,
     LayerStore,
     StoreError,
+    check_positions,
     new_manifest,
     shard_dtypes,
     shard_table,
     write_shard,
 )
 from skloes.scale._engines import run_tasks
-from skloes.scale._input import chunk_digest, open_input
+from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
 from skloes.scale._jobs import Progress, ShardJob, ShardTask, loaded, peak_rss
 
 __all__ = ["ShardWorker", "extract_to_store"]
@@ -96,7 +97,7 @@ class ShardWorker:
     def __call__(self, task):
         """Extract, write and hash one shard; return its record."""
         start = time.perf_counter()
-        texts = task.table.column("text").to_pylist()
+        texts = task.table.column(TEXT).to_pylist()
         stack = self.extractor().transform(texts)
         dtypes = self.spec["layer_dtypes"]
         planned = dtypes is None
@@ -391,8 +392,10 @@ def extract_to_store(
         The user's id column, kept in the store beside ``row_id``.
     columns : list of str or None, default=None
         Further columns kept in the store (labels, groups).
-    rows : array-like of int or None, default=None
-        Input positions to extract (sorted or not); None: every row.
+    rows : array-like of int or bool, or None, default=None
+        Input positions to extract (sorted or not), or a boolean mask of one
+        value per input row; None: every row. A position past the input's
+        end is an error.
     pooling : str, default="mean"
         Token pooling (see :class:`~skloes.extraction.HiddenStatesTransformer`).
     max_length : int, default=512
@@ -473,33 +476,61 @@ def extract_to_store(
         columns=columns or (),
         owner=owner,
     )
-    rows = _check_rows(rows, owner)
+    check_output(store, source, owner, "store")
+    n_input = source.n_rows()
+    rows = check_input_rows(rows, n_input, owner)
     hst = _driver_extractor(params, layers, owner)
     size = _shard_size(shard_size, hst.n_layers_, hst.dim_, dtype, owner)
     manifest = _new_manifest(hst, source, dtype, size)
     job = StoreJob(store, manifest, owner)
-    threads = threads_per_worker or (None if engine == "local" else 1)
-    spec = job_spec(hst, params, store, job.manifest, dtype, float16_overflow, threads)
-    engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
-    total = len(rows) if rows is not None else source.n_rows()
-    progress = Progress(total, verbose)
     try:
-        n_rows = _run(
-            job, source, rows, size, spec, engine, engine_kw, progress, callback
+        threads = threads_per_worker or (None if engine == "local" else 1)
+        spec = job_spec(
+            hst, params, store, job.manifest, dtype, float16_overflow, threads
         )
+        engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
+        total = len(rows) if rows is not None else n_input
+        progress = Progress(total, verbose)
+        try:
+            n_rows = _run(
+                job, source, rows, size, spec, engine, engine_kw, progress, callback
+            )
+        finally:
+            progress.close()
+        if rows is not None and n_input is None:  # its length is known now
+            check_input_rows(rows, source.total_, owner)
+        job.finish(n_rows)
     finally:
-        progress.close()
-    job.finish(n_rows)
+        job.release()
     return LayerStore(store)
 
 
-def _check_rows(rows, owner):
+class JobRows(np.ndarray):
+    """Sorted input positions from ``rows=``, with what the user gave
+    (``given``), checked again once the input's length is known."""
+
+
+def check_input_rows(rows, n, owner):
+    """``rows=`` of a job: sorted unique input positions (integers, or a
+    boolean mask of one value per input row), checked against the input's
+    length ``n`` (None: unknown until the input is read; checked then)."""
     if rows is None:
         return None
-    rows = np.asarray(rows)
-    if rows.ndim != 1 or rows.dtype.kind not in "iu" or (rows.size and rows.min() < 0):
-        raise ValueError(f"{owner}: `rows` must be non-negative input positions.")
-    return np.unique(rows)
+    given = rows.given if isinstance(rows, JobRows) else rows
+    values = np.asarray(given)
+    if n is None:  # only the kind of values, for now
+        n_check = len(values) if values.dtype == bool and values.ndim == 1 else None
+        positions = check_positions(
+            values, n_check if n_check is not None else np.iinfo(np.int64).max, owner
+        )
+    else:
+        try:
+            positions = check_positions(values, n, owner)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("there are", "the input has")) from None
+    out = np.unique(positions).view(JobRows)
+    out.given = given
+    return out
 
 
 def _new_manifest(hst, source, dtype, size):
@@ -567,4 +598,4 @@ def _digest(table, spec):
     ids = None
     if spec["columns"]:
         ids = [table.column(c).to_pylist() for c in spec["columns"]]
-    return chunk_digest(table.column("text").to_pylist(), ids)
+    return chunk_digest(table.column(TEXT).to_pylist(), ids)

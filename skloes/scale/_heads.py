@@ -47,6 +47,7 @@ class _Rows:
         self.passes += 1
         if is_layer_source(self.stack):
             for batch in self.stack.iter_batches(self.batch_size):
+                _check_finite(self.stack, batch)
                 yield batch.positions, batch.fused(np.float64)
             return
         k, n, d = self.stack.shape
@@ -54,6 +55,28 @@ class _Rows:
             part = self.stack[:, start : start + self.batch_size]
             fused = np.asarray(part, dtype=np.float64).transpose(1, 0, 2)
             yield np.arange(start, start + part.shape[1]), fused.reshape(-1, k * d)
+
+
+def _check_finite(view, batch):
+    """A NaN or infinity read from a store is an error naming the layer and
+    the row (in memory, the input's validation refuses it)."""
+    stack = batch.stack
+    if np.isfinite(stack.sum(axis=2, dtype=np.float64)).all():
+        return  # one reduction: the common case costs one pass
+    bad = ~np.isfinite(stack)
+    i, j, _ = (int(v[0]) for v in np.nonzero(bad))
+    raise ValueError(
+        f"LayerStore {str(view.store.path)!r}: layer {int(view.layers[i])} holds a "
+        f"non-finite value ({stack[bad][0]}) at row {int(batch.row_ids[j])} "
+        f"(row_id; position {int(batch.positions[j])} of the view); a streaming "
+        "head needs finite values (re-extract that shard, or select other rows)."
+    )
+
+
+def _store_layers(X):
+    """The hidden-state indices of a store view, or None for a stack in
+    memory."""
+    return [int(l) for l in X.layers] if is_layer_source(X) else None
 
 
 class _StreamingLinearClassifier(ClassifierMixin, BaseEstimator):
@@ -67,6 +90,16 @@ class _StreamingLinearClassifier(ClassifierMixin, BaseEstimator):
     def _rows(self, X, y=None, reset=True):
         """The rows of ``X`` (a stack, a flat table or a store view)."""
         kw = dict(reset=reset, dtype=FLOAT_DTYPES, plain="one_layer", lazy=True)
+        if reset:
+            self.store_layers_ = _store_layers(X)
+        else:
+            fitted, given = getattr(self, "store_layers_", None), _store_layers(X)
+            if fitted is not None and given is not None and given != fitted:
+                raise ValueError(
+                    f"{type(self).__name__}: fitted on the store layers {fitted}, "
+                    f"but X holds layers {given}; predict from a store (or view) "
+                    "of the same layers."
+                )
         if y is None:
             return _Rows(validate_layers(self, X, **kw), self.batch_size)
         stack, y = validate_layers(self, X, y, **kw)
@@ -248,6 +281,10 @@ class StreamingRidgeClassifier(_StreamingLinearClassifier):
         Passes over the rows (1).
     n_layers_in_, dim_in_ : int
         Layout of the input (see :ref:`data_contract`).
+    store_layers_ : list of int or None
+        The hidden-state indices of the store view it was fitted on (None
+        for a stack in memory): a store view of other layers is refused at
+        prediction.
 
     See Also
     --------
@@ -385,6 +422,10 @@ class StreamingLogisticRegression(_StreamingLinearClassifier):
         Passes over the rows.
     n_layers_in_, dim_in_ : int
         Layout of the input (see :ref:`data_contract`).
+    store_layers_ : list of int or None
+        The hidden-state indices of the store view it was fitted on (None
+        for a stack in memory): a store view of other layers is refused at
+        prediction.
 
     See Also
     --------

@@ -18,10 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.core._store import ROW_ID
+from skloes.core._store import ROW_ID, check_schema, reserved_column
 from skloes.utils._optional import import_optional
 
-__all__ = ["InputSource", "chunk_digest", "open_input"]
+__all__ = ["TEXT", "InputSource", "chunk_digest", "open_input"]
+
+# The texts' column in a job's chunks: a name of skloes's own, so that no user
+# column (kept beside the texts) can take its place.
+TEXT = "__skloes_text__"
 
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet", ".pq")
 # Rows a file reader hands over at a time (the chunks are cut from these).
@@ -61,19 +65,36 @@ class InputSource:
         Named in error messages.
     """
 
-    def __init__(self, data, text_column, id_column, columns, owner):
+    def __init__(self, data, text_column, id_column, columns, owner, reserved=()):
         self.data, self.text_column, self.owner = data, text_column, owner
         self.id_column = id_column
         self.columns = list(columns)
+        seen = set()
+        for column in self.columns:
+            if column in seen:
+                raise ValueError(f"{owner}: `columns` lists {column!r} twice.")
+            seen.add(column)
         self.kept = ([id_column] if id_column is not None else []) + [
             c for c in self.columns if c != id_column
         ]
         if text_column in self.kept:
+            param = "id_column" if text_column == id_column else "columns"
             raise ValueError(
-                f"{owner}: the text column {text_column!r} is also in `columns`; "
+                f"{owner}: the text column {text_column!r} is also `{param}`; "
                 "texts are not stored (keep them in your own table, joined by "
                 "row_id)."
             )
+        for column in self.kept:
+            if reserved_column(column, reserved) or str(column) == TEXT:
+                param = "id_column" if column == id_column else "columns"
+                names = ["row_id", "layer<l>"] + [
+                    r + "<class>" if r.endswith("_") else r for r in reserved
+                ]
+                raise ValueError(
+                    f"{owner}: `{param}` {column!r} is a reserved column name (the "
+                    f"output's own columns are {', '.join(names)}); rename that "
+                    "column in your table."
+                )
         self.files = None
         self._check()
 
@@ -119,8 +140,7 @@ class InputSource:
         if self.files is None:
             return len(self.data)
         if all(f.suffix.lower() in (".parquet", ".pq") for f in self.files):
-            pq = import_optional("pyarrow.parquet", extra="store")
-            return sum(pq.read_metadata(f).num_rows for f in self.files)
+            return sum(_parquet(f, self).metadata.num_rows for f in self.files)
         return None
 
     # ------------------------------------------------------------ reading
@@ -136,7 +156,7 @@ class InputSource:
             if hasattr(frame, "to_arrow"):  # polars
                 table = frame.select(columns).to_arrow()
             else:
-                table = pa.Table.from_pandas(frame[columns], preserve_index=False)
+                table = _from_pandas(frame, columns, self.name, self)
             yield from table.to_batches(max_chunksize=READ_BATCH)
             return
         texts = self.data
@@ -215,10 +235,12 @@ class InputSource:
             column = batch.column(0)
             if isinstance(column, pa.ChunkedArray):
                 column = column.combine_chunks()
+            array = column.to_numpy(zero_copy_only=False)
             missing.append(
                 column.is_null(nan_is_null=True).to_numpy(zero_copy_only=False)
+                | is_empty(array)
             )
-            values.append(column.to_numpy(zero_copy_only=False))
+            values.append(array)
         if not values:
             return np.empty(0, dtype=object), np.empty(0, dtype=bool)
         return np.concatenate(values), np.concatenate(missing)
@@ -240,7 +262,7 @@ def _normalised(table, ids, source):
             f"{source.owner}: row {int(ids[first])} of {source.name} has no text in "
             f"`text_column` {source.text_column!r}; fill or drop it."
         )
-    data = {ROW_ID: pa.array(ids), "text": texts.cast(pa.string())}
+    data = {ROW_ID: pa.array(ids), TEXT: texts.cast(pa.string())}
     for column in source.kept:
         data[column] = table.column(column)
     return pa.table(data)
@@ -254,7 +276,64 @@ def _text_array(texts, start, source):
                 f"{source.owner}: `data` must hold strings; item {start + i} is "
                 f"{text!r} ({type(text).__name__})."
             )
-    return pa.array(texts, type=pa.string())
+    try:
+        return pa.array(texts, type=pa.string())
+    except UnicodeEncodeError:
+        first = next(i for i, t in enumerate(texts) if not _encodable(t))
+        raise ValueError(
+            f"{source.owner}: item {start + first} of `data` is not valid Unicode "
+            "(it holds a lone surrogate, as a broken decode leaves); fix or drop "
+            "it."
+        ) from None
+
+
+def _encodable(text):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def is_empty(values):
+    """Where an array of cells holds the empty string (a missing cell)."""
+    values = np.asarray(values)
+    if values.dtype.kind in "US":
+        return values == ""
+    if values.dtype.kind == "O":
+        return np.asarray([isinstance(v, str) and v == "" for v in values], dtype=bool)
+    return np.zeros(values.shape, dtype=bool)
+
+
+def _from_pandas(frame, columns, where, source):
+    """Arrow table of ``columns`` of a pandas frame; a column Arrow cannot
+    take (mixed types, broken Unicode) is a one-line error naming it."""
+    pa = _pa()
+    try:
+        return pa.Table.from_pandas(frame[columns], preserve_index=False)
+    except (pa.ArrowException, UnicodeEncodeError, ValueError, TypeError):
+        pass
+    for column in columns:
+        values = frame[column]
+        try:
+            pa.Array.from_pandas(values)
+        except UnicodeEncodeError:
+            row = next(
+                i
+                for i, v in enumerate(values)
+                if isinstance(v, str) and not _encodable(v)
+            )
+            raise ValueError(
+                f"{source.owner}: row {row} of column {column!r} of {where} is not "
+                "valid Unicode (a lone surrogate); fix or drop it."
+            ) from None
+        except (pa.ArrowException, ValueError, TypeError):
+            kinds = sorted({type(v).__name__ for v in values if v is not None})
+            raise ValueError(
+                f"{source.owner}: column {column!r} of {where} mixes value types "
+                f"({', '.join(kinds[:4])}); give it one type (e.g. all strings)."
+            ) from None
+    raise ValueError(f"{source.owner}: {where} could not be read as a table.")
 
 
 def _is_frame(data) -> bool:
@@ -291,35 +370,105 @@ def _read_file(file, columns, source):
     """Arrow record batches of ``columns`` of one data file, in order."""
     suffix = file.suffix.lower()
     if suffix in (".parquet", ".pq"):
-        pq = import_optional("pyarrow.parquet", extra="store")
-        handle = pq.ParquetFile(file)
-        source._check_frame_columns(handle.schema_arrow.names, str(file))
+        handle = _parquet(file, source)
+        schema = handle.schema_arrow
+        source._check_frame_columns(schema.names, str(file))
+        check_schema(schema, file, columns, source.owner)  # before any data
         yield from handle.iter_batches(batch_size=READ_BATCH, columns=columns)
         return
-    pd = import_optional("pandas", extra="store")
+    yield from _read_text_file(file, suffix, columns, source)
+
+
+def _parquet(file, source):
+    """An open Parquet file, or a one-line error naming it."""
+    pq = import_optional("pyarrow.parquet", extra="store")
     pa = _pa()
-    if suffix == ".jsonl":
-        reader = pd.read_json(file, lines=True, dtype=False, chunksize=READ_BATCH)
-    else:
-        strings = {c: str for c in columns if c == source.text_column}
-        reader = pd.read_csv(
-            file,
-            sep="\t" if suffix == ".tsv" else ",",
-            dtype=strings,
-            keep_default_na=True,
-            chunksize=READ_BATCH,
-        )
-    with reader:
-        for frame in reader:
-            source._check_frame_columns(list(map(str, frame.columns)), str(file))
-            frame = frame[columns]
-            texts = frame[source.text_column]
-            frame[source.text_column] = texts.where(texts.notna(), None)
-            yield from pa.Table.from_pandas(frame, preserve_index=False).to_batches()
+    try:
+        handle = pq.ParquetFile(file)
+        handle.schema_arrow  # noqa: B018 - the schema is parsed here
+    except (OSError, pa.ArrowException) as exc:
+        raise ValueError(
+            f"{source.owner}: {str(file)!r} is not a readable Parquet file "
+            f"({_first_line(exc)})."
+        ) from None
+    return handle
 
 
-def open_input(data, *, text_column="text", id_column=None, columns=(), owner="skloes"):
-    """An :class:`InputSource` for ``data``, its columns checked."""
+def _read_text_file(file, suffix, columns, source):
+    """CSV/TSV/JSONL: every cell as written. CSV and TSV cells are strings
+    (``"007"`` stays ``"007"``; ``"NA"``, ``"null"`` and ``"None"`` are
+    texts); only an empty cell is missing. JSONL values keep their JSON
+    type."""
+    pd = import_optional("pandas", extra="store")
+    try:
+        if suffix == ".jsonl":
+            reader = pd.read_json(
+                file, lines=True, dtype=False, chunksize=READ_BATCH, encoding="utf-8"
+            )
+        else:
+            reader = pd.read_csv(
+                file,
+                sep="\t" if suffix == ".tsv" else ",",
+                dtype=str,
+                keep_default_na=False,
+                na_values=[""],
+                chunksize=READ_BATCH,
+                encoding="utf-8",
+            )
+        with reader:
+            for frame in reader:
+                source._check_frame_columns(list(map(str, frame.columns)), str(file))
+                frame = frame[columns]
+                for column in columns:
+                    values = frame[column]
+                    if values.dtype == object:
+                        frame[column] = values.where(values.notna(), None)
+                table = _from_pandas(frame, columns, repr(str(file)), source)
+                yield from table.to_batches()
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{source.owner}: {str(file)!r} is not UTF-8 text (byte {exc.start}: "
+            f"{exc.object[exc.start : exc.start + 1]!r}); save it as UTF-8."
+        ) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ValueError(
+            f"{source.owner}: {str(file)!r} is not a readable "
+            f"{suffix[1:].upper()} file ({_first_line(exc)})."
+        ) from None
+    except ValueError as exc:
+        if str(exc).startswith(f"{source.owner}:"):
+            raise
+        raise ValueError(
+            f"{source.owner}: {str(file)!r} is not a readable "
+            f"{suffix[1:].upper()} file ({_first_line(exc)})."
+        ) from None
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def open_input(
+    data, *, text_column="text", id_column=None, columns=(), owner="skloes", reserved=()
+):
+    """An :class:`InputSource` for ``data``, its columns checked (``reserved``:
+    names, or prefixes ending in ``_``, the output writes itself beside
+    ``row_id`` and ``layer<l>``)."""
     if isinstance(columns, str):
         columns = [columns]
-    return InputSource(data, text_column, id_column, columns or (), owner)
+    return InputSource(data, text_column, id_column, columns or (), owner, reserved)
+
+
+def check_output(out, source, owner, param="out"):
+    """Refuse an output that is, or is inside, the input (file or folder)."""
+    if source.files is None:
+        return
+    target = Path(out).resolve()
+    given = Path(source.data).resolve()
+    inputs = {given, *(Path(f).resolve() for f in source.files)}
+    if target in inputs or given in target.parents:
+        raise ValueError(
+            f"{owner}: `{param}` {str(out)!r} is, or is inside, the input "
+            f"{str(source.data)!r}; write the output elsewhere."
+        )

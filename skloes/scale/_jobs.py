@@ -15,10 +15,12 @@ the rest to the engine.
 from __future__ import annotations
 
 import resource
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock
 from skloes.core._store import (
     MANIFEST_FILE,
     ROW_ID,
@@ -116,13 +118,35 @@ class ShardJob:
     def __init__(self, path, manifest, owner, fmt=STORE_FORMAT):
         self.path, self.owner = Path(path), owner
         self.path.mkdir(parents=True, exist_ok=True)
+        try:  # one writer per folder, told at once
+            self.lock = WriterLock(self.path)
+        except FolderBusy as busy:
+            raise StoreError(
+                self.path,
+                f"is being written by another job ({busy.holder}); one job writes "
+                "a folder at a time: wait for it, or stop it and run this again.",
+            ) from None
+        try:
+            self._open(manifest, fmt)
+        except BaseException:
+            self.release()
+            raise
+        self.by_index = {e["index"]: e for e in self.manifest["shards"]}
+        self._written = time.monotonic()
+
+    def _open(self, manifest, fmt):
+        digest = manifest["digest"]
         if (self.path / MANIFEST_FILE).exists():
             self.manifest = read_manifest(self.path, fmt)
-            if self.manifest.get("digest") != manifest["digest"]:
+            if self.manifest.get("digest") != digest:
                 self.same_job(self.manifest, manifest)
                 raise StoreError(self.path, "was written by another job.")
         else:
-            stray = [p.name for p in self.path.iterdir() if not is_temporary(p.name)]
+            stray = [
+                p.name
+                for p in self.path.iterdir()
+                if not is_temporary(p.name, digest) and p.name != WRITER_NOTE
+            ]
             if stray:
                 raise StoreError(
                     self.path,
@@ -132,17 +156,23 @@ class ShardJob:
             self.manifest = manifest
             write_manifest(self.path, manifest)
         self._remove_temporaries()
-        self.by_index = {e["index"]: e for e in self.manifest["shards"]}
-        self._written = time.monotonic()
+
+    def release(self):
+        """Release the folder's writer lock."""
+        self.lock.release()
 
     def same_job(self, have, want):
         """Raise an error naming how ``have`` (on disk) differs from ``want``."""
 
     def _remove_temporaries(self):
         """Remove what a killed writer left (hidden files, never read)."""
+        digest = self.manifest["digest"]
         for p in self.path.iterdir():
-            if is_temporary(p.name) and p.is_file():
-                p.unlink(missing_ok=True)
+            if is_temporary(p.name, digest):
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)  # a killed job's staging
+                elif p.is_file():
+                    p.unlink(missing_ok=True)
 
     def done(self, task) -> bool:
         """Whether shard ``task.index`` is already in the folder, whole."""

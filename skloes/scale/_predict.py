@@ -30,17 +30,22 @@ from skloes.core._store import (
     PARTS_FORMAT,
     ROW_ID,
     StoreError,
+    check_schema,
     settings_digest,
+    temporary_prefix,
     write_shard,
 )
 from skloes.scale._engines import run_tasks
 from skloes.scale._extract import ENGINES, _check_positive
-from skloes.scale._input import chunk_digest, open_input
+from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
 from skloes.scale._jobs import Progress, ShardJob, ShardTask, loaded, peak_rss
 
 __all__ = ["PredictWorker", "predict_to_parquet"]
 
 RUNTIMES = ("auto", "torch", "onnx")
+# The columns a prediction file writes itself (beside ``row_id``): no user
+# column may take these names (``proba_`` is the prefix of one per class).
+PREDICTION_COLUMNS = ("prediction", "proba_")
 
 
 def _probe_digest(folder):
@@ -131,7 +136,7 @@ class PredictWorker:
         """Predict one shard; write and hash its part; return its record."""
         start = time.perf_counter()
         probe = self.probe()
-        texts = task.table.column("text").to_pylist()
+        texts = task.table.column(TEXT).to_pylist()
         prediction, proba = predictions_with_proba(probe, texts)
         table = prediction_table(task.table, prediction, proba, probe, self.spec)
         row_ids = task.table.column(ROW_ID).to_numpy()
@@ -278,7 +283,14 @@ def predict_to_parquet(
         )
     _check_positive(shard_size, "shard_size", owner)
     out = _check_out(out, overwrite, owner)
-    source = open_input(data, text_column=text_column, id_column=id_column, owner=owner)
+    source = open_input(
+        data,
+        text_column=text_column,
+        id_column=id_column,
+        owner=owner,
+        reserved=PREDICTION_COLUMNS,
+    )
+    check_output(out, source, owner)
     spec = _predict_spec(probe, out, source, runtime, batch_size, shard_size)
     spec.update(
         trust_remote_code=bool(trust_remote_code),
@@ -296,7 +308,7 @@ def predict_to_parquet(
             task = ShardTask(
                 start // shard_size,
                 table,
-                chunk_digest(table.column("text").to_pylist(), ids),
+                chunk_digest(table.column(TEXT).to_pylist(), ids),
             )
             if job.done(task):
                 progress.update(len(table))
@@ -310,11 +322,15 @@ def predict_to_parquet(
             callback(result)
 
     try:
-        run_tasks(engine, pending(), PredictWorker, spec, on_result, engine_kw)
+        try:
+            run_tasks(engine, pending(), PredictWorker, spec, on_result, engine_kw)
+        finally:
+            progress.close()
+        job.finish(counted["rows"])
+        _join_parts(job, out)
     finally:
-        progress.close()
-    job.finish(counted["rows"])
-    _join_parts(job, out)
+        job.release()
+    _remove_parts_folder(job)
     return out
 
 
@@ -366,7 +382,10 @@ def _join_parts(job, out):
         writer = None
         try:
             for entry in job.manifest["shards"]:
-                table = pq.read_table(job.path / entry["file"])
+                path = job.path / entry["file"]
+                handle = pq.ParquetFile(path)
+                check_schema(handle.schema_arrow, path, owner="predict_to_parquet")
+                table = handle.read()
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, table.schema.remove_metadata())
                 writer.write_table(table.replace_schema_metadata(None))
@@ -374,10 +393,13 @@ def _join_parts(job, out):
             if writer is not None:
                 writer.close()
 
-    write_whole(out, write)
+    write_whole(out, write, prefix=temporary_prefix(job.manifest["digest"], out.name))
     for entry in job.manifest["shards"]:
         (job.path / entry["file"]).unlink(missing_ok=True)
     (job.path / MANIFEST_FILE).unlink(missing_ok=True)
+
+
+def _remove_parts_folder(job):
     try:
         job.path.rmdir()  # only when nothing but this job's files was there
     except OSError:

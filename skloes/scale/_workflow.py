@@ -22,10 +22,11 @@ from sklearn.base import clone
 from sklearn.utils import Bunch, check_random_state
 
 from skloes.core._atomic import write_whole
-from skloes.core._store import READ_ROWS, ROW_ID
+from skloes.core._store import FOOTER_KEY, READ_ROWS, ROW_ID, temporary_prefix
 from skloes.scale._extract import _check_positive, extract_to_store
 from skloes.scale._heads import StreamingRidgeClassifier
-from skloes.scale._input import open_input
+from skloes.scale._input import check_output, is_empty, open_input
+from skloes.scale._predict import PREDICTION_COLUMNS
 from skloes.selection import LOESSelector
 from skloes.selection._base import calibration_rows
 
@@ -89,15 +90,39 @@ def _write_predictions(head, view, out, columns):
                         )
                 table = pa.table(data)
                 if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
+                    schema = table.schema.with_metadata({FOOTER_KEY: PREDICTIONS_MARK})
+                    writer = pq.ParquetWriter(tmp, schema)
                 writer.write_table(table)
                 count["rows"] += len(table)
         finally:
             if writer is not None:
                 writer.close()
 
-    write_whole(out, write)
+    write_whole(out, write, prefix=temporary_prefix("probe_at_scale", out.name))
     return count["rows"]
+
+
+# What the footer of a predictions file this workflow wrote says: a file of
+# that name without it is the user's, and the workflow does not replace it.
+PREDICTIONS_MARK = b'{"written_by": "skloes.scale.probe_at_scale"}'
+
+
+def _check_predictions_target(out, owner):
+    if not out.exists() and not out.is_symlink():
+        return
+    meta = None
+    if out.is_file() and not out.is_symlink():
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.read_metadata(out).metadata or {}
+        except (OSError, ValueError):
+            meta = None
+    if not meta or meta.get(FOOTER_KEY) != PREDICTIONS_MARK:
+        raise ValueError(
+            f"{owner}: {str(out)!r} exists and was not written by probe_at_scale; "
+            "it is not replaced: move it away or give another `folder`."
+        )
 
 
 def probe_at_scale(
@@ -138,7 +163,8 @@ def probe_at_scale(
     ----------
     data : DataFrame, str or os.PathLike
         A table, or a CSV/TSV/JSONL/Parquet file or folder, with a text and a
-        label column; rows whose label is missing are predicted.
+        label column; rows whose label is missing (null, NaN or an empty
+        string) are predicted.
     folder : str or os.PathLike
         Where the two stores and the predictions go.
     label_column : str, default="label"
@@ -194,7 +220,6 @@ def probe_at_scale(
     owner = "probe_at_scale"
     _check_positive(calibration_size, "calibration_size", owner)
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     keep = [c for c in (id_column,) if c is not None]
     source = open_input(
         data,
@@ -202,7 +227,11 @@ def probe_at_scale(
         id_column=id_column,
         columns=[label_column],
         owner=owner,
+        reserved=PREDICTION_COLUMNS,
     )
+    check_output(folder, source, owner, "folder")
+    _check_predictions_target(folder / "predictions.parquet", owner)
+    folder.mkdir(parents=True, exist_ok=True)
     values, labelled = _labels(source, label_column, owner)
     common = dict(
         model=model,
@@ -270,7 +299,8 @@ def _fit_and_predict(head, store, label_column, keep, folder):
 
 
 def _missing(values):
-    """Where a column read from a store is missing (None or NaN)."""
+    """Where a column read from a store is missing (None, NaN or an empty
+    string: the rule of the input's reader)."""
     if values.dtype.kind == "f":
         return np.isnan(values)
-    return np.asarray([v is None for v in values], dtype=bool)
+    return np.asarray([v is None for v in values], dtype=bool) | is_empty(values)

@@ -96,7 +96,9 @@ def test_ray_engine_writes_the_same_store(
     np.testing.assert_allclose(store.read(), reference, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(store.row_ids(), np.arange(230))
     assert 1 <= len(_per_worker(results)) <= 2  # at most the 2 actors
-    assert not (tmp_path / "s" / "_work").exists()  # the staged tasks are gone
+    # the staged tasks (copies of the texts) are gone, and every hidden file
+    hidden = [p.name for p in (tmp_path / "s").iterdir() if p.name.startswith(".")]
+    assert hidden == []
     # Resumed on Ray: nothing to do, nothing recomputed.
     results.clear()
     extract(texts, tmp_path / "s", engine="ray", callback=results.append)

@@ -205,3 +205,23 @@ def test_an_exported_probe_predicts_on_workers_without_torch(
     assert len(results) == 4
     assert not any(r["torch_imported"] for r in results)  # ONNX Runtime only
     assert all(r["worker"].split(":")[1] != str(os.getpid()) for r in results)
+
+
+def test_one_writer_per_prediction_output(probe_dir, texts, tmp_path):
+    """A second job on the same output meets the first's lock on its parts
+    folder at once, naming the holder (issue 42); once released, it runs."""
+    from skloes.core._atomic import WriterLock
+    from skloes.scale import StoreError
+
+    parts = tmp_path / ".p.parquet.parts"
+    parts.mkdir()
+    lock = WriterLock(parts)  # the first job, mid-run
+    try:
+        with pytest.raises(
+            StoreError, match=r"\.p\.parquet\.parts.*being written by another job \(pid"
+        ):
+            predict_to_parquet(probe_dir, texts, tmp_path / "p.parquet", verbose=0)
+    finally:
+        lock.release()
+    out = predict_to_parquet(probe_dir, texts, tmp_path / "p.parquet", verbose=0)
+    assert out.exists() and not parts.exists()  # the parts folder is gone

@@ -185,14 +185,22 @@ def test_float16_store_is_within_rounding_and_overflow_is_checked(
 
 
 def test_temporaries_are_never_read_and_a_rerun_removes_them(extract, texts, tmp_path):
+    from skloes.core._store import temporary_prefix
+
     path = tmp_path / "s"
-    extract(texts, path)
-    junk = path / ".tmp-part-00003.parquet-abc"
+    store = extract(texts, path)
+    # what a killed writer of this job leaves: its name carries the job's token
+    junk = path / (
+        temporary_prefix(store.manifest["digest"], "part-00003.parquet") + "abc"
+    )
     junk.write_bytes(b"PAR1")
+    mine = path / ".tmp-part-00003.parquet-abc"  # a user's file of a like name
+    mine.write_bytes(b"notes")
     store = LayerStore(path)
     assert store.n_rows == 230 and store.verify() is store
     extract(texts, path)
     assert not junk.exists()
+    assert mine.read_bytes() == b"notes"  # a job deletes only what it wrote
 
 
 def test_loes_reads_only_the_calibration_rows_of_a_store(
