@@ -31,6 +31,7 @@ CACHE = Path(os.environ.get("SKLOES_BENCH_CACHE", HERE / ".cache"))
 MODELS = {
     "smollm2": ("HuggingFaceTB/SmolLM2-135M-Instruct", 64),
     "gemma3": ("google/gemma-3-270m", 64),
+    "qwen2": ("Qwen/Qwen2.5-Coder-0.5B-Instruct", 64),
     "minilm": ("sentence-transformers/all-MiniLM-L6-v2", 128),
     "mpnet": ("sentence-transformers/all-mpnet-base-v2", 128),
 }

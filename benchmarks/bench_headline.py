@@ -1,10 +1,11 @@
 """Benchmark: the README's headline, LOES against its baselines from raw texts.
 
 For each model (SmolLM2-135M-Instruct, 31 hidden states, ``max_length=64``;
-Gemma 3 270M, 19 hidden states, ``max_length=64``, run with ``--n-texts
-1000``; MiniLM, 7 hidden states, ``max_length=128``) and each data set (Rotten
-Tomatoes, BBC News, chatterbot language ID; 2,000 texts each, a stratified
-subsample with seed 0), every arm is a :class:`skloes.probe.LayerProbeClassifier`
+Gemma 3 270M, 19 hidden states, and Qwen2.5-Coder-0.5B-Instruct, 25 hidden
+states, both ``max_length=64`` and run with ``--n-texts 1000``; MiniLM, 7
+hidden states, ``max_length=128``) and each data set (Rotten Tomatoes, BBC
+News, chatterbot language ID; 2,000 texts each, a stratified subsample with
+seed 0), every arm is a :class:`skloes.probe.LayerProbeClassifier`
 with the library's defaults except its ``selector``, scored by scikit-learn's
 ``cross_validate`` over ``StratifiedKFold(5, shuffle=True, random_state=0)``:
 the selector and the head are fitted inside each training fold. Arms:
@@ -27,8 +28,10 @@ shares one content-addressed hidden-states cache (``benchmarks/_features.py``):
 each text runs through each model once, and reruns read the cache.
 
 Run ``python benchmarks/bench_headline.py [--models smollm2 minilm]
-[--n-texts 2000]``; it writes ``benchmarks/results/headline.md`` (and the
-per-fold rows to ``headline.json``, which a rerun reuses unless ``--force``).
+[--n-texts 2000] [--arms loes last best_single all]`` (``--arms``: only those
+arms, the others kept or left for a later run); it writes
+``benchmarks/results/headline.md`` (and the per-fold rows to
+``headline.json``, which a rerun reuses unless ``--force``).
 """
 
 # Authors: The skloes developers
@@ -102,8 +105,9 @@ def _under_fusion(entry, fusion):
     return {**entry, "fusion": fusion, "arms": kept}
 
 
-def run(models, datasets, n_texts, force=False, store_path=None):
-    """Fill the store ``{model/dataset: {meta, arms}}`` with what is missing."""
+def run(models, datasets, n_texts, force=False, store_path=None, arms=ARMS):
+    """Fill the store ``{model/dataset: {meta, arms}}`` with what is missing
+    (of ``arms``)."""
     from skloes.core._fusion import DEFAULT_FUSION
 
     store_path = store_path or RESULTS / "headline.json"
@@ -119,17 +123,17 @@ def run(models, datasets, n_texts, force=False, store_path=None):
             _, _, meta = layer_stack(model, dataset, n_texts)  # warm the cache
             print(f"{key}: {meta}", flush=True)
             entry.setdefault("meta", meta)
-            arms = entry.setdefault("arms", {})
+            done = entry.setdefault("arms", {})
             texts, y = load_texts(dataset, n_texts)
-            for arm in ARMS:
-                if arm in arms:
+            for arm in arms:
+                if arm in done:
                     continue
                 start = time.perf_counter()
                 estimator = probe(model, selector=_selector(arm), **_params(arm))
-                arms[arm] = cross_validate_probe(estimator, texts, y)
+                done[arm] = cross_validate_probe(estimator, texts, y)
                 print(
-                    f"  {arm:12s} {100 * np.mean(arms[arm]['accuracy']):.2f}  "
-                    f"picks {arms[arm]['picks'][0]}  "
+                    f"  {arm:12s} {100 * np.mean(done[arm]['accuracy']):.2f}  "
+                    f"picks {done[arm]['picks'][0]}  "
                     f"{time.perf_counter() - start:.0f} s",
                     flush=True,
                 )
@@ -194,6 +198,8 @@ def model_table(store, model, datasets):
     lines += ["", "Layers used per fold (pick order; 0 = embedding output):", ""]
     for d, entry in zip(datasets, entries, strict=True):
         for arm in ("loes", "best_single", "greedy"):
+            if arm not in entry["arms"]:
+                continue
             picks = "; ".join(
                 ",".join(map(str, p)) for p in entry["arms"][arm]["picks"]
             )
@@ -201,7 +207,7 @@ def model_table(store, model, datasets):
     lines += ["", "Fusion each fold's probe fitted (``fusion_``):", ""]
     for d, entry in zip(datasets, entries, strict=True):
         for arm in ("loes", "greedy", "all"):
-            fusions = entry["arms"][arm].get("fusions")
+            fusions = entry["arms"].get(arm, {}).get("fusions")
             if fusions and any(fusions):
                 shown = ", ".join(
                     f"{f} {fusions.count(f)}" for f in dict.fromkeys(fusions)
@@ -262,17 +268,37 @@ def headline_lines(store, datasets):
             f"- MiniLM: LOES {m['loes']:.1f} % against {m['last']:.1f} % for "
             "the last layer."
         )
-    if all(f"gemma3/{d}" in store for d in datasets):
-        m = {arm: _mean(store, "gemma3", arm, datasets) for arm in ARMS}
-        n = store[f"gemma3/{datasets[0]}"]["meta"]["n"]
+    for model, name in (("gemma3", "Gemma 3 270M"), ("qwen2", "Qwen2.5-Coder-0.5B")):
+        sets = _measured(store, model, datasets)
+        if not sets:
+            continue
+        entries = [store[f"{model}/{d}"] for d in sets]
+        m = {arm: _mean(store, model, arm, sets) for arm in _arms(entries)}
+        n = entries[0]["meta"]["n"]
         verdict = "met" if m["loes"] >= m["last"] - 0.5 else "missed"
+        shown = ", ".join(f"{LABELS[arm]} {m[arm]:.2f} %" for arm in m)
+        missing = [LABELS[arm] for arm in ARMS if arm not in m]
+        where = (
+            f"{n:,} texts per set"
+            if len(sets) == len(datasets)
+            else f"{n:,} texts, {len(sets)} of the {len(datasets)} sets: "
+            + ", ".join(sets)
+        )
         out.append(
-            f"- Gemma 3 270M ({n:,} texts per set): LOES {m['loes']:.2f} %, last "
-            f"layer {m['last']:.2f} %, best single layer (inner CV) "
-            f"{m['best_single']:.2f} %, greedy {m['greedy']:.2f} %, all layers "
-            f"{m['all']:.2f} %; target LOES >= last - 0.5 point: {verdict}."
+            f"- {name} ({where}): {shown}"
+            + (f" (not measured: {', '.join(missing)})" if missing else "")
+            + f"; target LOES >= last - 0.5 point: {verdict}."
         )
     return out + [""]
+
+
+def _measured(store, model, datasets):
+    """The sets on which ``model`` has at least LOES and the last layer."""
+    return [
+        d
+        for d in datasets
+        if {"loes", "last"} <= set(store.get(f"{model}/{d}", {}).get("arms", {}))
+    ]
 
 
 def write_markdown(store, datasets, path=None):
@@ -297,6 +323,8 @@ def write_markdown(store, datasets, path=None):
     for model in MODELS:
         if _complete(store, model, datasets) or _earlier(store, model, datasets):
             lines += model_table(store, model, datasets)
+        elif _measured(store, model, datasets):  # a partial run: what it has
+            lines += model_table(store, model, _measured(store, model, datasets))
     path = path or RESULTS / "headline.md"
     path.write_text("\n".join(lines))
     return path
@@ -309,12 +337,19 @@ def main(argv=None):
     )
     parser.add_argument("--datasets", nargs="+", default=list(HEADLINE_SETS))
     parser.add_argument("--n-texts", type=int, default=2000)
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--output", type=Path, default=RESULTS / "headline.md")
     args = parser.parse_args(argv)
     store_path = args.output.with_suffix(".json")
-    store = run(args.models, args.datasets, args.n_texts, args.force, store_path)
-    path = write_markdown(store, args.datasets, args.output)
+    store = run(
+        args.models, args.datasets, args.n_texts, args.force, store_path, args.arms
+    )
+    # A run on some of the headline sets rewrites the whole table (its other
+    # models' figures are means over the three sets, not over this run's).
+    headline = set(args.datasets) <= set(HEADLINE_SETS)
+    shown = list(HEADLINE_SETS) if headline else args.datasets
+    path = write_markdown(store, shown, args.output)
     print(path.read_text())
 
 

@@ -42,6 +42,7 @@ Usage::
 
     python benchmarks/bench_serve.py speed --model minilm --threads 1
     python benchmarks/bench_serve.py quality --model smollm2 --n 500
+    python benchmarks/bench_serve.py quality --model qwen2 --n 1000 --datasets bbc_news
     python benchmarks/bench_serve.py coldstart --model smollm2 --baseline /work/main
     python benchmarks/bench_serve.py coldstart --model gemma3 --baseline none
     python benchmarks/bench_serve.py fusions --model minilm --threads 1
@@ -77,6 +78,7 @@ MODELS = {
     "minilm": None,
     "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct",
     "gemma3": "google/gemma-3-270m",
+    "qwen2": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
 }
 DATASETS = ("rotten_tomatoes", "bbc_news", "chatterbot_langid")
 WORK = Path(os.environ.get("SKLOES_BENCH_WORK", "/work/cache/issue29/serve"))
@@ -363,8 +365,10 @@ def cv_agreement(f32, i8, y, seed=0):
 
 def quality(args):
     out = {"model": args.model, "n": args.n, "machine": machine(), "sets": {}}
+    if tuple(args.datasets) != DATASETS:
+        out["partial"] = "measured on " + ", ".join(args.datasets) + " only"
     graph = None
-    for name in DATASETS:
+    for name in args.datasets:
         texts, y = texts_of(name, args.n)
         graph = graph or full_graph(args.model, texts)
         f32 = float_stack(args.model, name, texts)
@@ -596,6 +600,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--baseline", default="/work/main")
+    parser.add_argument(
+        "--datasets", nargs="+", default=list(DATASETS), choices=DATASETS
+    )
     parser.add_argument("--table", action="store_true")
     args = parser.parse_args()
     if args.part:

@@ -60,13 +60,14 @@ PARTS = [
         "headline",
         "README headline paragraph: SmolLM2 LOES / last / best single / greedy "
         "/ all layers, MiniLM LOES / last (3 sets x 2,000 texts, 5 folds); "
-        "the Gemma 3 row (3 sets x 1,000 texts)",
+        "the Gemma 3 and Qwen2 rows (3 sets x 1,000 texts)",
         "benchmarks/results/headline.md, headline.json",
         "about 2 h on 2 shared cores with cold caches (SmolLM2 extraction about "
-        "40 min of it), about 1 h warm; Gemma 3 about 1 h more",
+        "40 min of it), about 1 h warm; Gemma 3 about 1 h more, Qwen2 more",
         full=[
             ["bench_headline.py", "--models", "smollm2", "minilm"],
             ["bench_headline.py", "--models", "gemma3", "--n-texts", "1000"],
+            ["bench_headline.py", "--models", "qwen2", "--n-texts", "1000"],
         ],
         quick=[
             ["bench_headline.py", "--n-texts", "200", "--output", _q("headline.md")]
@@ -297,16 +298,18 @@ PARTS = [
         "serve",
         "user guide, serving: exported int8/float32 speed against torch, "
         "quality, cold start, every fusion's default export (MiniLM) and "
-        "install sizes (MiniLM, SmolLM2, Gemma 3)",
+        "install sizes (MiniLM, SmolLM2, Gemma 3, Qwen2)",
         "benchmarks/results/serve/*.json, serve.md (the table by --table)",
         "about 2 h",
         full=[
             ["bench_serve.py", "speed", "--model", "minilm"],
             ["bench_serve.py", "speed", "--model", "smollm2", "--n", "96"],
             ["bench_serve.py", "speed", "--model", "gemma3", "--n", "96"],
+            ["bench_serve.py", "speed", "--model", "qwen2", "--n", "96"],
             ["bench_serve.py", "quality", "--model", "minilm", "--n", "1000"],
             ["bench_serve.py", "quality", "--model", "smollm2", "--n", "1000"],
             ["bench_serve.py", "quality", "--model", "gemma3", "--n", "1000"],
+            ["bench_serve.py", "quality", "--model", "qwen2", "--n", "1000"],
             ["bench_serve.py", "coldstart", "--model", "smollm2"],
             ["bench_serve.py", "coldstart", "--model", "gemma3", "--baseline", "none"],
             ["bench_serve.py", "fusions", "--model", "minilm", "--repeats", "5"],

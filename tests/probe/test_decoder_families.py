@@ -1,11 +1,12 @@
-"""The whole loop on both decoder families, real weights and real texts.
+"""The whole loop on the three decoder families, real weights and real texts.
 
-SmolLM2-135M-Instruct (Llama) and Gemma 3 270M, each from its offline
-package: the report with the Layer-by-Layer metrics, a probe fitted, predicting
-through its deepest selected block only, saved without the weights and loaded
-back, exported in int8 with its stored check, predicting without torch, the
-reduced precisions, the float16 store and the family's own statements
-(padding and positions, the last hidden state). Tiny data, short texts.
+SmolLM2-135M-Instruct (Llama), Gemma 3 270M and Qwen2.5-Coder-0.5B-Instruct
+(Qwen2), each from its offline package: the report with the Layer-by-Layer
+metrics, a probe fitted, predicting through its deepest selected block only,
+saved without the weights and loaded back, exported in int8 with its stored
+check, predicting without torch, the reduced precisions, the float16 store
+and the family's own statements (padding and positions, the last hidden
+state, Qwen2's sink and chat template). Tiny data, short texts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _support.decoders import DECODERS, decoder_path
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -32,18 +34,13 @@ from skloes.serving import load_exported  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-# hub id, family, hidden states, width
-DECODERS = {
-    "smollm2": ("HuggingFaceTB/SmolLM2-135M-Instruct", "llama", 31, 576),
-    "gemma3": ("google/gemma-3-270m", "gemma3", 19, 640),
-}
 MAX_LENGTH = 16
 
 
 @pytest.fixture(scope="module", params=list(DECODERS))
 def decoder(request):
     """The name of a decoder whose offline package is installed (else skipped)."""
-    request.getfixturevalue(f"{request.param}_path")
+    decoder_path(request, request.param)
     return request.param
 
 
@@ -246,7 +243,8 @@ def test_streamed_curvature_equals_the_metric_on_the_token_states(decoder, texts
 
 
 def test_padding_and_positions_give_each_text_its_unpadded_vectors(decoder, texts):
-    """A padded batch (Gemma pads left, SmolLM2 right) equals each text alone."""
+    """A padded batch equals each text alone, on the side the tokenizer pads
+    (Gemma left, SmolLM2 and Qwen2 right) and on the other one."""
     X, _ = texts
     hst = HiddenStatesTransformer(
         DECODERS[decoder][0],
@@ -256,9 +254,20 @@ def test_padding_and_positions_give_each_text_its_unpadded_vectors(decoder, text
         device="cpu",
     )
     batched = hst.fit_transform(X[:8])
+    own = hst.processor_.padding_side
+    assert own == PADDING_SIDE[decoder]
+    hst.processor_.padding_side = "left" if own == "right" else "right"
+    try:
+        other = hst.transform(X[:8])
+    finally:
+        hst.processor_.padding_side = own
     alone = hst.set_params(batch_size=1).transform(X[:8])  # the same model
     scale = np.abs(alone).max(axis=2, keepdims=True)
     assert np.max(np.abs(batched - alone) / scale) < 1e-3
+    assert np.max(np.abs(other - alone) / scale) < 1e-3
+
+
+PADDING_SIDE = {"smollm2": "right", "gemma3": "left", "qwen2": "right"}
 
 
 def test_the_last_hidden_state_is_what_the_family_says(decoder, fitted, texts):
@@ -295,3 +304,81 @@ def test_gemma3_float16_store_is_refused_with_the_layer_not_infinities(
         hst.fit(X[:4])
     with pytest.raises(ValueError, match=r"layer 10 of .*beyond float16's range"):
         hst.transform(X[:4])
+
+
+# ------------------------------------------------------- Qwen2's own quirks
+QWEN2 = DECODERS["qwen2"][0]
+
+
+def test_qwen2_adds_no_bos_and_pads_right_with_endoftext(qwen2_path):
+    """No BOS: a text's first position is its first word; the pad token is
+    <|endoftext|> (id 151643), not the end of a turn <|im_end|> (151645)."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(qwen2_path)
+    encoded = tokenizer(["a fine film", "ok"], padding=True)
+    assert tokenizer.convert_ids_to_tokens(encoded["input_ids"][0]) == [
+        "a",
+        "Ġfine",
+        "Ġfilm",
+    ]
+    assert (tokenizer.padding_side, tokenizer.pad_token_id) == ("right", 151643)
+    assert encoded["input_ids"][1][1:] == [151643, 151643]
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") == 151645
+    assert tokenizer.eos_token == "<|im_end|>"
+
+
+def test_qwen2_first_position_is_a_massive_sink_and_a_max_pool_fits_float16(
+    qwen2_path, texts
+):
+    """The first word carries Qwen2's massive activations (1,000 to 2,000
+    from block 3 to 21, against tens for the other tokens), which is why
+    exclude_tokens="auto" leaves it out; even a max pool over it stays
+    within float16's range, so a float16 store holds Qwen2's states."""
+    X, _ = texts
+    layers = [3, 12, 18]
+    params = dict(pooling="max", exclude_tokens=None, max_length=MAX_LENGTH)
+    params.update(layers=layers, device="cpu")
+    wide = HiddenStatesTransformer(QWEN2, **params).fit(X[:8])
+    full = wide.transform(X[:8])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no float16 warning for this family
+        half = HiddenStatesTransformer(QWEN2, dtype="float16", **params).fit(X[:8])
+        stored = half.transform(X[:8])
+    assert stored.dtype == np.float16 and np.isfinite(stored).all()
+    np.testing.assert_allclose(stored, full, rtol=1e-3, atol=1e-2)
+    inputs = wide.processor_(X[:8], return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        states = wide.model_(**inputs, output_hidden_states=True).hidden_states
+    mask = inputs["attention_mask"].bool()
+    for layer in layers:
+        h = states[layer].abs().amax(-1)  # (texts, positions)
+        rest = h[:, 1:][mask[:, 1:]].max()
+        assert h[:, 0].min() > 10 * rest, layer
+        assert 500 < h[:, 0].max() < 65504 / 10, layer
+
+
+def test_qwen2_last_token_under_the_chat_template_reads_the_template(qwen2_path):
+    """Texts formatted with Qwen2's chat template end in <|im_end|> and a
+    newline: pooling="last" reads that template token, the same for every
+    text, not the text's last word (its embedding-layer vector is identical
+    for all texts); the mean still reads the text."""
+    words = ["a fine film", "dull and slow", "i loved it", "not great"]
+    hst = HiddenStatesTransformer(QWEN2, pooling="last", layers=[0], device="cpu")
+    hst.fit(words)
+    chats = [
+        hst.processor_.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False
+        )
+        for text in words
+    ]
+    assert all(
+        chat.endswith(f"{text}<|im_end|>\n")
+        for chat, text in zip(chats, words, strict=True)
+    )
+    ids = hst.processor_(chats)["input_ids"]
+    assert {tuple(row[-2:]) for row in ids} == {(151645, 198)}  # <|im_end|>, \n
+    last = hst.transform(chats)[0]
+    assert np.ptp(last, axis=0).max() == 0  # one vector for the four texts
+    plain = hst.transform(words)[0]
+    assert len(np.unique(plain, axis=0)) == 4  # each text's own last word
+    mean = hst.set_params(pooling="mean").fit_transform(chats)[0]
+    assert len(np.unique(mean, axis=0)) == 4  # each text's own tokens

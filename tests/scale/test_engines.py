@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.decoders import DECODERS, decoder_path
 
 from skloes.scale._engines import ray_pool_size
 
@@ -127,3 +128,43 @@ def test_minilm_on_a_local_cluster_equals_the_local_engine(
     there = extract_to_store(texts, tmp_path / engine, engine=engine, **kw)
     np.testing.assert_allclose(there.read(), here.read(), rtol=1e-4, atol=1e-5)
     assert there.model == here.model and there.n_shards == 4
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("decoder", list(DECODERS))
+def test_a_decoder_store_on_ray_equals_the_local_engine_and_the_extractor(
+    decoder, request, rotten_tomatoes_small, tmp_path
+):
+    """Each decoder family's store (a few real texts, two chosen layers) is
+    the same on the local engine, on one Ray actor, and in memory."""
+    decoder_path(request, decoder)  # skips before a cluster starts
+    request.getfixturevalue("ray_cluster")
+    from skloes import HiddenStatesTransformer
+    from skloes.scale import extract_to_store
+
+    hub_id, family, n_states, width = DECODERS[decoder]
+    texts = [str(t) for t in rotten_tomatoes_small[0][:24]]
+    kw = {
+        "model": hub_id,
+        "layers": [2, n_states - 1],
+        "max_length": 16,
+        "batch_size": 8,
+        "shard_size": 8,
+        "verbose": 0,
+        "device": "cpu",
+        "threads_per_worker": 1,
+    }
+    here = extract_to_store(texts, tmp_path / "local", **kw)
+    there = extract_to_store(texts, tmp_path / "ray", engine="ray", n_workers=1, **kw)
+    assert here.complete and there.complete and there.n_shards == 3
+    assert there.model == here.model
+    hst = HiddenStatesTransformer(
+        hub_id, layers=kw["layers"], max_length=16, batch_size=8, device="cpu"
+    ).fit(texts[:8])
+    assert hst.family_ == family
+    memory = np.concatenate([hst.transform(texts[i : i + 8]) for i in (0, 8, 16)], 1)
+    assert memory.shape == (2, 24, width)
+    scale = np.abs(memory).max(axis=2, keepdims=True)
+    for store in (here, there):
+        np.testing.assert_array_equal(store.row_ids(), np.arange(24))
+        assert np.max(np.abs(store.read() - memory) / scale) < 1e-3
