@@ -121,40 +121,14 @@ def _rows(params, rows, n):
     }
 
 
-def _logistic_step(estimator):
-    """The logistic regression ``estimator`` is or ends in, or None."""
-    if hasattr(estimator, "steps"):
-        estimator = estimator.steps[-1][1]
-    if isinstance(estimator, LogisticRegression) and estimator.solver == "lbfgs":
-        return estimator
-    return None
-
-
-def _warm_started(estimator, fitted, y):
-    """A clone of ``estimator`` whose logistic regression starts from the
-    coefficients of ``fitted`` (the same model on all rows), when ``y`` holds
-    all its classes. Its penalized loss is strictly convex, so the optimum is
-    the cold start's (to the solver's tolerance), reached in fewer steps."""
-    new = clone(estimator)
-    step, done = _logistic_step(new), _logistic_step(fitted)
-    if step is None or done is None or np.unique(y).size != done.classes_.size:
-        return new
-    step.set_params(warm_start=True)
-    step.coef_, step.intercept_ = done.coef_.copy(), done.intercept_.copy()
-    return new
-
-
-def _oof_one(estimator, X, y, folds, classes, fit_params, fitted=None):
-    """Out-of-fold outputs of ``estimator`` on ``X`` (one layer); each inner
-    fit starts from ``fitted`` (the estimator fitted on all rows) if given."""
+def _oof_one(estimator, X, y, folds, classes, fit_params):
+    """Out-of-fold outputs of ``estimator`` on ``X`` (one layer)."""
     out = None
     for train, test in folds:
-        if fitted is None:
-            model = clone(estimator)
-        else:
-            model = _warm_started(estimator, fitted, y[train])
-        model.fit(X[train], y[train], **_rows(fit_params, train, len(y)))
-        part = layer_outputs(model, X[test], classes)
+        fitted = clone(estimator).fit(
+            X[train], y[train], **_rows(fit_params, train, len(y))
+        )
+        part = layer_outputs(fitted, X[test], classes)
         if out is None:
             out = np.zeros((len(y), part.shape[1]))
         out[test] = part
@@ -525,10 +499,8 @@ class _BaseLayerEnsemble(BaseEstimator):
             if oof is None:
                 folds = self._folds(y)
                 oof = parallel(
-                    delayed(_oof_one)(
-                        estimator, layer, y, folds, classes, fit_params, full
-                    )
-                    for layer, full in zip(stack, self.estimators_, strict=True)
+                    delayed(_oof_one)(estimator, layer, y, folds, classes, fit_params)
+                    for layer in stack
                 )
             meta = _meta_features(np.asarray(oof), classes)
             final = self.final_estimator

@@ -81,33 +81,6 @@ def test_stack_is_reproducible_by_its_random_state_and_pickles():
     np.testing.assert_array_equal(back.predict_proba(stack), a.predict_proba(stack))
 
 
-def test_a_stacks_inner_fits_start_from_the_full_fit_and_end_where_cold_ones_do():
-    """The inner fits of a stack start from each layer's probe fitted on all
-    rows (a warm start): the loss is strictly convex, so the out-of-fold
-    outputs, and the meta model, are the cold start's to the solver's
-    tolerance."""
-    from skloes.probe._ensemble import _oof_one, inner_folds
-
-    stack, y = _data(seed=4, n=120)
-    classes = np.unique(y)
-    folds = inner_folds(y, "classification", 5, 0)
-    head = make_pipeline(StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
-    for layer in stack:
-        full = make_pipeline(
-            StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)
-        ).fit(layer, y)
-        cold = _oof_one(head, layer, y, folds, classes, {})
-        warm = _oof_one(head, layer, y, folds, classes, {}, full)
-        np.testing.assert_allclose(warm, cold, atol=1e-3)
-        assert not np.array_equal(warm, cold)  # it did start elsewhere
-    # a fold missing a class starts cold (the coefficients' shapes differ)
-    y_rare = np.array(["a"] * 58 + ["b"] * 60 + ["c"] * 2)
-    few = [(np.arange(118), np.arange(118, 120))]
-    full = head.fit(stack[0], y_rare)
-    out = _oof_one(head, stack[0], y_rare, few, np.unique(y_rare), {}, full)
-    assert out.shape == (120, 3) and np.all(out[118:, 2] == 0)
-
-
 def test_the_regressor_averages_or_stacks_predictions():
     rng = np.random.RandomState(0)
     stack = rng.normal(size=(2, 60, 3))
