@@ -283,6 +283,23 @@ PARTS = [
         ],
     ),
     Part(
+        "auto_cost",
+        "user guide, selection: fusion='auto' by leave-one-out scores, its "
+        "accuracy against the inner-CV chooser and its fit time against "
+        "concatenation (the 14 fusion stacks, 3 MiniLM stacks of 2,000 texts)",
+        "benchmarks/results/auto_cost.json, auto_cost.md",
+        "about 15 min once the stacks are cached",
+        full=[["bench_auto_cost.py", "--part", "accuracy", "cost"]],
+    ),
+    Part(
+        "store_verify",
+        "user guide, scaling: LayerStore.verify() and reads of a 100,000-row "
+        "store against main's",
+        "benchmarks/results/store_verify.md",
+        "about 10 min",
+        full=[["bench_store_verify.py"]],
+    ),
+    Part(
         "scale",
         "user guide, scaling: the layer store's throughput per engine, memory "
         "against N, kill and resume, chosen layers only, the streaming heads",

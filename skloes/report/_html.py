@@ -85,7 +85,7 @@ def _json(value):
 
 
 def _cell_value(value):
-    """A ``layers.csv`` cell, as :func:`~skloes.report._presenting.write_report`
+    """A ``layers.csv`` cell, as :func:`~skloes.report._folder.write_report`
     writes it."""
     return str(_presenting._csv_value(value))
 
@@ -361,6 +361,22 @@ def _axis_y(x, top, height, lo, hi, side="left"):
     return "".join(out)
 
 
+def _frequency_bars(freq, xs, band, top):
+    """How often the folds picked each layer, as bars on a 0..1 axis at right."""
+    bars = "".join(
+        f'<rect class="bar" x="{xs[i] - band * 0.35:.1f}" '
+        f'y="{top + _TOP_H * (1 - f):.1f}" width="{band * 0.7:.1f}" '
+        f'height="{_TOP_H * f:.1f}"/>'
+        for i, f in enumerate(freq)
+    )
+    return (
+        f'<g class="freq">{bars}{_axis_y(_W - _RIGHT, top, _TOP_H, 0, 1, "right")}'
+        f'<text class="label freq" x="{_W - 8}" y="{top + _TOP_H / 2:.0f}" '
+        f'transform="rotate(90 {_W - 8} {top + _TOP_H / 2:.0f})" '
+        'text-anchor="middle">picked (fraction of folds)</text></g>'
+    )
+
+
 def _profile(report, uid):
     cols = _presenting.layer_columns(report)
     L = len(cols["layer"])
@@ -383,19 +399,8 @@ def _profile(report, uid):
         f"{escape(report.scoring_)} (CV)</text>",
     ]
     freq = cols.get("selection_frequency")
-    if freq is not None:  # how often the folds picked the layer, 0..1 at right
-        bars = "".join(
-            f'<rect class="bar" x="{xs[i] - band * 0.35:.1f}" '
-            f'y="{top + _TOP_H * (1 - f):.1f}" width="{band * 0.7:.1f}" '
-            f'height="{_TOP_H * f:.1f}"/>'
-            for i, f in enumerate(freq)
-        )
-        svg.append(
-            f'<g class="freq">{bars}{_axis_y(_W - _RIGHT, top, _TOP_H, 0, 1, "right")}'
-            f'<text class="label freq" x="{_W - 8}" y="{top + _TOP_H / 2:.0f}" '
-            f'transform="rotate(90 {_W - 8} {top + _TOP_H / 2:.0f})" '
-            'text-anchor="middle">picked (fraction of folds)</text></g>'
-        )
+    if freq is not None:
+        svg.append(_frequency_bars(freq, xs, band, top))
     upper = [f"{x:.1f},{sy(v):.1f}" for x, v in zip(xs, score + std, strict=True)]
     lower = [f"{x:.1f},{sy(v):.1f}" for x, v in zip(xs, score - std, strict=True)]
     svg.append(

@@ -813,7 +813,9 @@ class LayerReport(BaseEstimator):
             The folder written.
         """
         check_is_fitted(self, "comparison_")
-        return _presenting.write_report(self, folder, about=about)
+        from skloes.report._folder import write_report
+
+        return write_report(self, folder, about=about)
 
     def to_html(self, about=None):
         """The report as one self-contained HTML page (``report.html``).

@@ -12,10 +12,6 @@ The plots are :mod:`skloes.plotting`'s.
 
 from __future__ import annotations
 
-import csv
-import json
-from pathlib import Path
-
 import numpy as np
 
 __all__ = [
@@ -26,7 +22,6 @@ __all__ = [
     "has_budget_curve",
     "layer_columns",
     "recommendation_text",
-    "write_report",
 ]
 
 # The files :func:`write_report` writes (``budget.png`` only with a
@@ -200,32 +195,3 @@ def _csv_value(value):
     if isinstance(value, (bool, np.bool_, np.integer, int)):
         return int(value)
     return repr(float(value))
-
-
-def write_report(report, folder, about=None):
-    """Write :data:`REPORT_FILES` into ``folder`` (created); an earlier
-    report's ``budget.png`` that this one has no curve for is removed.
-    ``about`` (what the report was made from) is shown on ``report.html``."""
-    from skloes.report._html import check_about, report_page
-
-    about = check_about(about)  # before any file is written
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    page, table, profile, summary, budget = (folder / name for name in REPORT_FILES)
-    cols = layer_columns(report)
-    with open(table, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(list(cols))
-        for i in range(len(report.layers_)):
-            writer.writerow([_csv_value(cols[c][i]) for c in cols])
-    with open(summary, "w", encoding="utf-8") as f:
-        json.dump(report.summary(), f, indent=2)
-        f.write("\n")
-    report.plot().savefig(profile, dpi=100)
-    if has_budget_curve(report):
-        report.plot_budget().savefig(budget, dpi=100)
-    elif budget.is_file():  # an earlier report's curve would describe no fit
-        budget.unlink()
-    with open(page, "w", encoding="utf-8") as f:
-        f.write(report_page(report, about))
-    return folder

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from skloes.report import LayerReport
+from skloes.report._folder import write_report
 from skloes.report._presenting import (
     REPORT_FILES,
     format_summary,
@@ -17,7 +18,6 @@ from skloes.report._presenting import (
     has_budget_curve,
     layer_columns,
     recommendation_text,
-    write_report,
 )
 
 
