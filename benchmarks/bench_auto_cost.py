@@ -122,6 +122,7 @@ def _fit_seconds(model, stack, y, fusion):
         _EXTRACTORS[model] = probe._extractor().fit(["text"] * 2)
     extractor = _EXTRACTORS[model]
     routed = probe._routed_fit_params({})
+    y = probe._check_y(y)  # as fit and fit_stack do first (classes_)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -423,6 +423,15 @@ def test_auto_records_its_choice_and_fits_that_fusion(deep_tiny):
     assert list(scores) == ["concatenate", "average", "stack"]
     assert probe.fusion_ in scores
     assert scores[probe.fusion_] == max(scores.values())
+    # the closed-form scores of the fused training layers, as accuracies
+    from skloes.probe._ensemble import loo_fusion_scores
+
+    stack = probe.pipeline_[0].transform(TEXTS)  # the selected layers only
+    fused = np.concatenate(list(stack), axis=1)
+    expected = loo_fusion_scores(
+        fused, Y, layer_dim=stack.shape[2], classes=probe.classes_, alpha=100.0
+    )
+    assert scores == pytest.approx(expected)
     again = LayerProbeClassifier(
         deep_tiny, selector=_layers([1, 3]), fusion=probe.fusion_, random_state=0
     ).fit(TEXTS, Y)
