@@ -9,9 +9,11 @@ model fitted on their out-of-fold predictions (Wolpert, 1992). They are what
 :class:`~skloes.probe.LayerProbeClassifier`, so a pruned, saved or exported
 probe holds them like any other head. :func:`layer_oof_predictions` gives the
 per-layer out-of-fold predictions a report or a budget rule reuses instead of
-refitting a head for every subset of layers; :func:`fusion_cv` scores the
-three fusions of some layers by inner cross-validation and
-:func:`choose_fusion` picks one (``fusion="auto"``).
+refitting a head for every subset of layers; :func:`loo_fusion_scores`
+scores the three fusions of some layers in closed form and
+:func:`choose_fusion` picks one (``fusion="auto"``). :func:`fusion_cv`, the
+same scores by inner cross-validation of the real heads, is the reference
+the benchmarks compare that choice with.
 """
 
 # Authors: The skloes developers
@@ -264,13 +266,14 @@ def ridge_penalty(estimator):
     return "gcv"
 
 
-def _loo(A, T, alpha, gram=None):
+def _loo(A, T, alpha, gram=None, n_features=None):
     """Leave-one-out predictions of a ridge of ``T`` on the centred ``A``
-    (or its Gram): fixed ``alpha`` by Cholesky, ``"gcv"`` by the factors."""
+    (or its Gram, of ``n_features`` columns): fixed ``alpha`` by Cholesky,
+    ``"gcv"`` by the factors."""
     if alpha != "gcv":
         return ridge_loo_predictions(A, T, alpha, gram=gram)
     if gram is not None:
-        sol = ridge_fit_gram(gram, T, centered=True, n_features=gram.shape[0])
+        sol = ridge_fit_gram(gram, T, centered=True, n_features=n_features)
     else:
         U, s = thin_svd(A, center=False)
         sol = ridge_svd(U, s, T, n_features=A.shape[1])
@@ -289,8 +292,8 @@ def loo_fusion_scores(X, y, *, layer_dim, classes=None, alpha=100.0):
     ``"average"``, the mean of each block's own leave-one-out predictions;
     ``"stack"``, the leave-one-out predictions of a ridge meta model (standing
     in for the stack's own, :func:`final_model`) on those per-block
-    predictions side by side. No head is
-    fitted and no fold drawn: the same rows always give the same scores, at
+    predictions side by side. No head is fitted and no fold drawn: the same
+    rows always give the same scores, at
     about the cost of one fit of the head on the concatenation (user guide:
     :ref:`fusion`).
 
@@ -314,12 +317,14 @@ def loo_fusion_scores(X, y, *, layer_dim, classes=None, alpha=100.0):
     outputs = []
     for start in range(0, width, layer_dim):
         block = X[:, start : start + layer_dim]
+        block_gram = block @ block.T if dual else None
         if dual:
-            block_gram = block @ block.T
             gram += block_gram
-        outputs.append(_loo(block, T, alpha, block_gram if dual else None))
+        # a block narrower than the rows: its own, smaller covariance
+        wide = block_gram if n <= layer_dim else None
+        outputs.append(_loo(block, T, alpha, wide, n_features=layer_dim))
     outputs = np.asarray(outputs)
-    concat = _loo(None if dual else X, T, alpha, gram)
+    concat = _loo(None if dual else X, T, alpha, gram, n_features=width)
     meta = _meta_features(outputs, classes)
     task = "regression" if classes is None else "classification"
     stack = _loo(meta - meta.mean(axis=0), T, ridge_penalty(final_model(task)))
