@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes import probe_folder
+import skloes.probe_folder as probe_folder
 from skloes.core._batching import token_batches
 from skloes.core._texts import check_texts
 from skloes.utils._optional import import_optional

@@ -59,7 +59,24 @@ def _seeded_global_randomness():
     yield
 
 
+_STARTS_RAY = {}
+
+
+def _starts_ray(path):
+    """Whether a test file starts a local Ray cluster (``ray.init(``)."""
+    if path not in _STARTS_RAY:
+        _STARTS_RAY[path] = "ray.init(" in Path(path).read_text(encoding="utf-8")
+    return _STARTS_RAY[path]
+
+
 def pytest_collection_modifyitems(config, items):
+    # Under pytest-xdist (scripts/test.sh), the tests that start a local Ray
+    # cluster share one worker: two clusters on one machine compete for its
+    # ports and object stores.
+    ray_group = pytest.mark.xdist_group("ray")
+    for item in items:
+        if str(item.path).endswith(".py") and _starts_ray(item.path):
+            item.add_marker(ray_group)
     has_cuda = False
     if importlib.util.find_spec("torch") is not None:
         import torch

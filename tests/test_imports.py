@@ -59,21 +59,33 @@ def _modules():
 
 def _imports(path, modules):
     """skloes modules imported anywhere in the file (functions included)."""
+    return _imports_in(path.read_text(encoding="utf-8"), modules, path)
+
+
+def _imports_in(source, modules, where="<source>"):
+    """skloes modules that ``source`` imports.
+
+    ``from pkg import sub`` runs ``pkg/__init__.py`` before it reaches ``sub``,
+    so it imports both: counting only ``sub`` hid the circle ``skloes.report ->
+    skloes.report._layer_report -> skloes.report``.
+    """
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if (
             isinstance(node, ast.ImportFrom)
             and node.level == 0
             and node.module
             and node.module.split(".")[0] == "skloes"
         ):
+            found.add(node.module)
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
-                found.add(full if full in modules else node.module)
+                if full in modules:
+                    found.add(full)
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "skloes"}
         elif isinstance(node, ast.ImportFrom) and node.level:
-            raise AssertionError(f"{path}: relative import; use absolute imports")
+            raise AssertionError(f"{where}: relative import; use absolute imports")
     return found
 
 
@@ -232,6 +244,19 @@ def test_the_circle_detector_finds_a_circle(monkeypatch):
         raise AssertionError("the circle was not found")
 
 
+def test_importing_a_submodule_from_its_package_imports_the_package():
+    modules = {"skloes.report", "skloes.report._presenting", "skloes.core._ridge"}
+    read = _imports_in(
+        "from skloes.report import _presenting\n"
+        "from skloes.core._ridge import ridge_loo\n",
+        modules,
+    )
+    assert read == {"skloes.report", "skloes.report._presenting", "skloes.core._ridge"}
+    assert _imports_in("import skloes.report._presenting\n", modules) == {
+        "skloes.report._presenting"
+    }
+
+
 _IMPORT_EACH = r"""
 import importlib, sys
 
@@ -265,3 +290,26 @@ def test_every_module_imports_alone():
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+#: The repository's promised top level (the project's shape, not a choice of
+#: this test): a checkout that loses one of these is not the project.
+TOP_LEVEL = ["setup.cfg", "pyproject.toml", "skloes", "tests", "examples", "doc"]
+
+
+def test_the_top_level_holds_the_promised_entries():
+    import configparser
+
+    import tomllib
+
+    top = ROOT.parent
+    missing = [name for name in TOP_LEVEL if not (top / name).exists()]
+    assert not missing, f"the repository's top level lacks {missing}"
+    assert all((top / name).is_dir() for name in TOP_LEVEL[2:])
+    # setup.cfg holds configuration a tool of the set-up reads, not nothing.
+    config = configparser.ConfigParser()
+    config.read(top / "setup.cfg", encoding="utf-8")
+    assert "codespell" in config and config["codespell"]["ignore-words-list"]
+    lint = tomllib.loads((top / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = lint["project"]["optional-dependencies"]["lint"]
+    assert any(req.startswith("codespell") for req in extras)

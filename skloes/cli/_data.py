@@ -247,7 +247,7 @@ def _subsample(labels, n, seed, task):
 def _builtin(data, group_column, task):
     """Texts, class names as labels, the class names and the groups of a
     built-in data set."""
-    from skloes import datasets
+    import skloes.datasets as datasets
 
     if task == "regression":
         raise UserError(

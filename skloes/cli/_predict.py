@@ -35,7 +35,7 @@ def _check_out(out, force):
 def _load(args):
     """The saved probe: its exported graph (no torch, no scikit-learn for a
     linear head) or the torch pipeline, as the folder's manifest says."""
-    from skloes import probe_folder
+    import skloes.probe_folder as probe_folder
 
     try:
         manifest = probe_folder.read_manifest(args.probe_dir, "load_probe")
@@ -52,7 +52,7 @@ def _load(args):
 
 
 def _load_exported(args, manifest):
-    from skloes import probe_folder
+    import skloes.probe_folder as probe_folder
     from skloes.serving import open_exported
 
     if args.device is not None:

@@ -974,7 +974,7 @@ class HiddenStatesTransformer(
 
 def _precision():
     """:mod:`skloes.models._precision`, which imports torch at its top."""
-    from skloes.models import _precision
+    import skloes.models._precision as _precision
 
     return _precision
 

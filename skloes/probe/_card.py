@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes import probe_folder
+import skloes.probe_folder as probe_folder
 from skloes.metrics._stability import selection_stability
 from skloes.models._loading import DEFAULT_MODEL_ID
 from skloes.utils._version import VERSION

@@ -29,7 +29,7 @@ from sklearn.linear_model import (
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skloes import probe_folder
+import skloes.probe_folder as probe_folder
 from skloes.core._digests import file_sha256
 from skloes.probe._fusion import SelectedLayerFusion
 from skloes.serving import open_exported

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sklearn.pipeline import Pipeline
 
-from skloes import probe_folder
+import skloes.probe_folder as probe_folder
 from skloes.core._atomic import folder_lock, staging_folder, swap_in
 from skloes.core._digests import file_sha256
 from skloes.extraction import HiddenStatesTransformer

@@ -32,7 +32,7 @@ from html import escape
 
 import numpy as np
 
-from skloes.report import _presenting
+import skloes.report._presenting as _presenting
 
 __all__ = ["check_about", "notebook_html", "report_page"]
 

@@ -24,6 +24,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
+import skloes.report._presenting as _presenting
 from skloes.core._contract import validate_layers
 from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
 from skloes.core._routing import check_groups_array
@@ -32,7 +33,6 @@ from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
 from skloes.probe._ensemble import layer_outputs
 from skloes.probe._house import default_head
-from skloes.report import _presenting
 from skloes.report._comparison import compare_methods
 from skloes.report._methods import BASELINES, DEFAULT_BASELINES, method_selector
 from skloes.utils._deprecation import renamed_params

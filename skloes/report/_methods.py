@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sklearn.base import clone
 
-from skloes import selection
+import skloes.selection as selection
 
 __all__ = ["BASELINES", "DEFAULT_BASELINES", "FIXED", "method_selector"]
 

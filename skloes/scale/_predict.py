@@ -100,7 +100,7 @@ class PredictWorker:
         runtime allows it (ONNX Runtime with the worker's threads, no
         torch), else the torch probe; the same rule as
         :func:`~skloes.probe.load_probe`."""
-        from skloes import probe_folder
+        import skloes.probe_folder as probe_folder
         from skloes.probe import load_probe
         from skloes.serving import open_exported
 
