@@ -4,7 +4,8 @@ MiniLM, SmolLM2 and Gemma 3 (each skipped where its offline package is not
 installed), real Rotten Tomatoes texts: the default probe and one probe of
 each fusion export in int8 and in float32 and
 predict in a process where torch and transformers cannot be imported, with
-the torch probe's classes; an int8 text's probabilities do not depend on its
+the torch probe's classes (int8: on every text torch does not call near a
+tie, with probabilities within 0.1); an int8 text's probabilities do not depend on its
 batch.
 """
 
@@ -31,6 +32,9 @@ pytestmark = pytest.mark.integration
 
 MAX_LENGTH = 32
 FUSIONS = ("concatenate", "average", "stack")
+# The largest change of a probability that int8 may make (SmolLM2 measured
+# 0.048, MiniLM 0.057 on Rotten Tomatoes).
+MAX_INT8_DRIFT = 0.1
 
 # A process where torch and transformers cannot be imported: each folder is
 # loaded and predicts; nothing of torch, transformers or skloes.heads loads.
@@ -128,8 +132,17 @@ def test_every_fusion_predicts_where_torch_cannot_be_imported(probes, exported, 
         if precision == "float32":
             np.testing.assert_array_equal(labels, expected)
             np.testing.assert_allclose(proba, probe.predict_proba(new), atol=1e-4)
-        else:  # int8 keeps the class of nearly every text (user guide)
-            assert np.mean(labels == expected) >= 0.95, (name, labels, expected)
+        else:
+            # int8 moves a probability by a few hundredths (user guide); the
+            # class may change only on a text torch itself calls near a tie
+            # (40 texts are too few for the guide's share of 99 %).
+            torch_proba = probe.predict_proba(new)
+            drift = np.abs(proba - torch_proba).max()
+            assert drift < MAX_INT8_DRIFT, (name, drift)
+            top2 = np.sort(torch_proba, axis=1)[:, -2:]
+            decisive = top2[:, 1] - top2[:, 0] > 2 * MAX_INT8_DRIFT
+            assert decisive.mean() > 0.5, "too few decisive texts to test"
+            np.testing.assert_array_equal(labels[decisive], expected[decisive])
 
 
 def test_an_int8_text_has_the_same_probabilities_in_any_batch(exported, data):
