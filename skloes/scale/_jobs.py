@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock
+from skloes.core._digests import file_sha256
 from skloes.core._store import (
     MANIFEST_FILE,
     ROW_ID,
     SHARD_PATTERN,
     STORE_FORMAT,
     StoreError,
-    file_sha256,
     is_temporary,
     read_footer,
     read_manifest,
