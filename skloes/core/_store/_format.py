@@ -35,7 +35,6 @@ __all__ = [
     "FOOTER_KEY",
     "LAYER_PATTERN",
     "MANIFEST_FILE",
-    "PARTS_FORMAT",
     "ROW_ID",
     "SHARD_PATTERN",
     "STORE_FORMAT",
@@ -44,7 +43,6 @@ __all__ = [
     "StoreError",
     "check_positions",
     "check_schema",
-    "is_temporary",
     "job_token",
     "layer_array",
     "layer_column",
@@ -57,15 +55,11 @@ __all__ = [
     "shard_file",
     "shard_table",
     "temporary_prefix",
-    "work_folder",
     "write_manifest",
-    "write_shard",
 ]
 
 STORE_FORMAT = "skloes-layer-store"
 STORE_VERSION = 1
-# The hidden folder of a prediction job's parts (see skloes.scale).
-PARTS_FORMAT = "skloes-prediction-parts"
 MANIFEST_FILE = "_manifest.json"
 ROW_ID = "row_id"
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet")
@@ -135,26 +129,6 @@ def job_token(digest) -> str:
 def temporary_prefix(digest, name) -> str:
     """The prefix of the hidden file a job writes ``name`` into first."""
     return f"{TMP_PREFIX}{job_token(digest)}-{name}-"
-
-
-def work_folder(folder, digest) -> Path:
-    """The hidden folder of a job's staged inputs (Ray), removed at its end."""
-    return Path(folder) / f"{TMP_PREFIX}{job_token(digest)}-work"
-
-
-def is_temporary(name: str, digest) -> bool:
-    """Whether ``name`` is what a killed writer of this job left in its
-    folder: the hidden sibling :func:`~skloes.core._atomic.write_whole`
-    writes a shard or the manifest into before renaming it, or its staging
-    folder (never read; removed when the job runs again)."""
-    token = re.escape(job_token(digest))
-    return bool(
-        re.fullmatch(
-            rf"\.skloes-{token}-(?:(?:part-\d{{5,}}\.parquet|_manifest\.json)-"
-            r"[A-Za-z0-9_]+|work)",
-            name,
-        )
-    )
 
 
 def reserved_column(name, extra=()) -> bool:
@@ -275,52 +249,6 @@ def shard_table(row_ids, stack, layers, dtypes, columns=None):
     for i, layer in enumerate(layers):
         data[layer_column(layer)] = layer_array(stack[i], dtypes[i])
     return pa.table(data)
-
-
-def write_shard(folder, index, table, footer: dict) -> dict:
-    """Write one shard whole: to a hidden temporary file, then renamed.
-
-    The bytes are written, flushed to disk and hashed before the rename, so the
-    shard's name only ever holds a complete file. ``footer`` (JSON) goes into
-    the Parquet key-value metadata, binding the file to its store's settings
-    and its place in the store.
-
-    Returns
-    -------
-    record : dict
-        ``file``, ``index``, ``rows``, ``bytes`` and ``sha256``, for the
-        manifest.
-    """
-    pa = _pyarrow()
-    pq = import_optional("pyarrow.parquet", extra="store")
-    folder = Path(folder)
-    meta = dict(table.schema.metadata or {})
-    meta[FOOTER_KEY] = json.dumps(footer, sort_keys=True).encode()
-    table = table.replace_schema_metadata(meta)
-    sink = pa.BufferOutputStream()
-    layer_cols = [c for c in table.column_names if c.startswith("layer")]
-    pq.write_table(
-        table,
-        sink,
-        compression="none",
-        use_dictionary=[c for c in table.column_names if c not in layer_cols],
-        write_statistics=[ROW_ID],
-        row_group_size=max(len(table), 1),
-    )
-    data = sink.getvalue().to_pybytes()
-    name = shard_file(index)
-    write_whole(
-        folder / name,
-        lambda tmp: tmp.write_bytes(data),
-        prefix=temporary_prefix(footer.get("digest"), name),
-    )
-    return {
-        "file": name,
-        "index": int(index),
-        "rows": len(table),
-        "bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-    }
 
 
 def _metadata(path):
