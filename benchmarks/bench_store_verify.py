@@ -2,7 +2,7 @@
 of a 100,000-row store, this checkout against ``main``, side by side.
 
 The store is synthetic (random float32 layers written through the store's own
-shard writer, :func:`skloes.core._store.write_shard`; no model), in the
+shard writer, :func:`skloes.scale._sink.write_shard`; no model), in the
 format both versions read. Each arm runs in a fresh process pinned to one CPU
 (``taskset -c 0``, one thread for BLAS and OpenMP) that imports its own copy
 of skloes (``main`` exported with ``git archive`` into a temporary folder);
@@ -82,12 +82,8 @@ print(json.dumps({
 def build_store(folder, n_rows, n_layers, dim):
     """A complete store of random float32 layers, written shard by shard."""
     sys.path.insert(0, str(ROOT))
-    from skloes.core._store import (
-        new_manifest,
-        shard_table,
-        write_manifest,
-        write_shard,
-    )
+    from skloes.core._store import new_manifest, shard_table, write_manifest
+    from skloes.scale._sink import write_shard
 
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)

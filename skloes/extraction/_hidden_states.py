@@ -37,8 +37,9 @@ from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented defau
     pool_layers,
     resolve_exclude_tokens,
 )
+from skloes.core._store import FLOAT16_MAX
 from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device, torch
-from skloes.models._families import FLOAT16_MAX, model_family
+from skloes.models._families import model_family
 from skloes.models._forward import find_blocks, forward_pooled
 from skloes.models._inputs import (
     check_inputs,

@@ -28,9 +28,6 @@ from skloes.core._pooling import AUTO_EXCLUDE
 
 __all__ = ["FAMILIES", "Family", "Int8Rule", "model_family"]
 
-#: The largest finite float16 value.
-FLOAT16_MAX = 65504.0
-
 
 @dataclass(frozen=True)
 class Int8Rule:

@@ -29,8 +29,9 @@ import logging
 import os
 import shutil
 
-from skloes.core._store import StoreError, work_folder
+from skloes.core._store import StoreError
 from skloes.scale._jobs import ShardTask
+from skloes.scale._sink import work_folder
 from skloes.utils._optional import import_optional
 
 __all__ = ["ray_pool_size", "run_tasks"]

@@ -27,18 +27,15 @@ import numpy as np
 
 from skloes.core._store import (
     FLOAT16_MAX,
-    ROW_ID,
     LayerStore,
     StoreError,
     check_positions,
     new_manifest,
-    shard_dtypes,
-    shard_table,
-    write_shard,
 )
 from skloes.scale._engines import run_tasks
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
-from skloes.scale._jobs import Progress, ShardJob, ShardTask, loaded, peak_rss
+from skloes.scale._jobs import Progress, ShardTask, loaded, peak_rss
+from skloes.scale._sink import StoreSink
 
 __all__ = ["ShardWorker", "extract_to_store"]
 
@@ -104,17 +101,13 @@ class ShardWorker:
         if planned:
             dtypes = plan_dtypes(stack, self.spec)
         check_float16(stack, dtypes, self.spec, task.index)
-        row_ids = task.table.column(ROW_ID).to_numpy()
-        columns = {c: task.table.column(c) for c in self.spec["columns"]}
-        table = shard_table(row_ids, stack, self.spec["layers"], dtypes, columns)
-        footer = {
-            "digest": self.spec["digest"],
-            "index": task.index,
-            "input": task.digest,
-            "first_row": int(row_ids[0]),
-        }
-        record = write_shard(self.spec["store"], task.index, table, footer)
-        record.update(input=task.digest, first_row=int(row_ids[0]))
+        sink = StoreSink(
+            self.spec["store"],
+            self.spec["digest"],
+            layers=self.spec["layers"],
+            columns=self.spec["columns"],
+        )
+        record = sink.write(task, stack, dtypes)
         return {
             "record": record,
             "layer_dtypes": list(dtypes) if planned else None,
@@ -166,62 +159,6 @@ def check_float16(stack, dtypes, spec, index):
                     "beyond float16's range (planned from the first shard); "
                     "extract into a new store with dtype='float32'.",
                 )
-
-
-# --------------------------------------------------------------- the driver
-class StoreJob(ShardJob):
-    """A job writing a layer store: the dtype plan travels with the records."""
-
-    def same_job(self, have, want):
-        _check_same_job(self.path, have, want)
-
-    @property
-    def layer_dtypes(self):
-        """The layers' dtypes, once the first shard planned them."""
-        return self.manifest.get("layer_dtypes")
-
-    def adopted(self, file):
-        if self.manifest.get("layer_dtypes") is None:
-            self.manifest["layer_dtypes"] = shard_dtypes(file, self.manifest["layers"])
-
-    def record(self, result, force=False):
-        """Record one shard; the first shard's dtype plan forces a write."""
-        if result.get("layer_dtypes") is not None and self.layer_dtypes is None:
-            self.manifest["layer_dtypes"] = result["layer_dtypes"]
-            force = True
-        super().record(result, force=force)
-
-
-def _check_same_job(path, have, want):
-    """A store resumed by another job's settings is refused, naming the first
-    difference."""
-    if have.get("digest") == want["digest"]:
-        return
-    if have.get("model", {}).get("fingerprint") != want["model"]["fingerprint"]:
-        raise StoreError(
-            path,
-            f"holds states of model {have.get('model', {}).get('reference')!r} "
-            f"(fingerprint {str(have.get('model', {}).get('fingerprint'))[:12]}); "
-            f"this job's model is {want['model']['reference']!r} (fingerprint "
-            f"{want['model']['fingerprint'][:12]}); use another store folder.",
-        )
-    for key in (
-        "layers",
-        "extraction",
-        "dim",
-        "dtype",
-        "columns",
-        "id_column",
-        "shard_size",
-    ):
-        if have.get(key) != want[key]:
-            raise StoreError(
-                path,
-                f"was written with {key}={have.get(key)!r}; this job asks for "
-                f"{key}={want[key]!r}; use another store folder (or the same "
-                "settings to resume it).",
-            )
-    raise StoreError(path, "was written by another job (its settings digest differs).")
 
 
 # ------------------------------------------------------------ the function
@@ -410,7 +347,7 @@ def extract_to_store(
         range there is refused or kept in float32 (``float16_overflow``), and
         a later shard that would overflow is an error.
     float16_overflow : {"error", "float32"}, default="error"
-        What a layer too large for float16 does: stop the job, or stay in
+        What a layer too large for float16 does: stop the sink, or stay in
         float32 with a warning.
     device : str, default="auto"
         Torch device of each worker.
@@ -482,26 +419,26 @@ def extract_to_store(
     hst = _driver_extractor(params, layers, owner)
     size = _shard_size(shard_size, hst.n_layers_, hst.dim_, dtype, owner)
     manifest = _new_manifest(hst, source, dtype, size)
-    job = StoreJob(store, manifest, owner)
+    sink = StoreSink(store, manifest["digest"], owner).start(manifest)
     try:
         threads = threads_per_worker or (None if engine == "local" else 1)
         spec = job_spec(
-            hst, params, store, job.manifest, dtype, float16_overflow, threads
+            hst, params, store, sink.manifest, dtype, float16_overflow, threads
         )
         engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
         total = len(rows) if rows is not None else n_input
         progress = Progress(total, verbose)
         try:
             n_rows = _run(
-                job, source, rows, size, spec, engine, engine_kw, progress, callback
+                sink, source, rows, size, spec, engine, engine_kw, progress, callback
             )
         finally:
             progress.close()
         if rows is not None and n_input is None:  # its length is known now
             check_input_rows(rows, source.total_, owner)
-        job.finish(n_rows)
+        sink.complete(n_rows)
     finally:
-        job.release()
+        sink.release()
     return LayerStore(store)
 
 
@@ -563,7 +500,7 @@ def _new_manifest(hst, source, dtype, size):
     return manifest
 
 
-def _run(job, source, rows, size, spec, engine, engine_kw, progress, callback):
+def _run(sink, source, rows, size, spec, engine, engine_kw, progress, callback):
     """Hand the pending shards to the engine; return the input's kept rows."""
     counted = {"rows": 0}
 
@@ -571,25 +508,25 @@ def _run(job, source, rows, size, spec, engine, engine_kw, progress, callback):
         for start, table in source.chunks(size, rows):
             counted["rows"] = start + len(table)
             task = ShardTask(start // size, table, _digest(table, spec))
-            if job.done(task):
+            if sink.done(task):
                 progress.update(len(table))
                 continue
             yield task
 
     def on_result(result):
-        job.record(result)
+        sink.record(result)
         progress.update(result["record"]["rows"])
         if callback is not None:
             callback(result)
 
     tasks = pending()
-    if job.layer_dtypes is None:  # float16: the first shard plans the dtypes
+    if sink.layer_dtypes is None:  # float16: the first shard plans the dtypes
         first = next(tasks, None)  # (reading on may adopt a planned shard)
-        if first is not None and job.layer_dtypes is None:
+        if first is not None and sink.layer_dtypes is None:
             run_tasks(engine, iter([first]), ShardWorker, spec, on_result, engine_kw)
         elif first is not None:
             tasks = itertools.chain([first], tasks)
-    spec = {**spec, "layer_dtypes": job.layer_dtypes}
+    spec = {**spec, "layer_dtypes": sink.layer_dtypes}
     run_tasks(engine, tasks, ShardWorker, spec, on_result, engine_kw)
     return counted["rows"]
 

@@ -22,23 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from skloes.core._atomic import write_whole
-from skloes.core._store import (
-    MANIFEST_FILE,
-    PARTS_FORMAT,
-    ROW_ID,
-    StoreError,
-    check_schema,
-    settings_digest,
-    temporary_prefix,
-    write_shard,
-)
+from skloes.core._store import settings_digest
 from skloes.scale._engines import run_tasks
 from skloes.scale._extract import ENGINES, _check_positive
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
-from skloes.scale._jobs import Progress, ShardJob, ShardTask, loaded, peak_rss
+from skloes.scale._jobs import Progress, ShardTask, loaded, peak_rss
+from skloes.scale._sink import PARTS_FORMAT, PartsSink
 
 __all__ = ["PredictWorker", "predict_to_parquet"]
 
@@ -138,16 +127,13 @@ class PredictWorker:
         probe = self.probe()
         texts = task.table.column(TEXT).to_pylist()
         prediction, proba = predictions_with_proba(probe, texts)
-        table = prediction_table(task.table, prediction, proba, probe, self.spec)
-        row_ids = task.table.column(ROW_ID).to_numpy()
-        footer = {
-            "digest": self.spec["digest"],
-            "index": task.index,
-            "input": task.digest,
-            "first_row": int(row_ids[0]),
-        }
-        record = write_shard(self.spec["parts"], task.index, table, footer)
-        record.update(input=task.digest, first_row=int(row_ids[0]))
+        sink = PartsSink(
+            self.spec["store"],
+            self.spec["digest"],
+            id_column=self.spec["id_column"],
+        )
+        classes = getattr(probe, "classes_", None) if proba is not None else None
+        record = sink.write(task, prediction, proba, classes)
         return {
             "record": record,
             "seconds": time.perf_counter() - start,
@@ -155,20 +141,6 @@ class PredictWorker:
             "peak_rss": peak_rss(),
             "torch_imported": "torch" in sys.modules,
         }
-
-
-def prediction_table(chunk, prediction, proba, probe, spec):
-    """``row_id``, the user's id column, ``prediction`` and ``proba_<class>``."""
-    import pyarrow as pa
-
-    data = {ROW_ID: chunk.column(ROW_ID)}
-    if spec["id_column"] is not None:
-        data[spec["id_column"]] = chunk.column(spec["id_column"])
-    data["prediction"] = pa.array(np.asarray(prediction).tolist())
-    if proba is not None:
-        for j, label in enumerate(np.asarray(probe.classes_).tolist()):
-            data[f"proba_{label}"] = pa.array(np.asarray(proba[:, j], dtype=np.float64))
-    return pa.table(data)
 
 
 def _check_out(out, overwrite, owner):
@@ -215,7 +187,7 @@ def predict_to_parquet(
     exported graph runs on ONNX Runtime, without torch. The input is read in
     shards of ``shard_size`` rows; each becomes a Parquet part in a hidden
     folder beside ``out``, written whole, and the parts are joined into
-    ``out`` when every row is predicted. The same call resumes a killed job.
+    ``out`` when every row is predicted. The same call resumes a killed sink.
 
     Read more in the :ref:`User Guide <scale_predict>`.
 
@@ -296,7 +268,9 @@ def predict_to_parquet(
         trust_remote_code=bool(trust_remote_code),
         threads=threads_per_worker or (None if engine == "local" else 1),
     )
-    job = ShardJob(spec["parts"], spec.pop("manifest"), owner, fmt=PARTS_FORMAT)
+    manifest = spec.pop("manifest")
+    sink = PartsSink(out, spec["digest"], owner, id_column=source.id_column)
+    sink.start(manifest)
     engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
     progress = Progress(source.n_rows(), verbose)
     counted = {"rows": 0}
@@ -310,13 +284,13 @@ def predict_to_parquet(
                 table,
                 chunk_digest(table.column(TEXT).to_pylist(), ids),
             )
-            if job.done(task):
+            if sink.done(task):
                 progress.update(len(table))
                 continue
             yield task
 
     def on_result(result):
-        job.record(result)
+        sink.record(result)
         progress.update(result["record"]["rows"])
         if callback is not None:
             callback(result)
@@ -326,11 +300,9 @@ def predict_to_parquet(
             run_tasks(engine, pending(), PredictWorker, spec, on_result, engine_kw)
         finally:
             progress.close()
-        job.finish(counted["rows"])
-        _join_parts(job, out)
+        sink.complete(counted["rows"])  # joins the parts into `out`
     finally:
-        job.release()
-    _remove_parts_folder(job)
+        sink.release()
     return out
 
 
@@ -359,8 +331,8 @@ def _predict_spec(probe, out, source, runtime, batch_size, shard_size):
     return {
         "probe": str(Path(probe).resolve()),
         "runtime": runtime,
-        "parts": str(out.parent / f".{out.name}.parts"),
-        "work": str(out.parent / f".{out.name}.parts"),
+        "parts": str(PartsSink.parts_folder(out)),
+        "work": str(PartsSink.parts_folder(out)),
         "digest": digest,
         "probe_digest": probe_digest,
         "id_column": source.id_column,
@@ -368,39 +340,3 @@ def _predict_spec(probe, out, source, runtime, batch_size, shard_size):
         "store": str(out),
         "manifest": manifest,
     }
-
-
-def _join_parts(job, out):
-    """Every part, in order, into ``out`` (written aside, then renamed); then
-    the parts folder goes."""
-    import pyarrow.parquet as pq
-
-    if not job.manifest["shards"]:
-        raise StoreError(job.path, "no part to join (the input had no row).")
-
-    def write(tmp):
-        writer = None
-        try:
-            for entry in job.manifest["shards"]:
-                path = job.path / entry["file"]
-                handle = pq.ParquetFile(path)
-                check_schema(handle.schema_arrow, path, owner="predict_to_parquet")
-                table = handle.read()
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema.remove_metadata())
-                writer.write_table(table.replace_schema_metadata(None))
-        finally:
-            if writer is not None:
-                writer.close()
-
-    write_whole(out, write, prefix=temporary_prefix(job.manifest["digest"], out.name))
-    for entry in job.manifest["shards"]:
-        (job.path / entry["file"]).unlink(missing_ok=True)
-    (job.path / MANIFEST_FILE).unlink(missing_ok=True)
-
-
-def _remove_parts_folder(job):
-    try:
-        job.path.rmdir()  # only when nothing but this job's files was there
-    except OSError:
-        pass

@@ -146,12 +146,8 @@ def _pickled(ray_type, marker, n):
 
 def synthetic_store(folder, values, layers=(0, 1), columns=None, shard_size=20):
     """A store of ``values`` (n_layers, n, dim) through the store's own writer."""
-    from skloes.core._store import (
-        new_manifest,
-        shard_table,
-        write_manifest,
-        write_shard,
-    )
+    from skloes.core._store import new_manifest, shard_table, write_manifest
+    from skloes.scale._sink import write_shard
 
     folder = Path(folder)
     folder.mkdir(parents=True)
@@ -1132,7 +1128,7 @@ def test_manifest_shard_from_another_store(how, tmp_path):
     table = pq.read_table(foreign / "part-00001.parquet")
     meta = json.loads(table.schema.metadata[b"skloes"])
     meta["input"] = "another-input"
-    from skloes.core._store import write_shard
+    from skloes.scale._sink import write_shard
 
     write_shard(foreign, 1, table.replace_schema_metadata(None), meta)
     data = (foreign / "part-00001.parquet").read_bytes()

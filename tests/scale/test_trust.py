@@ -20,10 +20,10 @@ from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock
 from skloes.core._store import (
     check_positions,
     check_schema,
-    is_temporary,
     reserved_column,
     temporary_prefix,
 )
+from skloes.scale._sink import is_temporary
 
 pa = pytest.importorskip("pyarrow")
 ROOT = str(Path(__file__).resolve().parents[2])
