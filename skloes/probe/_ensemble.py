@@ -59,6 +59,7 @@ from skloes.utils._param_validation import (
 __all__ = [
     "LayerEnsembleClassifier",
     "LayerEnsembleRegressor",
+    "auto_fusion",
     "choose_fusion",
     "combine_outputs",
     "fusion_cv",
@@ -246,6 +247,23 @@ def choose_fusion(scores):
         return next(name for name in CANDIDATES if name in scores)
     best = max(finite.values())
     return next(name for name in CANDIDATES if finite.get(name, -np.inf) >= best)
+
+
+def auto_fusion(X, y, *, layer_dim, classes, estimator):
+    """``(fusion, scores)`` that ``fusion="auto"`` gives the layer blocks of
+    ``X`` (width ``layer_dim``) on the rows ``y``: the closed-form
+    leave-one-out scores of :func:`loo_fusion_scores`, the head
+    ``estimator`` read by :func:`ridge_penalty`, and the best of them by
+    :func:`choose_fusion`. The one home of the choice: the probes' fit and
+    the report's folds both call it (each on its own training rows)."""
+    scores = loo_fusion_scores(
+        X,
+        y,
+        layer_dim=layer_dim,
+        classes=classes,
+        alpha=ridge_penalty(estimator),
+    )
+    return choose_fusion(scores), scores
 
 
 def ridge_penalty(estimator):

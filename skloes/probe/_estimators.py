@@ -325,12 +325,7 @@ class _BaseLayerProbe(LayerPipelineBase):
             return self.fusion, None
         if fused.shape[1] // dim < 2:  # one layer: its own estimator
             return "concatenate", None
-        from skloes.probe._ensemble import (
-            choose_fusion,
-            inner_split_problem,
-            loo_fusion_scores,
-            ridge_penalty,
-        )
+        from skloes.probe._ensemble import auto_fusion, inner_split_problem
 
         problem = inner_split_problem(y, self._task)
         if problem is not None:
@@ -342,14 +337,13 @@ class _BaseLayerProbe(LayerPipelineBase):
                 stacklevel=3,
             )
             return "concatenate", None
-        scores = loo_fusion_scores(
+        return auto_fusion(
             fused,
             y,
             layer_dim=dim,
             classes=getattr(self, "classes_", None),
-            alpha=ridge_penalty(self._nested("estimator")),
+            estimator=self._nested("estimator"),
         )
-        return choose_fusion(scores), scores
 
     def _head(self, dim, fusion=None):
         """The final estimator under ``fusion`` (default: the parameter, with

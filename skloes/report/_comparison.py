@@ -36,16 +36,14 @@ from skloes.probe._ensemble import (
     LayerEnsembleClassifier,
     LayerEnsembleRegressor,
     _meta_features,
+    auto_fusion,
     check_inner_split,
-    choose_fusion,
     combine_outputs,
     final_model,
     inner_folds,
     inner_split_count,
     inner_split_problem,
     layer_outputs,
-    loo_fusion_scores,
-    ridge_penalty,
     score_predictions,
 )
 from skloes.report._methods import FIXED, method_selector
@@ -738,14 +736,14 @@ class _FoldFusion:
         if self.inner[i] is None:  # the fold's rows allow no inner folds
             return "concatenate"
         train = self.folds[i][0]
-        scores = loo_fusion_scores(
+        fusion, _ = auto_fusion(
             fuse_layers(self.stack, sorted(layers))[train],
             self.y[train],
             layer_dim=self.stack.shape[2],
             classes=self.classes,
-            alpha=ridge_penalty(self.probe),
+            estimator=self.probe,
         )
-        return choose_fusion(scores)
+        return fusion
 
     def _fold(self, i, layers, fusion):
         """Score of ``layers`` on fold ``i`` under ``fusion``, and ``fusion``."""
