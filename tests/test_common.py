@@ -36,7 +36,7 @@ from skloes.probe import (
     LayerProbeClassifier,
     LayerProbeRegressor,
     LayerTextEncoder,
-    SelectedLayerFusion,
+    SelectedLayerConcatenation,
 )
 from skloes.report import LayerReport
 from skloes.scale import StreamingLogisticRegression, StreamingRidgeClassifier
@@ -214,22 +214,22 @@ def test_text_estimator_refuses_numeric_tables_clearly(deep_tiny, cls, check):
             )
 
 
-# SelectedLayerFusion takes a fitted selector and layer stacks (3-D): the API
-# checks apply; the checks that fit it on 2-D float tables do not (a plain
+# SelectedLayerConcatenation takes a fitted selector and layer stacks (3-D): the
+# API checks apply; the checks that fit it on 2-D float tables do not (a plain
 # table is not a stack of the selector's layers), and its transform is tested
 # against the selector's in tests/probe.
 @pytest.mark.parametrize("check", API_CHECKS)
-def test_selected_layer_fusion_passes_the_api_checks(check):
+def test_selected_layer_concatenation_passes_the_api_checks(check):
     stack = np.random.RandomState(0).normal(size=(4, 20, 3))
     selector = LastKSelector(n_layers_to_select=2).fit(stack)
     getattr(estimator_checks, check)(
-        "SelectedLayerFusion", SelectedLayerFusion(selector)
+        "SelectedLayerConcatenation", SelectedLayerConcatenation(selector)
     )
 
 
 def test_every_public_estimator_is_checked():
     checked = {type(est) for est in NUMERIC_INSTANCES}
-    checked |= set(TEXT_ESTIMATORS) | {SelectedLayerFusion}
+    checked |= set(TEXT_ESTIMATORS) | {SelectedLayerConcatenation}
     missing = sorted(cls.__name__ for cls in public_estimators() - checked)
     assert not missing, f"public estimators without estimator checks: {missing}"
     assert public_estimators() >= checked  # every listed class is public

@@ -12,7 +12,7 @@ from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
 from skloes import selection
-from skloes.probe import SelectedLayerFusion
+from skloes.probe import SelectedLayerConcatenation
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")
@@ -70,7 +70,7 @@ def test_every_selector_names_its_columns_in_frames(planted, cls, container):
     frame_type = pd.DataFrame if container == "pandas" else pl.DataFrame
     assert isinstance(out, frame_type) and list(out.columns) == expected
     np.testing.assert_allclose(np.asarray(out), selector.transform(H))
-    fusion = SelectedLayerFusion(selector).fit().set_output(transform=container)
+    fusion = SelectedLayerConcatenation(selector).fit().set_output(transform=container)
     fused = fusion.transform(H[selector.selected_layers_])
     assert isinstance(fused, frame_type) and list(fused.columns) == expected
 

@@ -179,7 +179,8 @@ def test_a_changed_export_file_is_refused_as_it_is_opened(tmp_path):
     "name, trusted",
     [
         ("skloes.selection._loes._estimators.LOESSelector", True),
-        ("skloes.probe._fusion.SelectedLayerFusion", True),
+        ("skloes.probe._concatenation.SelectedLayerConcatenation", True),
+        ("skloes.probe._fusion.SelectedLayerFusion", True),  # deprecated, 0.3
         ("skloes.heads._scalar_mix.ScalarMixClassifier", True),
         ("skloes.probe._persistence.save_probe", False),  # a function
         ("skloes.probe._export.write_export_files", False),

@@ -31,7 +31,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skloes.probe_folder as probe_folder
 from skloes.core._digests import file_sha256
-from skloes.probe._fusion import SelectedLayerFusion
+from skloes.probe._concatenation import SelectedLayerConcatenation
 from skloes.serving import open_exported
 from skloes.utils._optional import import_optional
 
@@ -156,7 +156,7 @@ def _linear_arrays(steps, owner):
     """``(arrays, kind)`` of a fusion → [scaler] → linear model head (kind
     ``"logistic"`` or ``"linear"``) or → [scaler] → per-layer ensemble of
     linear models (``"average"`` or ``"stack"``), or None for another head."""
-    if not steps or not isinstance(steps[0], SelectedLayerFusion):
+    if not steps or not isinstance(steps[0], SelectedLayerConcatenation):
         return None
     fusion, rest = steps[0], steps[1:]
     arrays = {}

@@ -18,7 +18,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from skloes.extraction import HiddenStatesTransformer
-from skloes.probe._fusion import SelectedLayerFusion
+from skloes.probe._concatenation import SelectedLayerConcatenation
 from skloes.selection._base import LayerSelectorMixin
 
 __all__ = ["prune_layers"]
@@ -60,10 +60,10 @@ def prune_layers(pipeline):
     The returned pipeline predicts what ``pipeline`` predicts, but its
     extractor requests only the selected layers: the forward pass stops after
     the deepest selected block and pools only the selected layers. The
-    selector step becomes a :class:`SelectedLayerFusion` that fuses them as the
-    selector did; every later step is kept (a copy). The loaded model is
-    shared, not reloaded. With a ``cache``, the pruned extractor also reads the
-    every-layer entries its full twin wrote.
+    selector step becomes a :class:`SelectedLayerConcatenation` that
+    concatenates them as the selector did; every later step is kept (a copy).
+    The loaded model is shared, not reloaded. With a ``cache``, the pruned
+    extractor also reads the every-layer entries its full twin wrote.
 
     Read more in the :ref:`User Guide <probe>`.
 
@@ -98,11 +98,11 @@ def prune_layers(pipeline):
     """
     extractor, selector = _check_pipeline(pipeline)
     pruned = extractor._with_layers(extractor.layers_[selector.selected_layers_])
-    fusion = SelectedLayerFusion(selector).fit()
+    concatenation = SelectedLayerConcatenation(selector).fit()
     (first, _), (second, _) = pipeline.steps[:2]
     rest = [(name, copy.deepcopy(step)) for name, step in pipeline.steps[2:]]
     return Pipeline(
-        [(first, pruned), (second, fusion), *rest],
+        [(first, pruned), (second, concatenation), *rest],
         memory=pipeline.memory,
         verbose=pipeline.verbose,
     )

@@ -140,6 +140,34 @@ def test_a_pruned_pipeline_saves_and_loads(deep_tiny, tmp_path):
     np.testing.assert_array_equal(back.predict_proba(NEW), pruned.predict_proba(NEW))
 
 
+def test_a_pruned_pipeline_of_before_0_3_still_loads(deep_tiny, tmp_path):
+    """Pruned pipelines saved before 0.3 name the concatenation step
+    ``skloes.probe._fusion.SelectedLayerFusion``: the deprecated name warns
+    when built, and a folder or pickle holding it loads and predicts alike."""
+    import pickle
+
+    from skloes.probe import SelectedLayerConcatenation, SelectedLayerFusion
+
+    full = make_pipeline(
+        HST(deep_tiny), _first_layers(2), StandardScaler(), LogisticRegression()
+    ).fit(TEXTS, Y)
+    pruned = prune_layers(full)
+    with pytest.warns(FutureWarning, match="renamed `SelectedLayerConcatenation`"):
+        old_step = SelectedLayerFusion(full[1]).fit()
+    assert isinstance(old_step, SelectedLayerConcatenation)
+    old = prune_layers(full)
+    old.steps[1] = (old.steps[1][0], old_step)
+    expected = pruned.predict_proba(NEW)
+    np.testing.assert_array_equal(old.predict_proba(NEW), expected)
+    blob = pickle.dumps(old)
+    assert b"skloes.probe._fusion" in blob and b"SelectedLayerFusion" in blob
+    np.testing.assert_array_equal(pickle.loads(blob).predict_proba(NEW), expected)
+    folder = save_probe(old, tmp_path / "old")
+    back = load_probe(folder)  # no `trusted`: the old name stays a skloes type
+    assert type(back[1]) is SelectedLayerFusion
+    np.testing.assert_array_equal(back.predict_proba(NEW), expected)
+
+
 class _Custom(LogisticRegression):
     """A class skops does not know: loading it must be asked for."""
 

@@ -21,7 +21,7 @@ from skloes.probe import (  # noqa: E402
     LayerEnsembleClassifier,
     LayerProbeClassifier,
     LayerProbeRegressor,
-    SelectedLayerFusion,
+    SelectedLayerConcatenation,
     load_probe,
     prune_layers,
     save_probe,
@@ -225,7 +225,7 @@ def test_pruned_pipeline_equals_the_full_one_on_an_encoder(deep_tiny, scaling):
         LogisticRegression(),
     ).fit(TEXTS, Y)
     pruned = prune_layers(full)
-    assert isinstance(pruned[1], SelectedLayerFusion)
+    assert isinstance(pruned[1], SelectedLayerConcatenation)
     np.testing.assert_array_equal(pruned[0].layers_, full[1].selected_layers_)
     np.testing.assert_allclose(
         pruned.predict_proba(NEW), full.predict_proba(NEW), atol=1e-6
