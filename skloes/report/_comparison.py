@@ -423,7 +423,22 @@ class _Comparer:
         self.fused = (
             None
             if report.fusion == "concatenate"
-            else _FoldFusion(report, stack, y, probe, folds, self.inner_cv)
+            else _FoldFusion(
+                stack,
+                y,
+                probe,
+                folds,
+                fusion=report.fusion,
+                classes=report._classes,
+                layer_outputs=report._layer_outputs,
+                layer_fold_scores=report._layer_fold_scores,
+                inner_cv=self.inner_cv,
+                splitter=report._splitter,
+                groups=report._groups,
+                reuse_layer_outputs=report._reuse_layer_outputs,
+                n_jobs=report.n_jobs,
+                random_state=report.random_state,
+            )
         )
 
     def run(self, progress):
@@ -612,14 +627,39 @@ class _FoldFusion:
     its out-of-fold outputs on fold ``j`` and fold ``j`` its outputs on fold
     ``i`` (one fit per layer and pair of folds). With 2 folds, each fold's
     training rows are split by the report's inner folds instead.
+
+    It reads nothing of the report but what it is given: the per-layer
+    table's held-out ``layer_outputs`` and ``layer_fold_scores``, the inner
+    ``splitter(n_splits)`` and ``groups``, and whether the per-layer outputs
+    are reused (``reuse_layer_outputs=False`` refits every fusion, for timing
+    and checks).
     """
 
-    def __init__(self, report, stack, y, probe, folds, inner_cv):
-        self.report, self.stack, self.y = report, stack, y
-        self.probe, self.folds = probe, folds
-        self.fusion = report.fusion
-        self.classes = report._classes
-        self.outputs = report._layer_outputs  # (n_layers, n_samples, m)
+    def __init__(
+        self,
+        stack,
+        y,
+        probe,
+        folds,
+        *,
+        fusion,
+        classes,
+        layer_outputs,
+        layer_fold_scores,
+        inner_cv,
+        splitter,
+        groups=None,
+        reuse_layer_outputs=True,
+        n_jobs=None,
+        random_state=None,
+    ):
+        self.stack, self.y, self.probe, self.folds = stack, y, probe, folds
+        self.fusion, self.classes = fusion, classes
+        self.outputs = layer_outputs  # (n_layers, n_samples, m)
+        self.layer_fold_scores = layer_fold_scores  # (n_layers, n_folds)
+        self.splitter, self.groups = splitter, groups
+        self.reuse = reuse_layer_outputs
+        self.n_jobs, self.random_state = n_jobs, random_state
         self.inner = [self._inner(i, inner_cv) for i in range(len(folds))]
         self.fits = {}  # (inner key, layer) -> outputs on the rows it left out
         self.concat_outer = {}  # (fold, layers) -> score
@@ -634,7 +674,7 @@ class _FoldFusion:
                 for j, (_, test_j) in enumerate(self.folds)
                 if j != i
             ]
-        y_i, groups = self.y[train_i], self.report._groups
+        y_i, groups = self.y[train_i], self.groups
         if inner_split_problem(y_i, self._task()) is not None:
             return None  # "auto" concatenates; "stack" is refused (_fold)
         splitter = inner_cv
@@ -644,7 +684,7 @@ class _FoldFusion:
                 n = min(n, np.unique(groups[train_i]).size)
             if n < 2:
                 return None
-            splitter = self.report._splitter(n)
+            splitter = self.splitter(n)
         split = splitter.split(
             np.zeros((train_i.size, 1)),
             self.y[train_i],
@@ -672,7 +712,7 @@ class _FoldFusion:
     def _fit_layers(self, fold_layers):
         """Fit, in parallel, the per-layer inner probes these folds need (the
         stacks' meta models' inputs)."""
-        if not self.report._reuse_layer_outputs:
+        if not self.reuse:
             return
         todo = {}
         for i, layers in enumerate(fold_layers):
@@ -688,7 +728,7 @@ class _FoldFusion:
         jobs = list(todo.items())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)
-            outs = Parallel(n_jobs=self.report.n_jobs)(
+            outs = Parallel(n_jobs=self.n_jobs)(
                 delayed(_fit_outputs)(
                     self.probe,
                     self.stack[layer],
@@ -748,7 +788,7 @@ class _FoldFusion:
     def _fold(self, i, layers, fusion):
         """Score of ``layers`` on fold ``i`` under ``fusion``, and ``fusion``."""
         if fusion is None:
-            return float(self.report._layer_fold_scores[layers[0]][i]), None
+            return float(self.layer_fold_scores[layers[0]][i]), None
         if fusion == "average":
             return self._average(i, layers), fusion
         if fusion == "stack" and self.inner[i] is None:
@@ -760,7 +800,7 @@ class _FoldFusion:
                 "training fold, and its groups allow none; average the "
                 "layers instead, or give more groups."
             )
-        if not self.report._reuse_layer_outputs:
+        if not self.reuse:
             return self._refit(i, layers, fusion)
         if fusion == "stack":
             return self._stack(i, layers, self._oof(i, layers)), fusion
@@ -773,7 +813,7 @@ class _FoldFusion:
         train, test = self.folds[i]
         fused = fuse_layers(self.stack, sorted(layers))
         dim, y = self.stack.shape[2], self.y
-        folds = inner_folds(y[train], self._task(), 5, self.report.random_state)
+        folds = inner_folds(y[train], self._task(), 5, self.random_state)
         model = self.probe
         if fusion != "concatenate":
             kind = (
@@ -790,7 +830,7 @@ class _FoldFusion:
 
     def _average(self, i, layers):
         test = self.folds[i][1]
-        if self.report._reuse_layer_outputs:
+        if self.reuse:
             mean = self.outputs[np.asarray(layers)][:, test]
             pred = combine_outputs(mean, self.classes)[1]
             return score_predictions(self.y[test], pred, self.classes)
