@@ -18,11 +18,12 @@ read. Its files:
 =====================  ====================================================
 
 This module owns the file names, the manifest's schema and format numbers,
-the record of the files a save wrote and their hashes, which of them a later
-save may replace, and the one trust rule for the types a saved estimator or
-head may hold. Nothing else spells a file name of the folder. It imports
-only the standard library, numpy and skloes' core (no scikit-learn at import
-time), so the torch-free server loads fast.
+the record of the files a save wrote and their hashes (read, written and
+checked by :mod:`skloes.core._sealed`, which the layer store shares), which
+of them a later save may replace, and the one trust rule for the types a
+saved estimator or head may hold. Nothing else spells a file name of the
+folder. It imports only the standard library, numpy and skloes' core (no
+scikit-learn at import time), so the torch-free server loads fast.
 """
 
 # Authors: The skloes developers
@@ -41,7 +42,7 @@ import warnings
 from numbers import Integral
 from pathlib import Path
 
-from skloes.core._digests import file_sha256
+import skloes.core._sealed as sealed
 
 __all__ = [
     "CARD",
@@ -244,20 +245,20 @@ def read_manifest(folder, owner):
     file or field.
     """
     folder = Path(folder)
-    file = folder / MANIFEST
-    if not folder.is_dir():
-        raise ValueError(
-            f"{owner}: {os.fspath(folder)!r} is not a saved probe (no such folder)."
-        )
-    if not file.is_file():
-        raise ValueError(
-            f"{owner}: {os.fspath(folder)!r} is not a saved probe (it has no "
-            f"{MANIFEST}; save_probe writes {MANIFEST} and {ESTIMATOR})."
-        )
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise damaged(folder, MANIFEST, f"is not valid JSON ({exc})", owner) from None
+
+    def fail(problem, exc):
+        if problem == "no folder":
+            return ValueError(
+                f"{owner}: {os.fspath(folder)!r} is not a saved probe (no such folder)."
+            )
+        if problem == "no manifest":
+            return ValueError(
+                f"{owner}: {os.fspath(folder)!r} is not a saved probe (it has no "
+                f"{MANIFEST}; save_probe writes {MANIFEST} and {ESTIMATOR})."
+            )
+        return damaged(folder, MANIFEST, f"is not valid JSON ({exc})", owner)
+
+    manifest = sealed.read_manifest(folder, MANIFEST, fail)
     missing = [
         key
         for key in ("format", "model", "model_path", "model_fingerprint")
@@ -505,7 +506,7 @@ def checked_file(folder, entry, owner):
             f"{owner}: {str(folder)!r} lacks {name}, which its manifest lists; "
             "the folder is incomplete."
         )
-    if file_sha256(path) != entry.get("sha256"):
+    if not sealed.as_recorded(folder, name, entry.get("sha256")):
         raise ValueError(
             f"{owner}: {name} in {str(folder)!r} does not hash as when it was "
             "saved (tampered with, or from another save); refusing to run it. "
@@ -527,10 +528,9 @@ def recorded_files(folder):
 
 
 def _probe_manifest(folder):
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        manifest["model_fingerprint"]  # noqa: B018 - a probe manifest has it
-    except (OSError, ValueError, KeyError, TypeError):
+    """The folder's probe manifest (one with a ``model_fingerprint``), or None."""
+    manifest = sealed.read_manifest(folder, MANIFEST)
+    if not isinstance(manifest, dict) or "model_fingerprint" not in manifest:
         return None
     return manifest
 
@@ -558,13 +558,7 @@ def changed_files(folder):
         card = folder / CARD
         recorded = recorded_files(folder) or ()
         return [CARD] if CARD in recorded and card.is_file() else []
-    return sorted(
-        name
-        for name in recorded_files(folder) or ()
-        if name in hashes
-        and (folder / name).is_file()
-        and file_sha256(folder / name) != hashes[name]
-    )
+    return sealed.changed_files(folder, hashes, recorded_files(folder) or ())
 
 
 def folder_state(folder):
@@ -580,14 +574,13 @@ def folder_state(folder):
 # ---------------------------------------------------------------- writing
 def file_hashes(folder, names):
     """``{name: sha256}`` of the files a save wrote (for ``sha256``)."""
-    return {name: file_sha256(Path(folder) / name) for name in sorted(names)}
+    return sealed.file_hashes(folder, names)
 
 
 def write_manifest(folder, manifest):
-    """Write ``manifest.json`` into ``folder``."""
-    (Path(folder) / MANIFEST).write_text(
-        json.dumps(manifest, indent=2) + "\n", encoding="utf-8"
-    )
+    """Write ``manifest.json`` into ``folder`` whole, in a sealed folder's
+    JSON style (the bytes every skloes wrote)."""
+    sealed.write_manifest(folder, MANIFEST, manifest)
 
 
 def target_problem(path, *, overwrite, replace_hint, reserved=None):

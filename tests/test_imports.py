@@ -31,6 +31,7 @@ TORCH_FREE = [
     "skloes.report",
     "skloes.scale",
     "skloes.core._contract",
+    "skloes.core._sealed",
     "skloes.core._store",
     "skloes.core._targets",
     "skloes.core._torch",

@@ -69,6 +69,24 @@ def _saved(folder, export=True, **extra):
     return folder, manifest
 
 
+def test_a_folder_an_older_skloes_saved_reads_and_keeps_its_manifest_bytes(tmp_path):
+    folder, manifest = _saved(tmp_path / "p")
+    old = json.dumps(manifest, indent=2) + "\n"  # as every skloes has written it
+    (folder / probe_folder.MANIFEST).write_text(old, encoding="utf-8")
+    assert probe_folder.read_manifest(folder, "me") == manifest
+    assert probe_folder.read_export(folder, "me") == manifest["export"]
+    assert probe_folder.recorded_files(folder) == manifest["files"]
+    assert probe_folder.changed_files(folder) == []
+    probe_folder.checked_file(folder, manifest["export"]["graph"], "me")
+    # Written again, the same bytes: a prediction job's digest hashes them.
+    probe_folder.write_manifest(folder, manifest)
+    assert (folder / probe_folder.MANIFEST).read_text(encoding="utf-8") == old
+    # The store's older style (indented by one, keys sorted) reads too.
+    style = json.dumps(manifest, indent=1, sort_keys=True)
+    (folder / probe_folder.MANIFEST).write_text(style, encoding="utf-8")
+    assert probe_folder.read_manifest(folder, "me") == manifest
+
+
 # ------------------------------------------------------- one owner of names
 def test_no_module_but_the_owner_spells_a_file_name_of_the_folder():
     names = [

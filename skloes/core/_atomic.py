@@ -2,8 +2,9 @@
 
 A reader never sees half of something skloes writes. A folder (a saved probe)
 is written into a hidden sibling made by :func:`staging_folder`, then put in
-place by :func:`swap_in`; a file (a store's shard) is written beside its
-place and renamed over it by :func:`write_whole`. Both rely on ``rename``
+place by :func:`swap_in` (or by :func:`publish`, where a folder once written
+is never replaced: a prepared model); a file (a store's shard) is written
+beside its place and renamed over it by :func:`write_whole`. Both rely on ``rename``
 being atomic within one file system, which is why the staging is a sibling.
 :func:`folder_lock` serialises the writers of one parent folder, so that two
 processes saving to the same place cannot both believe they won.
@@ -20,6 +21,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -35,18 +37,27 @@ __all__ = [
     "exchange",
     "folder_lock",
     "give_umask_mode",
+    "publish",
     "staging_folder",
     "swap_in",
     "write_whole",
 ]
 
 
-def staging_folder(folder: Path, owner: str) -> Path:
-    """A new hidden sibling of ``folder`` to write into (``.NAME-XXXX``)."""
+def staging_folder(folder: Path, owner: str, prefix=None, error=None) -> Path:
+    """A new hidden sibling of ``folder`` to write into (``.NAME-XXXX``).
+
+    ``prefix``: the sibling's name before its random part (default
+    ``.NAME-``). ``error(exc)``: the exception to raise when the system
+    refuses (default: a ``ValueError`` naming ``owner`` and ``folder``).
+    """
+    prefix = f".{folder.name}-" if prefix is None else prefix
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+        return Path(tempfile.mkdtemp(dir=folder.parent, prefix=prefix))
     except OSError as exc:
+        if error is not None:
+            raise error(exc) from None
         raise ValueError(
             f"{owner}: cannot write next to `path` {os.fspath(folder)!r}: {exc}"
         ) from None
@@ -174,6 +185,26 @@ def swap_in(staging: Path, folder: Path, remove_old) -> None:
     remove_old(aside / "old")
     with contextlib.suppress(OSError):
         aside.rmdir()
+
+
+def publish(staging: Path, folder: Path, complete) -> bool:
+    """Rename the complete ``staging`` folder to ``folder``, where none is yet.
+
+    Of two writers racing to the same ``folder``, the first rename wins:
+    where ``folder`` holds another writer's folder that ``complete(folder)``
+    accepts, ``staging`` is removed and False is returned; any other failed
+    rename raises its ``OSError`` (``staging`` is kept, the caller's to
+    remove). Unlike :func:`swap_in`, a folder already there is never
+    replaced (readers may be using it).
+    """
+    try:
+        os.rename(staging, folder)
+    except OSError:
+        if not complete(folder):
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
+    return True
 
 
 def exchange(a, b) -> bool:

@@ -25,15 +25,17 @@ import importlib.util
 import json
 import os
 import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from skloes.core._atomic import publish, staging_folder
 
 __all__ = ["OfflineModel", "offline_models", "skloes_home"]
 
 _CHUNK = 1 << 24
 _DONE = "skloes_source.json"  # written last into every prepared folder
+_STAGING = ".tmp-"  # how the name of every staging folder starts
 
 
 @dataclass(frozen=True)
@@ -365,8 +367,8 @@ def _ready(target: Path, owner: str) -> bool:
         if not weights.exists() or safetensors_problem(str(weights)) is None:
             _widen_if_ours(target)
             return True
-        doomed = Path(
-            tempfile.mkdtemp(dir=target.parent, prefix=f".tmp-{target.name}-")
+        doomed = staging_folder(  # its OSError is handled below
+            target, owner, prefix=f"{_STAGING}{target.name}-", error=lambda exc: exc
         )
         os.replace(target, doomed / "broken")  # atomic: one process wins
     except FileNotFoundError:  # another process moved it first
@@ -404,17 +406,15 @@ def _widen_if_ours(target: Path) -> None:
 
 
 def _publish(tmp: Path, target: Path, source: dict, owner: str = "skloes") -> str:
-    """Mark ``tmp`` complete and rename it to ``target`` (a racing twin wins)."""
+    """Mark ``tmp`` complete and rename it to ``target`` (a racing twin wins:
+    :func:`~skloes.core._atomic.publish`)."""
     try:
+        # Its bytes are the model's: model_fingerprint hashes every .json file
+        # of the folder, so they stay as every skloes wrote them.
         (tmp / _DONE).write_text(json.dumps(source, indent=1, sort_keys=True))
         _shared_mode(tmp)
         _unlock(tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:  # another process published first
-            if not _prepared(target):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
+        publish(tmp, target, _prepared)
     except OSError as exc:
         _discard(tmp)
         raise home_error(exc, owner) from None
@@ -428,15 +428,22 @@ def _discard(tmp: Path) -> None:
 
 
 def _staging(target: Path, owner: str = "skloes") -> Path:
-    """A new locked staging folder next to ``target``; stale ones go first."""
+    """A new locked staging folder next to ``target``
+    (:func:`~skloes.core._atomic.staging_folder`, named ``.tmp-NAME-XXXX``
+    as :func:`remove_stale_staging` looks for); stale ones go first."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(target.parent)
         if target.exists() and not _prepared(target):  # left by an older crash
             shutil.rmtree(target, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".tmp-{target.name}-"))
     except OSError as exc:
         raise home_error(exc, owner) from None
+    tmp = staging_folder(
+        target,
+        owner,
+        prefix=f"{_STAGING}{target.name}-",
+        error=lambda exc: home_error(exc, owner),
+    )
     _lock(tmp)
     return tmp
 
@@ -492,7 +499,7 @@ def remove_stale_staging(folder: Path) -> list:
     in ``folder``; a live preparation's folder is kept. Returns the removed
     paths."""
     removed = []
-    for path in sorted(Path(folder).glob(".tmp-*")):
+    for path in sorted(Path(folder).glob(f"{_STAGING}*")):
         try:
             if path.is_dir() and str(path) not in _HELD and _is_stale(path):
                 shutil.rmtree(path, ignore_errors=True)
@@ -746,7 +753,7 @@ def model_cache_info() -> dict:
         for path in sorted(root.iterdir()):
             if not path.is_dir():
                 continue
-            if path.name.startswith(".tmp-"):
+            if path.name.startswith(_STAGING):
                 state = "stale" if _is_stale(path) else "preparing"
             elif _prepared(path):
                 weights = path / "model.safetensors"

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+import skloes.core._sealed as sealed
 from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock, write_whole
 from skloes.core._digests import file_sha256
 from skloes.core._store import (
@@ -267,8 +268,7 @@ class ShardSink:
                     f"{int(task.table.column(ROW_ID)[0])}.. (the input changed since "
                     "it was written); write into a new folder.",
                 )
-            file = self.path / entry["file"]
-            if file.is_file() and file_sha256(file) == entry.get("sha256"):
+            if sealed.as_recorded(self.path, entry["file"], entry.get("sha256")):
                 return True
             del self.by_index[task.index]  # damaged or gone: write it again
             return False

@@ -126,3 +126,31 @@ def test_the_folder_lock_serialises_two_writers(tmp_path):
         t.join(30)
     assert order == ["first in", "first out", "second in"]
     assert list(tmp_path.iterdir()) == []  # no lock file left behind
+
+
+def test_staging_takes_the_callers_prefix_and_error(tmp_path):
+    staging = _atomic.staging_folder(tmp_path / "model", "test", prefix=".tmp-model-")
+    assert staging.parent == tmp_path and staging.name.startswith(".tmp-model-")
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ValueError, match="test: cannot write next to `path`"):
+        _atomic.staging_folder(tmp_path / "file" / "x", "test")
+    with pytest.raises(LookupError, match="^an OSError$"):
+        _atomic.staging_folder(
+            tmp_path / "file" / "x",
+            "test",
+            error=lambda exc: LookupError("an OSError" * isinstance(exc, OSError)),
+        )
+
+
+def test_publish_puts_a_folder_in_place_and_a_racing_twin_wins(tmp_path):
+    target = tmp_path / "model"
+    assert _atomic.publish(_staged(tmp_path, "model"), target, pytest.fail)
+    assert (target / "a").read_text() == "a"
+    twin = _staged(tmp_path, "model", files=("b",))
+    assert not _atomic.publish(twin, target, lambda folder: folder == target)
+    assert not twin.exists() and sorted(p.name for p in target.iterdir()) == ["a"]
+    # A folder there that is not a complete one is an error; staging is kept.
+    other = _staged(tmp_path, "model", files=("c",))
+    with pytest.raises(OSError):
+        _atomic.publish(other, target, lambda folder: False)
+    assert (other / "c").is_file() and (target / "a").is_file()

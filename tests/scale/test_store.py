@@ -132,6 +132,26 @@ def test_a_store_resumed_with_another_model_or_layers_is_refused(
         extract(texts[1:101], path)
 
 
+def test_a_store_whose_manifest_an_older_skloes_wrote_reads_and_resumes(
+    extract, texts, reference, tmp_path
+):
+    path = tmp_path / "s"
+    extract(texts, path)
+    manifest = json.loads((path / "_manifest.json").read_text())
+    # Its former style, on disk in older stores: indented by one, keys sorted.
+    (path / "_manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    store = LayerStore(path).verify()
+    assert store.complete and store.n_shards == 4
+    np.testing.assert_array_equal(store.read(), reference)
+    # A job of the same settings takes the folder as its own, and writes the
+    # manifest in the one style of a sealed folder.
+    from skloes.core._sealed import manifest_text
+
+    np.testing.assert_array_equal(extract(texts, path).read(), reference)
+    text = (path / "_manifest.json").read_text()
+    assert json.loads(text) == manifest and text == manifest_text(json.loads(text))
+
+
 def test_an_incomplete_store_is_refused_by_estimators(extract, texts, tmp_path):
     from skloes import LOESSelector
 

@@ -12,7 +12,9 @@ each shard's Parquet footer carries the settings digest that binds it to its
 manifest (see :ref:`layer_store`).
 
 This module says what a store *is*; :mod:`skloes.core._store._readers` reads
-one. It imports pyarrow only inside the functions that need it.
+one. The manifest is read and written as every sealed folder's is
+(:mod:`skloes.core._sealed`); what it must hold is said here. It imports
+pyarrow only inside the functions that need it.
 """
 
 # Authors: The skloes developers
@@ -23,11 +25,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 
-from skloes.core._atomic import write_whole
+import skloes.core._sealed as sealed
 from skloes.utils._optional import import_optional
 
 __all__ = [
@@ -334,17 +335,17 @@ def read_manifest(path, fmt=STORE_FORMAT):
     ``fmt``: the manifest's ``format`` (a layer store's, or a prediction
     job's parts).
     """
-    folder = Path(path)
-    if not folder.is_dir():
-        raise StoreError(path, "no such folder.")
-    try:
-        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(
-            path, f"not a layer store (no {MANIFEST_FILE}, as extraction writes)."
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise StoreError(path, f"{MANIFEST_FILE} is unreadable ({exc}).") from None
+
+    def fail(problem, exc):
+        if problem == "no folder":
+            return StoreError(path, "no such folder.")
+        if problem == "no manifest":
+            return StoreError(
+                path, f"not a layer store (no {MANIFEST_FILE}, as extraction writes)."
+            )
+        return StoreError(path, f"{MANIFEST_FILE} is unreadable ({exc}).")
+
+    manifest = sealed.read_manifest(path, MANIFEST_FILE, fail)
     _check_manifest(path, manifest, fmt)
     return manifest
 
@@ -390,10 +391,10 @@ def new_manifest(
 
 def write_manifest(folder, manifest) -> None:
     """Write the manifest of the store in ``folder`` whole (written aside,
-    flushed to disk, renamed)."""
-    text = json.dumps(manifest, indent=1, sort_keys=True)
-    write_whole(
-        Path(folder) / MANIFEST_FILE,
-        lambda tmp: tmp.write_text(text, encoding="utf-8"),
+    flushed to disk, renamed), in a sealed folder's JSON style."""
+    sealed.write_manifest(
+        folder,
+        MANIFEST_FILE,
+        manifest,
         prefix=temporary_prefix(manifest.get("digest"), MANIFEST_FILE),
     )
