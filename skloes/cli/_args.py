@@ -602,6 +602,13 @@ _OPTION_OF = {
 }
 
 
+def option_values(args, *names):
+    """The parsed options ``names`` (their dests) as keyword arguments: an
+    option sets the Python parameter of its name (``--max-length`` sets
+    ``max_length``)."""
+    return {name: getattr(args, name) for name in names}
+
+
 def as_options(message):
     """``message`` with the estimator parameters that options set named as
     those options (```max_length``` -> ```--max-length```)."""

@@ -16,7 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from skloes.cli._args import UserError, _first_line, _quiet_libraries
+from skloes.cli._args import (
+    UserError,
+    _first_line,
+    _quiet_libraries,
+    option_values,
+)
 
 __all__ = ["at_scale", "run_extract", "run_predict_at_scale"]
 
@@ -27,13 +32,32 @@ def at_scale(args) -> bool:
     return args.engine is not None or out.lower().endswith((".parquet", ".pq"))
 
 
+# The options that extract_to_store and predict_to_parquet take as they are.
+_EXTRACT_OPTIONS = (
+    "model",
+    "text_column",
+    "id_column",
+    "pooling",
+    "max_length",
+    "batch_size",
+    "dtype",
+    "shard_size",
+    "device",
+    "precision",
+)
+_PREDICT_OPTIONS = (
+    "text_column",
+    "id_column",
+    "runtime",
+    "batch_size",
+    "trust_remote_code",
+)
+
+
 def _engine_kw(args):
     return {
         "engine": args.engine or "local",
-        "address": args.address,
-        "n_workers": args.n_workers,
-        "threads_per_worker": args.threads_per_worker,
-        "num_gpus": args.num_gpus,
+        **option_values(args, "address", "n_workers", "threads_per_worker", "num_gpus"),
     }
 
 
@@ -72,18 +96,9 @@ def run_extract(args):
         store = extract_to_store(
             args.data,
             args.store,
-            model=args.model,
             layers=_layers(args.layers),
-            text_column=args.text_column,
-            id_column=args.id_column,
             columns=columns,
-            pooling=args.pooling,
-            max_length=args.max_length,
-            batch_size=args.batch_size,
-            dtype=args.dtype,
-            shard_size=args.shard_size,
-            device=args.device,
-            precision=args.precision,
+            **option_values(args, *_EXTRACT_OPTIONS),
             **_engine_kw(args),
         )
     except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
@@ -117,12 +132,8 @@ def run_predict_at_scale(args):
             args.probe_dir,
             args.data,
             args.out,
-            text_column=args.text_column,
-            id_column=args.id_column,
-            runtime=args.runtime,
-            batch_size=args.batch_size,
-            trust_remote_code=args.trust_remote_code,
             overwrite=args.force,
+            **option_values(args, *_PREDICT_OPTIONS),
             **kw,
         )
     except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
