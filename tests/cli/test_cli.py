@@ -38,6 +38,12 @@ def _write_csv(path, texts, labels, text_col="review", label_col="stars"):
     return path
 
 
+def _csv_probe(path):
+    """``skloes probe`` on a file of ``_write_csv`` (columns review and stars)."""
+    columns = ["--text-column", "review", "--label-column", "stars"]
+    return ["probe", "--data", str(path), *columns]
+
+
 def test_parser_defaults():
     args = build_parser().parse_args(["probe"])
     assert (
@@ -187,15 +193,9 @@ def test_data_file_custom_columns_and_token_metrics(tmp_path, capsys, tiny_model
     out = tmp_path / "out"
     status = main(
         [
-            "probe",
+            *_csv_probe(path),
             "--model",
             tiny_model_path,
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
             "--n-layers-to-select",
             "2",
             "--token-metrics",
@@ -233,17 +233,7 @@ def test_missing_column_and_small_class(tmp_path, capsys):
         main(["probe", "--data", str(path)]),
         "--text-column 'text' is not a column",
     )
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-        ]
-    )
+    status = main(_csv_probe(path))
     _one_line_error(capsys, status, "class 'y' has 1 sample")
     bad = tmp_path / "d.xlsx"
     bad.write_text("nope")
@@ -256,48 +246,12 @@ def test_unloadable_model_is_a_user_error(tmp_path, capsys):
     path = _write_csv(tmp_path / "d.csv", ["a b"] * 6, ["x", "y"] * 3)
     empty = tmp_path / "not_a_model"
     empty.mkdir()
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-            "--model",
-            str(empty),
-        ]
-    )
+    status = main([*_csv_probe(path), "--model", str(empty)])
     _one_line_error(capsys, status, "has no config.json")
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-            "--model",
-            str(tmp_path / "nowhere"),
-        ]
-    )
+    status = main([*_csv_probe(path), "--model", str(tmp_path / "nowhere")])
     _one_line_error(capsys, status, "does not exist")
     (empty / "config.json").write_text("{not json")
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-            "--model",
-            str(empty),
-        ]
-    )
+    status = main([*_csv_probe(path), "--model", str(empty)])
     _one_line_error(capsys, status, "not_a_model")
 
 
