@@ -84,6 +84,66 @@ def _positive_int(option):
     return parse
 
 
+# The files ``--data`` reads (a folder holds them too, for predict and extract).
+_DATA_FILES = ".csv/.tsv/.jsonl/.parquet"
+
+
+# Every option that more than one command takes, declared once: a command adds
+# it with ``_add_option(parser, name, **what_differs)``, what differs being
+# mostly its default and its help (``%(default)s`` quotes the command's
+# default). ``--out`` is not here: probe's is a report folder, predict's a
+# file, two options under one name.
+_SHARED_OPTIONS = {
+    "--model": {"metavar": "ID_OR_PATH"},
+    "--data": {
+        "required": True,
+        "metavar": "FILE_OR_FOLDER",
+        "help": f"a {_DATA_FILES} file of texts, or a folder of them",
+    },
+    "--text-column": {
+        "default": "text",
+        "metavar": "C",
+        "help": "text column (default: %(default)s)",
+    },
+    "--id-column": {"default": None, "metavar": "C"},
+    "--pooling": {
+        "default": "mean",
+        "choices": list(POOLINGS),
+        "help": "token pooling (default: %(default)s)",
+    },
+    "--max-length": {
+        "type": _positive_int("--max-length"),
+        "metavar": "T",
+        "help": "tokens kept per text (default: %(default)s)",
+    },
+    "--batch-size": {
+        "type": _positive_int("--batch-size"),
+        "default": 32,
+        "metavar": "B",
+        "help": "texts per forward pass (default: %(default)s)",
+    },
+    "--device": {"default": "auto", "metavar": "D"},
+    "--precision": {
+        "default": "float32",
+        "choices": ["float32", "bfloat16", "int8"],
+        "help": "arithmetic of the forward pass (default: %(default)s)",
+    },
+    "--force": {"action": "store_true"},
+    # the positional of ``skloes cache info`` and ``skloes cache prune``
+    "path": {
+        "metavar": "DIR",
+        "nargs": "?",
+        "default": None,
+        "help": "the cache folder (default: the user model cache)",
+    },
+}
+
+
+def _add_option(parser, name, **what_differs):
+    """Add the shared option ``name`` (``_SHARED_OPTIONS``) to ``parser``."""
+    parser.add_argument(name, **{**_SHARED_OPTIONS[name], **what_differs})
+
+
 def build_parser():
     """The argument parser of the ``skloes`` command.
 
@@ -124,26 +184,25 @@ def _add_probe_parser(sub):
             "Tomatoes subsample."
         ),
     )
-    probe.add_argument(
+    _add_option(
+        probe,
         "--model",
         default=DEFAULT_MODEL,
-        metavar="ID_OR_PATH",
         help="Hugging Face id, local folder or .gguf file; ids of "
         "installed offline bundles need no network "
         f"(default: {DEFAULT_MODEL})",
     )
-    probe.add_argument(
+    _add_option(
+        probe,
         "--data",
+        required=False,
         default="rotten_tomatoes",
         metavar="NAME_OR_FILE",
         help=f"built-in data set ({', '.join(BUILTIN_DATA)}) or a "
-        ".csv/.tsv/.jsonl/.parquet file (default: rotten_tomatoes)",
+        f"{_DATA_FILES} file (default: rotten_tomatoes)",
     )
-    probe.add_argument(
-        "--text-column",
-        default="text",
-        metavar="C",
-        help="text column of a data file (default: text)",
+    _add_option(
+        probe, "--text-column", help="text column of a data file (default: text)"
     )
     probe.add_argument(
         "--label-column",
@@ -169,12 +228,7 @@ def _add_probe_parser(sub):
         + ", ".join(f"{c} ({d})" for d, c in BUILTIN_GROUPS.items())
         + " (default: none)",
     )
-    probe.add_argument(
-        "--pooling",
-        default="mean",
-        choices=list(POOLINGS),
-        help="token pooling (default: mean)",
-    )
+    _add_option(probe, "--pooling")
     probe.add_argument(
         "--n-layers-to-select",
         type=_n_layers_value,
@@ -221,7 +275,20 @@ def _add_probe_parser(sub):
         "fold's picks and their stability (default); --no-nested "
         "selects once on all rows (faster, optimistic)",
     )
-    _add_extraction_options(probe)
+    _add_option(
+        probe,
+        "--device",
+        help="torch device: auto, cpu, cuda, mps (default: %(default)s)",
+    )
+    _add_option(probe, "--batch-size")
+    _add_option(probe, "--max-length", default=128)
+    _add_option(
+        probe,
+        "--precision",
+        help="arithmetic of the forward pass: int8 and "
+        "bfloat16 are faster on CPUs with int8/bfloat16 units and "
+        "move the features slightly (default: %(default)s)",
+    )
     probe.add_argument(
         "--seed",
         type=int,
@@ -229,38 +296,6 @@ def _add_probe_parser(sub):
         help="random seed of the subsample, folds and selection",
     )
     _add_probe_output_options(probe)
-
-
-def _add_extraction_options(probe):
-    """The forward-pass options of ``skloes probe``."""
-    probe.add_argument(
-        "--device",
-        default="auto",
-        metavar="D",
-        help="torch device: auto, cpu, cuda, mps (default: auto)",
-    )
-    probe.add_argument(
-        "--batch-size",
-        type=_positive_int("--batch-size"),
-        default=32,
-        metavar="B",
-        help="texts per forward pass (default: 32)",
-    )
-    probe.add_argument(
-        "--max-length",
-        type=_positive_int("--max-length"),
-        default=128,
-        metavar="T",
-        help="tokens kept per text (default: 128)",
-    )
-    probe.add_argument(
-        "--precision",
-        default="float32",
-        choices=["float32", "bfloat16", "int8"],
-        help="arithmetic of the forward pass: int8 and "
-        "bfloat16 are faster on CPUs with int8/bfloat16 units and "
-        "move the features slightly (default: float32)",
-    )
 
 
 def _add_probe_output_options(probe):
@@ -271,9 +306,9 @@ def _add_probe_output_options(probe):
         metavar="DIR",
         help="report folder (default: ./skloes_report)",
     )
-    probe.add_argument(
+    _add_option(
+        probe,
         "--force",
-        action="store_true",
         help="overwrite a report (layers.csv, profile.png, "
         "selection.json) already in --out, and a probe already "
         "saved in --save",
@@ -307,18 +342,14 @@ def _add_predict_parser(sub):
     predict.add_argument(
         "probe_dir", metavar="DIR", help="folder written by skloes probe --save"
     )
-    predict.add_argument(
+    _add_option(
+        predict,
         "--data",
-        required=True,
-        metavar="FILE_OR_FOLDER",
-        help="a .csv/.tsv/.jsonl/.parquet file of texts, or (with --engine, or "
+        help=f"a {_DATA_FILES} file of texts, or (with --engine, or "
         "--out a .parquet file) a folder of them",
     )
-    predict.add_argument(
-        "--text-column",
-        default="text",
-        metavar="C",
-        help="text column of the data file (default: text)",
+    _add_option(
+        predict, "--text-column", help="text column of the data file (default: text)"
     )
     predict.add_argument(
         "--out",
@@ -328,28 +359,21 @@ def _add_predict_parser(sub):
         "written at scale: in shards, resumable, by --engine",
     )
     _add_scale_options(predict, "the prediction")
-    predict.add_argument(
+    _add_option(
+        predict,
         "--id-column",
-        default=None,
-        metavar="C",
         help="with a .parquet --out: the data's id column, kept beside each "
         "prediction (default: row_id, the row's position, only)",
     )
-    predict.add_argument(
-        "--force", action="store_true", help="overwrite --out if it exists"
-    )
-    predict.add_argument(
+    _add_option(predict, "--force", help="overwrite --out if it exists")
+    _add_option(
+        predict,
         "--batch-size",
-        type=_positive_int("--batch-size"),
         default=None,
-        metavar="B",
         help="texts per forward pass (default: the probe's)",
     )
-    predict.add_argument(
-        "--device",
-        default=None,
-        metavar="D",
-        help="torch device (default: the probe's)",
+    _add_option(
+        predict, "--device", default=None, help="torch device (default: the probe's)"
     )
     predict.add_argument(
         "--runtime",
@@ -422,18 +446,13 @@ def _add_extract_parser(sub):
         "one column per layer, and a manifest. Re-run the same command to "
         "resume a killed job.",
     )
-    extract.add_argument(
+    _add_option(
+        extract,
         "--model",
         default=None,
-        metavar="ID_OR_PATH",
         help="the model (default: the bundled all-MiniLM-L6-v2)",
     )
-    extract.add_argument(
-        "--data",
-        required=True,
-        metavar="FILE_OR_FOLDER",
-        help="a .csv/.tsv/.jsonl/.parquet file of texts, or a folder of them",
-    )
+    _add_option(extract, "--data")
     extract.add_argument(
         "--store",
         required=True,
@@ -447,16 +466,10 @@ def _add_extract_parser(sub):
         help="hidden states to keep (0 = embeddings), or a saved probe's "
         "selected layers; the forward pass stops at the deepest (default: all)",
     )
-    extract.add_argument(
-        "--text-column",
-        default="text",
-        metavar="C",
-        help="text column (default: text)",
-    )
-    extract.add_argument(
+    _add_option(extract, "--text-column")
+    _add_option(
+        extract,
         "--id-column",
-        default=None,
-        metavar="C",
         help="the data's id column, kept in the store beside row_id",
     )
     extract.add_argument(
@@ -465,26 +478,9 @@ def _add_extract_parser(sub):
         metavar="C1,C2",
         help="further columns to keep (labels, groups)",
     )
-    extract.add_argument(
-        "--pooling",
-        default="mean",
-        choices=list(POOLINGS),
-        help="token pooling (default: mean)",
-    )
-    extract.add_argument(
-        "--max-length",
-        type=_positive_int("--max-length"),
-        default=512,
-        metavar="T",
-        help="tokens kept per text (default: 512)",
-    )
-    extract.add_argument(
-        "--batch-size",
-        type=_positive_int("--batch-size"),
-        default=32,
-        metavar="B",
-        help="texts per forward pass (default: 32)",
-    )
+    _add_option(extract, "--pooling")
+    _add_option(extract, "--max-length", default=512)
+    _add_option(extract, "--batch-size")
     extract.add_argument(
         "--dtype",
         default="float32",
@@ -498,18 +494,12 @@ def _add_extract_parser(sub):
         metavar="N",
         help="rows per shard (default: about 32 MiB of layers)",
     )
-    extract.add_argument(
+    _add_option(
+        extract,
         "--device",
-        default="auto",
-        metavar="D",
-        help="torch device of each worker (default: auto)",
+        help="torch device of each worker (default: %(default)s)",
     )
-    extract.add_argument(
-        "--precision",
-        default="float32",
-        choices=["float32", "bfloat16", "int8"],
-        help="arithmetic of the forward pass (default: float32)",
-    )
+    _add_option(extract, "--precision")
     _add_scale_options(extract, "the extraction")
 
 
@@ -541,13 +531,7 @@ def _add_cache_parser(sub):
         description="Entries and bytes per settings of a hidden-states cache "
         "folder; without DIR, the folders of the user model cache (SKLOES_HOME).",
     )
-    info.add_argument(
-        "path",
-        metavar="DIR",
-        nargs="?",
-        default=None,
-        help="the cache folder (default: the user model cache)",
-    )
+    _add_option(info, "path")
     prune = actions.add_parser(
         "prune",
         help="remove old entries, then the oldest down to a size",
@@ -555,13 +539,7 @@ def _add_cache_parser(sub):
         "oldest until the cache holds at most --max-bytes. Without DIR, remove "
         "what killed preparations left in the user model cache (SKLOES_HOME).",
     )
-    prune.add_argument(
-        "path",
-        metavar="DIR",
-        nargs="?",
-        default=None,
-        help="the cache folder (default: the user model cache)",
-    )
+    _add_option(prune, "path")
     prune.add_argument(
         "--max-bytes",
         type=_size,
@@ -622,6 +600,13 @@ _OPTION_OF = {
     "device": "--device",
     "n_layers_to_select": "--n-layers-to-select",
 }
+
+
+def option_values(args, *names):
+    """The parsed options ``names`` (their dests) as keyword arguments: an
+    option sets the Python parameter of its name (``--max-length`` sets
+    ``max_length``)."""
+    return {name: getattr(args, name) for name in names}
 
 
 def as_options(message):

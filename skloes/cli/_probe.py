@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import UserError, _first_line, as_options
+from skloes.cli._args import UserError, _first_line, as_options, option_values
 from skloes.cli._data import load_data
 
 
@@ -75,11 +75,8 @@ def _extract(args, texts):
     hst = HiddenStatesTransformer(
         args.model,
         pooling=pooling,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        device=args.device,
+        **option_values(args, "batch_size", "max_length", "device", "precision"),
         verbose=1,
-        precision=args.precision,
     )
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
@@ -263,10 +260,7 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
     probe = cls(
         args.model,
         selector=selector,
-        pooling=args.pooling,
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        device=args.device,
+        **option_values(args, "pooling", "max_length", "batch_size", "device"),
         random_state=args.seed,
         fusion=report.fusion,
         extractor_params={"precision": args.precision},

@@ -11,12 +11,16 @@ file or folder of any size with a saved probe
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
-from skloes.cli._args import UserError, _first_line, _quiet_libraries
+from skloes.cli._args import (
+    UserError,
+    _first_line,
+    _quiet_libraries,
+    option_values,
+)
 
 __all__ = ["at_scale", "run_extract", "run_predict_at_scale"]
 
@@ -27,13 +31,32 @@ def at_scale(args) -> bool:
     return args.engine is not None or out.lower().endswith((".parquet", ".pq"))
 
 
+# The options that extract_to_store and predict_to_parquet take as they are.
+_EXTRACT_OPTIONS = (
+    "model",
+    "text_column",
+    "id_column",
+    "pooling",
+    "max_length",
+    "batch_size",
+    "dtype",
+    "shard_size",
+    "device",
+    "precision",
+)
+_PREDICT_OPTIONS = (
+    "text_column",
+    "id_column",
+    "runtime",
+    "batch_size",
+    "trust_remote_code",
+)
+
+
 def _engine_kw(args):
     return {
         "engine": args.engine or "local",
-        "address": args.address,
-        "n_workers": args.n_workers,
-        "threads_per_worker": args.threads_per_worker,
-        "num_gpus": args.num_gpus,
+        **option_values(args, "address", "n_workers", "threads_per_worker", "num_gpus"),
     }
 
 
@@ -53,41 +76,33 @@ def _layers(text):
     return str(Path(text).expanduser())
 
 
-def _fail(exc):
-    text = _first_line(exc)
-    for prefix in ("extract_to_store: ", "predict_to_parquet: "):
-        text = text.removeprefix(prefix)
-    return UserError(text)
+def _call_engine(function, *args, **kwargs):
+    """``function(*args, **kwargs)``, its errors as one-line user errors."""
+    try:
+        return function(*args, **kwargs)
+    except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
+        text = _first_line(exc)
+        for prefix in ("extract_to_store: ", "predict_to_parquet: "):
+            text = text.removeprefix(prefix)
+        raise UserError(text) from None
 
 
 def run_extract(args):
     """Run ``skloes extract`` for parsed arguments."""
     from skloes.scale import extract_to_store
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _quiet_libraries()
+    _quiet_libraries()  # sets TOKENIZERS_PARALLELISM too
     start = time.perf_counter()
     columns = [c for c in (args.columns or "").split(",") if c]
-    try:
-        store = extract_to_store(
-            args.data,
-            args.store,
-            model=args.model,
-            layers=_layers(args.layers),
-            text_column=args.text_column,
-            id_column=args.id_column,
-            columns=columns,
-            pooling=args.pooling,
-            max_length=args.max_length,
-            batch_size=args.batch_size,
-            dtype=args.dtype,
-            shard_size=args.shard_size,
-            device=args.device,
-            precision=args.precision,
-            **_engine_kw(args),
-        )
-    except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
-        raise _fail(exc) from None
+    store = _call_engine(
+        extract_to_store,
+        args.data,
+        args.store,
+        layers=_layers(args.layers),
+        columns=columns,
+        **option_values(args, *_EXTRACT_OPTIONS),
+        **_engine_kw(args),
+    )
     print(
         f"{store.n_rows} rows, layers {store.layers.tolist()} of width {store.dim}, "
         f"in {store.n_shards} shards ({store.nbytes() / 2**20:.1f} MiB) written to "
@@ -106,27 +121,20 @@ def run_predict_at_scale(args):
         raise UserError("--device: at scale each worker uses the probe's device")
     if Path(args.out).expanduser().exists() and not args.force:
         raise UserError(f"--out {args.out!r} exists; pass --force to overwrite it")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _quiet_libraries()
+    _quiet_libraries()  # sets TOKENIZERS_PARALLELISM too
     start = time.perf_counter()
     kw = _engine_kw(args)
     if args.threads is not None and kw["threads_per_worker"] is None:
         kw["threads_per_worker"] = args.threads
-    try:
-        out = predict_to_parquet(
-            args.probe_dir,
-            args.data,
-            args.out,
-            text_column=args.text_column,
-            id_column=args.id_column,
-            runtime=args.runtime,
-            batch_size=args.batch_size,
-            trust_remote_code=args.trust_remote_code,
-            overwrite=args.force,
-            **kw,
-        )
-    except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
-        raise _fail(exc) from None
+    out = _call_engine(
+        predict_to_parquet,
+        args.probe_dir,
+        args.data,
+        args.out,
+        overwrite=args.force,
+        **option_values(args, *_PREDICT_OPTIONS),
+        **kw,
+    )
     print(
         f"predictions written to {out} in {time.perf_counter() - start:.1f} s",
         file=sys.stderr,

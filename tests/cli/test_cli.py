@@ -38,6 +38,18 @@ def _write_csv(path, texts, labels, text_col="review", label_col="stars"):
     return path
 
 
+def _csv_probe(path):
+    """``skloes probe`` on a file of ``_write_csv`` (columns review and stars)."""
+    columns = ["--text-column", "review", "--label-column", "stars"]
+    return ["probe", "--data", str(path), *columns]
+
+
+def _tiny_probe(model_path, data, out, *options):
+    """``skloes probe`` of the tiny model, on CPU, on ``data``, reporting to ``out``."""
+    where = ["--data", str(data), "--out", str(out), "--device", "cpu"]
+    return ["probe", "--model", model_path, *where, *options]
+
+
 def test_parser_defaults():
     args = build_parser().parse_args(["probe"])
     assert (
@@ -187,15 +199,9 @@ def test_data_file_custom_columns_and_token_metrics(tmp_path, capsys, tiny_model
     out = tmp_path / "out"
     status = main(
         [
-            "probe",
+            *_csv_probe(path),
             "--model",
             tiny_model_path,
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
             "--n-layers-to-select",
             "2",
             "--token-metrics",
@@ -233,17 +239,7 @@ def test_missing_column_and_small_class(tmp_path, capsys):
         main(["probe", "--data", str(path)]),
         "--text-column 'text' is not a column",
     )
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-        ]
-    )
+    status = main(_csv_probe(path))
     _one_line_error(capsys, status, "class 'y' has 1 sample")
     bad = tmp_path / "d.xlsx"
     bad.write_text("nope")
@@ -256,48 +252,12 @@ def test_unloadable_model_is_a_user_error(tmp_path, capsys):
     path = _write_csv(tmp_path / "d.csv", ["a b"] * 6, ["x", "y"] * 3)
     empty = tmp_path / "not_a_model"
     empty.mkdir()
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-            "--model",
-            str(empty),
-        ]
-    )
+    status = main([*_csv_probe(path), "--model", str(empty)])
     _one_line_error(capsys, status, "has no config.json")
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-            "--model",
-            str(tmp_path / "nowhere"),
-        ]
-    )
+    status = main([*_csv_probe(path), "--model", str(tmp_path / "nowhere")])
     _one_line_error(capsys, status, "does not exist")
     (empty / "config.json").write_text("{not json")
-    status = main(
-        [
-            "probe",
-            "--data",
-            str(path),
-            "--text-column",
-            "review",
-            "--label-column",
-            "stars",
-            "--model",
-            str(empty),
-        ]
-    )
+    status = main([*_csv_probe(path), "--model", str(empty)])
     _one_line_error(capsys, status, "not_a_model")
 
 
@@ -398,19 +358,7 @@ def test_force_overwrites_the_report(tmp_path, capsys, tiny_model_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "layers.csv").write_text("old")
-    argv = [
-        "probe",
-        "--model",
-        tiny_model_path,
-        "--data",
-        str(data),
-        "--n-layers-to-select",
-        "2",
-        "--out",
-        str(out),
-        "--device",
-        "cpu",
-    ]
+    argv = _tiny_probe(tiny_model_path, data, out, "--n-layers-to-select", "2")
     assert main(argv) == 2
     assert main([*argv, "--force"]) == 0, capsys.readouterr().err
     assert (out / "layers.csv").read_text().startswith("layer")
@@ -506,23 +454,8 @@ def test_probe_save_then_predict_closes_the_loop(tmp_path, capsys, tiny_model_pa
 
     data, texts = _tiny_data(tmp_path)
     saved = tmp_path / "saved"
-    status = main(
-        [
-            "probe",
-            "--model",
-            tiny_model_path,
-            "--data",
-            str(data),
-            "--n-layers-to-select",
-            "2",
-            "--out",
-            str(tmp_path / "out"),
-            "--save",
-            str(saved),
-            "--device",
-            "cpu",
-        ]
-    )
+    options = ["--n-layers-to-select", "2", "--save", str(saved)]
+    status = main(_tiny_probe(tiny_model_path, data, tmp_path / "out", *options))
     assert status == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "selection.json").read_text())
@@ -564,9 +497,8 @@ def test_probe_fusion_scores_the_report_and_saves_the_probe_with_it(
 
     data, _ = _tiny_data(tmp_path)
     saved = tmp_path / "saved"
-    argv = ["probe", "--model", tiny_model_path, "--data", str(data)]
-    argv += ["--n-layers-to-select", "2", "--out", str(tmp_path / "out")]
-    argv += ["--save", str(saved), "--device", "cpu", "--fusion", fusion]
+    options = ["--n-layers-to-select", "2", "--save", str(saved), "--fusion", fusion]
+    argv = _tiny_probe(tiny_model_path, data, tmp_path / "out", *options)
     assert main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "selection.json").read_text())
@@ -652,26 +584,8 @@ def test_probe_and_predict_read_parquet(tmp_path, capsys, tiny_model_path):
     train = tmp_path / "train.parquet"
     pd.read_csv(csv).to_parquet(train)
     saved = tmp_path / "saved"
-    assert (
-        main(
-            [
-                "probe",
-                "--model",
-                tiny_model_path,
-                "--data",
-                str(train),
-                "--n-layers-to-select",
-                "1",
-                "--out",
-                str(tmp_path / "out"),
-                "--save",
-                str(saved),
-                "--device",
-                "cpu",
-            ]
-        )
-        == 0
-    )
+    options = ["--n-layers-to-select", "1", "--save", str(saved)]
+    assert main(_tiny_probe(tiny_model_path, train, tmp_path / "out", *options)) == 0
     new = tmp_path / "new.parquet"
     pd.DataFrame({"text": texts[:3]}).to_parquet(new)
     out = tmp_path / "predictions.csv"
@@ -688,24 +602,8 @@ def test_probe_save_replaces_a_saved_probe_only_with_force(
     saved = tmp_path / "saved"
 
     def probe(save, *force):
-        return main(
-            [
-                "probe",
-                "--model",
-                tiny_model_path,
-                "--data",
-                str(data),
-                "--n-layers-to-select",
-                "1",
-                "--out",
-                str(tmp_path / "out"),
-                "--save",
-                str(save),
-                "--device",
-                "cpu",
-                *force,
-            ]
-        )
+        options = ["--n-layers-to-select", "1", "--save", str(save), *force]
+        return main(_tiny_probe(tiny_model_path, data, tmp_path / "out", *options))
 
     assert probe(saved) == 0
     first = (saved / "manifest.json").stat().st_mtime_ns
@@ -746,26 +644,8 @@ def test_predict_user_errors_are_one_line(tmp_path, capsys, tiny_model_path):
         "does not exist",
     )
     saved = tmp_path / "saved"
-    assert (
-        main(
-            [
-                "probe",
-                "--model",
-                tiny_model_path,
-                "--data",
-                str(data),
-                "--n-layers-to-select",
-                "1",
-                "--out",
-                str(tmp_path / "o"),
-                "--save",
-                str(saved),
-                "--device",
-                "cpu",
-            ]
-        )
-        == 0
-    )
+    options = ["--n-layers-to-select", "1", "--save", str(saved)]
+    assert main(_tiny_probe(tiny_model_path, data, tmp_path / "o", *options)) == 0
     capsys.readouterr()
     one_line(
         ["predict", str(saved), "--data", str(data), "--text-column", "x"],
