@@ -33,6 +33,7 @@ import numpy as np
 import skloes.probe_folder as probe_folder
 from skloes.core._batching import token_batches
 from skloes.core._texts import check_texts
+from skloes.utils._docstrings import fill_doc
 from skloes.utils._optional import import_optional
 
 __all__ = ["ExportedProbe", "load_exported", "open_exported"]
@@ -355,6 +356,15 @@ class _available_if_proba:  # noqa: N801 - a decorator
         return self.method.__get__(obj, objtype)
 
 
+_texts_doc = fill_doc(
+    TEXTS="""
+        Parameters
+        ----------
+        X : list of str
+            Texts."""
+)
+
+
 class ExportedProbe:
     """A saved probe served from its exported graph (ONNX Runtime), torch-free.
 
@@ -448,15 +458,13 @@ class ExportedProbe:
         array of str, or a table of one text column)."""
         return check_texts(X, "ExportedProbe")
 
+    @_texts_doc
     def tokenize(self, X):
         """The token ids the graph is fed for each text.
 
         .. versionadded:: 0.3
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {TEXTS}
 
         Returns
         -------
@@ -499,13 +507,11 @@ class ExportedProbe:
             feeds[name] = out
         return feeds
 
+    @_texts_doc
     def transform(self, X):
         """The pooled selected layers of ``X``, as the graph returns them.
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {TEXTS}
 
         Returns
         -------
@@ -534,13 +540,11 @@ class ExportedProbe:
             raise ValueError("ExportedProbe: the graph produced NaN or inf states.")
         return out
 
+    @_texts_doc
     def decision_function(self, X):
         """Decision scores of the head.
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {TEXTS}
 
         Returns
         -------
@@ -560,6 +564,7 @@ class ExportedProbe:
         return self.head_.predict_proba(stack)
 
     @_available_if_proba
+    @_texts_doc
     def predict_proba(self, X):
         """Class probabilities, in the order of ``classes_``.
 
@@ -567,10 +572,7 @@ class ExportedProbe:
         (:meth:`has_proba`): elsewhere the attribute does not exist, as
         scikit-learn's ``hasattr`` convention wants.
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {TEXTS}
 
         Returns
         -------
@@ -593,15 +595,13 @@ class ExportedProbe:
         """
         return self.classes_ is not None and self.head_.has("predict_proba")
 
+    @_texts_doc
     def predict_with_proba(self, X):
         """``predict(X)`` and ``predict_proba(X)`` from one pass of the graph.
 
         .. versionadded:: 0.3
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {TEXTS}
 
         Returns
         -------
@@ -615,13 +615,11 @@ class ExportedProbe:
         proba = self._probabilities(stack) if self.has_proba() else None
         return self.head_.predict(stack), proba
 
+    @_texts_doc
     def predict(self, X):
         """Predicted labels (classifier) or values (regressor).
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {TEXTS}
 
         Returns
         -------

@@ -27,6 +27,7 @@ from skloes.core._torch import DEVICE_CONSTRAINT, torch
 from skloes.heads._mixins import (
     EmbeddingFeatureNamesMixin,
     TorchClassifierMixin,
+    fit_labels_doc,
     head_outputs,
     layer_blocks,
     validation_split,
@@ -388,6 +389,7 @@ class GeoRegClassifier(_BaseGeoReg):
         self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
+    @fit_labels_doc
     def fit(self, X, y):
         """Train the head.
 
@@ -396,13 +398,7 @@ class GeoRegClassifier(_BaseGeoReg):
         X : array-like
             A layer stack (n_layers, n_samples, dim) or a flat table
             (n_samples, n_features).
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted classifier.
+        {FIT_LABELS}
         """
         from skloes.core._torch import resolve_device
         from skloes.heads._modules import LayerFusionHead, make_generator

@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from skloes.core._pooling import POOLINGS
 from skloes.core._torch import torch
 from skloes.heads._georeg import _BaseGeoReg
+from skloes.heads._mixins import fit_labels_doc
 from skloes.heads._options import GEO_WEIGHT_FINETUNE
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 
@@ -207,6 +208,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
+    @fit_labels_doc
     def fit(self, X, y):
         """Fine-tune the backbone blocks and train the head.
 
@@ -214,13 +216,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         ----------
         X : list of str or array-like of shape (n_samples,)
             Raw texts (or the model's other raw inputs).
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted classifier.
+        {FIT_LABELS}
         """
         from skloes.extraction._hidden_states import HiddenStatesTransformer
         from skloes.models._inputs import check_inputs
