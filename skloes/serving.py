@@ -33,7 +33,7 @@ import numpy as np
 import skloes.probe_folder as probe_folder
 from skloes.core._batching import token_batches
 from skloes.core._texts import check_texts
-from skloes.utils._docstrings import fill_doc
+from skloes.utils._docstrings import fill_x_doc
 from skloes.utils._optional import import_optional
 
 __all__ = ["ExportedProbe", "load_exported", "open_exported"]
@@ -71,11 +71,7 @@ class _LinearHead:
     """The fused layers' standardization and a linear model, in numpy."""
 
     def __init__(self, arrays, spec):
-        self.kind = spec["kind"]
-        self.fusion_mean = arrays.get("fusion_mean")
-        self.fusion_scale = arrays.get("fusion_scale")
-        self.scaler_mean = arrays.get("scaler_mean")
-        self.scaler_scale = arrays.get("scaler_scale")
+        self._read_scalers(arrays, spec)
         self.coef, self.intercept = arrays["coef"], arrays["intercept"]
         self.classes_ = _labels(spec.get("classes"))
         self.name = "LogisticRegression" if self.kind == "logistic" else "linear model"
@@ -87,6 +83,14 @@ class _LinearHead:
                 f"its {rows} rows of coefficients do not score the "
                 f"{len(self.classes_)} classes of the manifest"
             )
+
+    def _read_scalers(self, arrays, spec):
+        """The head's kind and the fused layers' standardization arrays."""
+        self.kind = spec["kind"]
+        self.fusion_mean = arrays.get("fusion_mean")
+        self.fusion_scale = arrays.get("fusion_scale")
+        self.scaler_mean = arrays.get("scaler_mean")
+        self.scaler_scale = arrays.get("scaler_scale")
 
     def has(self, method):
         return method != "predict_proba" or self.kind == "logistic"
@@ -115,12 +119,7 @@ class _LinearHead:
 
     def predict_proba(self, stack):
         scores = self.decision_function(stack)
-        if scores.ndim == 1:
-            positive = 1.0 / (1.0 + np.exp(-scores))
-            return np.column_stack([1.0 - positive, positive])
-        scores = scores - scores.max(axis=1, keepdims=True)
-        exp = np.exp(scores)
-        return exp / exp.sum(axis=1, keepdims=True)
+        return _proba(scores[:, None] if scores.ndim == 1 else scores)
 
     def predict(self, stack):
         scores = self.decision_function(stack)
@@ -160,11 +159,7 @@ class _EnsembleHead(_LinearHead):
     first axis of layers; the meta model's)."""
 
     def __init__(self, arrays, spec):
-        self.kind = spec["kind"]
-        self.fusion_mean = arrays.get("fusion_mean")
-        self.fusion_scale = arrays.get("fusion_scale")
-        self.scaler_mean = arrays.get("scaler_mean")
-        self.scaler_scale = arrays.get("scaler_scale")
+        self._read_scalers(arrays, spec)
         self.layer_mean = arrays.get("layer_scaler_mean")
         self.layer_scale = arrays.get("layer_scaler_scale")
         self.layer_coef = arrays["layer_coef"]
@@ -356,13 +351,7 @@ class _available_if_proba:  # noqa: N801 - a decorator
         return self.method.__get__(obj, objtype)
 
 
-_texts_doc = fill_doc(
-    TEXTS="""
-        Parameters
-        ----------
-        X : list of str
-            Texts."""
-)
+_texts_doc = fill_x_doc("list of str", "Texts.")
 
 
 class ExportedProbe:
@@ -464,7 +453,7 @@ class ExportedProbe:
 
         .. versionadded:: 0.3
 
-        {TEXTS}
+        {X}
 
         Returns
         -------
@@ -511,7 +500,7 @@ class ExportedProbe:
     def transform(self, X):
         """The pooled selected layers of ``X``, as the graph returns them.
 
-        {TEXTS}
+        {X}
 
         Returns
         -------
@@ -544,7 +533,7 @@ class ExportedProbe:
     def decision_function(self, X):
         """Decision scores of the head.
 
-        {TEXTS}
+        {X}
 
         Returns
         -------
@@ -572,7 +561,7 @@ class ExportedProbe:
         (:meth:`has_proba`): elsewhere the attribute does not exist, as
         scikit-learn's ``hasattr`` convention wants.
 
-        {TEXTS}
+        {X}
 
         Returns
         -------
@@ -601,7 +590,7 @@ class ExportedProbe:
 
         .. versionadded:: 0.3
 
-        {TEXTS}
+        {X}
 
         Returns
         -------
@@ -619,7 +608,7 @@ class ExportedProbe:
     def predict(self, X):
         """Predicted labels (classifier) or values (regressor).
 
-        {TEXTS}
+        {X}
 
         Returns
         -------
@@ -660,7 +649,7 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     Returns
     -------
     probe : ExportedProbe
-        Ready to predict.
+        Ready to predict, opened by :func:`open_exported`.
 
     See Also
     --------

@@ -24,7 +24,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin
 from sklearn.model_selection import train_test_split
 
 from skloes.core._torch import torch
-from skloes.utils._docstrings import fill_doc
+from skloes.utils._docstrings import fill_doc, fill_x_doc
 
 __all__ = [
     "EmbeddingFeatureNamesMixin",
@@ -174,13 +174,7 @@ class TorchHeadMixin:
             self.module_ = unpack_module(packed).to(device)
 
 
-_x_as_in_fit = fill_doc(
-    X_AS_IN_FIT="""
-        Parameters
-        ----------
-        X : array-like
-            As in ``fit``."""
-)
+_x_as_in_fit = fill_x_doc("array-like", "As in ``fit``.")
 
 #: Fills a classifier's ``fit`` docstring line ``{FIT_LABELS}``: ``y`` and Returns.
 fit_labels_doc = fill_doc(
@@ -202,7 +196,7 @@ class TorchClassifierMixin(TorchHeadMixin):
     def decision_function(self, X):
         """Return the logits (two classes: class 1's logit minus class 0's).
 
-        {X_AS_IN_FIT}
+        {X}
 
         Returns
         -------
@@ -216,7 +210,7 @@ class TorchClassifierMixin(TorchHeadMixin):
     def predict_proba(self, X):
         """Class probabilities (softmax of the logits).
 
-        {X_AS_IN_FIT}
+        {X}
 
         Returns
         -------
@@ -231,7 +225,7 @@ class TorchClassifierMixin(TorchHeadMixin):
     def predict(self, X):
         """Predicted class labels.
 
-        {X_AS_IN_FIT}
+        {X}
 
         Returns
         -------
