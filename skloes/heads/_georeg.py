@@ -71,6 +71,24 @@ class _BaseGeoReg(
     def _warm(self):
         return self.warm_start and hasattr(self, "module_")
 
+    def _fit_start(self, y):
+        """Refuse ``y=None``; whether this fit continues the last one."""
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None."
+            )
+        return self._warm()
+
+    def _codes_and_draws(self, y, warm):
+        """The class codes of ``y``, and the fit's RandomState and torch
+        generator (drawn from it)."""
+        from skloes.heads._modules import make_generator
+
+        codes = self._encode_targets(y, warm)
+        rng = check_random_state(self.random_state)
+        return codes, rng, make_generator(rng)
+
     def _encode_targets(self, y, warm):
         name = type(self).__name__
         y = check_label_vector(y, name)
@@ -401,18 +419,11 @@ class GeoRegClassifier(_BaseGeoReg):
         {FIT_LABELS}
         """
         from skloes.core._torch import resolve_device
-        from skloes.heads._modules import LayerFusionHead, make_generator
+        from skloes.heads._modules import LayerFusionHead
 
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y "
-                "is None."
-            )
-        warm = self._warm()
+        warm = self._fit_start(y)
         stack, y = self._validate_features(X, y, reset=not warm)
-        codes = self._encode_targets(y, warm)
-        rng = check_random_state(self.random_state)
-        generator = make_generator(rng)
+        codes, rng, generator = self._codes_and_draws(y, warm)
         if not warm:
             self.layers_, self.selector_ = self._resolve_layers(
                 stack.shape[0], lambda sel: sel.fit(stack, y)

@@ -12,7 +12,6 @@ import os
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from skloes.core._pooling import POOLINGS
@@ -223,11 +222,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         from skloes.models._loading import RemoteCodeError
 
         name = type(self).__name__
-        if y is None:
-            raise ValueError(
-                f"{name} requires y to be passed, but the target y is None."
-            )
-        warm = self._warm()
+        warm = self._fit_start(y)
         hst = None
         if not warm:
             hst = HiddenStatesTransformer(
@@ -259,11 +254,7 @@ class GeoRegFineTuner(_BaseGeoReg):
                 f"{name}: `y` must have one label per input of `X`; got {len(y)} "
                 f"labels for {len(items)} inputs."
             )
-        codes = self._encode_targets(y, warm)
-        rng = check_random_state(self.random_state)
-        from skloes.heads._modules import make_generator
-
-        generator = make_generator(rng)
+        codes, rng, generator = self._codes_and_draws(y, warm)
         if not warm:
             self._build(hst, items, y, generator)
         self._train_backbone(items, codes, rng, generator, torch)
