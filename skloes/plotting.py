@@ -89,18 +89,23 @@ def _mark_selected(ax, selected, label=None):
         )
 
 
-def _score_panel(ax, report, layers, selected):
-    mean, std = report.probe_scores_, report.probe_scores_std_
-    _mark_selected(ax, selected, "LOES layers: " + ", ".join(map(str, selected)))
+def _sd_band(ax, x, mean, std, *, alpha):
+    """The blue ``mean ± std`` band over the folds."""
     ax.fill_between(
-        layers,
+        x,
         mean - std,
         mean + std,
         color="tab:blue",
-        alpha=0.15,
+        alpha=alpha,
         lw=0,
         label="± 1 sd over folds",
     )
+
+
+def _score_panel(ax, report, layers, selected):
+    mean, std = report.probe_scores_, report.probe_scores_std_
+    _mark_selected(ax, selected, "LOES layers: " + ", ".join(map(str, selected)))
+    _sd_band(ax, layers, mean, std, alpha=0.15)
     ax.plot(layers, mean, "o-", color="tab:blue", label=f"probe {report.scoring_} (CV)")
     ax.axhline(
         mean[-1], ls="--", color="0.4", lw=1, label=f"last layer ({mean[-1]:.3f})"
@@ -230,15 +235,7 @@ def _budget_panel(ax, selector, results):
             alpha=0.6,
             label="each fold" if i == 0 else None,
         )
-    ax.fill_between(
-        budgets,
-        mean - std,
-        mean + std,
-        color="tab:blue",
-        alpha=0.2,
-        lw=0,
-        label="± 1 sd over folds",
-    )
+    _sd_band(ax, budgets, mean, std, alpha=0.2)
     ax.plot(budgets, mean, "o-", color="tab:blue", label=f"mean of {len(splits)} folds")
     chosen = int(selector.n_layers_to_select_)
     rule = getattr(selector, "budget_rule", None)

@@ -33,6 +33,7 @@ import numpy as np
 import skloes.probe_folder as probe_folder
 from skloes.core._batching import token_batches
 from skloes.core._texts import check_texts
+from skloes.utils._docstrings import fill_x_doc
 from skloes.utils._optional import import_optional
 
 __all__ = ["ExportedProbe", "load_exported", "open_exported"]
@@ -70,11 +71,7 @@ class _LinearHead:
     """The fused layers' standardization and a linear model, in numpy."""
 
     def __init__(self, arrays, spec):
-        self.kind = spec["kind"]
-        self.fusion_mean = arrays.get("fusion_mean")
-        self.fusion_scale = arrays.get("fusion_scale")
-        self.scaler_mean = arrays.get("scaler_mean")
-        self.scaler_scale = arrays.get("scaler_scale")
+        self._read_scalers(arrays, spec)
         self.coef, self.intercept = arrays["coef"], arrays["intercept"]
         self.classes_ = _labels(spec.get("classes"))
         self.name = "LogisticRegression" if self.kind == "logistic" else "linear model"
@@ -86,6 +83,14 @@ class _LinearHead:
                 f"its {rows} rows of coefficients do not score the "
                 f"{len(self.classes_)} classes of the manifest"
             )
+
+    def _read_scalers(self, arrays, spec):
+        """The head's kind and the fused layers' standardization arrays."""
+        self.kind = spec["kind"]
+        self.fusion_mean = arrays.get("fusion_mean")
+        self.fusion_scale = arrays.get("fusion_scale")
+        self.scaler_mean = arrays.get("scaler_mean")
+        self.scaler_scale = arrays.get("scaler_scale")
 
     def has(self, method):
         return method != "predict_proba" or self.kind == "logistic"
@@ -114,12 +119,7 @@ class _LinearHead:
 
     def predict_proba(self, stack):
         scores = self.decision_function(stack)
-        if scores.ndim == 1:
-            positive = 1.0 / (1.0 + np.exp(-scores))
-            return np.column_stack([1.0 - positive, positive])
-        scores = scores - scores.max(axis=1, keepdims=True)
-        exp = np.exp(scores)
-        return exp / exp.sum(axis=1, keepdims=True)
+        return _proba(scores[:, None] if scores.ndim == 1 else scores)
 
     def predict(self, stack):
         scores = self.decision_function(stack)
@@ -159,11 +159,7 @@ class _EnsembleHead(_LinearHead):
     first axis of layers; the meta model's)."""
 
     def __init__(self, arrays, spec):
-        self.kind = spec["kind"]
-        self.fusion_mean = arrays.get("fusion_mean")
-        self.fusion_scale = arrays.get("fusion_scale")
-        self.scaler_mean = arrays.get("scaler_mean")
-        self.scaler_scale = arrays.get("scaler_scale")
+        self._read_scalers(arrays, spec)
         self.layer_mean = arrays.get("layer_scaler_mean")
         self.layer_scale = arrays.get("layer_scaler_scale")
         self.layer_coef = arrays["layer_coef"]
@@ -355,6 +351,9 @@ class _available_if_proba:  # noqa: N801 - a decorator
         return self.method.__get__(obj, objtype)
 
 
+_texts_doc = fill_x_doc("list of str", "Texts.")
+
+
 class ExportedProbe:
     """A saved probe served from its exported graph (ONNX Runtime), torch-free.
 
@@ -448,15 +447,13 @@ class ExportedProbe:
         array of str, or a table of one text column)."""
         return check_texts(X, "ExportedProbe")
 
+    @_texts_doc
     def tokenize(self, X):
         """The token ids the graph is fed for each text.
 
         .. versionadded:: 0.3
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {X}
 
         Returns
         -------
@@ -499,13 +496,11 @@ class ExportedProbe:
             feeds[name] = out
         return feeds
 
+    @_texts_doc
     def transform(self, X):
         """The pooled selected layers of ``X``, as the graph returns them.
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {X}
 
         Returns
         -------
@@ -534,13 +529,11 @@ class ExportedProbe:
             raise ValueError("ExportedProbe: the graph produced NaN or inf states.")
         return out
 
+    @_texts_doc
     def decision_function(self, X):
         """Decision scores of the head.
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {X}
 
         Returns
         -------
@@ -560,6 +553,7 @@ class ExportedProbe:
         return self.head_.predict_proba(stack)
 
     @_available_if_proba
+    @_texts_doc
     def predict_proba(self, X):
         """Class probabilities, in the order of ``classes_``.
 
@@ -567,10 +561,7 @@ class ExportedProbe:
         (:meth:`has_proba`): elsewhere the attribute does not exist, as
         scikit-learn's ``hasattr`` convention wants.
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {X}
 
         Returns
         -------
@@ -593,15 +584,13 @@ class ExportedProbe:
         """
         return self.classes_ is not None and self.head_.has("predict_proba")
 
+    @_texts_doc
     def predict_with_proba(self, X):
         """``predict(X)`` and ``predict_proba(X)`` from one pass of the graph.
 
         .. versionadded:: 0.3
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {X}
 
         Returns
         -------
@@ -615,13 +604,11 @@ class ExportedProbe:
         proba = self._probabilities(stack) if self.has_proba() else None
         return self.head_.predict(stack), proba
 
+    @_texts_doc
     def predict(self, X):
         """Predicted labels (classifier) or values (regressor).
 
-        Parameters
-        ----------
-        X : list of str
-            Texts.
+        {X}
 
         Returns
         -------
@@ -662,7 +649,7 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     Returns
     -------
     probe : ExportedProbe
-        Ready to predict.
+        Ready to predict, opened by :func:`open_exported`.
 
     See Also
     --------

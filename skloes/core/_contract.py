@@ -282,6 +282,28 @@ def input_ndim(X) -> int:
     return ndim
 
 
+def _stack_layout(estimator, X, y, *, reset, mismatch):
+    """Record the stack's layout (``reset``) or check it against the fitted
+    one, and check ``y``'s length (``mismatch(n_y)``: the error message)."""
+    n_layers, n_samples, dim = X.shape
+    if reset:
+        estimator.input_format_ = "stack"
+        estimator.n_layers_in_ = n_layers
+        estimator.dim_in_ = dim
+        for attr in ("n_features_in_", "feature_names_in_", "layer_dim_"):
+            if hasattr(estimator, attr):
+                delattr(estimator, attr)
+    else:
+        _check_layout(estimator, n_layers, dim)
+    if isinstance(y, str) and y == "no_validation":
+        return X
+    if y is not None:
+        y = np.asarray(y)
+        if y.shape[0] != n_samples:
+            raise ValueError(mismatch(y.shape[0]))
+    return X, y
+
+
 def _validate_stack(estimator, X, y, *, reset, dtype, **check_params):
     name = _name(estimator)
     check_params.pop("ensure_min_features", None)
@@ -302,53 +324,35 @@ def _validate_stack(estimator, X, y, *, reset, dtype, **check_params):
             f"{name}: the layer stack `X` must have at least one layer, sample and "
             f"feature; got shape {X.shape}."
         )
-    if reset:
-        estimator.input_format_ = "stack"
-        estimator.n_layers_in_ = n_layers
-        estimator.dim_in_ = dim
-        for attr in ("n_features_in_", "feature_names_in_", "layer_dim_"):
-            if hasattr(estimator, attr):
-                delattr(estimator, attr)
-    else:
-        _check_layout(estimator, n_layers, dim)
-    if isinstance(y, str) and y == "no_validation":
-        return X
-    if y is not None:
-        y = np.asarray(y)
-        if y.shape[0] != n_samples:
-            raise ValueError(
-                f"{name}: the layer stack `X` of shape {X.shape} is read as "
-                f"(n_layers, n_samples, dim), so it has {n_samples} samples, but `y` "
-                f"has {y.shape[0]}. Pass a stack with the samples on axis 1."
-            )
-    return X, y
+    return _stack_layout(
+        estimator,
+        X,
+        y,
+        reset=reset,
+        mismatch=lambda n_y: (
+            f"{name}: the layer stack `X` of shape {X.shape} is read as "
+            f"(n_layers, n_samples, dim), so it has {n_samples} samples, but `y` "
+            f"has {n_y}. Pass a stack with the samples on axis 1."
+        ),
+    )
 
 
 def _validate_source(estimator, X, y, *, reset):
     """A store view as a lazy stack: its layout recorded or checked, ``y``'s
     length checked; nothing read."""
-    n_layers, n_samples, dim = X.shape
+    n_samples = X.shape[1]
     if n_samples == 0:
         raise ValueError(f"{_name(estimator)}: the store view `X` holds no row.")
-    if reset:
-        estimator.input_format_ = "stack"
-        estimator.n_layers_in_ = n_layers
-        estimator.dim_in_ = dim
-        for attr in ("n_features_in_", "feature_names_in_", "layer_dim_"):
-            if hasattr(estimator, attr):
-                delattr(estimator, attr)
-    else:
-        _check_layout(estimator, n_layers, dim)
-    if isinstance(y, str) and y == "no_validation":
-        return X
-    if y is not None:
-        y = np.asarray(y)
-        if y.shape[0] != n_samples:
-            raise ValueError(
-                f"{_name(estimator)}: the store view `X` has {n_samples} rows, but "
-                f"`y` has {y.shape[0]}; give one target per row of the view."
-            )
-    return X, y
+    return _stack_layout(
+        estimator,
+        X,
+        y,
+        reset=reset,
+        mismatch=lambda n_y: (
+            f"{_name(estimator)}: the store view `X` has {n_samples} rows, but "
+            f"`y` has {n_y}; give one target per row of the view."
+        ),
+    )
 
 
 def _validate_flat(estimator, X, y, *, layer_dim, reset, dtype, **check_params):

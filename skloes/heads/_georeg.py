@@ -27,6 +27,7 @@ from skloes.core._torch import DEVICE_CONSTRAINT, torch
 from skloes.heads._mixins import (
     EmbeddingFeatureNamesMixin,
     TorchClassifierMixin,
+    fit_labels_doc,
     head_outputs,
     layer_blocks,
     validation_split,
@@ -69,6 +70,24 @@ class _BaseGeoReg(
 
     def _warm(self):
         return self.warm_start and hasattr(self, "module_")
+
+    def _fit_start(self, y):
+        """Refuse ``y=None``; whether this fit continues the last one."""
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None."
+            )
+        return self._warm()
+
+    def _codes_and_draws(self, y, warm):
+        """The class codes of ``y``, and the fit's RandomState and torch
+        generator (drawn from it)."""
+        from skloes.heads._modules import make_generator
+
+        codes = self._encode_targets(y, warm)
+        rng = check_random_state(self.random_state)
+        return codes, rng, make_generator(rng)
 
     def _encode_targets(self, y, warm):
         name = type(self).__name__
@@ -388,6 +407,7 @@ class GeoRegClassifier(_BaseGeoReg):
         self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
+    @fit_labels_doc
     def fit(self, X, y):
         """Train the head.
 
@@ -396,27 +416,14 @@ class GeoRegClassifier(_BaseGeoReg):
         X : array-like
             A layer stack (n_layers, n_samples, dim) or a flat table
             (n_samples, n_features).
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted classifier.
+        {FIT_LABELS}
         """
         from skloes.core._torch import resolve_device
-        from skloes.heads._modules import LayerFusionHead, make_generator
+        from skloes.heads._modules import LayerFusionHead
 
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y "
-                "is None."
-            )
-        warm = self._warm()
+        warm = self._fit_start(y)
         stack, y = self._validate_features(X, y, reset=not warm)
-        codes = self._encode_targets(y, warm)
-        rng = check_random_state(self.random_state)
-        generator = make_generator(rng)
+        codes, rng, generator = self._codes_and_draws(y, warm)
         if not warm:
             self.layers_, self.selector_ = self._resolve_layers(
                 stack.shape[0], lambda sel: sel.fit(stack, y)

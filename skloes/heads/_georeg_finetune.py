@@ -12,12 +12,12 @@ import os
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from skloes.core._pooling import POOLINGS
 from skloes.core._torch import torch
 from skloes.heads._georeg import _BaseGeoReg
+from skloes.heads._mixins import fit_labels_doc
 from skloes.heads._options import GEO_WEIGHT_FINETUNE
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
 
@@ -207,6 +207,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
+    @fit_labels_doc
     def fit(self, X, y):
         """Fine-tune the backbone blocks and train the head.
 
@@ -214,24 +215,14 @@ class GeoRegFineTuner(_BaseGeoReg):
         ----------
         X : list of str or array-like of shape (n_samples,)
             Raw texts (or the model's other raw inputs).
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted classifier.
+        {FIT_LABELS}
         """
         from skloes.extraction._hidden_states import HiddenStatesTransformer
         from skloes.models._inputs import check_inputs
         from skloes.models._loading import RemoteCodeError
 
         name = type(self).__name__
-        if y is None:
-            raise ValueError(
-                f"{name} requires y to be passed, but the target y is None."
-            )
-        warm = self._warm()
+        warm = self._fit_start(y)
         hst = None
         if not warm:
             hst = HiddenStatesTransformer(
@@ -263,11 +254,7 @@ class GeoRegFineTuner(_BaseGeoReg):
                 f"{name}: `y` must have one label per input of `X`; got {len(y)} "
                 f"labels for {len(items)} inputs."
             )
-        codes = self._encode_targets(y, warm)
-        rng = check_random_state(self.random_state)
-        from skloes.heads._modules import make_generator
-
-        generator = make_generator(rng)
+        codes, rng, generator = self._codes_and_draws(y, warm)
         if not warm:
             self._build(hst, items, y, generator)
         self._train_backbone(items, codes, rng, generator, torch)

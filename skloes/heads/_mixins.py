@@ -24,6 +24,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin
 from sklearn.model_selection import train_test_split
 
 from skloes.core._torch import torch
+from skloes.utils._docstrings import fill_doc, fill_x_doc
 
 __all__ = [
     "EmbeddingFeatureNamesMixin",
@@ -173,16 +174,29 @@ class TorchHeadMixin:
             self.module_ = unpack_module(packed).to(device)
 
 
+_x_as_in_fit = fill_x_doc("array-like", "As in ``fit``.")
+
+#: Fills a classifier's ``fit`` docstring line ``{FIT_LABELS}``: ``y`` and Returns.
+fit_labels_doc = fill_doc(
+    FIT_LABELS="""
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted classifier."""
+)
+
+
 class TorchClassifierMixin(TorchHeadMixin):
     """``decision_function``, ``predict_proba`` and ``predict`` from logits."""
 
+    @_x_as_in_fit
     def decision_function(self, X):
         """Return the logits (two classes: class 1's logit minus class 0's).
 
-        Parameters
-        ----------
-        X : array-like
-            As in ``fit``.
+        {X}
 
         Returns
         -------
@@ -192,13 +206,11 @@ class TorchClassifierMixin(TorchHeadMixin):
         logits = self._outputs(X)[0]
         return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
 
+    @_x_as_in_fit
     def predict_proba(self, X):
         """Class probabilities (softmax of the logits).
 
-        Parameters
-        ----------
-        X : array-like
-            As in ``fit``.
+        {X}
 
         Returns
         -------
@@ -209,13 +221,11 @@ class TorchClassifierMixin(TorchHeadMixin):
         proba = np.exp(logits - logits.max(axis=1, keepdims=True))
         return proba / proba.sum(axis=1, keepdims=True)
 
+    @_x_as_in_fit
     def predict(self, X):
         """Predicted class labels.
 
-        Parameters
-        ----------
-        X : array-like
-            As in ``fit``.
+        {X}
 
         Returns
         -------

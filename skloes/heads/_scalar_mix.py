@@ -41,6 +41,7 @@ from skloes.heads._mixins import (
     EmbeddingFeatureNamesMixin,
     TorchClassifierMixin,
     TorchHeadMixin,
+    fit_labels_doc,
     head_outputs,
     layer_blocks,
     validation_split,
@@ -374,6 +375,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
     """
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @fit_labels_doc
     def fit(self, X, y):
         """Train the mix and the probe.
 
@@ -381,13 +383,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
         ----------
         X : array-like of shape (n_layers, n_samples, dim) or (n_samples, n_features)
             Layer stack or flat table.
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted classifier.
+        {FIT_LABELS}
         """
         name = type(self).__name__
         stack = self._stack(X, y)

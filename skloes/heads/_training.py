@@ -211,26 +211,14 @@ def train_loop(
         from skloes.utils._optional import import_optional
 
         epochs = import_optional("tqdm.auto").tqdm(epochs, desc=desc, leave=False)
+    run = _Run(opt, sched, params, module, forward, y, train_idx, geo_loss, task)
+    run.generator, run.batch_size = generator, batch_size
+    run.clip_norm, run.desc = clip_norm, desc
     if has_val and keep_initial:
         best = _val_value(module, forward, y, val_idx, batch_size, task, val_metric)[0]
         best_state = _state_copy(module)
     for epoch in epochs:
-        row = _train_epoch(
-            module,
-            opt,
-            sched,
-            params,
-            forward,
-            y,
-            train_idx,
-            geo_loss,
-            task,
-            generator,
-            batch_size,
-            clip_norm,
-            epoch,
-            desc,
-        )
+        row = run.epoch(epoch)
         if has_val:
             value, row["val_score"], row["val_loss"] = _val_value(
                 module, forward, y, val_idx, batch_size, task, val_metric
@@ -270,54 +258,63 @@ def _val_value(module, forward, y, val_idx, batch_size, task, val_metric):
     return (score if val_metric == "score" else -loss), score, loss
 
 
-def _train_epoch(
-    module,
-    opt,
-    sched,
-    params,
-    forward,
-    y,
-    train_idx,
-    geo_loss,
-    task,
-    generator,
-    batch_size,
-    clip_norm,
-    epoch,
-    desc,
-):
-    module.train()
-    perm = train_idx[torch.randperm(len(train_idx), generator=generator)]
-    sums = dict.fromkeys(
-        ("loss", "task_loss", "geo_loss", "geo_spectral", "geo_triangle"), 0.0
-    )
-    for step, start in enumerate(range(0, len(perm), batch_size), 1):
-        batch = perm[start : start + batch_size]
-        target = y[batch.to(y.device)]
-        out, z = forward(batch, True)
-        task_loss = _task_loss(out, target, task)
-        spec, tri, geo = _geo_terms(geo_loss, z, target, task, generator)
-        total = task_loss + geo
-        if not torch.isfinite(total):
-            raise FloatingPointError(
-                f"{desc}: the training loss is not finite at epoch {epoch}, step "
-                f"{step} (task loss {float(task_loss.detach())}, GeoReg "
-                f"{float(geo.detach())}); lower "
-                "`lr` or check the input features."
+@dataclass
+class _Run:
+    """The parts of one training run that every epoch reads."""
+
+    opt: object
+    sched: object
+    params: list
+    module: object
+    forward: object
+    y: object
+    train_idx: object
+    geo_loss: object
+    task: str
+    # the loop settings, set by train_loop
+    generator: object = None
+    batch_size: int = None
+    clip_norm: float = None
+    desc: str = None
+
+    def epoch(self, epoch):
+        """Train one epoch; its history row."""
+        self.module.train()
+        perm = self.train_idx[
+            torch.randperm(len(self.train_idx), generator=self.generator)
+        ]
+        sums = dict.fromkeys(
+            ("loss", "task_loss", "geo_loss", "geo_spectral", "geo_triangle"), 0.0
+        )
+        for step, start in enumerate(range(0, len(perm), self.batch_size), 1):
+            batch = perm[start : start + self.batch_size]
+            target = self.y[batch.to(self.y.device)]
+            out, z = self.forward(batch, True)
+            task_loss = _task_loss(out, target, self.task)
+            spec, tri, geo = _geo_terms(
+                self.geo_loss, z, target, self.task, self.generator
             )
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        if clip_norm:
-            torch.nn.utils.clip_grad_norm_(params, clip_norm)
-        opt.step()
-        sched.step()
-        n = len(batch)
-        for key, val in zip(sums, (total, task_loss, geo, spec, tri), strict=True):
-            sums[key] += float(val.detach()) * n
-    row = {"epoch": epoch}
-    row.update({k: v / len(perm) for k, v in sums.items()})
-    row["lr"] = opt.param_groups[0]["lr"]
-    return row
+            total = task_loss + geo
+            if not torch.isfinite(total):
+                raise FloatingPointError(
+                    f"{self.desc}: the training loss is not finite at epoch "
+                    f"{epoch}, step {step} (task loss {float(task_loss.detach())}, "
+                    f"GeoReg {float(geo.detach())}); lower "
+                    "`lr` or check the input features."
+                )
+            self.opt.zero_grad(set_to_none=True)
+            total.backward()
+            if self.clip_norm:
+                torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm)
+            self.opt.step()
+            self.sched.step()
+            n = len(batch)
+            for key, val in zip(sums, (total, task_loss, geo, spec, tri), strict=True):
+                sums[key] += float(val.detach()) * n
+        row = {"epoch": epoch}
+        row.update({k: v / len(perm) for k, v in sums.items()})
+        row["lr"] = self.opt.param_groups[0]["lr"]
+        return row
 
 
 def _geo_terms(geo_loss, z, target, task, generator):

@@ -11,8 +11,23 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from skloes.core._contract import stack_view
+from skloes.utils._docstrings import fill_doc
 
 NORMALIZATIONS = ("maxEntropy", "logN", "logD", "logNlogD", "raw")
+
+#: Fills a metric's ``{PROMPTS}`` or ``{ROWS}`` line: its subsample parameters.
+add_subsample_doc = fill_doc(
+    PROMPTS="""
+    max_prompts : int or None, default=1000
+        At most this many prompts, drawn uniformly from ``random_state``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the prompt subsample.""",
+    ROWS="""
+    max_prompts : int or None, default=1000
+        At most this many rows are used, drawn uniformly from ``random_state``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the row subsample.""",
+)
 
 
 def check_option(owner, param, value, options):

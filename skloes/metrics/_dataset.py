@@ -24,6 +24,7 @@ from skloes.core._geometry import (
     triangle_areas,
 )
 from skloes.metrics._base import (
+    add_subsample_doc,
     as_layers,
     check_alpha,
     check_option,
@@ -61,6 +62,7 @@ def _rows(owner, X, max_prompts, random_state, *, min_samples=2):
     return stack[:, index], single
 
 
+@add_subsample_doc
 def dataset_entropy(
     X,
     *,
@@ -90,10 +92,7 @@ def dataset_entropy(
         or 1.
     clamp_gram : bool, default=False
         The authors' quirk: clamp every Gram entry at 0 before the spectrum.
-    max_prompts : int or None, default=1000
-        At most this many rows are used, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the row subsample.
+    {ROWS}
 
     Returns
     -------
@@ -119,6 +118,7 @@ def dataset_entropy(
     return per_layer(values, single)
 
 
+@add_subsample_doc
 def effective_rank(X, *, kind="sigma", max_prompts=1000, random_state=None):
     """Effective rank of the pooled prompt matrix ``P``, per layer.
 
@@ -131,10 +131,7 @@ def effective_rank(X, *, kind="sigma", max_prompts=1000, random_state=None):
         over the nonzero singular values (``erank_sigma``); ``"sigma2"``:
         ``q = σ²/Σσ²``, i.e. ``exp`` of the raw :func:`dataset_entropy`
         (``erank_sigma2``).
-    max_prompts : int or None, default=1000
-        At most this many rows are used, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the row subsample.
+    {ROWS}
 
     Returns
     -------
@@ -299,6 +296,7 @@ def simplex_volume(X, y, *, max_triplets=200, random_state=None):
     return per_layer(values, single)
 
 
+@add_subsample_doc
 def intrinsic_dim(X, *, normalization="raw", max_prompts=1000, random_state=None):
     """TwoNN intrinsic dimension (Facco et al., 2017) of the pooled matrix.
 
@@ -313,10 +311,7 @@ def intrinsic_dim(X, *, normalization="raw", max_prompts=1000, random_state=None
         One pooled matrix or a layer stack.
     normalization : {"raw", "logN"}, default="raw"
         ``"logN"`` divides ``d̂`` by ``log M``.
-    max_prompts : int or None, default=1000
-        At most this many rows are used, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the row subsample.
+    {ROWS}
 
     Returns
     -------

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 from itertools import combinations
-from numbers import Integral
 
 import numpy as np
+
+from skloes.metrics._base import check_positive_int
 
 __all__ = ["selection_stability"]
 
@@ -26,16 +27,8 @@ _NAME = "selection_stability"
 
 def _check(selections, n_layers, tolerance):
     """The selections as a boolean ``(M, n_layers)`` matrix."""
-    if not isinstance(n_layers, Integral) or isinstance(n_layers, bool) or n_layers < 2:
-        raise ValueError(f"{_NAME}: `n_layers` must be an int >= 2; got {n_layers!r}.")
-    if (
-        not isinstance(tolerance, Integral)
-        or isinstance(tolerance, bool)
-        or tolerance < 0
-    ):
-        raise ValueError(
-            f"{_NAME}: `tolerance` must be an int >= 0; got {tolerance!r}."
-        )
+    check_positive_int(_NAME, "n_layers", n_layers, minimum=2)
+    check_positive_int(_NAME, "tolerance", tolerance, minimum=0)
     Z = _selection_matrix(selections, n_layers)
     if Z.shape[0] < 2:
         raise ValueError(

@@ -19,6 +19,7 @@ from skloes.core._geometry import gram_spectrum, matrix_entropy, rank_mask
 from skloes.core._torch import torch
 from skloes.metrics._base import (
     NORMALIZATIONS,
+    add_subsample_doc,
     as_prompts,
     check_alpha,
     check_option,
@@ -196,6 +197,7 @@ def prompt_vectors(tokens, *, preprocess=True):
     return P[0] if single else P
 
 
+@add_subsample_doc
 def prompt_entropy(
     tokens,
     *,
@@ -227,10 +229,7 @@ def prompt_entropy(
     clamp_gram : bool, default=False
         As the authors' code does: clamp every entry of the Gram (``N×N``, or
         ``D×D`` when ``N > D``) at 0 before the spectrum.
-    max_prompts : int or None, default=1000
-        At most this many prompts, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the prompt subsample.
+    {PROMPTS}
 
     Returns
     -------
@@ -263,6 +262,7 @@ def prompt_entropy(
 CURVATURE_DEFINITIONS = ("paper", "authors_code")
 
 
+@add_subsample_doc
 def curvature(
     tokens,
     *,
@@ -314,10 +314,7 @@ def curvature(
         wrongly).
     normalization : {"raw", "logD"}, default="raw"
         ``"logD"`` divides by ``log D``.
-    max_prompts : int or None, default=1000
-        At most this many prompts, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the prompt subsample.
+    {PROMPTS}
 
     Returns
     -------

@@ -14,6 +14,7 @@ from sklearn.utils import check_random_state
 
 from skloes.core._geometry import matrix_entropy
 from skloes.metrics._base import (
+    add_subsample_doc,
     as_layers,
     check_option,
     check_positive_int,
@@ -41,6 +42,7 @@ def _pair(owner, A, B, max_prompts, random_state):
 INFONCE_DEFINITIONS = ("paper", "authors_code")
 
 
+@add_subsample_doc
 def infonce(
     A,
     B,
@@ -89,10 +91,7 @@ def infonce(
         Return ``1 - L/L_0``, with ``L_0`` the uninformative value above (1
         for perfectly matched views, 0 when nothing tells the prompts apart);
         False returns the raw loss ``L`` (what the authors' code reports).
-    max_prompts : int or None, default=1000
-        At most this many prompts, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the prompt subsample.
+    {PROMPTS}
     chunk_size : int, default=1024
         Rows per block of logits.
 
@@ -199,6 +198,7 @@ def _lidar_spectra(owner, views, max_prompts, random_state):
     return spectra, single, M, D
 
 
+@add_subsample_doc
 def lidar(views, *, normalization="maxEntropy", max_prompts=1000, random_state=None):
     """LiDAR: entropy of the linear-discriminant spectrum of augmented views.
 
@@ -216,10 +216,7 @@ def lidar(views, *, normalization="maxEntropy", max_prompts=1000, random_state=N
     normalization : {"maxEntropy", "logN", "logD", "logNlogD", "raw"}, \
             default="maxEntropy"
         Divisor of the entropy; under ``"maxEntropy"`` LiDAR lies in [0, 1].
-    max_prompts : int or None, default=1000
-        At most this many prompts, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the prompt subsample.
+    {PROMPTS}
 
     Returns
     -------
@@ -246,6 +243,7 @@ def lidar(views, *, normalization="maxEntropy", max_prompts=1000, random_state=N
     return per_layer([matrix_entropy(lam) / divisor for lam in spectra], single)
 
 
+@add_subsample_doc
 def smooth_rank(views, *, max_prompts=1000, random_state=None):
     """Smooth rank ``exp(H_1)`` of the LiDAR spectrum (Thilak et al., 2024).
 
@@ -254,10 +252,7 @@ def smooth_rank(views, *, max_prompts=1000, random_state=None):
     views : array-like of shape (n_views, n_prompts, dim) or \
             (n_views, n_layers, n_prompts, dim)
         Prompt vectors of augmented views.
-    max_prompts : int or None, default=1000
-        At most this many prompts, drawn uniformly from ``random_state``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the prompt subsample.
+    {PROMPTS}
 
     Returns
     -------

@@ -119,7 +119,19 @@ def replace_linears(model, factory, *, keep=None) -> int:
     return len(swaps)
 
 
-class Int8Linear(nn.Module):
+class _LinearSwap(nn.Module):
+    """What every replacement of an ``nn.Linear`` keeps: its sizes and repr."""
+
+    def __init__(self, linear):
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}"
+
+
+class Int8Linear(_LinearSwap):
     """``y = x W^T + b`` in int8: weights per output channel, activations per
     token, int32 accumulation (``torch._int_mm``), float32 in and out.
 
@@ -130,10 +142,8 @@ class Int8Linear(nn.Module):
     """
 
     def __init__(self, linear):
-        super().__init__()
+        super().__init__(linear)
         weight = linear.weight.detach().float()
-        self.in_features = linear.in_features
-        self.out_features = linear.out_features
         scale = weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0
         quantized = torch.round(weight / scale[:, None]).clamp(-127, 127)
         self.register_buffer("weight_t", quantized.to(torch.int8).t().contiguous())
@@ -154,11 +164,8 @@ class Int8Linear(nn.Module):
             y.add_(self.bias)
         return y.reshape(*shape[:-1], self.out_features)
 
-    def extra_repr(self):
-        return f"in_features={self.in_features}, out_features={self.out_features}"
 
-
-class Bf16Linear(nn.Module):
+class Bf16Linear(_LinearSwap):
     """``y = x W^T + b`` with bfloat16 weights and inputs, float32 output.
 
     Not used by ``precision="bfloat16"``: the candidate that the whole model
@@ -171,9 +178,7 @@ class Bf16Linear(nn.Module):
     """
 
     def __init__(self, linear):
-        super().__init__()
-        self.in_features = linear.in_features
-        self.out_features = linear.out_features
+        super().__init__(linear)
         self.register_buffer("weight", linear.weight.detach().to(torch.bfloat16))
         bias = linear.bias
         self.register_buffer(
@@ -183,6 +188,3 @@ class Bf16Linear(nn.Module):
     def forward(self, x):
         y = torch.nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias)
         return y.float()
-
-    def extra_repr(self):
-        return f"in_features={self.in_features}, out_features={self.out_features}"

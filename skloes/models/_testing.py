@@ -9,26 +9,54 @@ import tempfile
 from pathlib import Path
 
 from skloes.core._torch import torch
+from skloes.utils._docstrings import fill_doc
 
 _WORDS = (
     "the a an and or not good bad great awful movie film plot actor story "
     "is was very quite really fun dull boring lovely i you it this that"
 ).split()
 
+_doc = fill_doc(
+    PATH="""
+    path : str, os.PathLike or None, default=None
+        Target folder; a new temporary folder when None.""",
+    HIDDEN_SIZE="""
+    hidden_size : int, default=8
+        Width of every hidden state.""",
+    SEED="""
+    seed : int, default=0
+        Seeds the random initialisation.""",
+)
 
+
+def _folder(path, prefix):
+    """``path`` created (a new temporary folder named ``prefix*`` when None)."""
+    path = Path(path or tempfile.mkdtemp(prefix=prefix))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _save_model(path, seed, model_class, config, **kwargs):
+    """Seed torch, then build ``model_class(config, **kwargs)`` and save it."""
+    from skloes.utils._optional import quiet_transformers
+
+    torch.manual_seed(seed)
+    model = model_class(config, **kwargs).eval()
+    with quiet_transformers():
+        model.save_pretrained(path)
+
+
+@_doc
 def make_tiny_model(path=None, *, num_hidden_layers=2, hidden_size=8, seed=0):
     """Save a tiny random ``BertModel`` with a word-level tokenizer to ``path``.
 
     Parameters
     ----------
-    path : str, os.PathLike or None, default=None
-        Target folder; a new temporary folder when None.
+    {PATH}
     num_hidden_layers : int, default=2
         Number of transformer blocks (the model has one more hidden state).
-    hidden_size : int, default=8
-        Width of every hidden state.
-    seed : int, default=0
-        Seeds the random initialisation.
+    {HIDDEN_SIZE}
+    {SEED}
 
     Returns
     -------
@@ -42,8 +70,7 @@ def make_tiny_model(path=None, *, num_hidden_layers=2, hidden_size=8, seed=0):
     """
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-bert-"))
-    path.mkdir(parents=True, exist_ok=True)
+    path = _folder(path, "skloes-tiny-bert-")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS]
     tokenizer = BertTokenizerFast(
         vocab={word: i for i, word in enumerate(vocab)}, model_max_length=64
@@ -56,12 +83,12 @@ def make_tiny_model(path=None, *, num_hidden_layers=2, hidden_size=8, seed=0):
         intermediate_size=2 * hidden_size,
         max_position_embeddings=64,
     )
-    torch.manual_seed(seed)
-    _save_quietly(BertModel(config).eval(), path)
+    _save_model(path, seed, BertModel, config)
     tokenizer.save_pretrained(path)
     return str(path)
 
 
+@_doc
 def make_tiny_vit(
     path=None, *, num_hidden_layers=2, hidden_size=8, image_size=16, seed=0
 ):
@@ -69,17 +96,14 @@ def make_tiny_vit(
 
     Parameters
     ----------
-    path : str, os.PathLike or None, default=None
-        Target folder; a new temporary folder when None.
+    {PATH}
     num_hidden_layers : int, default=2
         Number of transformer blocks.
-    hidden_size : int, default=8
-        Width of every hidden state.
+    {HIDDEN_SIZE}
     image_size : int, default=16
         Side of the square input; patches are 4x4, so there are
         ``(image_size // 4) ** 2 + 1`` tokens (with CLS).
-    seed : int, default=0
-        Seeds the random initialisation.
+    {SEED}
 
     Returns
     -------
@@ -93,8 +117,7 @@ def make_tiny_vit(
     """
     from transformers import ViTConfig, ViTImageProcessor, ViTModel
 
-    path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-vit-"))
-    path.mkdir(parents=True, exist_ok=True)
+    path = _folder(path, "skloes-tiny-vit-")
     config = ViTConfig(
         image_size=image_size,
         patch_size=4,
@@ -103,14 +126,14 @@ def make_tiny_vit(
         num_attention_heads=2,
         intermediate_size=2 * hidden_size,
     )
-    torch.manual_seed(seed)
-    _save_quietly(ViTModel(config, add_pooling_layer=False).eval(), path)
+    _save_model(path, seed, ViTModel, config, add_pooling_layer=False)
     ViTImageProcessor(size={"height": image_size, "width": image_size}).save_pretrained(
         path
     )
     return str(path)
 
 
+@_doc
 def make_tiny_wav2vec2(
     path=None, *, num_hidden_layers=2, hidden_size=8, stable_layer_norm=True, seed=0
 ):
@@ -121,17 +144,14 @@ def make_tiny_wav2vec2(
 
     Parameters
     ----------
-    path : str, os.PathLike or None, default=None
-        Target folder; a new temporary folder when None.
+    {PATH}
     num_hidden_layers : int, default=2
         Number of transformer blocks.
-    hidden_size : int, default=8
-        Width of every hidden state.
+    {HIDDEN_SIZE}
     stable_layer_norm : bool, default=True
         Pre-norm blocks with a final layer norm (the variant whose last hidden
         state differs from the last block's output) rather than post-norm.
-    seed : int, default=0
-        Seeds the random initialisation.
+    {SEED}
 
     Returns
     -------
@@ -145,8 +165,7 @@ def make_tiny_wav2vec2(
     """
     from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2Model
 
-    path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-wav2vec2-"))
-    path.mkdir(parents=True, exist_ok=True)
+    path = _folder(path, "skloes-tiny-wav2vec2-")
     config = Wav2Vec2Config(
         hidden_size=hidden_size,
         num_hidden_layers=num_hidden_layers,
@@ -161,8 +180,7 @@ def make_tiny_wav2vec2(
         do_stable_layer_norm=stable_layer_norm,
         mask_time_prob=0.0,
     )
-    torch.manual_seed(seed)
-    _save_quietly(Wav2Vec2Model(config).eval(), path)
+    _save_model(path, seed, Wav2Vec2Model, config)
     Wav2Vec2FeatureExtractor(
         feature_size=1,
         sampling_rate=16000,
@@ -173,13 +191,7 @@ def make_tiny_wav2vec2(
     return str(path)
 
 
-def _save_quietly(model, path):
-    from skloes.utils._optional import quiet_transformers
-
-    with quiet_transformers():
-        model.save_pretrained(path)
-
-
+@_doc
 def make_tiny_llama(
     path=None,
     *,
@@ -193,19 +205,16 @@ def make_tiny_llama(
 
     Parameters
     ----------
-    path : str, os.PathLike or None, default=None
-        Target folder; a new temporary folder when None.
+    {PATH}
     num_hidden_layers : int, default=2
         Number of decoder blocks.
-    hidden_size : int, default=8
-        Width of every hidden state.
+    {HIDDEN_SIZE}
     add_bos : bool, default=False
         Whether the tokenizer prepends ``<s>`` to every text (as Llama 2 does;
         SmolLM2 does not).
     pad_token : bool, default=False
         Whether the tokenizer has a pad token (many decoders have none).
-    seed : int, default=0
-        Seeds the random initialisation.
+    {SEED}
 
     Returns
     -------
@@ -220,8 +229,7 @@ def make_tiny_llama(
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
 
-    path = Path(path or tempfile.mkdtemp(prefix="skloes-tiny-llama-"))
-    path.mkdir(parents=True, exist_ok=True)
+    path = _folder(path, "skloes-tiny-llama-")
     vocab = ["<unk>", "<s>", "</s>", *_WORDS] + (["<pad>"] if pad_token else [])
     backend = Tokenizer(
         models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>")
@@ -250,7 +258,6 @@ def make_tiny_llama(
         bos_token_id=1,
         eos_token_id=2,
     )
-    torch.manual_seed(seed)
-    _save_quietly(LlamaModel(config).eval(), path)
+    _save_model(path, seed, LlamaModel, config)
     tokenizer.save_pretrained(path)
     return str(path)

@@ -502,24 +502,9 @@ def _new_manifest(hst, source, dtype, size):
 
 def _run(sink, source, rows, size, spec, engine, engine_kw, progress, callback):
     """Hand the pending shards to the engine; return the input's kept rows."""
-    counted = {"rows": 0}
-
-    def pending():
-        for start, table in source.chunks(size, rows):
-            counted["rows"] = start + len(table)
-            task = ShardTask(start // size, table, _digest(table, spec))
-            if sink.done(task):
-                progress.update(len(table))
-                continue
-            yield task
-
-    def on_result(result):
-        sink.record(result)
-        progress.update(result["record"]["rows"])
-        if callback is not None:
-            callback(result)
-
-    tasks = pending()
+    shards = _Shards(sink, progress, callback)
+    on_result = shards.record
+    tasks = shards.pending(source.chunks(size, rows), size, lambda t: _digest(t, spec))
     if sink.layer_dtypes is None:  # float16: the first shard plans the dtypes
         first = next(tasks, None)  # (reading on may adopt a planned shard)
         if first is not None and sink.layer_dtypes is None:
@@ -528,7 +513,36 @@ def _run(sink, source, rows, size, spec, engine, engine_kw, progress, callback):
             tasks = itertools.chain([first], tasks)
     spec = {**spec, "layer_dtypes": sink.layer_dtypes}
     run_tasks(engine, tasks, ShardWorker, spec, on_result, engine_kw)
-    return counted["rows"]
+    return shards.rows
+
+
+class _Shards:
+    """The shards a sink still lacks, handed out in order, and their results
+    recorded (``rows``: the input rows read so far)."""
+
+    def __init__(self, sink, progress, callback):
+        self.sink = sink
+        self.progress = progress
+        self.callback = callback
+        self.rows = 0
+
+    def pending(self, chunks, size, digest):
+        """Tasks for the ``(start, table)`` chunks not yet done (``digest(table)``:
+        the chunk's digest); the done ones count as progress."""
+        for start, table in chunks:
+            self.rows = start + len(table)
+            task = ShardTask(start // size, table, digest(table))
+            if self.sink.done(task):
+                self.progress.update(len(table))
+                continue
+            yield task
+
+    def record(self, result):
+        """Record one finished shard (the engine's ``on_result``)."""
+        self.sink.record(result)
+        self.progress.update(result["record"]["rows"])
+        if self.callback is not None:
+            self.callback(result)
 
 
 def _digest(table, spec):

@@ -29,7 +29,24 @@ from sklearn.utils.validation import check_is_fitted
 from skloes.core._contract import FLOAT_DTYPES, validate_layers
 from skloes.core._store import READ_ROWS, is_layer_source
 from skloes.core._targets import check_classes, check_label_vector
+from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import Interval, _fit_context
+
+_fit_doc = fill_doc(
+    FIT="""
+        Parameters
+        ----------
+        X : array-like of shape (n_layers, n_samples, dim) or \
+(n_samples, n_features), or a layer store view
+            The layers (fused side by side) of the training rows.
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted head."""
+)
 
 __all__ = ["StreamingLogisticRegression", "StreamingRidgeClassifier"]
 
@@ -317,21 +334,11 @@ class StreamingRidgeClassifier(_StreamingLinearClassifier):
         self.batch_size = batch_size
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @_fit_doc
     def fit(self, X, y):
         """Fit on every row of ``X``, streamed once.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_layers, n_samples, dim) or \
-(n_samples, n_features), or a layer store view
-            The layers (fused side by side) of the training rows.
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted head.
+        {FIT}
         """
         rows, codes = self._fit_rows(X, y)
         m = self._moments(rows, codes, gram=True)
@@ -460,21 +467,11 @@ class StreamingLogisticRegression(_StreamingLinearClassifier):
         self.batch_size = batch_size
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @_fit_doc
     def fit(self, X, y):
         """Fit on every row of ``X``, one pass per loss evaluation.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_layers, n_samples, dim) or \
-(n_samples, n_features), or a layer store view
-            The layers (fused side by side) of the training rows.
-        y : array-like of shape (n_samples,)
-            Class labels.
-
-        Returns
-        -------
-        self : object
-            The fitted head.
+        {FIT}
         """
         rows, codes = self._fit_rows(X, y)
         m = self._moments(rows)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from skloes.core._store import ROW_ID, check_schema, reserved_column
+from skloes.scale._engines import _first_line
 from skloes.utils._optional import import_optional
 
 __all__ = ["TEXT", "InputSource", "chunk_digest", "open_input"]
@@ -442,11 +443,6 @@ def _read_text_file(file, suffix, columns, source):
             f"{source.owner}: {str(file)!r} is not a readable "
             f"{suffix[1:].upper()} file ({_first_line(exc)})."
         ) from None
-
-
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def open_input(

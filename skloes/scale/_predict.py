@@ -24,9 +24,9 @@ from pathlib import Path
 
 from skloes.core._store import settings_digest
 from skloes.scale._engines import run_tasks
-from skloes.scale._extract import ENGINES, _check_positive
+from skloes.scale._extract import ENGINES, _check_positive, _Shards
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
-from skloes.scale._jobs import Progress, ShardTask, loaded, peak_rss
+from skloes.scale._jobs import Progress, loaded, peak_rss
 from skloes.scale._sink import PARTS_FORMAT, PartsSink
 
 __all__ = ["PredictWorker", "predict_to_parquet"]
@@ -273,34 +273,19 @@ def predict_to_parquet(
     sink.start(manifest)
     engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
     progress = Progress(source.n_rows(), verbose)
-    counted = {"rows": 0}
+    shards = _Shards(sink, progress, callback)
 
-    def pending():
-        for start, table in source.chunks(shard_size):
-            counted["rows"] = start + len(table)
-            ids = [table.column(id_column).to_pylist()] if id_column else None
-            task = ShardTask(
-                start // shard_size,
-                table,
-                chunk_digest(table.column(TEXT).to_pylist(), ids),
-            )
-            if sink.done(task):
-                progress.update(len(table))
-                continue
-            yield task
+    def digest(table):
+        ids = [table.column(id_column).to_pylist()] if id_column else None
+        return chunk_digest(table.column(TEXT).to_pylist(), ids)
 
-    def on_result(result):
-        sink.record(result)
-        progress.update(result["record"]["rows"])
-        if callback is not None:
-            callback(result)
-
+    tasks = shards.pending(source.chunks(shard_size), shard_size, digest)
     try:
         try:
-            run_tasks(engine, pending(), PredictWorker, spec, on_result, engine_kw)
+            run_tasks(engine, tasks, PredictWorker, spec, shards.record, engine_kw)
         finally:
             progress.close()
-        sink.complete(counted["rows"])  # joins the parts into `out`
+        sink.complete(shards.rows)  # joins the parts into `out`
     finally:
         sink.release()
     return out

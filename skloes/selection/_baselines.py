@@ -87,6 +87,19 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
     _check_input_features = True  # get_feature_names_out checks input_features
     _data_driven = False  # looks at the calibration rows
 
+    def __init__(
+        self,
+        *,
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+    ):
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Select layers.
@@ -241,7 +254,35 @@ _ATTR_DOC = """
         Width of each layer."""
 
 
-_doc = fill_doc(COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC)
+_BUDGET_DOC = """
+    n_layers_to_select : int or "auto", default="auto"
+        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
+        any input."""
+
+_doc = fill_doc(COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC, BUDGET=_BUDGET_DOC)
+
+
+class _BudgetSelector(_BaseLayerSelector):
+    """A fixed rule that picks ``n_layers_to_select`` layers."""
+
+    _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
+
+    def __init__(
+        self,
+        *,
+        n_layers_to_select="auto",
+        include_embedding=True,
+        max_samples=2000,
+        layer_dim=None,
+        random_state=None,
+        k="deprecated",
+    ):
+        self.n_layers_to_select = n_layers_to_select
+        self.include_embedding = include_embedding
+        self.max_samples = max_samples
+        self.layer_dim = layer_dim
+        self.random_state = random_state
+        self.k = k
 
 
 @_doc
@@ -269,33 +310,18 @@ class LastLayerSelector(_BaseLayerSelector):
     array([3])
     """
 
-    def __init__(
-        self,
-        *,
-        include_embedding=True,
-        max_samples=2000,
-        layer_dim=None,
-        random_state=None,
-    ):
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.layer_dim = layer_dim
-        self.random_state = random_state
-
     def _select(self, stack, target, candidates, rng, n_select):
         return [candidates[-1]]
 
 
 @renamed_params(k="n_layers_to_select")
 @_doc
-class LastKSelector(_BaseLayerSelector):
+class LastKSelector(_BudgetSelector):
     """Select the ``n_layers_to_select`` deepest candidate layers.
 
     Parameters
     ----------
-    n_layers_to_select : int or "auto", default="auto"
-        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
-        any input.
+    {BUDGET}
 
     {COMMON}
 
@@ -311,25 +337,6 @@ class LastKSelector(_BaseLayerSelector):
     >>> LastKSelector(n_layers_to_select=2).fit(H).transform(H).shape
     (10, 6)
     """
-
-    _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
-
-    def __init__(
-        self,
-        *,
-        n_layers_to_select="auto",
-        include_embedding=True,
-        max_samples=2000,
-        layer_dim=None,
-        random_state=None,
-        k="deprecated",
-    ):
-        self.n_layers_to_select = n_layers_to_select
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.layer_dim = layer_dim
-        self.random_state = random_state
-        self.k = k
 
     def _select(self, stack, target, candidates, rng, n_select):
         return candidates[::-1][:n_select]
@@ -356,33 +363,18 @@ class AllLayersSelector(_BaseLayerSelector):
     array([False,  True,  True])
     """
 
-    def __init__(
-        self,
-        *,
-        include_embedding=True,
-        max_samples=2000,
-        layer_dim=None,
-        random_state=None,
-    ):
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.layer_dim = layer_dim
-        self.random_state = random_state
-
     def _select(self, stack, target, candidates, rng, n_select):
         return candidates
 
 
 @renamed_params(k="n_layers_to_select")
 @_doc
-class RandomKSelector(_BaseLayerSelector):
+class RandomKSelector(_BudgetSelector):
     """Select ``n_layers_to_select`` candidate layers at random (a sanity check).
 
     Parameters
     ----------
-    n_layers_to_select : int or "auto", default="auto"
-        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
-        any input.
+    {BUDGET}
 
     {COMMON}
 
@@ -398,25 +390,6 @@ class RandomKSelector(_BaseLayerSelector):
     >>> RandomKSelector(n_layers_to_select=3, random_state=0).fit(H).n_selected_
     3
     """
-
-    _parameter_constraints = {**_COMMON_CONSTRAINTS, **_K_CONSTRAINT}
-
-    def __init__(
-        self,
-        *,
-        n_layers_to_select="auto",
-        include_embedding=True,
-        max_samples=2000,
-        layer_dim=None,
-        random_state=None,
-        k="deprecated",
-    ):
-        self.n_layers_to_select = n_layers_to_select
-        self.include_embedding = include_embedding
-        self.max_samples = max_samples
-        self.layer_dim = layer_dim
-        self.random_state = random_state
-        self.k = k
 
     def _select(self, stack, target, candidates, rng, n_select):
         return rng.choice(candidates, size=n_select, replace=False)
@@ -450,9 +423,7 @@ class MetricTopKSelector(_BaseLayerSelector):
         ``"layer_scores"``: the user array ``layer_scores``; a callable maps
         an ``(n, d)`` array to a float. Named metrics are higher-is-better.
 
-    n_layers_to_select : int or "auto", default="auto"
-        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
-        any input.
+    {BUDGET}
 
     layer_scores : array-like of shape (n_layers,) or None, default=None
         One score per layer (all layers, index 0 = embedding output), used

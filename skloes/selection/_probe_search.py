@@ -21,6 +21,7 @@ from skloes.core._routing import grouped_splitter
 from skloes.core._targets import cv_splits
 from skloes.selection._baselines import (
     _ATTR_DOC,
+    _BUDGET_DOC,
     _COMMON_CONSTRAINTS,
     _COMMON_DOC,
     _K_CONSTRAINT,
@@ -37,7 +38,9 @@ _TASK_DOC = """
         How ``y`` is read; "auto" uses ``type_of_target``."""
 
 
-_probe_doc = fill_doc(COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC, TASK=_TASK_DOC)
+_probe_doc = fill_doc(
+    COMMON=_COMMON_DOC, ATTRS=_ATTR_DOC, TASK=_TASK_DOC, BUDGET=_BUDGET_DOC
+)
 
 
 class _ProbeSelector(_BaseLayerSelector):
@@ -74,6 +77,19 @@ class _ProbeSelector(_BaseLayerSelector):
             The fitted selector.
         """
         return self._fit(X, y, groups)
+
+
+class _HeldOutSelector(_ProbeSelector):
+    """Scores layer subsets on a held-out part of the calibration rows."""
+
+    def _held_out_scorer(self, stack, target, rng, groups):
+        """The subset scorer fitted on the fit part (``held_out_indices_``:
+        the rows of ``X`` it scores on)."""
+        fit, held = _held_out_split(
+            stack.shape[1], target, self.validation_fraction, rng, groups
+        )
+        self.held_out_indices_ = self.calibration_indices_[held]
+        return _SubsetScorer(stack, target, fit, held)
 
 
 @_probe_doc
@@ -167,7 +183,7 @@ class BestSingleLayerSelector(_ProbeSelector):
 
 @renamed_params(k="n_layers_to_select")
 @_probe_doc
-class ExhaustiveSubsetSelector(_ProbeSelector):
+class ExhaustiveSubsetSelector(_HeldOutSelector):
     """Score every subset of ``n_layers_to_select`` layers; keep the best.
 
     Each subset is scored by the ridge probe fitted on a stratified fit part
@@ -269,11 +285,7 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
         return n_select
 
     def _select(self, stack, target, candidates, rng, n_select, groups=None):
-        fit, held = _held_out_split(
-            stack.shape[1], target, self.validation_fraction, rng, groups
-        )
-        self.held_out_indices_ = self.calibration_indices_[held]
-        scorer = _SubsetScorer(stack, target, fit, held)
+        scorer = self._held_out_scorer(stack, target, rng, groups)
         subsets = np.array(list(combinations(candidates, n_select)), dtype=np.intp)
         self.subsets_ = subsets
         self.subset_scores_ = np.array([scorer(s) for s in subsets])
@@ -283,7 +295,7 @@ class ExhaustiveSubsetSelector(_ProbeSelector):
 
 @renamed_params(k="n_layers_to_select")
 @_probe_doc
-class GreedyForwardSelector(_ProbeSelector):
+class GreedyForwardSelector(_HeldOutSelector):
     """Forward selection: add, one at a time, the layer that most helps the probe.
 
     From ``S = ∅``, each step adds ``argmax_l probe(S ∪ {l})`` scored on the
@@ -292,9 +304,7 @@ class GreedyForwardSelector(_ProbeSelector):
 
     Parameters
     ----------
-    n_layers_to_select : int or "auto", default="auto"
-        Number of layers; ``"auto"`` is ``min(4, n_candidates)``, valid on
-        any input.
+    {BUDGET}
 
     validation_fraction : float, default=0.2
         Held-out fraction of the calibration rows.
@@ -366,11 +376,7 @@ class GreedyForwardSelector(_ProbeSelector):
         self.k = k
 
     def _select(self, stack, target, candidates, rng, n_select, groups=None):
-        fit, held = _held_out_split(
-            stack.shape[1], target, self.validation_fraction, rng, groups
-        )
-        self.held_out_indices_ = self.calibration_indices_[held]
-        scorer = _SubsetScorer(stack, target, fit, held)
+        scorer = self._held_out_scorer(stack, target, rng, groups)
         order, path = [], []
         table = np.full((n_select, self.n_layers_in_), np.nan)
         for step in range(n_select):

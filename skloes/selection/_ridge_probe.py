@@ -32,6 +32,7 @@ from skloes.core._targets import (
     check_continuous_target,
 )
 from skloes.utils._deprecation import renamed_params, warn_renamed
+from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
@@ -214,6 +215,22 @@ def _held_out_split(n, target, fraction, rng, groups=None):
 # --------------------------------------------------------------------------
 # Public ridge probes on flat tables
 # --------------------------------------------------------------------------
+_probe_doc = fill_doc(
+    LAYER_DIM="""
+    layer_dim : int or None, default=None
+        Block width of the flat table; each block gets its own scale. None
+        reads the width the table declares (the output of
+        :class:`~skloes.extraction.HiddenStatesTransformer`), and a plain table as one
+        block; see :ref:`data_contract`.""",
+    BLOCK_SCALES="""
+    layer_mean_, layer_scale_ : ndarray of shape (n_features,)
+        Column means and per-column block scales from the training rows.
+
+    n_features_in_ : int
+        Number of columns seen in fit.""",
+)
+
+
 class _RidgeProbe(BaseEstimator):
     """Shared fit: block scaling, GCV ridge, coefficients in input units."""
 
@@ -263,6 +280,7 @@ class _RidgeProbe(BaseEstimator):
 
 
 @renamed_params(alpha="ridge_alpha")
+@_probe_doc
 class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     """Ridge probe classifier: one-hot ridge with a GCV penalty, argmax.
 
@@ -277,11 +295,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
 
     Parameters
     ----------
-    layer_dim : int or None, default=None
-        Block width of the flat table; each block gets its own scale. None
-        reads the width the table declares (the output of
-        :class:`~skloes.extraction.HiddenStatesTransformer`), and a plain table as one
-        block; see :ref:`data_contract`.
+    {LAYER_DIM}
 
     ridge_alpha : float or "gcv", default="gcv"
         Ridge penalty on the scaled features, or "gcv" (generalised
@@ -301,11 +315,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     ridge_alpha_ : float
         The penalty used (on the scaled features).
 
-    layer_mean_, layer_scale_ : ndarray of shape (n_features,)
-        Column means and per-column block scales from the training rows.
-
-    n_features_in_ : int
-        Number of columns seen in fit.
+    {BLOCK_SCALES}
 
     See Also
     --------
@@ -384,6 +394,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
 
 
 @renamed_params(alpha="ridge_alpha")
+@_probe_doc
 class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     """Ridge probe regressor on standardised targets, with a GCV penalty.
 
@@ -393,11 +404,7 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
 
     Parameters
     ----------
-    layer_dim : int or None, default=None
-        Block width of the flat table; each block gets its own scale. None
-        reads the width the table declares (the output of
-        :class:`~skloes.extraction.HiddenStatesTransformer`), and a plain table as one
-        block; see :ref:`data_contract`.
+    {LAYER_DIM}
 
     ridge_alpha : float or "gcv", default="gcv"
         Ridge penalty on the scaled features and standardised targets, or
@@ -414,11 +421,7 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     ridge_alpha_ : float
         The penalty used.
 
-    layer_mean_, layer_scale_ : ndarray of shape (n_features,)
-        Column means and per-column block scales from the training rows.
-
-    n_features_in_ : int
-        Number of columns seen in fit.
+    {BLOCK_SCALES}
 
     See Also
     --------

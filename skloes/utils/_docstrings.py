@@ -49,3 +49,15 @@ def fill_doc(**sections):
         return cls
 
     return decorate
+
+
+def fill_x_doc(kind, description):
+    """Decorator filling a method docstring's ``{X}`` line: the Parameters
+    section of a method whose one parameter is ``X`` (``X : kind``)."""
+    return fill_doc(
+        X=f"""
+        Parameters
+        ----------
+        X : {kind}
+            {description}"""
+    )
