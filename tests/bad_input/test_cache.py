@@ -27,11 +27,11 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import err, ok, snapshot, warns  # noqa: E402
+from _support.probes import tiny_probe  # noqa: E402
 from _support.remote_models import no_code_ran  # noqa: E402
+from _support.texts import PROBE_NEW, PROBE_TEXTS, PROBE_Y  # noqa: E402
 
 from skloes import HiddenStatesTransformer, LOESSelector  # noqa: E402
-from skloes.probe import LayerProbeClassifier  # noqa: E402
-from skloes.selection import LastKSelector  # noqa: E402
 
 PROGRESS = "verbose"  # HiddenStatesTransformer
 
@@ -45,7 +45,7 @@ RNG = np.random.RandomState(0)
 # --------------------------------------------------------------------------
 # The hidden-states cache: an interrupted write, damaged entries
 # --------------------------------------------------------------------------
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"]
+TEXTS = PROBE_TEXTS[:4]
 
 
 def _hst(path, **params):
@@ -247,21 +247,6 @@ def test_memory_folder_that_fails_to_write_names_memory(tmp_path, monkeypatch):
     )
 
 
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-NEW = ["a fun film", "the plot was dull"]
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
-
-def _probe(model, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault("selector", _first_layer())
-    return LayerProbeClassifier(model, **params)
-
-
 OTHER_SETTINGS = {
     "pooling": {"pooling": "max"},
     "max_length": {"max_length": 6},
@@ -368,7 +353,8 @@ def test_trust_remote_code_switched_off_after_load_is_honoured(remote, marker):
         hst.transform(PROBE_TEXTS)
     hst.set_params(trust_remote_code=False)
     no_code_ran(
-        marker, lambda: err(r"trust_remote_code").check(lambda: hst.transform(NEW))
+        marker,
+        lambda: err(r"trust_remote_code").check(lambda: hst.transform(PROBE_NEW)),
     )
 
 
@@ -406,11 +392,11 @@ def test_a_setting_fixed_at_fit_is_refused_after_fit(
     hst.set_params(**params)
     name = next(iter(params))
     err(rf"`{name}` is .* but was .* at fit.*set `{name}` back").check(
-        lambda: hst.transform(NEW)
+        lambda: hst.transform(PROBE_NEW)
     )
     assert snapshot(cache) == written  # nothing filed under any key
     if setting != "model":  # the next fit takes it
-        assert hst.fit(PROBE_TEXTS).transform(NEW).shape[1] == 2
+        assert hst.fit(PROBE_TEXTS).transform(PROBE_NEW).shape[1] == 2
 
 
 PROBE_FIXED = {
@@ -427,10 +413,10 @@ PROBE_FIXED = {
 @pytest.mark.parametrize("setting", list(PROBE_FIXED))
 def test_a_probe_refuses_a_setting_fixed_at_fit(tiny_model_path, setting):
     params, needle = PROBE_FIXED[setting]
-    probe = _probe(tiny_model_path).fit(PROBE_TEXTS, Y)
+    probe = tiny_probe(tiny_model_path).fit(PROBE_TEXTS, PROBE_Y)
     probe.set_params(**params)
     err(rf"LayerProbeClassifier: {needle} is .* at fit").check(
-        lambda: probe.predict(NEW)
+        lambda: probe.predict(PROBE_NEW)
     )
 
 
@@ -445,17 +431,17 @@ PROBE_TAKE_EFFECT = {
 @pytest.mark.parametrize("setting", list(PROBE_TAKE_EFFECT))
 def test_a_probe_honours_a_setting_changed_after_fit(tiny_model_path, setting):
     params = PROBE_TAKE_EFFECT[setting]
-    probe = _probe(tiny_model_path).fit(PROBE_TEXTS, Y)
-    probe.predict(NEW)
+    probe = tiny_probe(tiny_model_path).fit(PROBE_TEXTS, PROBE_Y)
+    probe.predict(PROBE_NEW)
     probe.set_params(**params)
-    assert probe.predict(NEW).shape == (2,)  # gives the extractor the settings
-    features = probe.pipeline_[0].transform(NEW)
+    assert probe.predict(PROBE_NEW).shape == (2,)  # gives the extractor the settings
+    features = probe.pipeline_[0].transform(PROBE_NEW)
     expected = _hst(
         tiny_model_path,
         max_length=128,
         layers=probe.selected_layers_.tolist(),
         **params.get("extractor_params", {}),
-    ).fit_transform(NEW)
+    ).fit_transform(PROBE_NEW)
     np.testing.assert_allclose(features, expected, rtol=1e-6, atol=1e-6)
 
 

@@ -21,6 +21,7 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import err, ok, warns  # noqa: E402
+from _support.texts import PROBE_TEXTS  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
@@ -37,7 +38,7 @@ def finite(result):
 # --------------------------------------------------------------------------
 # HiddenStatesTransformer: the texts, its parameters, calls before fit
 # --------------------------------------------------------------------------
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"]
+TEXTS = PROBE_TEXTS[:4]
 
 
 def _hst(path, **params):
@@ -261,9 +262,6 @@ def test_max_length_refused_by_every_text_estimator(tiny_model_path):
 
 def test_hst_transform_before_fit(tiny_model_path):
     err("not fitted").check(lambda: _hst(tiny_model_path).transform(TEXTS))
-
-
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
 
 
 @pytest.mark.parametrize("device", ["meta", "xpu", "hpu:0"])

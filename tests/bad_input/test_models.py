@@ -23,16 +23,16 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import cli_error, err, ok  # noqa: E402
+from _support.probes import first_layer, tiny_probe  # noqa: E402
 from _support.remote_models import REMOTE_KINDS, no_code_ran  # noqa: E402
+from _support.texts import PROBE_NEW, PROBE_TEXTS, PROBE_Y  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
 from skloes.cli import main  # noqa: E402
 from skloes.probe import (  # noqa: E402
-    LayerProbeClassifier,
     LayerProbeRegressor,
     load_probe,
 )
-from skloes.selection import LastKSelector  # noqa: E402
 
 PROGRESS = "verbose"  # HiddenStatesTransformer
 
@@ -40,7 +40,7 @@ PROGRESS = "verbose"  # HiddenStatesTransformer
 # --------------------------------------------------------------------------
 # Model folders broken the ways a download or a user breaks them
 # --------------------------------------------------------------------------
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"]
+TEXTS = PROBE_TEXTS[:4]
 
 
 def _hst(path, **params):
@@ -414,21 +414,6 @@ def test_skloes_cache_covers_the_user_model_cache(
     assert not stale.exists() and os.path.isdir(folder)
 
 
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-NEW = ["a fun film", "the plot was dull"]
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
-
-def _probe(model, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault("selector", _first_layer())
-    return LayerProbeClassifier(model, **params)
-
-
 def _csv(path, texts):
     path.write_text("text\n" + "".join(f"{t}\n" for t in texts), encoding="utf-8")
     return str(path)
@@ -452,9 +437,9 @@ REFUSING_ENTRIES = {
     "extractor_fit": lambda model, saved: HiddenStatesTransformer(
         model, device="cpu"
     ).fit(PROBE_TEXTS),
-    "probe_fit": lambda model, saved: _probe(model).fit(PROBE_TEXTS, Y),
+    "probe_fit": lambda model, saved: tiny_probe(model).fit(PROBE_TEXTS, PROBE_Y),
     "regressor_fit": lambda model, saved: LayerProbeRegressor(
-        model, device="cpu", selector=_first_layer()
+        model, device="cpu", selector=first_layer()
     ).fit(PROBE_TEXTS, np.arange(12.0)),
 }
 
@@ -474,7 +459,7 @@ def test_skloes_predict_refuses_own_code_without_the_option(
     remote, marker, kind, tmp_path, capsys
 ):
     _, saved = remote[kind]
-    data = _csv(tmp_path / "new.csv", NEW)
+    data = _csv(tmp_path / "new.csv", PROBE_NEW)
     no_code_ran(
         marker,
         lambda: cli_error(
@@ -505,7 +490,7 @@ def test_opting_in_at_load_runs_the_code(remote, marker, kind):
         warnings.simplefilter("ignore", UserWarning)
         probe = load_probe(saved, trust_remote_code=True)
         assert probe.extractor_params == {"trust_remote_code": True}
-        assert probe.predict(NEW).shape == (2,)
+        assert probe.predict(PROBE_NEW).shape == (2,)
     if kind in ("config_auto_map", "tokenizer_auto_map"):  # code that runs
         assert marker.exists()
 
@@ -513,7 +498,7 @@ def test_opting_in_at_load_runs_the_code(remote, marker, kind):
 @pytest.mark.parametrize("kind", ["config_auto_map", "tokenizer_auto_map"])
 def test_skloes_predict_with_the_option_runs(remote, marker, kind, tmp_path, capsys):
     _, saved = remote[kind]
-    data = _csv(tmp_path / "new.csv", NEW)
+    data = _csv(tmp_path / "new.csv", PROBE_NEW)
     assert main(["predict", str(saved), "--data", data, "--trust-remote-code"]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("prediction,proba_")
 

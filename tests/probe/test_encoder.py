@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+from _support.texts import REVIEWS, SENTIMENT
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -30,17 +31,8 @@ from skloes.extraction import HiddenStatesTransformer as HST  # noqa: E402
 from skloes.probe import LayerProbeClassifier  # noqa: E402
 from skloes.selection import LOESSelectorCV, MetricTopKSelector  # noqa: E402
 
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0] * 3)
+TEXTS = REVIEWS[:8] * 3
+Y = np.array(SENTIMENT[:8] * 3)
 
 
 def _table():

@@ -11,6 +11,7 @@ import shutil
 
 import numpy as np
 import pytest
+from _support.texts import NEW, TEXTS, Y
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -268,23 +269,6 @@ from skloes.probe import (  # noqa: E402
     save_probe,
 )
 from skloes.selection import MetricTopKSelector  # noqa: E402
-
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
 
 
 def _layers(picks, n_layers=7):

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+from _support.texts import NEW, TEXTS, Y
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -30,23 +31,6 @@ from skloes.probe import (  # noqa: E402
     save_probe,
 )
 from skloes.selection import MetricTopKSelector  # noqa: E402
-
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
 
 
 def _first_layers(n, n_layers=7):

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _support.texts import NEW, TEXTS, Y
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -31,23 +32,6 @@ from skloes.selection import (  # noqa: E402
     LOESSelector,
     MetricTopKSelector,
 )
-
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
 
 
 def _blocks_run(model_path, fn):

@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+from _support.texts import NEW as REVIEWS_NEW
+from _support.texts import TEXTS, Y
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -22,22 +24,7 @@ from skloes.probe import LayerProbeClassifier, load_probe, save_probe  # noqa: E
 from skloes.selection import MetricTopKSelector  # noqa: E402
 from skloes.serving import ExportedProbe, load_exported  # noqa: E402
 
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm", "it was quite fun"]
+NEW = [*REVIEWS_NEW, "it was quite fun"]
 
 # Imports that a serving process must never make (a meta-path hook raises).
 FORBID = """
