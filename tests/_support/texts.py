@@ -1,10 +1,10 @@
 """Short texts the tests fit and predict on.
 
 ``REVIEWS`` (with ``SENTIMENT``, their labels) and ``NEW`` are real short
-reviews for the probe tests; ``PROBE_TEXTS``, ``PROBE_Y`` and ``PROBE_NEW``
-the few texts of the bad-input cases, :func:`random_reviews` more of them;
-:func:`make_texts` any number of texts
-of the tiny test model's words, for the scale tests.
+reviews for the probe tests; ``PROBE_TEXTS``, ``PROBE_Y``, ``PROBE_NEW`` and
+``LABELLED_TEXTS`` the few texts of the bad-input cases, :func:`random_reviews`
+more of them; :func:`make_texts` any number of texts of the tiny test model's
+words, for the scale tests.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
 PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
 PROBE_Y = [1, 0, 1, 0] * 3
 PROBE_NEW = ["a fun film", "the plot was dull"]
+# Six texts the bad-input cases fit an extractor or a pipeline on.
+LABELLED_TEXTS = [
+    "a good movie",
+    "a dull plot",
+    "fun",
+    "the story was great",
+    "not fun",
+    "an awful film",
+]
 
 
 def random_reviews(n, seed=0):

@@ -56,10 +56,19 @@ def _user_files(folder):
     return folder
 
 
-def _probe_and_user_file(folder, fitted):
-    save_probe(fitted[0], folder)
-    (folder / "app.py").write_text("print('my web app')")
-    return folder
+def _saved_then_written(name, text):
+    """A setup: save the first probe in ``folder``, then write ``text`` to
+    its file ``name``."""
+
+    def setup(folder, fitted):
+        save_probe(fitted[0], folder)
+        (folder / name).write_text(text)
+        return folder
+
+    return setup
+
+
+_probe_and_user_file = _saved_then_written("app.py", "print('my web app')")
 
 
 def _probe_and_subfolder(folder, fitted):
@@ -558,16 +567,8 @@ def _layers_at(folder):
 # --------------------------------------------------------------------------
 # The model card is the user's once edited: never replaced, never required
 # --------------------------------------------------------------------------
-def _card_edited(folder, fitted):
-    save_probe(fitted[0], folder)
-    (folder / "README.md").write_text("# my notes on this probe\n")
-    return folder
-
-
-def _card_emptied(folder, fitted):
-    save_probe(fitted[0], folder)
-    (folder / "README.md").write_text("")
-    return folder
+_card_edited = _saved_then_written("README.md", "# my notes on this probe\n")
+_card_emptied = _saved_then_written("README.md", "")
 
 
 def _card_a_link_to_a_user_file(folder, fitted):

@@ -51,19 +51,13 @@ def _layers(picks, n_layers):
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    from skloes.models._testing import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("bert4"), num_hidden_layers=4)
+def tiny_bert(tiny_models):
+    return tiny_models("model", num_hidden_layers=4)
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    from skloes.models._testing import make_tiny_llama
-
-    return make_tiny_llama(
-        tmp_path_factory.mktemp("llama4"), num_hidden_layers=4, add_bos=True
-    )
+def tiny_llama(tiny_models):
+    return tiny_models("llama", num_hidden_layers=4, add_bos=True)
 
 
 def _probe(model, picks, n_layers=5, **params):
