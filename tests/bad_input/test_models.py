@@ -23,30 +23,21 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import cli_error, err, ok  # noqa: E402
+from _support.probes import first_layer, quiet_hst, tiny_probe  # noqa: E402
 from _support.remote_models import REMOTE_KINDS, no_code_ran  # noqa: E402
+from _support.texts import LABELLED_TEXTS, PROBE_NEW, PROBE_TEXTS, PROBE_Y  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
 from skloes.cli import main  # noqa: E402
 from skloes.probe import (  # noqa: E402
-    LayerProbeClassifier,
     LayerProbeRegressor,
     load_probe,
 )
-from skloes.selection import LastKSelector  # noqa: E402
-
-PROGRESS = "verbose"  # HiddenStatesTransformer
-
 
 # --------------------------------------------------------------------------
 # Model folders broken the ways a download or a user breaks them
 # --------------------------------------------------------------------------
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"]
-
-
-def _hst(path, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault(PROGRESS, False)
-    return HiddenStatesTransformer(path, **params)
+TEXTS = PROBE_TEXTS[:4]
 
 
 HST_MODEL_CASES = [
@@ -81,7 +72,7 @@ HST_MODEL_CASES = [
     "folder, outcome", [pytest.param(f, o, id=i) for i, f, o in HST_MODEL_CASES]
 )
 def test_hst_models(broken_models, folder, outcome):
-    outcome.check(lambda: _hst(str(broken_models / folder)).fit_transform(TEXTS))
+    outcome.check(lambda: quiet_hst(str(broken_models / folder)).fit_transform(TEXTS))
 
 
 # A model that cannot load fails at fit (headers only are
@@ -99,7 +90,7 @@ FIT_TIME_MODEL_CASES = [
 
 @pytest.mark.parametrize("folder", FIT_TIME_MODEL_CASES)
 def test_hst_model_that_cannot_load_fails_at_fit(broken_models, folder):
-    err(r"`model`").check(lambda: _hst(str(broken_models / folder)).fit(TEXTS))
+    err(r"`model`").check(lambda: quiet_hst(str(broken_models / folder)).fit(TEXTS))
 
 
 MODEL_PATH_CASES = [
@@ -116,11 +107,11 @@ MODEL_PATH_CASES = [
     "name, outcome", [pytest.param(n, o, id=i) for i, n, o in MODEL_PATH_CASES]
 )
 def test_hst_model_path_of_a_file_in_the_folder(tiny_model_path, name, outcome):
-    outcome.check(lambda: _hst(os.path.join(tiny_model_path, name)).fit(TEXTS))
+    outcome.check(lambda: quiet_hst(os.path.join(tiny_model_path, name)).fit(TEXTS))
 
 
 def test_trusted_remote_code_that_fails_is_wrapped(broken_models):
-    hst = _hst(str(broken_models / "remote_inconsistent"), trust_remote_code=True)
+    hst = quiet_hst(str(broken_models / "remote_inconsistent"), trust_remote_code=True)
     err(
         r"`model`.*cannot be loaded by transformers \(its own code.*config_class"
     ).check(lambda: hst.fit_transform(TEXTS))
@@ -143,7 +134,7 @@ REMOTE_FRONT_ENDS = [  # each says what its user can do
     ),
     (
         "HiddenStatesTransformer",
-        lambda path: _hst(path).fit(TEXTS),
+        lambda path: quiet_hst(path).fit(TEXTS),
         r"pass `trust_remote_code=True` only if you trust it",
     ),
 ]
@@ -157,7 +148,7 @@ def test_remote_code_refusal_names_what_the_caller_can_do(broken_models, run, ne
 
 
 def test_hst_model_of_wrong_type():
-    err(r"'model' parameter").check(lambda: _hst(3).fit(TEXTS))
+    err(r"'model' parameter").check(lambda: quiet_hst(3).fit(TEXTS))
 
 
 def _swap_weights_keeping_size_and_time(folder, other):
@@ -200,7 +191,7 @@ def test_fitted_extractor_refuses_changed_weights(tiny_model_path, tmp_path, cha
     folder = str(tmp_path / "m")
     shutil.copytree(tiny_model_path, folder)
     other = make_tiny_model(tmp_path / "other", seed=1)
-    blob = pickle.dumps(_hst(folder).fit(TEXTS))
+    blob = pickle.dumps(quiet_hst(folder).fit(TEXTS))
     damage, needle = WEIGHT_CHANGES[change]
     damage(folder, other)
     err(needle).check(lambda: pickle.loads(blob).transform(TEXTS))
@@ -381,9 +372,9 @@ def test_prepared_folder_with_truncated_weights_is_prepared_again(
     weights = Path(folder) / "model.safetensors"
     good = weights.read_bytes()
     weights.write_bytes(good[: len(good) // 2])
-    expected = _hst(tiny_model_path).fit_transform(TEXTS)
+    expected = quiet_hst(tiny_model_path).fit_transform(TEXTS)
     ok(lambda out: np.testing.assert_array_equal(out, expected)).check(
-        lambda: _hst(_prepare(zip_parts)).fit_transform(TEXTS)
+        lambda: quiet_hst(_prepare(zip_parts)).fit_transform(TEXTS)
     )
     assert weights.read_bytes() == good
     assert [p.name for p in (tmp_path / "home" / "bundles").iterdir()] == [
@@ -414,21 +405,6 @@ def test_skloes_cache_covers_the_user_model_cache(
     assert not stale.exists() and os.path.isdir(folder)
 
 
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-NEW = ["a fun film", "the plot was dull"]
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
-
-def _probe(model, **params):
-    params.setdefault("device", "cpu")
-    params.setdefault("selector", _first_layer())
-    return LayerProbeClassifier(model, **params)
-
-
 def _csv(path, texts):
     path.write_text("text\n" + "".join(f"{t}\n" for t in texts), encoding="utf-8")
     return str(path)
@@ -452,9 +428,9 @@ REFUSING_ENTRIES = {
     "extractor_fit": lambda model, saved: HiddenStatesTransformer(
         model, device="cpu"
     ).fit(PROBE_TEXTS),
-    "probe_fit": lambda model, saved: _probe(model).fit(PROBE_TEXTS, Y),
+    "probe_fit": lambda model, saved: tiny_probe(model).fit(PROBE_TEXTS, PROBE_Y),
     "regressor_fit": lambda model, saved: LayerProbeRegressor(
-        model, device="cpu", selector=_first_layer()
+        model, device="cpu", selector=first_layer()
     ).fit(PROBE_TEXTS, np.arange(12.0)),
 }
 
@@ -474,7 +450,7 @@ def test_skloes_predict_refuses_own_code_without_the_option(
     remote, marker, kind, tmp_path, capsys
 ):
     _, saved = remote[kind]
-    data = _csv(tmp_path / "new.csv", NEW)
+    data = _csv(tmp_path / "new.csv", PROBE_NEW)
     no_code_ran(
         marker,
         lambda: cli_error(
@@ -505,7 +481,7 @@ def test_opting_in_at_load_runs_the_code(remote, marker, kind):
         warnings.simplefilter("ignore", UserWarning)
         probe = load_probe(saved, trust_remote_code=True)
         assert probe.extractor_params == {"trust_remote_code": True}
-        assert probe.predict(NEW).shape == (2,)
+        assert probe.predict(PROBE_NEW).shape == (2,)
     if kind in ("config_auto_map", "tokenizer_auto_map"):  # code that runs
         assert marker.exists()
 
@@ -513,7 +489,7 @@ def test_opting_in_at_load_runs_the_code(remote, marker, kind):
 @pytest.mark.parametrize("kind", ["config_auto_map", "tokenizer_auto_map"])
 def test_skloes_predict_with_the_option_runs(remote, marker, kind, tmp_path, capsys):
     _, saved = remote[kind]
-    data = _csv(tmp_path / "new.csv", NEW)
+    data = _csv(tmp_path / "new.csv", PROBE_NEW)
     assert main(["predict", str(saved), "--data", data, "--trust-remote-code"]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("prediction,proba_")
 
@@ -588,16 +564,6 @@ def test_a_folder_prepared_before_is_widened_by_its_owner(tmp_path, monkeypatch)
     assert target.stat().st_mode & 0o777 == 0o755
 
 
-LABELLED_TEXTS = [
-    "a good movie",
-    "a dull plot",
-    "fun",
-    "the story was great",
-    "not fun",
-    "an awful film",
-]
-
-
 # --------------------------------------------- 9. trust_remote_code
 def _remote_model(src, dst, *, broken=False):
     shutil.copytree(src, dst)
@@ -625,15 +591,15 @@ def _remote_model(src, dst, *, broken=False):
 def test_remote_code_is_refused_before_it_runs(tiny_model_path, tmp_path):
     path = _remote_model(tiny_model_path, tmp_path / "m", broken=True)
     with pytest.raises(ValueError, match="trust_remote_code=True"):
-        _hst(path).fit(LABELLED_TEXTS)
+        quiet_hst(path).fit(LABELLED_TEXTS)
 
 
 def test_trusted_remote_code_works_and_warns(tiny_model_path, tmp_path):
     path = _remote_model(tiny_model_path, tmp_path / "m")
-    hst = _hst(path, trust_remote_code=True)
+    hst = quiet_hst(path, trust_remote_code=True)
     with pytest.warns(UserWarning, match="runs Python code shipped with the model"):
         out = hst.fit_transform(LABELLED_TEXTS)
-    expected = _hst(tiny_model_path).fit_transform(LABELLED_TEXTS)
+    expected = quiet_hst(tiny_model_path).fit_transform(LABELLED_TEXTS)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -646,7 +612,7 @@ def test_invalid_config_json_is_one_line(tiny_model_path, tmp_path, text):
     shutil.copytree(tiny_model_path, path)
     (path / "config.json").write_bytes(text.encode("utf-8", "surrogateescape"))
     with pytest.raises(ValueError, match=r"`model`.*config\.json") as info:
-        _hst(str(path)).fit(LABELLED_TEXTS)
+        quiet_hst(str(path)).fit(LABELLED_TEXTS)
     assert "\n" not in str(info.value)
 
 
@@ -658,4 +624,4 @@ def test_truncated_safetensors_is_one_line(tiny_model_path, tmp_path, cut):
     data = weights.read_bytes()
     weights.write_bytes(data[:cut] if cut >= 0 else data[: len(data) + cut])
     with pytest.raises(ValueError, match=r"`model`.*model\.safetensors.*truncated"):
-        _hst(str(path)).fit_transform(LABELLED_TEXTS)
+        quiet_hst(str(path)).fit_transform(LABELLED_TEXTS)

@@ -21,6 +21,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from _support.outcomes import err, ok, warns  # noqa: E402
+from _support.probes import first_layer  # noqa: E402
+from _support.texts import PROBE_TEXTS, PROBE_Y  # noqa: E402
 
 from skloes.probe import (  # noqa: E402
     LayerEnsembleClassifier,
@@ -30,15 +32,6 @@ from skloes.probe import (  # noqa: E402
     LayerTextEncoder,
     load_probe,
 )
-from skloes.selection import LastKSelector  # noqa: E402
-
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
 
 # --------------------------------------------------------------------------
 # Nested parameters that collide: an error naming both, never an override
@@ -54,7 +47,7 @@ COLLIDING = {
 }
 SET_BY_PROBE = {"layers": [1], "output": "flat"}
 PROBES = {
-    "classifier": (LayerProbeClassifier, Y),
+    "classifier": (LayerProbeClassifier, PROBE_Y),
     "regressor": (LayerProbeRegressor, np.arange(12.0)),
 }
 
@@ -87,7 +80,7 @@ def test_unknown_extractor_params_are_refused(tiny_model_path, key):
     est = LayerProbeClassifier(tiny_model_path, device="cpu", extractor_params={key: 1})
     err(
         rf"`extractor_params` key '{key}' is not a HiddenStatesTransformer parameter"
-    ).check(lambda: est.fit(PROBE_TEXTS, Y))
+    ).check(lambda: est.fit(PROBE_TEXTS, PROBE_Y))
 
 
 ALLOWED = {
@@ -104,9 +97,9 @@ def test_extractor_params_of_the_extractor_are_taken(tiny_model_path, key):
     est = LayerProbeClassifier(
         tiny_model_path,
         device="cpu",
-        selector=_first_layer(),
+        selector=first_layer(),
         extractor_params={key: ALLOWED[key]},
-    ).fit(PROBE_TEXTS, Y)
+    ).fit(PROBE_TEXTS, PROBE_Y)
     assert est.pipeline_[0].get_params()[key] == ALLOWED[key]
 
 
@@ -141,7 +134,7 @@ def stack(tiny_model_path):
 
 
 def _encoder(model, **params):
-    return LayerTextEncoder(model, device="cpu", selector=_first_layer(), **params)
+    return LayerTextEncoder(model, device="cpu", selector=first_layer(), **params)
 
 
 # --------------------------------------------------------------------------
@@ -158,25 +151,25 @@ ENCODER_INPUTS = [  # (id, X, y, outcome of fit_transform)
     (
         "two_column_frame",
         lambda: _pd().DataFrame({"a": PROBE_TEXTS, "b": PROBE_TEXTS}),
-        Y,
+        PROBE_Y,
         err(r"`X` must be one text column; got a table of 2 columns \('a', 'b'\)"),
     ),
     (
         "zero_column_frame",
         lambda: _pd().DataFrame(index=range(12)),
-        Y,
+        PROBE_Y,
         err(r"`X` must be one text column; got a table of 0 columns"),
     ),
     (
         "polars_two_columns",
         lambda: _pl().DataFrame({"a": PROBE_TEXTS, "b": PROBE_TEXTS}),
-        Y,
+        PROBE_Y,
         err(r"`X` must be one text column; got a table of 2 columns"),
     ),
     (
         "two_column_array",
         lambda: np.array([PROBE_TEXTS, PROBE_TEXTS], dtype=object).T,
-        Y,
+        PROBE_Y,
         err(r"`X` must be one text column; got an array of 2 columns"),
     ),
     ("a_string", lambda: "a text", None, err(r"`X` must be a column of texts.*str")),
@@ -222,23 +215,33 @@ ENCODER_INPUTS = [  # (id, X, y, outcome of fit_transform)
         err(r"column 'review' holds a missing value at row 1"),
     ),
     ("empty", lambda: [], None, err(r"`X` is empty")),
-    ("y_short", lambda: PROBE_TEXTS, Y[:3], err(r"`y` must have one entry per text")),
+    (
+        "y_short",
+        lambda: PROBE_TEXTS,
+        PROBE_Y[:3],
+        err(r"`y` must have one entry per text"),
+    ),
     ("y_scalar", lambda: PROBE_TEXTS, 5, err(r"`y` must be an array-like.*got int")),
     ("y_string", lambda: PROBE_TEXTS, "labels", err(r"`y` must be an array-like")),
-    ("y_generator", lambda: PROBE_TEXTS, (v for v in Y), ok(_width(12))),
+    ("y_generator", lambda: PROBE_TEXTS, (v for v in PROBE_Y), ok(_width(12))),
     (
         "categorical_series",
         lambda: _pd().Series(PROBE_TEXTS, dtype="category"),
-        Y,
+        PROBE_Y,
         ok(_width(12)),
     ),
     (
         "one_column_array",
         lambda: np.array(PROBE_TEXTS, dtype=object)[:, None],
-        Y,
+        PROBE_Y,
         ok(_width(12)),
     ),
-    ("polars_series", lambda: _pl().Series("review", PROBE_TEXTS), Y, ok(_width(12))),
+    (
+        "polars_series",
+        lambda: _pl().Series("review", PROBE_TEXTS),
+        PROBE_Y,
+        ok(_width(12)),
+    ),
     ("no_y", lambda: PROBE_TEXTS, None, ok(_width(12))),
 ]
 
@@ -252,7 +255,9 @@ def test_encoder_inputs(tiny_model_path, make_X, y, outcome):
 
 @pytest.fixture(scope="module")
 def encoder(tiny_model_path):
-    return _encoder(tiny_model_path).fit(_pd().Series(PROBE_TEXTS, name="review"), Y)
+    return _encoder(tiny_model_path).fit(
+        _pd().Series(PROBE_TEXTS, name="review"), PROBE_Y
+    )
 
 
 ENCODER_AFTER_FIT = [  # (id, call(fitted), outcome)
@@ -312,7 +317,7 @@ def test_encoder_pandas_output_names_its_columns(encoder):
 # fit_stack: every layer of the rows of X, or one line naming what differs
 # --------------------------------------------------------------------------
 def _probe_of(model, cls=None):
-    return (cls or LayerProbeClassifier)(model, device="cpu", selector=_first_layer())
+    return (cls or LayerProbeClassifier)(model, device="cpu", selector=first_layer())
 
 
 FIT_STACK = [  # (id, X, stack(s), y, outcome)
@@ -320,90 +325,90 @@ FIT_STACK = [  # (id, X, stack(s), y, outcome)
         "one_layer",
         PROBE_TEXTS,
         lambda s: s[0],
-        Y,
+        PROBE_Y,
         err(r"`stack` must hold every layer"),
     ),
     (
         "layers_missing",
         PROBE_TEXTS,
         lambda s: s[:2],
-        Y,
+        PROBE_Y,
         err(r"`stack` must hold every layer .*of shape \(3, 12, 8\).*\(2, 12, 8\)"),
     ),
     (
         "other_width",
         PROBE_TEXTS,
         lambda s: s[:, :, :4],
-        Y,
+        PROBE_Y,
         err(r"`stack` must hold every layer.*\(3, 12, 4\)"),
     ),
     (
         "a_flat_table",
         PROBE_TEXTS,
         lambda s: s.transpose(1, 0, 2).reshape(12, -1),
-        Y,
+        PROBE_Y,
         err(r"`stack` must hold every layer"),
     ),
     (
         "rows_of_other_texts",
         PROBE_TEXTS,
         lambda s: s[:, :6],
-        Y,
+        PROBE_Y,
         err(r"`stack` has 6 rows \(axis 1\) but `X` and `y` have 12"),
     ),
     (
         "nan",
         PROBE_TEXTS,
         lambda s: s * np.nan,
-        Y,
+        PROBE_Y,
         err(r"`stack` holds NaN or infinite"),
     ),
     (
         "inf",
         PROBE_TEXTS,
         lambda s: s + np.inf,
-        Y,
+        PROBE_Y,
         err(r"`stack` holds NaN or infinite"),
     ),
     (
         "strings",
         PROBE_TEXTS,
         lambda s: np.full(s.shape, "a"),
-        Y,
+        PROBE_Y,
         err(r"`stack` must be a numeric array.*could not convert string to float: 'a'"),
     ),
     (
         "X_shorter",
         PROBE_TEXTS[:6],
         lambda s: s,
-        Y,
+        PROBE_Y,
         err(r"`X` has 6 inputs but `y` has 12"),
     ),
     (
         "X_longer",
         PROBE_TEXTS * 2,
         lambda s: s,
-        Y,
+        PROBE_Y,
         err(r"`X` has 24 inputs but `y` has 12"),
     ),
     (
         "y_shorter",
         PROBE_TEXTS,
         lambda s: s,
-        Y[:6],
+        PROBE_Y[:6],
         err(r"`X` has 12 inputs but `y` has 6"),
     ),
-    ("X_none", None, lambda s: s, Y, err(r"`X` must be a list or array of text")),
+    ("X_none", None, lambda s: s, PROBE_Y, err(r"`X` must be a list or array of text")),
     (
         "another_model_stack",
         PROBE_TEXTS,
         lambda s: np.random.RandomState(0).randn(7, 12, 16),
-        Y,
+        PROBE_Y,
         err(r"`stack` must hold every layer .*\(3, 12, 8\).*\(7, 12, 16\)"),
     ),
-    ("as_a_list", PROBE_TEXTS, lambda s: s.tolist(), Y, ok()),
-    ("float16", PROBE_TEXTS, lambda s: s.astype(np.float16), Y, ok()),
-    ("texts_as_a_generator", (t for t in PROBE_TEXTS), lambda s: s, Y, ok()),
+    ("as_a_list", PROBE_TEXTS, lambda s: s.tolist(), PROBE_Y, ok()),
+    ("float16", PROBE_TEXTS, lambda s: s.astype(np.float16), PROBE_Y, ok()),
+    ("texts_as_a_generator", (t for t in PROBE_TEXTS), lambda s: s, PROBE_Y, ok()),
 ]
 
 
@@ -416,8 +421,8 @@ def test_fit_stack(tiny_model_path, stack, X, make_stack, y, outcome):
 
 
 def test_fit_stack_predicts_as_fit(tiny_model_path, stack):
-    fitted = _probe_of(tiny_model_path).fit(PROBE_TEXTS, Y)
-    from_stack = _probe_of(tiny_model_path).fit_stack(PROBE_TEXTS, stack, Y)
+    fitted = _probe_of(tiny_model_path).fit(PROBE_TEXTS, PROBE_Y)
+    from_stack = _probe_of(tiny_model_path).fit_stack(PROBE_TEXTS, stack, PROBE_Y)
     np.testing.assert_allclose(
         from_stack.predict_proba(PROBE_TEXTS), fitted.predict_proba(PROBE_TEXTS)
     )
@@ -467,7 +472,7 @@ TARGETS = [  # (id, cls, y, outcome)
     (
         "classifier_two_columns",
         LayerProbeClassifier,
-        np.c_[Y, Y],
+        np.c_[PROBE_Y, PROBE_Y],
         err(r"LayerProbeClassifier: `y` must be one column of class labels"),
     ),
     (
@@ -646,7 +651,7 @@ ROUTING = [  # (id, make(model), fit params, outcome)
     "make, params, outcome", [pytest.param(m, p, o, id=i) for i, m, p, o in ROUTING]
 )
 def test_probe_routing(tiny_model_path, make, params, outcome):
-    outcome.check(lambda: make(tiny_model_path).fit(PROBE_TEXTS, Y, **params))
+    outcome.check(lambda: make(tiny_model_path).fit(PROBE_TEXTS, PROBE_Y, **params))
 
 
 def test_sample_weight_routed_to_the_head(tiny_model_path):
@@ -655,16 +660,16 @@ def test_sample_weight_routed_to_the_head(tiny_model_path):
     import sklearn
     from sklearn.linear_model import LogisticRegression
 
-    weights = np.where(np.asarray(Y) == 1, 5.0, 1.0)
+    weights = np.where(np.asarray(PROBE_Y) == 1, 5.0, 1.0)
     with sklearn.config_context(enable_metadata_routing=True):
         head = LogisticRegression().set_fit_request(sample_weight=True)
         weighted = LayerProbeClassifier(
-            tiny_model_path, device="cpu", selector=_first_layer(), estimator=head
-        ).fit(PROBE_TEXTS, Y, sample_weight=weights)
+            tiny_model_path, device="cpu", selector=first_layer(), estimator=head
+        ).fit(PROBE_TEXTS, PROBE_Y, sample_weight=weights)
     plain = LayerProbeClassifier(
         tiny_model_path,
         device="cpu",
-        selector=_first_layer(),
+        selector=first_layer(),
         estimator=LogisticRegression(),
-    ).fit(PROBE_TEXTS, Y)
+    ).fit(PROBE_TEXTS, PROBE_Y)
     assert not np.allclose(weighted.estimator_.coef_, plain.estimator_.coef_)

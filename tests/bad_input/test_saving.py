@@ -29,7 +29,9 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.outcomes import cli_error, err, ok, snapshot  # noqa: E402
+from _support.probes import first_layer  # noqa: E402
 from _support.remote_models import edit_json  # noqa: E402
+from _support.texts import PROBE_TEXTS, PROBE_Y  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import FunctionTransformer  # noqa: E402
@@ -43,7 +45,6 @@ from skloes.probe import (  # noqa: E402
     prune_layers,
     save_probe,
 )
-from skloes.selection import LastKSelector  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -55,10 +56,19 @@ def _user_files(folder):
     return folder
 
 
-def _probe_and_user_file(folder, fitted):
-    save_probe(fitted[0], folder)
-    (folder / "app.py").write_text("print('my web app')")
-    return folder
+def _saved_then_written(name, text):
+    """A setup: save the first probe in ``folder``, then write ``text`` to
+    its file ``name``."""
+
+    def setup(folder, fitted):
+        save_probe(fitted[0], folder)
+        (folder / name).write_text(text)
+        return folder
+
+    return setup
+
+
+_probe_and_user_file = _saved_then_written("app.py", "print('my web app')")
 
 
 def _probe_and_subfolder(folder, fitted):
@@ -465,14 +475,6 @@ def test_save_parameters(fitted, tmp_path, call, needle):
     assert snapshot(tmp_path) == before
 
 
-PROBE_TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
-Y = [1, 0, 1, 0] * 3
-
-
-def _first_layer():
-    return LastKSelector(n_layers_to_select=1)
-
-
 def _hst(path, **params):
     params.setdefault("device", "cpu")
     return HiddenStatesTransformer(path, **params)
@@ -520,8 +522,8 @@ def test_a_pipeline_that_cannot_load_back_is_an_error_at_save(
 ):
     pipe = prune_layers(
         make_pipeline(
-            _hst(tiny_model_path), _first_layer(), make(), LogisticRegression()
-        ).fit(PROBE_TEXTS, Y)
+            _hst(tiny_model_path), first_layer(), make(), LogisticRegression()
+        ).fit(PROBE_TEXTS, PROBE_Y)
     )
     outcome.check(lambda: save_probe(pipe, tmp_path / "p"))
     if isinstance(outcome, err):
@@ -532,8 +534,8 @@ def test_a_lambda_pooling_is_an_error_at_save(tiny_model_path, tmp_path):
     pooling = lambda hidden, mask: hidden.mean(1)  # noqa: E731
     pipe = prune_layers(
         make_pipeline(
-            _hst(tiny_model_path, pooling=pooling), _first_layer(), LogisticRegression()
-        ).fit(PROBE_TEXTS, Y)
+            _hst(tiny_model_path, pooling=pooling), first_layer(), LogisticRegression()
+        ).fit(PROBE_TEXTS, PROBE_Y)
     )
     err(r"<lambda>.*cannot be loaded back").check(
         lambda: save_probe(pipe, tmp_path / "p")
@@ -545,8 +547,8 @@ def test_a_probe_whose_estimator_holds_a_lambda_is_an_error_at_save(
 ):
     head = make_pipeline(FunctionTransformer(lambda x: x), LogisticRegression())
     probe = LayerProbeClassifier(
-        tiny_model_path, device="cpu", selector=_first_layer(), estimator=head
-    ).fit(PROBE_TEXTS, Y)
+        tiny_model_path, device="cpu", selector=first_layer(), estimator=head
+    ).fit(PROBE_TEXTS, PROBE_Y)
     err(r"<lambda>").check(lambda: save_probe(probe, tmp_path / "p"))
 
 
@@ -565,16 +567,8 @@ def _layers_at(folder):
 # --------------------------------------------------------------------------
 # The model card is the user's once edited: never replaced, never required
 # --------------------------------------------------------------------------
-def _card_edited(folder, fitted):
-    save_probe(fitted[0], folder)
-    (folder / "README.md").write_text("# my notes on this probe\n")
-    return folder
-
-
-def _card_emptied(folder, fitted):
-    save_probe(fitted[0], folder)
-    (folder / "README.md").write_text("")
-    return folder
+_card_edited = _saved_then_written("README.md", "# my notes on this probe\n")
+_card_emptied = _saved_then_written("README.md", "")
 
 
 def _card_a_link_to_a_user_file(folder, fitted):

@@ -41,10 +41,10 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("torch")
 
+from _support.clusters import ROOT, init_local_ray  # noqa: E402
 from _support.outcomes import err, ok, snapshot  # noqa: E402
 from _support.texts import make_texts  # noqa: E402
 
-ROOT = str(Path(__file__).resolve().parents[2])
 SHARD = 16
 N = 40
 
@@ -207,47 +207,39 @@ def _frame(texts, **extra):
 # ======================================================================
 # code: reading never unpickles
 # ======================================================================
-def test_code_store_column_of_pickled_objects(ray_data, tmp_path):
+STORE_READS = [  # (id, pickled column, needle, read of the LayerStore)
+    (
+        "column",
+        "label",
+        r"part-00000\.parquet.*'label'|'label'.*part-00000",
+        lambda store: store.column("label"),
+    ),
+    ("verify", "label", r"'label'", lambda store: store.verify()),
+    (
+        "iter_batches",
+        "g",
+        r"'g'",
+        lambda store: list(store.iter_batches(columns=["g"])),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "column, needle, read",
+    [case[1:] for case in STORE_READS],
+    ids=[case[0] for case in STORE_READS],
+)
+def test_code_store_read_of_a_pickled_column(ray_data, tmp_path, column, needle, read):
     marker = tmp_path / "ran"
     store = synthetic_store(
-        tmp_path / "s", _values(), columns={"label": _pickled(ray_data, marker, 60)}
+        tmp_path / "s", _values(), columns={column: _pickled(ray_data, marker, 60)}
     )
     from skloes.scale import LayerStore
 
     check(
         "code",
-        err(r"part-00000\.parquet.*'label'|'label'.*part-00000"),
-        lambda: LayerStore(store).column("label"),
-        after=lambda: not marker.exists(),
-    )
-
-
-def test_code_verify_refuses_a_pickled_column(ray_data, tmp_path):
-    marker = tmp_path / "ran"
-    store = synthetic_store(
-        tmp_path / "s", _values(), columns={"label": _pickled(ray_data, marker, 60)}
-    )
-    from skloes.scale import LayerStore
-
-    check(
-        "code",
-        err(r"'label'"),
-        lambda: LayerStore(store).verify(),
-        after=lambda: not marker.exists(),
-    )
-
-
-def test_code_store_iter_batches_with_a_pickled_column(ray_data, tmp_path):
-    marker = tmp_path / "ran"
-    store = synthetic_store(
-        tmp_path / "s", _values(), columns={"g": _pickled(ray_data, marker, 60)}
-    )
-    from skloes.scale import LayerStore
-
-    check(
-        "code",
-        err(r"'g'"),
-        lambda: list(LayerStore(store).iter_batches(columns=["g"])),
+        err(needle),
+        lambda: read(LayerStore(store)),
         after=lambda: not marker.exists(),
     )
 
@@ -282,24 +274,33 @@ def test_code_input_id_column_of_pickled_objects(
     )
 
 
-def test_code_input_text_column_of_pickled_objects(ray_data, extract, texts, tmp_path):
-    data, marker = _pickled_input(ray_data, tmp_path, texts, column="text")
-    check(
-        "code",
-        err(r"'text'"),
-        lambda: extract(data, tmp_path / "s"),
-        after=lambda: not marker.exists(),
-    )
-
-
-def test_code_input_pickled_objects_nested_in_a_struct(
-    ray_data, extract, texts, tmp_path
-):
-    data, marker = _pickled_input(ray_data, tmp_path, texts, nested=True)
-    check(
-        "code",
+EXTRACT_INPUTS = [  # (id, pickled column, nested in a struct, extract's kw, outcome)
+    ("text_column", "text", False, {}, err(r"'text'")),
+    (
+        "nested_in_a_struct",
+        "doc",
+        True,
+        {"text_column": "body", "columns": ["doc"]},
         err(r"'doc'"),
-        lambda: extract(data, tmp_path / "s", text_column="body", columns=["doc"]),
+    ),
+    # a pickled column the job never reads is never read
+    ("unread", "other", False, {"text_column": "body"}, ok(lambda s: s.n_rows == N)),
+]
+
+
+@pytest.mark.parametrize(
+    "column, nested, kw, outcome",
+    [case[1:] for case in EXTRACT_INPUTS],
+    ids=[case[0] for case in EXTRACT_INPUTS],
+)
+def test_code_input_of_pickled_objects(
+    ray_data, extract, texts, tmp_path, column, nested, kw, outcome
+):
+    data, marker = _pickled_input(ray_data, tmp_path, texts, column, nested)
+    check(
+        "code",
+        outcome,
+        lambda: extract(data, tmp_path / "s", **kw),
         after=lambda: not marker.exists(),
     )
 
@@ -340,16 +341,6 @@ def test_code_predict_input_of_pickled_objects(ray_data, probe_dir, texts, tmp_p
             id_column="doc",
             verbose=0,
         ),
-        after=lambda: not marker.exists(),
-    )
-
-
-def test_code_an_unread_pickled_column_is_not_read(ray_data, extract, texts, tmp_path):
-    data, marker = _pickled_input(ray_data, tmp_path, texts, column="other")
-    check(
-        "code",
-        ok(lambda s: s.n_rows == N),
-        lambda: extract(data, tmp_path / "s", text_column="body"),
         after=lambda: not marker.exists(),
     )
 
@@ -412,14 +403,7 @@ def test_files_user_work_folder_in_a_ray_store(extract, texts, tmp_path):
 
 def _ray(run):
     ray = pytest.importorskip("ray")
-    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}},
-        _node_ip_address="127.0.0.1",
-        logging_level="ERROR",
-    )
+    init_local_ray(ray, OMP_NUM_THREADS="1")
     try:
         return run()
     finally:
@@ -727,14 +711,14 @@ extract_to_store(texts, sys.argv[2], model=sys.argv[1], shard_size=16, verbose=0
 """
 
 
-@pytest.fixture
-def holder(tiny_model_path, tmp_path):
-    """A second process writing a store, paused after its first shard."""
+def _start_holder(model, tmp_path):
+    """(store, marker, process): a second process writing the store, once
+    the marker exists paused after its first shard (or exited: wait <= 60 s)."""
     marker = tmp_path / "holding"
     store = tmp_path / "s"
     env = {**os.environ, "PYTHONPATH": ROOT}
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_HOLDER), str(tiny_model_path)]
+        [sys.executable, "-c", textwrap.dedent(_HOLDER), str(model)]
         + [str(store), str(marker)],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -744,6 +728,13 @@ def holder(tiny_model_path, tmp_path):
         if marker.exists() or proc.poll() is not None:
             break
         time.sleep(0.1)
+    return store, marker, proc
+
+
+@pytest.fixture
+def holder(tiny_model_path, tmp_path):
+    """A second process writing a store, paused after its first shard."""
+    store, marker, proc = _start_holder(tiny_model_path, tmp_path)
     assert marker.exists(), "the holder did not start"
     yield store, proc
     proc.kill()
@@ -763,20 +754,7 @@ def test_lock_a_second_writer_of_a_store(same_input, holder, extract):
 
 
 def test_lock_a_dead_writer_is_taken_over(tiny_model_path, extract, tmp_path):
-    marker = tmp_path / "holding"
-    store = tmp_path / "s"
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_HOLDER), str(tiny_model_path)]
-        + [str(store), str(marker)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(600):
-        if marker.exists() or proc.poll() is not None:
-            break
-        time.sleep(0.1)
+    store, _, proc = _start_holder(tiny_model_path, tmp_path)
     proc.kill()
     proc.wait()
     texts = [f"text number {i} of the first job" for i in range(64)]

@@ -29,6 +29,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from _support.outcomes import cli_error, err, ok, snapshot  # noqa: E402
+from _support.texts import PROBE_NEW, PROBE_TEXTS  # noqa: E402
 from sklearn.svm import LinearSVC  # noqa: E402
 
 from skloes import probe_folder  # noqa: E402
@@ -41,9 +42,8 @@ from skloes.probe import (  # noqa: E402
 from skloes.selection import LastKSelector  # noqa: E402
 from skloes.serving import ExportedProbe, load_exported, open_exported  # noqa: E402
 
-TEXTS = ["a good movie", "a dull plot", "fun", "the story was great"] * 3
 LABELS = ["yes", "no", "yes", "no"] * 3
-NEW = ["a fun film", "the plot was dull", "fun"]
+NEW = [*PROBE_NEW, "fun"]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def exported(tiny_model_path, tmp_path_factory):
     def probe(cls, layers, y, **params):
         selector = LastKSelector(n_layers_to_select=layers)
         return cls(tiny_model_path, device="cpu", selector=selector, **params).fit(
-            TEXTS, y
+            PROBE_TEXTS, y
         )
 
     made = {
@@ -69,7 +69,9 @@ def exported(tiny_model_path, tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # int8 agreement notes
         for name, (est, export) in made.items():
-            folder = save_probe(est, root / name, export=export, check_texts=TEXTS)
+            folder = save_probe(
+                est, root / name, export=export, check_texts=PROBE_TEXTS
+            )
             out[name] = (est, folder)
     return out
 

@@ -422,8 +422,8 @@ def test_truncated_forward_keeps_gradients(tiny_model_path):
 
 # ---------------------------------------------------------------- vision, audio
 @pytest.fixture(scope="module")
-def vit_path(tmp_path_factory):
-    return make_tiny_vit(tmp_path_factory.mktemp("vit"))
+def vit_path(tiny_models):
+    return tiny_models("vit")
 
 
 def _images(n=5, seed=0):
@@ -459,11 +459,9 @@ def test_vision_rejects_strings_and_wrong_rank(vit_path):
 
 
 @pytest.fixture(scope="module")
-def wav2vec2_paths(tmp_path_factory):
+def wav2vec2_paths(tiny_models):
     return {
-        stable: make_tiny_wav2vec2(
-            tmp_path_factory.mktemp(f"w2v-{stable}"), stable_layer_norm=stable
-        )
+        stable: tiny_models("wav2vec2", stable_layer_norm=stable)
         for stable in (True, False)
     }
 

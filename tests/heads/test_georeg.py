@@ -34,6 +34,15 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
 ]
 VARIANTS = ["robust", "reference"]
+# Six short reviews of the tiny model's words, for the fine-tuner's cases.
+SIX_REVIEWS = [
+    "good movie",
+    "bad plot",
+    "great film",
+    "dull story",
+    "fun actor",
+    "boring movie",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -739,14 +748,7 @@ def test_finetune_real_minilm_tunes_only_blocks_up_to_the_deepest_layer(
 
 
 def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
-    X = [
-        "good movie",
-        "bad plot",
-        "great film",
-        "dull story",
-        "fun actor",
-        "boring movie",
-    ] * 4
+    X = SIX_REVIEWS * 4
     y = np.arange(24) % 3
     clf = GeoRegFineTuner(
         model=tiny_model_path,
@@ -929,14 +931,7 @@ def test_without_torch_every_torch_estimator_gives_the_install_hint():
 def test_fine_tuner_fit_returns_self_is_idempotent_and_keeps_params(
     tiny_model_path,
 ):
-    X = [
-        "good movie",
-        "bad plot",
-        "great film",
-        "dull story",
-        "fun actor",
-        "boring movie",
-    ] * 4
+    X = SIX_REVIEWS * 4
     y = np.arange(24) % 3
     clf = GeoRegFineTuner(
         tiny_model_path,
@@ -960,14 +955,7 @@ def test_fine_tuner_fit_returns_self_is_idempotent_and_keeps_params(
 
 def test_fine_tuner_selector_is_fitted_on_frozen_features(tiny_model_path):
     selection = pytest.importorskip("skloes.selection._loes")
-    X = [
-        "good movie",
-        "bad plot",
-        "great film",
-        "dull story",
-        "fun actor",
-        "boring movie",
-    ] * 5
+    X = SIX_REVIEWS * 5
     y = np.arange(30) % 3
     selector = selection.LOESSelector(n_layers_to_select=1, random_state=0)
     clf = GeoRegFineTuner(
@@ -1003,11 +991,9 @@ FT_Y = np.arange(len(FT_TEXTS)) % 2
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
+def tiny_llama(tiny_models):
     """A 3-block random Llama (a decoder, no BOS) like SmolLM2."""
-    from skloes.models._testing import make_tiny_llama
-
-    return make_tiny_llama(tmp_path_factory.mktemp("ft-llama"), num_hidden_layers=3)
+    return tiny_models("llama", num_hidden_layers=3)
 
 
 def _frozen_tuner(model, **params):

@@ -26,26 +26,20 @@ def mix_data():
 def test_scalar_mix_weights_the_informative_layer(mix_data):
     pytest.importorskip("torch")
     H, y = mix_data
-    clf = ScalarMixClassifier(
+    params = dict(
         lr=1e-2,
         lr_mix=5e-2,
         batch_size=16,
         max_epochs=15,
         validation_fraction=0,
         random_state=0,
-    ).fit(H, y)
+    )
+    clf = ScalarMixClassifier(**params).fit(H, y)
     assert clf.layer_weights_.argmax() == 2
     assert clf.layer_weights_.sum() == pytest.approx(1.0, abs=1e-6)
     assert clf.scale_ != 1.0 and clf.score(H, y) > 0.8
     assert clf.transform(H).shape == (120, 8)
-    again = ScalarMixClassifier(
-        lr=1e-2,
-        lr_mix=5e-2,
-        batch_size=16,
-        max_epochs=15,
-        validation_fraction=0,
-        random_state=0,
-    ).fit(H, y)
+    again = ScalarMixClassifier(**params).fit(H, y)
     np.testing.assert_array_equal(again.predict_proba(H), clf.predict_proba(H))
     loaded = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(loaded.predict_proba(H), clf.predict_proba(H))

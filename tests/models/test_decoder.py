@@ -21,7 +21,6 @@ from skloes.models._loading import resolve_model_path  # noqa: E402
 from skloes.models._registry import (  # noqa: E402
     skloes_home,
 )
-from skloes.models._testing import make_tiny_llama  # noqa: E402
 
 TEXTS = [
     "the good movie",
@@ -38,23 +37,16 @@ def HST(model, **params):
     return HiddenStatesTransformer(model, **params)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    folder = tmp_path / "home"
-    monkeypatch.setenv("SKLOES_HOME", str(folder))
-    return folder
-
-
 @pytest.fixture(scope="module")
-def llama_bos(tmp_path_factory):
+def llama_bos(tiny_models):
     """Tiny random Llama whose tokenizer adds <s> and has no pad token."""
-    return make_tiny_llama(tmp_path_factory.mktemp("llama-bos"), add_bos=True)
+    return tiny_models("llama", add_bos=True)
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
+def llama(tiny_models):
     """Tiny random Llama like SmolLM2's: no BOS, no pad token, 3 blocks."""
-    return make_tiny_llama(tmp_path_factory.mktemp("llama"), num_hidden_layers=3)
+    return tiny_models("llama", num_hidden_layers=3)
 
 
 def _direct(path, texts):

@@ -23,10 +23,8 @@ def _cosine(a, b):
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    from skloes.models._testing import make_tiny_llama
-
-    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama-precision"))
+def llama(tiny_models):
+    return tiny_models("llama")
 
 
 def test_int8_linear_matches_float_within_quantization_error():

@@ -36,13 +36,6 @@ def HST(model, **params):
     return HiddenStatesTransformer(model, **params)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    folder = tmp_path / "home"
-    monkeypatch.setenv("SKLOES_HOME", str(folder))
-    return folder
-
-
 # ---------------------------------------------------------------- registry
 def test_registry_lists_bundles_and_says_which_are_installed():
     models = {m.name: m for m in offline_models()}

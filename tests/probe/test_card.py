@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.texts import REVIEWS
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -18,16 +19,7 @@ from skloes.probe import LayerProbeClassifier, save_probe  # noqa: E402
 from skloes.report import LayerReport  # noqa: E402
 from skloes.selection import AllLayersSelector, LOESSelector  # noqa: E402
 
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-] * 4
+TEXTS = REVIEWS[:8] * 4
 Y = np.array(["fresh", "rotten"] * 16)
 
 

@@ -6,12 +6,14 @@ import pickle
 
 import numpy as np
 import pytest
+from _support.texts import REVIEWS, SENTIMENT
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pd = pytest.importorskip("pandas")
 
 import sklearn  # noqa: E402
+from _support.probes import blocks_run, first_layers  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.compose import ColumnTransformer, make_column_transformer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
@@ -28,19 +30,10 @@ from sklearn.utils import estimator_checks  # noqa: E402
 from skloes import LayerTextEncoder  # noqa: E402
 from skloes.extraction import HiddenStatesTransformer as HST  # noqa: E402
 from skloes.probe import LayerProbeClassifier  # noqa: E402
-from skloes.selection import LOESSelectorCV, MetricTopKSelector  # noqa: E402
+from skloes.selection import LOESSelectorCV  # noqa: E402
 
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0] * 3)
+TEXTS = REVIEWS[:8] * 3
+Y = np.array(SENTIMENT[:8] * 3)
 
 
 def _table():
@@ -54,41 +47,9 @@ def _table():
     )
 
 
-def _first_layers(n, n_layers=7):
-    """A selector keeping layers 1..n, so the pruned pass stops at block n."""
-    return MetricTopKSelector(
-        metric="layer_scores",
-        n_layers_to_select=n,
-        layer_scores=-np.arange(n_layers),
-        include_embedding=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def deep_tiny(tmp_path_factory):
-    from skloes.models._testing import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("enc6"), num_hidden_layers=6)
-
-
-def _blocks_run(fn):
-    calls = [0]
-
-    def hook(module, inputs, output):
-        if type(module).__name__ in ("BertLayer", "LlamaDecoderLayer"):
-            calls[0] += 1
-
-    handle = torch.nn.modules.module.register_module_forward_hook(hook)
-    try:
-        fn()
-    finally:
-        handle.remove()
-    return calls[0]
-
-
 # ------------------------------------------------------------- the column
 def test_output_is_the_selected_layers_named_by_column_layer_and_unit(deep_tiny):
-    enc = LayerTextEncoder(deep_tiny, selector=_first_layers(2))
+    enc = LayerTextEncoder(deep_tiny, selector=first_layers(2))
     out = enc.fit_transform(pd.Series(TEXTS, name="review"), Y)
     stack = HST(deep_tiny, max_length=128).fit_transform(TEXTS)
     np.testing.assert_allclose(out, np.hstack([stack[1], stack[2]]), atol=1e-6)
@@ -101,7 +62,7 @@ def test_output_is_the_selected_layers_named_by_column_layer_and_unit(deep_tiny)
 
 def test_every_form_of_one_column_gives_the_same_numbers(deep_tiny):
     pl = pytest.importorskip("polars")
-    enc = LayerTextEncoder(deep_tiny, selector=_first_layers(2)).fit(TEXTS, Y)
+    enc = LayerTextEncoder(deep_tiny, selector=first_layers(2)).fit(TEXTS, Y)
     ref = enc.transform(TEXTS)
     assert list(enc.get_feature_names_out()[:1]) == ["layer1_0"]  # unnamed
     forms = [
@@ -117,9 +78,9 @@ def test_every_form_of_one_column_gives_the_same_numbers(deep_tiny):
 
 
 def test_transform_runs_only_through_the_deepest_selected_block(deep_tiny):
-    enc = LayerTextEncoder(deep_tiny, selector=_first_layers(2)).fit(TEXTS, Y)
+    enc = LayerTextEncoder(deep_tiny, selector=first_layers(2)).fit(TEXTS, Y)
     np.testing.assert_array_equal(enc.selected_layers_, [1, 2])
-    assert _blocks_run(lambda: enc.transform(TEXTS[:4])) == 2  # blocks 1..2 of 6
+    assert blocks_run(lambda: enc.transform(TEXTS[:4])) == 2  # blocks 1..2 of 6
 
 
 def test_a_cache_runs_each_text_once_across_the_folds_of_a_search(
@@ -149,7 +110,7 @@ def test_column_transformer_names_and_frames(deep_tiny, column):
     pl = pytest.importorskip("polars")
     table = _table()
     ct = make_column_transformer(
-        (LayerTextEncoder(deep_tiny, selector=_first_layers(2)), column),
+        (LayerTextEncoder(deep_tiny, selector=first_layers(2)), column),
         (StandardScaler(), ["stars", "words"]),
     )
     plain = ct.fit_transform(table, Y)
@@ -168,7 +129,7 @@ def test_column_transformer_names_and_frames(deep_tiny, column):
 def test_set_output_on_the_encoder_alone(deep_tiny):
     pl = pytest.importorskip("polars")
     series = pd.Series(TEXTS, name="review", index=np.arange(7, 7 + len(TEXTS)))
-    enc = LayerTextEncoder(deep_tiny, selector=_first_layers(1)).fit(series, Y)
+    enc = LayerTextEncoder(deep_tiny, selector=first_layers(1)).fit(series, Y)
     frame = enc.set_output(transform="pandas").transform(series)
     assert frame.columns[0] == "review__layer1_0"
     np.testing.assert_array_equal(frame.index, series.index)
@@ -181,7 +142,7 @@ def test_skrub_table_vectorizer_takes_it_as_high_cardinality_encoder(deep_tiny):
     pl = pytest.importorskip("polars")
     table = _table()
     vectorizer = skrub.TableVectorizer(
-        high_cardinality=LayerTextEncoder(deep_tiny, selector=_first_layers(1)),
+        high_cardinality=LayerTextEncoder(deep_tiny, selector=first_layers(1)),
         cardinality_threshold=2,
     )
     for data in (table, pl.from_pandas(table)):
@@ -211,7 +172,7 @@ def test_bad_columns_get_a_one_line_error_naming_x(deep_tiny):
         with pytest.raises(error, match=message) as info:
             enc.fit(X)
         assert "\n" not in str(info.value) and "`X`" in str(info.value)
-    fitted = LayerTextEncoder(deep_tiny, selector=_first_layers(1)).fit(
+    fitted = LayerTextEncoder(deep_tiny, selector=first_layers(1)).fit(
         table[["review"]], Y
     )
     with pytest.raises(ValueError, match="fitted on the column 'review'"):

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 
 import numpy as np
 import pytest
+from _support.probes import assert_no_weights, blocks_run, copy_model  # noqa: E402
+from _support.texts import NEW, TEXTS, Y
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -269,23 +270,6 @@ from skloes.probe import (  # noqa: E402
 )
 from skloes.selection import MetricTopKSelector  # noqa: E402
 
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
-
 
 def _layers(picks, n_layers=7):
     scores = np.zeros(n_layers)
@@ -298,57 +282,17 @@ def _layers(picks, n_layers=7):
     )
 
 
-def _copy_model(src, dst):
-    shutil.copytree(src, dst)
-    return str(dst)
-
-
-def _assert_no_weights(archive, model):
-    """The skops archive (a zip of .npy and JSON) holds no tensor of the
-    model's weights."""
-    import io
-    import zipfile
-
-    from safetensors.numpy import load_file
-
-    weights = load_file(os.path.join(model, "model.safetensors"))
-    with zipfile.ZipFile(archive) as zf:
-        arrays = [
-            np.load(io.BytesIO(zf.read(n)), allow_pickle=False)
-            for n in zf.namelist()
-            if n.endswith(".npy")
-        ]
-    assert arrays  # the fitted state is there
-    for w in weights.values():
-        assert not any(a.shape == w.shape and np.array_equal(a, w) for a in arrays)
-
-
-def _blocks_run(fn):
-    calls = [0]
-
-    def hook(module, inputs, output):
-        if type(module).__name__ == "BertLayer":
-            calls[0] += 1
-
-    handle = torch.nn.modules.module.register_module_forward_hook(hook)
-    try:
-        fn()
-    finally:
-        handle.remove()
-    return calls[0]
-
-
 @pytest.mark.parametrize("fusion", FUSIONS)
 def test_every_fusion_pickles_saves_without_weights_and_prunes(
     deep_tiny, tmp_path, fusion
 ):
-    model = _copy_model(deep_tiny, tmp_path / "model")
+    model = copy_model(deep_tiny, tmp_path / "model")
     probe = LayerProbeClassifier(
         model, selector=_layers([1, 3]), fusion=fusion, random_state=0, n_jobs=2
     ).fit(TEXTS, Y)
     expected = probe.predict_proba(NEW)
     # pruned predict: blocks 1..3 of 6 run
-    assert _blocks_run(lambda: probe.predict(NEW)) == 3
+    assert blocks_run(lambda: probe.predict(NEW)) == 3
     back = pickle.loads(pickle.dumps(probe))
     np.testing.assert_array_equal(back.predict_proba(NEW), expected)
     folder = save_probe(probe, tmp_path / "saved")
@@ -357,11 +301,11 @@ def test_every_fusion_pickles_saves_without_weights_and_prunes(
         "estimator.skops",
         "manifest.json",
     ]
-    _assert_no_weights(folder / "estimator.skops", model)
+    assert_no_weights(folder / "estimator.skops", model)
     loaded = load_probe(folder)
     np.testing.assert_array_equal(loaded.predict_proba(NEW), expected)
     assert type(loaded.estimator_) is type(probe.estimator_)
-    assert _blocks_run(lambda: loaded.predict(NEW)) == 3
+    assert blocks_run(lambda: loaded.predict(NEW)) == 3
     # refused once the weights change
     weights = os.path.join(model, "model.safetensors")
     data = bytearray(open(weights, "rb").read())

@@ -14,10 +14,12 @@ import sys
 
 import numpy as np
 import pytest
+from _support.texts import NEW, TEXTS, Y
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from _support.probes import assert_no_weights, copy_model, first_layers  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -29,66 +31,14 @@ from skloes.probe import (  # noqa: E402
     prune_layers,
     save_probe,
 )
-from skloes.selection import MetricTopKSelector  # noqa: E402
-
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
-
-
-def _first_layers(n, n_layers=7):
-    """A selector that keeps layers 1..n (the pruned pass stops after block n)."""
-    return MetricTopKSelector(
-        metric="layer_scores",
-        n_layers_to_select=n,
-        layer_scores=-np.arange(n_layers),
-        include_embedding=False,
-    )
-
 
 # --------------------------------------------------------------- save / load
-def _copy_model(src, dst):
-    shutil.copytree(src, dst)
-    return str(dst)
-
-
-def _assert_no_weights(archive, model):
-    """The skops archive (a zip of .npy and JSON, not a pickle) holds no tensor
-    of the model's weights."""
-    import io
-    import zipfile
-
-    from safetensors.numpy import load_file
-
-    weights = load_file(os.path.join(model, "model.safetensors"))
-    with zipfile.ZipFile(archive) as zf:
-        arrays = [
-            np.load(io.BytesIO(zf.read(n)), allow_pickle=False)
-            for n in zf.namelist()
-            if n.endswith(".npy")
-        ]
-    assert arrays  # the fitted state is there
-    for w in weights.values():
-        assert not any(a.shape == w.shape and np.array_equal(a, w) for a in arrays)
 
 
 def test_saved_probe_loads_in_a_fresh_process_with_identical_predictions(
     deep_tiny, tmp_path
 ):
-    model = _copy_model(deep_tiny, tmp_path / "model")
+    model = copy_model(deep_tiny, tmp_path / "model")
     probe = LayerProbeClassifier(model, random_state=0).fit(TEXTS, Y)
     folder = save_probe(probe, tmp_path / "saved")
     names = sorted(os.listdir(folder))
@@ -96,7 +46,7 @@ def test_saved_probe_loads_in_a_fresh_process_with_identical_predictions(
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["model"] == model
     assert manifest["model_fingerprint"] == probe.pipeline_[0].model_fingerprint_
-    _assert_no_weights(folder / "estimator.skops", model)
+    assert_no_weights(folder / "estimator.skops", model)
     code = (
         "import sys, json, numpy as np; from skloes.probe import load_probe;"
         "p = load_probe(sys.argv[1]);"
@@ -115,8 +65,8 @@ def test_saved_probe_loads_in_a_fresh_process_with_identical_predictions(
 
 
 def test_load_refuses_changed_or_missing_weights(deep_tiny, tmp_path):
-    model = _copy_model(deep_tiny, tmp_path / "model")
-    probe = LayerProbeClassifier(model, selector=_first_layers(2)).fit(TEXTS, Y)
+    model = copy_model(deep_tiny, tmp_path / "model")
+    probe = LayerProbeClassifier(model, selector=first_layers(2)).fit(TEXTS, Y)
     folder = save_probe(probe, tmp_path / "saved")
     weights = os.path.join(model, "model.safetensors")
     data = bytearray(open(weights, "rb").read())
@@ -133,7 +83,7 @@ def test_load_refuses_changed_or_missing_weights(deep_tiny, tmp_path):
 
 def test_a_pruned_pipeline_saves_and_loads(deep_tiny, tmp_path):
     full = make_pipeline(
-        HST(deep_tiny), _first_layers(2), StandardScaler(), LogisticRegression()
+        HST(deep_tiny), first_layers(2), StandardScaler(), LogisticRegression()
     ).fit(TEXTS, Y)
     pruned = prune_layers(full)
     back = load_probe(save_probe(pruned, tmp_path / "p"))
@@ -174,7 +124,7 @@ class _Custom(LogisticRegression):
 
 def test_load_refuses_untrusted_types_unless_trusted(deep_tiny, tmp_path):
     pipe = prune_layers(
-        make_pipeline(HST(deep_tiny), _first_layers(1), _Custom()).fit(TEXTS, Y)
+        make_pipeline(HST(deep_tiny), first_layers(1), _Custom()).fit(TEXTS, Y)
     )
     folder = save_probe(pipe, tmp_path / "p")
     with pytest.raises(ValueError, match="not trusted.*_Custom"):
@@ -212,7 +162,7 @@ def test_save_writes_a_model_card_from_the_probe_and_its_report(deep_tiny, tmp_p
 
 
 def test_save_refuses_to_overwrite_and_bad_inputs(deep_tiny, tmp_path):
-    probe = LayerProbeClassifier(deep_tiny, selector=_first_layers(1)).fit(TEXTS, Y)
+    probe = LayerProbeClassifier(deep_tiny, selector=first_layers(1)).fit(TEXTS, Y)
     save_probe(probe, tmp_path / "p")
     with pytest.raises(ValueError, match="overwrite=True"):
         save_probe(probe, tmp_path / "p")

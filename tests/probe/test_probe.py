@@ -6,10 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
+from _support.texts import NEW, TEXTS, Y
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from _support.probes import blocks_run, first_layers  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
@@ -29,58 +31,12 @@ from skloes.probe import (  # noqa: E402
 from skloes.selection import (  # noqa: E402
     LastKSelector,
     LOESSelector,
-    MetricTopKSelector,
 )
-
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm"]
-
-
-def _blocks_run(model_path, fn):
-    """How many transformer blocks ran (forward calls) while ``fn()`` ran."""
-    calls = [0]
-
-    def hook(module, inputs, output):
-        if type(module).__name__ in ("BertLayer", "LlamaDecoderLayer"):
-            calls[0] += 1
-
-    handle = torch.nn.modules.module.register_module_forward_hook(hook)
-    try:
-        fn()
-    finally:
-        handle.remove()
-    return calls[0]
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    from skloes.models._testing import make_tiny_llama
-
-    return make_tiny_llama(tmp_path_factory.mktemp("probe-llama"), num_hidden_layers=4)
-
-
-def _first_layers(n, n_layers=7):
-    """A selector that keeps layers 1..n (the pruned pass stops after block n)."""
-    return MetricTopKSelector(
-        metric="layer_scores",
-        n_layers_to_select=n,
-        layer_scores=-np.arange(n_layers),
-        include_embedding=False,
-    )
+def tiny_llama(tiny_models):
+    return tiny_models("llama", num_hidden_layers=4)
 
 
 def _head(fusion, dim, random_state=0):
@@ -135,16 +91,16 @@ def test_probe_predicts_what_the_full_pipeline_predicts(deep_tiny, fusion):
 
 
 def test_probe_predict_runs_only_through_the_deepest_selected_block(deep_tiny):
-    probe = LayerProbeClassifier(deep_tiny, selector=_first_layers(2)).fit(TEXTS, Y)
+    probe = LayerProbeClassifier(deep_tiny, selector=first_layers(2)).fit(TEXTS, Y)
     np.testing.assert_array_equal(probe.selected_layers_, [1, 2])
-    full = _blocks_run(deep_tiny, lambda: HST(deep_tiny).fit(NEW).transform(NEW))
-    pruned = _blocks_run(deep_tiny, lambda: probe.predict(NEW))
+    full = blocks_run(lambda: HST(deep_tiny).fit(NEW).transform(NEW))
+    pruned = blocks_run(lambda: probe.predict(NEW))
     assert full == 6 and pruned == 2  # one batch: blocks 1..2 of 6
 
 
 def test_regressor_probe(deep_tiny):
     y = np.arange(len(TEXTS), dtype=float) % 5
-    probe = LayerProbeRegressor(deep_tiny, selector=_first_layers(2)).fit(TEXTS, y)
+    probe = LayerProbeRegressor(deep_tiny, selector=first_layers(2)).fit(TEXTS, y)
     assert probe.predict(NEW).shape == (4,)
     assert np.isfinite(probe.score(TEXTS, y))
     with pytest.raises(ValueError, match="`y` must be finite"):
@@ -235,7 +191,7 @@ def test_pruned_pipeline_equals_the_full_one_on_an_encoder(deep_tiny, scaling):
 
 @pytest.mark.parametrize("padding", ["right", "left"])
 def test_pruned_pipeline_equals_the_full_one_on_a_decoder(tiny_llama, padding):
-    full = make_pipeline(HST(tiny_llama), _first_layers(2, 5), Ridge()).fit(
+    full = make_pipeline(HST(tiny_llama), first_layers(2, 5), Ridge()).fit(
         TEXTS, Y.astype(float)
     )
     tokenizer = full[0].processor_
@@ -243,7 +199,7 @@ def test_pruned_pipeline_equals_the_full_one_on_a_decoder(tiny_llama, padding):
     pruned = prune_layers(full)
     pruned[0].processor_.padding_side = padding
     np.testing.assert_allclose(pruned.predict(NEW), full.predict(NEW), atol=1e-6)
-    assert _blocks_run(tiny_llama, lambda: pruned.predict(NEW)) == 2
+    assert blocks_run(lambda: pruned.predict(NEW)) == 2
 
 
 def test_pruning_keeps_a_subset_extractor_consistent(deep_tiny):
@@ -273,11 +229,11 @@ def test_prune_layers_refuses_what_it_cannot_prune(deep_tiny):
 
 def test_pruned_extractor_reads_the_every_layer_cache(deep_tiny, tmp_path):
     full = make_pipeline(
-        HST(deep_tiny, cache=tmp_path), _first_layers(2), LogisticRegression()
+        HST(deep_tiny, cache=tmp_path), first_layers(2), LogisticRegression()
     ).fit(TEXTS, Y)
     full.predict(NEW)  # every layer of NEW is now in the cache
     pruned = prune_layers(full)
-    assert _blocks_run(deep_tiny, lambda: pruned.predict(NEW)) == 0
+    assert blocks_run(lambda: pruned.predict(NEW)) == 0
 
 
 # ------------------------------------------------------------- real models

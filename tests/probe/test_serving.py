@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+from _support.texts import NEW as REVIEWS_NEW
+from _support.texts import TEXTS, Y
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -22,22 +24,7 @@ from skloes.probe import LayerProbeClassifier, load_probe, save_probe  # noqa: E
 from skloes.selection import MetricTopKSelector  # noqa: E402
 from skloes.serving import ExportedProbe, load_exported  # noqa: E402
 
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-Y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0] * 3)
-NEW = ["a good fun film", "dull and bad", "the plot", "warm", "it was quite fun"]
+NEW = [*REVIEWS_NEW, "it was quite fun"]
 
 # Imports that a serving process must never make (a meta-path hook raises).
 FORBID = """
@@ -64,19 +51,13 @@ def _layers(picks, n_layers):
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    from skloes.models._testing import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("bert4"), num_hidden_layers=4)
+def tiny_bert(tiny_models):
+    return tiny_models("model", num_hidden_layers=4)
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    from skloes.models._testing import make_tiny_llama
-
-    return make_tiny_llama(
-        tmp_path_factory.mktemp("llama4"), num_hidden_layers=4, add_bos=True
-    )
+def tiny_llama(tiny_models):
+    return tiny_models("llama", num_hidden_layers=4, add_bos=True)
 
 
 def _probe(model, picks, n_layers=5, **params):

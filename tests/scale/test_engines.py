@@ -8,29 +8,20 @@ float rounding: workers run one torch thread), with every shard whole.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.clusters import ROOT, init_local_ray, local_dask_cluster
 from _support.decoders import DECODERS, decoder_path
 
 from skloes.scale._engines import ray_pool_size
-
-ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture(scope="module")
 def dask_client():
     """Two single-thread worker processes (so each loads its own model)."""
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        host="127.0.0.1",
-        silence_logs=50,
-    )
+    cluster = local_dask_cluster()
     client = distributed.Client(cluster, timeout="60s")
     client.run(lambda: os.environ.setdefault("PYTHONPATH", ROOT))
     yield client
@@ -43,14 +34,7 @@ def ray_cluster():
     """A local Ray cluster of 2 CPUs whose workers import this checkout."""
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
-    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}},
-        _node_ip_address="127.0.0.1",
-        logging_level="ERROR",
-    )
+    init_local_ray(ray, OMP_NUM_THREADS="1")
     yield ray
     ray.shutdown()
 
@@ -71,6 +55,13 @@ def _per_worker(results):
     return {r["worker"] for r in results}
 
 
+def _assert_holds_the_reference(store, reference):
+    """The store of the 230 texts is whole: 4 shards of the reference bits."""
+    assert store.complete and store.verify().n_shards == 4
+    np.testing.assert_allclose(store.read(), reference, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(store.row_ids(), np.arange(230))
+
+
 def test_dask_engine_writes_the_same_store_one_model_per_worker(
     dask_client, extract, texts, reference, tmp_path
 ):
@@ -78,9 +69,7 @@ def test_dask_engine_writes_the_same_store_one_model_per_worker(
 
     results = []
     store = extract(texts, tmp_path / "s", engine="dask", callback=results.append)
-    assert store.complete and store.verify().n_shards == 4
-    np.testing.assert_allclose(store.read(), reference, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(store.row_ids(), np.arange(230))
+    _assert_holds_the_reference(store, reference)
     assert len(results) == 4 and all(r["peak_rss"] > 0 for r in results)
     models = dask_client.run(lambda: sorted(_jobs._LOADED))
     used = [m for m in models.values() if m]
@@ -93,9 +82,7 @@ def test_ray_engine_writes_the_same_store(
 ):
     results = []
     store = extract(texts, tmp_path / "s", engine="ray", callback=results.append)
-    assert store.complete and store.verify().n_shards == 4
-    np.testing.assert_allclose(store.read(), reference, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(store.row_ids(), np.arange(230))
+    _assert_holds_the_reference(store, reference)
     assert 1 <= len(_per_worker(results)) <= 2  # at most the 2 actors
     # the staged tasks (copies of the texts) are gone, and every hidden file
     hidden = [p.name for p in (tmp_path / "s").iterdir() if p.name.startswith(".")]

@@ -8,15 +8,14 @@ runs on Ray actors and Dask workers without importing torch.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.clusters import init_local_ray, local_dask_cluster
 
 from skloes.scale import predict_to_parquet
 
 pytest.importorskip("torch")
-ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture(scope="module")
@@ -150,50 +149,31 @@ def test_an_exported_probe_predicts_on_workers_without_torch(
         verbose=0,
     )
     results = []
+
+    def predict_there():
+        return predict_to_parquet(
+            exported,
+            data,
+            tmp_path / "there.parquet",
+            id_column="key",
+            shard_size=20,
+            engine=engine,
+            verbose=0,
+            callback=results.append,
+        )
+
     if engine == "dask":
         distributed = pytest.importorskip("distributed")
         with (
-            distributed.LocalCluster(
-                n_workers=2,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                host="127.0.0.1",
-                silence_logs=50,
-            ) as cluster,
+            local_dask_cluster() as cluster,
             distributed.Client(cluster, timeout="60s"),
         ):
-            there = predict_to_parquet(
-                exported,
-                data,
-                tmp_path / "there.parquet",
-                id_column="key",
-                shard_size=20,
-                engine="dask",
-                verbose=0,
-                callback=results.append,
-            )
+            there = predict_there()
     else:
         ray = pytest.importorskip("ray")
-        path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            logging_level="ERROR",
-            runtime_env={"env_vars": {"PYTHONPATH": path}},
-            _node_ip_address="127.0.0.1",
-        )
+        init_local_ray(ray)
         try:
-            there = predict_to_parquet(
-                exported,
-                data,
-                tmp_path / "there.parquet",
-                id_column="key",
-                shard_size=20,
-                engine="ray",
-                verbose=0,
-                callback=results.append,
-            )
+            there = predict_there()
         finally:
             ray.shutdown()
     a, b = pd.read_parquet(local), pd.read_parquet(there)

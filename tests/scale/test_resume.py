@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.clusters import ROOT, init_local_ray, local_dask_cluster
 from _support.texts import make_texts
 
 from skloes.scale import LayerStore
 
-ROOT = str(Path(__file__).resolve().parents[2])
 N = 240
 SHARD = 16
 
@@ -133,14 +133,7 @@ def test_a_dask_worker_killed_half_way_resumes_to_the_same_bits(
 ):
     distributed = pytest.importorskip("distributed")
     with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            host="127.0.0.1",
-            silence_logs=50,
-        ) as cluster,
+        local_dask_cluster() as cluster,
         distributed.Client(cluster, timeout="60s"),
     ):
         _run_killed_then_resumed(extract, data, tmp_path, "dask")
@@ -149,14 +142,7 @@ def test_a_dask_worker_killed_half_way_resumes_to_the_same_bits(
 def test_a_ray_actor_killed_half_way_resumes_to_the_same_bits(data, extract, tmp_path):
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
-    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path}},
-        _node_ip_address="127.0.0.1",
-        logging_level="ERROR",
-    )
+    init_local_ray(ray)
     try:
         _run_killed_then_resumed(extract, data, tmp_path, "ray")
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.clusters import ROOT, init_local_ray
 
 from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock
 from skloes.core._store import (
@@ -26,7 +27,6 @@ from skloes.core._store import (
 from skloes.scale._sink import is_temporary
 
 pa = pytest.importorskip("pyarrow")
-ROOT = str(Path(__file__).resolve().parents[2])
 
 
 # ------------------------------------------------------------------ units
@@ -137,14 +137,7 @@ def test_writer_lock_one_holder_named_then_taken_over_when_it_dies(tmp_path):
 def ray_cluster():
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
-    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}},
-        _node_ip_address="127.0.0.1",
-        logging_level="ERROR",
-    )
+    init_local_ray(ray, OMP_NUM_THREADS="1")
     yield ray
     ray.shutdown()
 

@@ -1,0 +1,86 @@
+"""Extractors, probes and selectors the tests build, a count of the blocks a
+pass runs (to assert what pruning skips) and a check that a save holds no
+weights."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import zipfile
+
+import numpy as np
+
+from skloes import HiddenStatesTransformer
+from skloes.probe import LayerProbeClassifier
+from skloes.selection import LastKSelector, MetricTopKSelector
+
+
+def quiet_hst(path, **params):
+    """A HiddenStatesTransformer on the CPU that shows no progress."""
+    params.setdefault("device", "cpu")
+    params.setdefault("verbose", False)
+    return HiddenStatesTransformer(path, **params)
+
+
+def first_layer():
+    """A selector of the model's last layer alone (the fastest probe)."""
+    return LastKSelector(n_layers_to_select=1)
+
+
+def tiny_probe(model, **params):
+    """A LayerProbeClassifier on the CPU of :func:`first_layer` (or ``params``)."""
+    params.setdefault("device", "cpu")
+    params.setdefault("selector", first_layer())
+    return LayerProbeClassifier(model, **params)
+
+
+def first_layers(n, n_layers=7):
+    """A selector that keeps layers 1..n (the pruned pass stops after block n)."""
+    return MetricTopKSelector(
+        metric="layer_scores",
+        n_layers_to_select=n,
+        layer_scores=-np.arange(n_layers),
+        include_embedding=False,
+    )
+
+
+def blocks_run(fn):
+    """How many transformer blocks (BERT or Llama) ran while ``fn()`` ran."""
+    import torch
+
+    calls = [0]
+
+    def hook(module, inputs, output):
+        if type(module).__name__ in ("BertLayer", "LlamaDecoderLayer"):
+            calls[0] += 1
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        fn()
+    finally:
+        handle.remove()
+    return calls[0]
+
+
+def copy_model(src, dst):
+    """A copy of the model folder ``src`` at ``dst`` (for a test to change)."""
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def assert_no_weights(archive, model):
+    """The skops archive (a zip of .npy and JSON, not a pickle) holds no
+    tensor of the model's weights."""
+    from safetensors.numpy import load_file
+
+    weights = load_file(os.path.join(model, "model.safetensors"))
+    with zipfile.ZipFile(archive) as zf:
+        arrays = [
+            np.load(io.BytesIO(zf.read(n)), allow_pickle=False)
+            for n in zf.namelist()
+            if n.endswith(".npy")
+        ]
+    assert arrays  # the fitted state is there
+    for w in weights.values():
+        assert not any(a.shape == w.shape and np.array_equal(a, w) for a in arrays)
