@@ -99,7 +99,7 @@ def test_a_pruned_pipeline_of_before_0_3_still_loads(deep_tiny, tmp_path):
     from skloes.probe import SelectedLayerConcatenation, SelectedLayerFusion
 
     full = make_pipeline(
-        HST(deep_tiny), _first_layers(2), StandardScaler(), LogisticRegression()
+        HST(deep_tiny), first_layers(2), StandardScaler(), LogisticRegression()
     ).fit(TEXTS, Y)
     pruned = prune_layers(full)
     with pytest.warns(FutureWarning, match="renamed `SelectedLayerConcatenation`"):
