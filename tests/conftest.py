@@ -9,6 +9,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import importlib.util
+import inspect
+import re
 import shutil
 import sys
 import tempfile
@@ -60,6 +62,9 @@ def _seeded_global_randomness():
 
 
 _STARTS_RAY = {}
+# "ray" as a word of a test's code, fixtures or parameters (not "array").
+_RAY = re.compile(r"(?<![A-Za-z0-9])ray(?![A-Za-z0-9])")
+_ENGINES = ("local", "dask", "ray")
 
 
 def _starts_ray(path):
@@ -71,14 +76,35 @@ def _starts_ray(path):
     return _STARTS_RAY[path]
 
 
+def _uses_ray(item):
+    """Whether a test of such a file runs on Ray: its code, the fixtures it
+    takes (their closure) or its parameters name it."""
+    if not (str(item.path).endswith(".py") and _starts_ray(item.path)):
+        return False
+    if any(_RAY.search(name) for name in item.fixturenames):
+        return True
+    params = getattr(item, "callspec", None)
+    values = [] if params is None else params.params.values()
+    engines = [v for v in values if isinstance(v, str) and v in _ENGINES]
+    if engines:  # a case of a test run on each engine: its own engine says
+        return "ray" in engines
+    try:
+        return bool(_RAY.search(inspect.getsource(item.function)))
+    except (OSError, TypeError):
+        return True  # no source to read: keep it with the Ray tests
+
+
 def pytest_collection_modifyitems(config, items):
-    # Under pytest-xdist (scripts/test.sh), the tests that start a local Ray
-    # cluster share one worker: two clusters on one machine compete for its
-    # ports and object stores.
+    # Under pytest-xdist (scripts/test.sh), the tests that run on a local Ray
+    # cluster share one worker (two clusters on one machine compete for its
+    # ports and object stores), and go first: that worker starts on them while
+    # the others share the rest, instead of the group running last alone.
     ray_group = pytest.mark.xdist_group("ray")
+    on_ray = {id(item) for item in items if _uses_ray(item)}
     for item in items:
-        if str(item.path).endswith(".py") and _starts_ray(item.path):
+        if id(item) in on_ray:
             item.add_marker(ray_group)
+    items.sort(key=lambda item: id(item) not in on_ray)  # stable
     has_cuda = False
     if importlib.util.find_spec("torch") is not None:
         import torch
