@@ -68,19 +68,19 @@ _ENGINES = ("local", "dask", "ray")
 
 
 def _starts_ray(path):
-    """Whether a test file starts a local Ray cluster (``ray.init(``, or
-    ``init_local_ray(`` of tests/_support/clusters.py)."""
+    """Whether a test file starts a local Ray cluster (``ray.init(``,
+    ``init_local_ray(`` of tests/_support/clusters.py, or the scale tests'
+    ``ray_cluster`` fixture, which a test may ask for by name)."""
     if path not in _STARTS_RAY:
         text = Path(path).read_text(encoding="utf-8")
-        _STARTS_RAY[path] = "ray.init(" in text or "init_local_ray(" in text
+        starts = ("ray.init(", "init_local_ray(", "ray_cluster")
+        _STARTS_RAY[path] = any(word in text for word in starts)
     return _STARTS_RAY[path]
 
 
 def _uses_ray(item):
-    """Whether a test of such a file runs on Ray: its code, the fixtures it
-    takes (their closure) or its parameters name it."""
-    if not (str(item.path).endswith(".py") and _starts_ray(item.path)):
-        return False
+    """Whether a test runs on Ray: a fixture it takes (their closure) or its
+    engine parameter names Ray, or, in a file that starts Ray, its code."""
     if any(_RAY.search(name) for name in item.fixturenames):
         return True
     params = getattr(item, "callspec", None)
@@ -88,6 +88,8 @@ def _uses_ray(item):
     engines = [v for v in values if isinstance(v, str) and v in _ENGINES]
     if engines:  # a case of a test run on each engine: its own engine says
         return "ray" in engines
+    if not (str(item.path).endswith(".py") and _starts_ray(item.path)):
+        return False
     try:
         return bool(_RAY.search(inspect.getsource(item.function)))
     except (OSError, TypeError):

@@ -28,6 +28,19 @@ def _bounded():
     signal.signal(signal.SIGALRM, previous)
 
 
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of 2 CPUs whose workers import this checkout, for
+    the tests of one module (tests/conftest.py puts them on one worker)."""
+    from _support.clusters import init_local_ray
+
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    init_local_ray(ray, OMP_NUM_THREADS="1")
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def texts():
     return make_texts(230)

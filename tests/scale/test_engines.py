@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from _support.clusters import ROOT, init_local_ray, local_dask_cluster
+from _support.clusters import ROOT, local_dask_cluster
 from _support.decoders import DECODERS, decoder_path
 
 from skloes.scale._engines import ray_pool_size
@@ -27,16 +27,6 @@ def dask_client():
     yield client
     client.close()
     cluster.close()
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray cluster of 2 CPUs whose workers import this checkout."""
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    init_local_ray(ray, OMP_NUM_THREADS="1")
-    yield ray
-    ray.shutdown()
 
 
 def test_ray_pool_leaves_a_cpu_share_for_ray_data():

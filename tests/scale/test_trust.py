@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _support.clusters import ROOT, init_local_ray
+from _support.clusters import ROOT
 
 from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock
 from skloes.core._store import (
@@ -133,15 +133,6 @@ def test_writer_lock_one_holder_named_then_taken_over_when_it_dies(tmp_path):
 
 
 # ------------------------------------------------------ MiniLM, real text
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    init_local_ray(ray, OMP_NUM_THREADS="1")
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("engine", ["local", "ray"])
 def test_minilm_store_keeps_the_rules(
