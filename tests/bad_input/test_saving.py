@@ -28,7 +28,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
-from _support.outcomes import cli_error, err, ok, snapshot  # noqa: E402
+from _support.outcomes import cases, cli_error, err, ok, snapshot  # noqa: E402
 from _support.probes import first_layer  # noqa: E402
 from _support.remote_models import edit_json  # noqa: E402
 from _support.texts import PROBE_TEXTS, PROBE_Y  # noqa: E402
@@ -150,9 +150,7 @@ REFUSED_TARGETS = [  # (id, setup(folder, fitted) -> path, needle)
 ]
 
 
-@pytest.mark.parametrize(
-    "setup, needle", [pytest.param(s, n, id=i) for i, s, n in REFUSED_TARGETS]
-)
+@pytest.mark.parametrize("setup, needle", cases(REFUSED_TARGETS))
 def test_save_refuses_a_folder_holding_what_it_did_not_write(
     fitted, tmp_path, setup, needle
 ):
@@ -163,9 +161,7 @@ def test_save_refuses_a_folder_holding_what_it_did_not_write(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-@pytest.mark.parametrize(
-    "setup, needle", [pytest.param(s, n, id=i) for i, s, n in REFUSED_TARGETS]
-)
+@pytest.mark.parametrize("setup, needle", cases(REFUSED_TARGETS))
 def test_skloes_probe_save_refuses_them_before_any_work(
     fitted, tmp_path, tiny_model_path, monkeypatch, capsys, setup, needle
 ):
@@ -279,7 +275,7 @@ def _link(real, link):
     return link
 
 
-@pytest.mark.parametrize("setup", [pytest.param(s, id=i) for i, s in ACCEPTED_TARGETS])
+@pytest.mark.parametrize("setup", cases(ACCEPTED_TARGETS))
 def test_save_replaces_its_own_files_only(fitted, tmp_path, setup):
     folder = setup(tmp_path / "target", fitted)
     save_probe(fitted[1], folder, overwrite=True)
@@ -465,9 +461,7 @@ SAVE_CALL_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "call, needle", [pytest.param(c, n, id=i) for i, c, n in SAVE_CALL_CASES]
-)
+@pytest.mark.parametrize("call, needle", cases(SAVE_CALL_CASES))
 def test_save_parameters(fitted, tmp_path, call, needle):
     folder = save_probe(fitted[0], tmp_path / "p")
     before = snapshot(tmp_path)
@@ -514,9 +508,7 @@ ROUND_TRIP = [
 ]
 
 
-@pytest.mark.parametrize(
-    "make, outcome", [pytest.param(m, o, id=i) for i, m, o in ROUND_TRIP]
-)
+@pytest.mark.parametrize("make, outcome", cases(ROUND_TRIP))
 def test_a_pipeline_that_cannot_load_back_is_an_error_at_save(
     tiny_model_path, tmp_path, make, outcome
 ):
@@ -615,7 +607,7 @@ CARD_REFUSED = [  # (id, setup, overwrite, needle)
 
 @pytest.mark.parametrize(
     "setup, overwrite, needle",
-    [pytest.param(s, o, n, id=i) for i, s, o, n in CARD_REFUSED],
+    cases(CARD_REFUSED),
 )
 def test_a_card_the_user_touched_is_never_replaced(
     fitted, tmp_path, setup, overwrite, needle
@@ -721,9 +713,7 @@ ODD_TARGETS = [  # (id, setup(tmp_path, fitted) -> target, needle)
 ]
 
 
-@pytest.mark.parametrize(
-    "setup, needle", [pytest.param(s, n, id=i) for i, s, n in ODD_TARGETS]
-)
+@pytest.mark.parametrize("setup, needle", cases(ODD_TARGETS))
 def test_an_odd_target_is_refused_before_anything_is_written(
     fitted, tmp_path, setup, needle
 ):
@@ -859,7 +849,7 @@ TWO_WRITERS = [  # (id, existing, overwrite, what the other does, needle, left)
 
 @pytest.mark.parametrize(
     "existing, overwrite, other, needle, left",
-    [pytest.param(*case[1:], id=case[0]) for case in TWO_WRITERS],
+    cases(TWO_WRITERS),
 )
 def test_two_writers_give_one_whole_probe_and_one_clear_error(
     fitted, tmp_path, monkeypatch, existing, overwrite, other, needle, left
