@@ -42,7 +42,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("torch")
 
 from _support.clusters import ROOT, init_local_ray  # noqa: E402
-from _support.outcomes import err, ok, snapshot  # noqa: E402
+from _support.outcomes import cases, err, ok, snapshot  # noqa: E402
 from _support.texts import make_texts  # noqa: E402
 
 SHARD = 16
@@ -768,39 +768,27 @@ def test_lock_a_dead_writer_is_taken_over(tiny_model_path, extract, tmp_path):
 # ======================================================================
 # values: as written
 # ======================================================================
-def test_values_csv_ids_stay_strings(extract, texts, tmp_path):
-    _frame(texts, key=[f"{i:05d}" for i in range(N)]).to_csv(
-        tmp_path / "in.csv", index=False
-    )
+STRING_VALUES = [  # (id, file, separator, column, its values, extract option)
+    ("csv_ids", "in.csv", ",", "key", [f"{i:05d}" for i in range(N)], "id_column"),
+    ("csv_kept_column", "in.csv", ",", "zip", ["02134"] * N, "columns"),
+    ("tsv_ids", "in.tsv", "\t", "key", [f"{i:03d}" for i in range(N)], "id_column"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, sep, column, values, option",
+    cases(STRING_VALUES),
+)
+def test_values_file_ids_and_kept_columns_stay_strings(
+    extract, texts, tmp_path, name, sep, column, values, option
+):
+    _frame(texts, **{column: values}).to_csv(tmp_path / name, index=False, sep=sep)
+    given = {"id_column": column, "columns": [column]}[option]
     check(
         "values",
-        ok(lambda s: s.column("key").tolist() == [f"{i:05d}" for i in range(N)]),
+        ok(lambda s: s.column(column).tolist() == values),
         lambda: extract(
-            tmp_path / "in.csv", tmp_path / "s", text_column="body", id_column="key"
-        ),
-    )
-
-
-def test_values_csv_kept_column_stays_strings(extract, texts, tmp_path):
-    _frame(texts, zip=["02134"] * N).to_csv(tmp_path / "in.csv", index=False)
-    check(
-        "values",
-        ok(lambda s: s.column("zip").tolist() == ["02134"] * N),
-        lambda: extract(
-            tmp_path / "in.csv", tmp_path / "s", text_column="body", columns=["zip"]
-        ),
-    )
-
-
-def test_values_tsv_ids_stay_strings(extract, texts, tmp_path):
-    _frame(texts, key=[f"{i:03d}" for i in range(N)]).to_csv(
-        tmp_path / "in.tsv", index=False, sep="\t"
-    )
-    check(
-        "values",
-        ok(lambda s: s.column("key").tolist() == [f"{i:03d}" for i in range(N)]),
-        lambda: extract(
-            tmp_path / "in.tsv", tmp_path / "s", text_column="body", id_column="key"
+            tmp_path / name, tmp_path / "s", text_column="body", **{option: given}
         ),
     )
 
