@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import err, ok, snapshot, warns  # noqa: E402
 from _support.probes import quiet_hst, tiny_probe  # noqa: E402

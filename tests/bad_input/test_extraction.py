@@ -15,10 +15,9 @@ import os
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import err, ok, warns  # noqa: E402
 from _support.probes import quiet_hst  # noqa: E402

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import cli_error, err, ok  # noqa: E402
 from _support.probes import first_layer, quiet_hst, tiny_probe  # noqa: E402

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import cases, cli_error, err, ok, snapshot  # noqa: E402
 from _support.probes import first_layer  # noqa: E402
