@@ -2,6 +2,10 @@
 for their own code (with the marker their code writes), probes saved with
 settings a loader must not inherit, and probes saved with heads that do and
 do not give probabilities.
+
+The cases of every file here assert an outcome of ``tests/_support/outcomes.py``:
+``err`` (one line naming what is wrong), ``warns`` (a warning, then a
+result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

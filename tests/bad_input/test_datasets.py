@@ -1,8 +1,5 @@
 """The data set loaders: sample counts, thresholds, counts per language, flags
 and unknown names.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

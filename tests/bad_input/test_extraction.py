@@ -4,9 +4,6 @@ special tokens, devices that cannot compute, calls before fit.
 
 New in issue 34 (the section at the end): the renamed ``progress``, alone,
 with ``verbose``, and of a value ``verbose`` cannot take.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

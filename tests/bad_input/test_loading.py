@@ -2,9 +2,6 @@
 code, cache), manifests that disagree with their estimator, models changed or
 gone since the save, type names never imported, damaged folders (one line
 naming the folder and the file), and the parameters of load_probe.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Model folders a user or a download broke, a model's own code (refused before
 it runs, whatever the entry point, unless the user opted in), the user model
 cache (SKLOES_HOME) and shared homes, and weights changed after fit.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

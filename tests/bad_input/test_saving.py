@@ -9,9 +9,6 @@ a saved probe, a file of one, link loops, links to user folders and files,
 a report folder, the same folder written other ways), two writers
 (interleaved deterministically, and one real two-process race), a full disk
 at each stage of save_probe and of ``skloes probe --save``, and numpy flags.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
