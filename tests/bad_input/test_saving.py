@@ -412,21 +412,29 @@ def test_the_fallback_swap_replaces_the_probe(fitted, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["p"]
 
 
+def _resave_writing_just_before_the_swap(fitted, folder, monkeypatch, name, text):
+    """Save ``fitted[1]`` over ``folder``; the user writes ``text`` to its
+    file ``name`` just before the swap (after the save's last look)."""
+    exchange = _atomic.exchange
+
+    def user_writes_meanwhile(a, b):
+        (folder / name).write_text(text)
+        return exchange(a, b)
+
+    monkeypatch.setattr(_atomic, "exchange", user_writes_meanwhile)
+    save_probe(fitted[1], folder, overwrite=True)
+
+
 def test_a_file_that_appears_during_the_save_is_kept(fitted, tmp_path, monkeypatch):
     """A file that appears after the save's last look at the folder (under
     its lock, just before the swap) is kept aside, and the save says where;
     one that appears before that look stops the save (test_a_file_that_
     appears_before_the_swap_stops_the_save)."""
     folder = save_probe(fitted[0], tmp_path / "p")
-    exchange = _atomic.exchange
-
-    def user_writes_meanwhile(a, b):
-        (folder / "late.txt").write_text("mine")
-        return exchange(a, b)
-
-    monkeypatch.setattr(_atomic, "exchange", user_writes_meanwhile)
     with pytest.warns(UserWarning, match=r"appeared in .* they are kept in"):
-        save_probe(fitted[1], folder, overwrite=True)
+        _resave_writing_just_before_the_swap(
+            fitted, folder, monkeypatch, "late.txt", "mine"
+        )
     kept = [p for p in tmp_path.rglob("late.txt")]
     assert len(kept) == 1 and kept[0].read_text() == "mine"
     assert _reload_layers(folder) == fitted[1].selected_layers_.tolist()
@@ -644,15 +652,10 @@ def test_a_card_edited_after_the_last_look_is_kept_aside(fitted, tmp_path, monke
     """Edited between the save's last look (under its lock) and the swap: the
     new probe goes in, the edited card is kept, and the warning says where."""
     folder = save_probe(fitted[0], tmp_path / "p")
-    exchange = _atomic.exchange
-
-    def user_edits_the_card(a, b):
-        (folder / "README.md").write_text("# edited at the last moment\n")
-        return exchange(a, b)
-
-    monkeypatch.setattr(_atomic, "exchange", user_edits_the_card)
     with pytest.warns(UserWarning, match=r"README\.md changed since its save.*kept"):
-        save_probe(fitted[1], folder, overwrite=True)
+        _resave_writing_just_before_the_swap(
+            fitted, folder, monkeypatch, "README.md", "# edited at the last moment\n"
+        )
     kept = [p for p in tmp_path.rglob("README.md") if p.parent != folder]
     assert [p.read_text() for p in kept] == ["# edited at the last moment\n"]
     assert _layers_at(folder) == fitted[1].selected_layers_.tolist()
