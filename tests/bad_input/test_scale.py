@@ -196,6 +196,23 @@ def _edit_manifest(folder, edit):
     path.write_text(json.dumps(manifest))
 
 
+def _small_probe_at_scale(data, job, model, **params):
+    """probe_at_scale on the CPU, quiet, in small shards and calibration."""
+    from skloes.scale import probe_at_scale
+
+    return probe_at_scale(
+        data,
+        job,
+        text_column="body",
+        model=model,
+        calibration_size=20,
+        shard_size=SHARD,
+        verbose=0,
+        device="cpu",
+        **params,
+    )
+
+
 def _frame(texts, **extra):
     import pandas as pd
 
@@ -481,8 +498,6 @@ def test_files_store_is_the_input_folder(extract, texts, tmp_path):
 def test_files_probe_at_scale_keeps_a_users_predictions(
     tiny_model_path, texts, tmp_path
 ):
-    from skloes.scale import probe_at_scale
-
     labels = np.asarray(["a", "b"] * (N // 2), dtype=object)
     labels[-6:] = None
     data = tmp_path / "in.parquet"
@@ -493,16 +508,7 @@ def test_files_probe_at_scale_keeps_a_users_predictions(
     check(
         "files",
         err(r"predictions\.parquet"),
-        lambda: probe_at_scale(
-            data,
-            job,
-            text_column="body",
-            model=tiny_model_path,
-            calibration_size=20,
-            shard_size=SHARD,
-            verbose=0,
-            device="cpu",
-        ),
+        lambda: _small_probe_at_scale(data, job, tiny_model_path),
         after=lambda: (job / "predictions.parquet").read_bytes()
         == b"my own predictions",
     )
@@ -982,8 +988,6 @@ def test_values_head_fitted_on_a_store_predicts_on_the_same_layers(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_values_empty_label_is_missing(fmt, tiny_model_path, texts, tmp_path):
-    from skloes.scale import probe_at_scale
-
     labels = np.asarray(["a", "b"] * (N // 2), dtype=object)
     labels[-5:] = ""
     frame = _frame(texts, label=labels)
@@ -997,16 +1001,7 @@ def test_values_empty_label_is_missing(fmt, tiny_model_path, texts, tmp_path):
     check(
         "values",
         ok(then),
-        lambda: probe_at_scale(
-            data,
-            tmp_path / "job",
-            text_column="body",
-            model=tiny_model_path,
-            calibration_size=20,
-            shard_size=SHARD,
-            verbose=0,
-            device="cpu",
-        ),
+        lambda: _small_probe_at_scale(data, tmp_path / "job", tiny_model_path),
     )
 
 
@@ -1014,8 +1009,6 @@ def test_values_empty_label_is_missing(fmt, tiny_model_path, texts, tmp_path):
 def test_values_probe_at_scale_reads_csv_and_jsonl(
     fmt, tiny_model_path, texts, tmp_path
 ):
-    from skloes.scale import probe_at_scale
-
     labels = np.asarray(["a", "b"] * (N // 2), dtype=object)
     labels[-4:] = None
     frame = _frame(texts, label=labels)
@@ -1027,16 +1020,8 @@ def test_values_probe_at_scale_reads_csv_and_jsonl(
     check(
         "values",
         ok(lambda r: r.n_labelled == N - 4 and r.n_predicted == 4),
-        lambda: probe_at_scale(
-            data,
-            tmp_path / "job",
-            text_column="body",
-            id_column="doc",
-            model=tiny_model_path,
-            calibration_size=20,
-            shard_size=SHARD,
-            verbose=0,
-            device="cpu",
+        lambda: _small_probe_at_scale(
+            data, tmp_path / "job", tiny_model_path, id_column="doc"
         ),
     )
 
