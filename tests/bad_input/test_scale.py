@@ -1138,13 +1138,22 @@ def test_raw_surrogate_in_a_frame(extract, tmp_path):
     check("raw", err(r"row 1"), lambda: extract(frame, tmp_path / "s"))
 
 
-def test_raw_non_utf8_csv(extract, tmp_path):
-    (tmp_path / "in.csv").write_bytes(b"text\ncaf\xe9 au lait\nfine\n")
-    check(
-        "raw",
-        err(r"in\.csv.*UTF-8|UTF-8.*in\.csv"),
-        lambda: extract(tmp_path / "in.csv", tmp_path / "s"),
-    )
+BROKEN_FILES = [  # (id, file, its bytes, needle)
+    (
+        "non_utf8_csv",
+        "in.csv",
+        b"text\ncaf\xe9 au lait\nfine\n",
+        r"in\.csv.*UTF-8|UTF-8.*in\.csv",
+    ),
+    ("broken_jsonl", "in.jsonl", b'{"text": "a"}\n{"text": "b"\n', r"in\.jsonl"),
+    ("broken_parquet", "in.parquet", b"not parquet at all", r"in\.parquet"),
+]
+
+
+@pytest.mark.parametrize("name, data, needle", cases(BROKEN_FILES))
+def test_raw_broken_file(extract, tmp_path, name, data, needle):
+    (tmp_path / name).write_bytes(data)
+    check("raw", err(needle), lambda: extract(tmp_path / name, tmp_path / "s"))
 
 
 def test_raw_mixed_type_kept_column(extract, texts, tmp_path):
@@ -1162,22 +1171,6 @@ def test_raw_ragged_csv(extract, tmp_path):
         "raw",
         err(r"in\.csv"),
         lambda: extract(tmp_path / "in.csv", tmp_path / "s", columns=["g"]),
-    )
-
-
-def test_raw_broken_jsonl(extract, tmp_path):
-    (tmp_path / "in.jsonl").write_text('{"text": "a"}\n{"text": "b"\n')
-    check(
-        "raw", err(r"in\.jsonl"), lambda: extract(tmp_path / "in.jsonl", tmp_path / "s")
-    )
-
-
-def test_raw_broken_parquet(extract, tmp_path):
-    (tmp_path / "in.parquet").write_bytes(b"not parquet at all")
-    check(
-        "raw",
-        err(r"in\.parquet"),
-        lambda: extract(tmp_path / "in.parquet", tmp_path / "s"),
     )
 
 
