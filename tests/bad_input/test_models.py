@@ -5,7 +5,6 @@ cache (SKLOES_HOME) and shared homes, and weights changed after fit.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,7 +19,11 @@ torch = torch_or_skip()
 
 from _support.outcomes import cli_error, err, ok  # noqa: E402
 from _support.probes import first_layer, quiet_hst, tiny_probe  # noqa: E402
-from _support.remote_models import REMOTE_KINDS, no_code_ran  # noqa: E402
+from _support.remote_models import (  # noqa: E402
+    REMOTE_KINDS,
+    map_to_x_code,
+    no_code_ran,
+)
 from _support.texts import LABELLED_TEXTS, PROBE_NEW, PROBE_TEXTS, PROBE_Y  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
@@ -574,13 +577,7 @@ def _remote_model(src, dst, *, broken=False):
         "XConfig\n\n\nclass XModel(BertModel):\n    config_class = XConfig\n"
     )
     (dst / "modeling_x.py").write_text(body)
-    config = json.loads((dst / "config.json").read_text())
-    config["model_type"] = "xbert"
-    config["auto_map"] = {
-        "AutoConfig": "configuration_x.XConfig",
-        "AutoModel": "modeling_x.XModel",
-    }
-    (dst / "config.json").write_text(json.dumps(config))
+    map_to_x_code(dst)
     return str(dst)
 
 
