@@ -40,20 +40,7 @@ from skloes.probe import (
 )
 from skloes.report import LayerReport
 from skloes.scale import StreamingLogisticRegression, StreamingRidgeClassifier
-from skloes.selection import (
-    AllLayersSelector,
-    BestSingleLayerSelector,
-    ExhaustiveSubsetSelector,
-    GreedyForwardSelector,
-    LastKSelector,
-    LastLayerSelector,
-    LOESSelector,
-    LOESSelectorCV,
-    MetricTopKSelector,
-    RandomKSelector,
-    RidgeProbeClassifier,
-    RidgeProbeRegressor,
-)
+from skloes.selection import LastKSelector, LOESSelector, LOESSelectorCV
 
 pytest.importorskip("torch")
 from skloes.extraction import HiddenStatesTransformer  # noqa: E402
@@ -77,21 +64,10 @@ def public_estimators():
 # A default instance must be valid on any input the checks feed (plain
 # feature tables, each column its own block): budgets default to "auto".
 NUMERIC_INSTANCES = [
+    *[getattr(skloes.selection, name)() for name in skloes.selection.__all__],
     *[
         cls()
         for cls in (
-            AllLayersSelector,
-            BestSingleLayerSelector,
-            ExhaustiveSubsetSelector,
-            GreedyForwardSelector,
-            LastKSelector,
-            LastLayerSelector,
-            MetricTopKSelector,
-            RandomKSelector,
-            LOESSelector,
-            LOESSelectorCV,
-            RidgeProbeClassifier,
-            RidgeProbeRegressor,
             LayerReport,
             ScalarMixClassifier,
             ScalarMixRegressor,

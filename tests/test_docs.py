@@ -70,12 +70,18 @@ def test_api_page_lists_every_public_object():
     assert not unknown, f"not public (or not importable): {sorted(unknown)}"
 
 
-def test_markdown_tables_convert_to_list_tables():
+def _markdown_to_rst():
+    """The doc build's Markdown converter, imported from doc/sphinxext."""
     sys.path.insert(0, str(DOC / "sphinxext"))
     try:
         from md_include import markdown_to_rst
     finally:
         sys.path.pop(0)
+    return markdown_to_rst
+
+
+def test_markdown_tables_convert_to_list_tables():
+    markdown_to_rst = _markdown_to_rst()
     md = (
         "# Title\n\nText with `code` and [a link](https://x.org).\n\n"
         "| a | b |\n|---|--:|\n| 1 | `x\\|y` |\n| 2 |  |\n\n- item\n"
@@ -91,11 +97,7 @@ def test_markdown_tables_convert_to_list_tables():
 
 def test_markdown_plain_text_is_inert_in_rest():
     docutils_core = pytest.importorskip("docutils.core")
-    sys.path.insert(0, str(DOC / "sphinxext"))
-    try:
-        from md_include import markdown_to_rst
-    finally:
-        sys.path.pop(0)
+    markdown_to_rst = _markdown_to_rst()
     md = (
         "## Timing: n*d*k, a | b, selected_layers_ and support_\n\n"
         "Cost is **0.4 s** per *layer*, x * y, `a_|b_`, 2**k.\n\n"

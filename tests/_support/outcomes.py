@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-__all__ = ["Outcome", "cli_error", "err", "ok", "snapshot", "warns"]
+__all__ = ["Outcome", "cases", "cli_error", "err", "ok", "snapshot", "warns"]
 
 
 class Outcome:
@@ -97,6 +97,11 @@ def _then(check, result):
     verdict = check(result)
     if isinstance(verdict, (bool, np.bool_)):
         assert verdict, (check, result)
+
+
+def cases(table):
+    """``pytest.param``s from a table of ``(id, *values)`` rows."""
+    return [pytest.param(*values, id=i) for i, *values in table]
 
 
 def cli_error(argv, needle, capsys):

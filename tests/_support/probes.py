@@ -10,10 +10,21 @@ import shutil
 import zipfile
 
 import numpy as np
+import pytest
 
 from skloes import HiddenStatesTransformer
 from skloes.probe import LayerProbeClassifier
 from skloes.selection import LastKSelector, MetricTopKSelector
+
+
+def torch_or_skip():
+    """Skip the calling test module unless torch, skops and transformers all
+    import (extracting, saving and loading a probe needs the three); return
+    torch."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("skops")
+    pytest.importorskip("transformers")
+    return torch
 
 
 def quiet_hst(path, **params):

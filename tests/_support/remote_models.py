@@ -62,14 +62,20 @@ def edit_json(path, **changes):
     path.write_text(json.dumps(data))
 
 
-def remote_config(folder):
-    (folder / "configuration_x.py").write_text(_CONFIG_CODE)
-    (folder / "modeling_x.py").write_text(_MODEL_CODE)
+def map_to_x_code(folder):
+    """Point the model's config.json at the xbert code of its folder
+    (configuration_x.XConfig, modeling_x.XModel)."""
     auto_map = {
         "AutoConfig": "configuration_x.XConfig",
         "AutoModel": "modeling_x.XModel",
     }
     edit_json(folder / "config.json", model_type="xbert", auto_map=auto_map)
+
+
+def remote_config(folder):
+    (folder / "configuration_x.py").write_text(_CONFIG_CODE)
+    (folder / "modeling_x.py").write_text(_MODEL_CODE)
+    map_to_x_code(folder)
 
 
 def remote_tokenizer(folder):

@@ -2,6 +2,10 @@
 for their own code (with the marker their code writes), probes saved with
 settings a loader must not inherit, and probes saved with heads that do and
 do not give probabilities.
+
+The cases of every file here assert an outcome of ``tests/_support/outcomes.py``:
+``err`` (one line naming what is wrong), ``warns`` (a warning, then a
+result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ pytest.importorskip("skops")
 pytest.importorskip("transformers")
 
 from _support.probes import first_layer, tiny_probe  # noqa: E402
-from _support.remote_models import MARKER_ENV, REMOTE_KINDS  # noqa: E402
+from _support.remote_models import MARKER_ENV, REMOTE_KINDS, map_to_x_code  # noqa: E402
 from _support.texts import PROBE_TEXTS, PROBE_Y, random_reviews  # noqa: E402
 from sklearn.linear_model import LogisticRegression, RidgeClassifier  # noqa: E402
 from sklearn.svm import SVC, LinearSVC  # noqa: E402
@@ -89,13 +93,7 @@ def broken_models(tiny_model_path, tmp_path_factory):
         "from transformers import BertConfig, BertModel\n\n\n"
         "class XModel(BertModel):\n    config_class = BertConfig\n"
     )
-    config = json.loads((inconsistent / "config.json").read_text())
-    config["model_type"] = "xbert"
-    config["auto_map"] = {
-        "AutoConfig": "configuration_x.XConfig",
-        "AutoModel": "modeling_x.XModel",
-    }
-    (inconsistent / "config.json").write_text(json.dumps(config))
+    map_to_x_code(inconsistent)
     return root
 
 

@@ -6,9 +6,6 @@ never filed under another setting's key), a LOESSelector(memory=...) folder
 New in issue 34 (the section at the end): memory= with labels of every
 dtype (str, object, bool, ints, floats, unicode, pandas columns) and the
 labels every selector refuses (mixed types, bytes).
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
@@ -21,10 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import err, ok, snapshot, warns  # noqa: E402
 from _support.probes import quiet_hst, tiny_probe  # noqa: E402

@@ -6,9 +6,6 @@ New in issue 34 (the section at the end): a former option given with its
 new name, and ``skloes predict``'s options on an exported folder and on a
 weight-free one. (A full disk under ``skloes probe --save``:
 test_saving.py.)
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

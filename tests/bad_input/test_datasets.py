@@ -1,8 +1,5 @@
 """The data set loaders: sample counts, thresholds, counts per language, flags
 and unknown names.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
@@ -102,13 +99,20 @@ def _loader_or_skip(run):
         pytest.skip(str(exc))
 
 
-@pytest.mark.parametrize("loader", list(COUNT_LOADERS))
+def _loader_cases(loaders, cases):
+    """Every case against every loader, with ids "case-loader"."""
+    return [
+        pytest.param(load, v, o, id=f"{i}-{name}")
+        for name, load in loaders.items()
+        for i, v, o in cases
+    ]
+
+
 @pytest.mark.parametrize(
-    "value, outcome", [pytest.param(v, o, id=i) for i, v, o in COUNT_CASES]
+    "load, value, outcome", _loader_cases(COUNT_LOADERS, COUNT_CASES)
 )
-def test_loader_sample_counts(loader, value, outcome):
-    run = functools.partial(COUNT_LOADERS[loader], n_samples=value)
-    _loader_or_skip(lambda: outcome.check(run))
+def test_loader_sample_counts(load, value, outcome):
+    _loader_or_skip(lambda: outcome.check(functools.partial(load, n_samples=value)))
 
 
 def three_classes(result):
@@ -140,13 +144,11 @@ THRESHOLD_LOADERS = {
 }
 
 
-@pytest.mark.parametrize("loader", list(THRESHOLD_LOADERS))
 @pytest.mark.parametrize(
-    "value, outcome", [pytest.param(v, o, id=i) for i, v, o in THRESHOLD_CASES]
+    "load, value, outcome", _loader_cases(THRESHOLD_LOADERS, THRESHOLD_CASES)
 )
-def test_loader_thresholds(loader, value, outcome):
-    run = functools.partial(THRESHOLD_LOADERS[loader], threshold=value)
-    _loader_or_skip(lambda: outcome.check(run))
+def test_loader_thresholds(load, value, outcome):
+    _loader_or_skip(lambda: outcome.check(functools.partial(load, threshold=value)))
 
 
 def test_a_threshold_changes_the_classes_as_documented():

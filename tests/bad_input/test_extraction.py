@@ -4,9 +4,6 @@ special tokens, devices that cannot compute, calls before fit.
 
 New in issue 34 (the section at the end): the renamed ``progress``, alone,
 with ``verbose``, and of a value ``verbose`` cannot take.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
@@ -15,10 +12,9 @@ import os
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import err, ok, warns  # noqa: E402
 from _support.probes import quiet_hst  # noqa: E402

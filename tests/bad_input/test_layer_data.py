@@ -8,9 +8,6 @@ New in issue 34 (the section at the end): LOESSelectorCV's budget rules,
 (regressors given text, classifiers given a continuous target, bytes and
 mixed labels); renamed parameters (a former name alone, with its new name,
 set after, invalid, and one whose conversion fails).
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

@@ -2,9 +2,6 @@
 code, cache), manifests that disagree with their estimator, models changed or
 gone since the save, type names never imported, damaged folders (one line
 naming the folder and the file), and the parameters of load_probe.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
@@ -17,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import cli_error, err, snapshot  # noqa: E402
 from _support.probes import first_layer, tiny_probe  # noqa: E402

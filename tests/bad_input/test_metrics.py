@@ -2,9 +2,6 @@
 
 New in issue 34 (the section at the end): selection_stability's inputs
 (generators, boolean masks, masks mixed with indices, sets, one selection).
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

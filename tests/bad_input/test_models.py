@@ -1,14 +1,10 @@
 """Model folders a user or a download broke, a model's own code (refused before
 it runs, whatever the entry point, unless the user opted in), the user model
 cache (SKLOES_HOME) and shared homes, and weights changed after fit.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -17,14 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
 from _support.outcomes import cli_error, err, ok  # noqa: E402
 from _support.probes import first_layer, quiet_hst, tiny_probe  # noqa: E402
-from _support.remote_models import REMOTE_KINDS, no_code_ran  # noqa: E402
+from _support.remote_models import (  # noqa: E402
+    REMOTE_KINDS,
+    map_to_x_code,
+    no_code_ran,
+)
 from _support.texts import LABELLED_TEXTS, PROBE_NEW, PROBE_TEXTS, PROBE_Y  # noqa: E402
 
 from skloes import HiddenStatesTransformer  # noqa: E402
@@ -578,13 +577,7 @@ def _remote_model(src, dst, *, broken=False):
         "XConfig\n\n\nclass XModel(BertModel):\n    config_class = XConfig\n"
     )
     (dst / "modeling_x.py").write_text(body)
-    config = json.loads((dst / "config.json").read_text())
-    config["model_type"] = "xbert"
-    config["auto_map"] = {
-        "AutoConfig": "configuration_x.XConfig",
-        "AutoModel": "modeling_x.XModel",
-    }
-    (dst / "config.json").write_text(json.dumps(config))
+    map_to_x_code(dst)
     return str(dst)
 
 

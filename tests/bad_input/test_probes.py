@@ -7,9 +7,6 @@ columns, types and frames, missing values of every library and targets that
 are no array; fit_stack given wrong shapes, NaN, other rows or the stack of
 another model; a regressor given text and a classifier given a continuous
 target; groups and sample_weight routed (or not) to the selector and head.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

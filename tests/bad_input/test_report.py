@@ -4,9 +4,6 @@ the task, regression on few rows, and all-NaN scores.
 New in issue 34 (the section at the end): LayerReport.method_selector, the
 comparison objects built by hand (MethodScore, MethodComparison) and groups
 that follow the classes.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations

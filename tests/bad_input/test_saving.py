@@ -9,9 +9,6 @@ a saved probe, a file of one, link loops, links to user folders and files,
 a report folder, the same folder written other ways), two writers
 (interleaved deterministically, and one real two-process race), a full disk
 at each stage of save_probe and of ``skloes probe --save``, and numpy flags.
-
-Outcomes (``tests/_support/outcomes.py``): ``err`` (one line naming what is
-wrong), ``warns`` (a warning, then a result), ``ok`` (a correct result).
 """
 
 from __future__ import annotations
@@ -23,12 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.probes import torch_or_skip
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("skops")
-pytest.importorskip("transformers")
+torch = torch_or_skip()
 
-from _support.outcomes import cli_error, err, ok, snapshot  # noqa: E402
+from _support.outcomes import cases, cli_error, err, ok, snapshot  # noqa: E402
 from _support.probes import first_layer  # noqa: E402
 from _support.remote_models import edit_json  # noqa: E402
 from _support.texts import PROBE_TEXTS, PROBE_Y  # noqa: E402
@@ -150,9 +146,7 @@ REFUSED_TARGETS = [  # (id, setup(folder, fitted) -> path, needle)
 ]
 
 
-@pytest.mark.parametrize(
-    "setup, needle", [pytest.param(s, n, id=i) for i, s, n in REFUSED_TARGETS]
-)
+@pytest.mark.parametrize("setup, needle", cases(REFUSED_TARGETS))
 def test_save_refuses_a_folder_holding_what_it_did_not_write(
     fitted, tmp_path, setup, needle
 ):
@@ -163,9 +157,7 @@ def test_save_refuses_a_folder_holding_what_it_did_not_write(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-@pytest.mark.parametrize(
-    "setup, needle", [pytest.param(s, n, id=i) for i, s, n in REFUSED_TARGETS]
-)
+@pytest.mark.parametrize("setup, needle", cases(REFUSED_TARGETS))
 def test_skloes_probe_save_refuses_them_before_any_work(
     fitted, tmp_path, tiny_model_path, monkeypatch, capsys, setup, needle
 ):
@@ -279,7 +271,7 @@ def _link(real, link):
     return link
 
 
-@pytest.mark.parametrize("setup", [pytest.param(s, id=i) for i, s in ACCEPTED_TARGETS])
+@pytest.mark.parametrize("setup", cases(ACCEPTED_TARGETS))
 def test_save_replaces_its_own_files_only(fitted, tmp_path, setup):
     folder = setup(tmp_path / "target", fitted)
     save_probe(fitted[1], folder, overwrite=True)
@@ -420,21 +412,29 @@ def test_the_fallback_swap_replaces_the_probe(fitted, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["p"]
 
 
+def _resave_writing_just_before_the_swap(fitted, folder, monkeypatch, name, text):
+    """Save ``fitted[1]`` over ``folder``; the user writes ``text`` to its
+    file ``name`` just before the swap (after the save's last look)."""
+    exchange = _atomic.exchange
+
+    def user_writes_meanwhile(a, b):
+        (folder / name).write_text(text)
+        return exchange(a, b)
+
+    monkeypatch.setattr(_atomic, "exchange", user_writes_meanwhile)
+    save_probe(fitted[1], folder, overwrite=True)
+
+
 def test_a_file_that_appears_during_the_save_is_kept(fitted, tmp_path, monkeypatch):
     """A file that appears after the save's last look at the folder (under
     its lock, just before the swap) is kept aside, and the save says where;
     one that appears before that look stops the save (test_a_file_that_
     appears_before_the_swap_stops_the_save)."""
     folder = save_probe(fitted[0], tmp_path / "p")
-    exchange = _atomic.exchange
-
-    def user_writes_meanwhile(a, b):
-        (folder / "late.txt").write_text("mine")
-        return exchange(a, b)
-
-    monkeypatch.setattr(_atomic, "exchange", user_writes_meanwhile)
     with pytest.warns(UserWarning, match=r"appeared in .* they are kept in"):
-        save_probe(fitted[1], folder, overwrite=True)
+        _resave_writing_just_before_the_swap(
+            fitted, folder, monkeypatch, "late.txt", "mine"
+        )
     kept = [p for p in tmp_path.rglob("late.txt")]
     assert len(kept) == 1 and kept[0].read_text() == "mine"
     assert _reload_layers(folder) == fitted[1].selected_layers_.tolist()
@@ -465,9 +465,7 @@ SAVE_CALL_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "call, needle", [pytest.param(c, n, id=i) for i, c, n in SAVE_CALL_CASES]
-)
+@pytest.mark.parametrize("call, needle", cases(SAVE_CALL_CASES))
 def test_save_parameters(fitted, tmp_path, call, needle):
     folder = save_probe(fitted[0], tmp_path / "p")
     before = snapshot(tmp_path)
@@ -514,9 +512,7 @@ ROUND_TRIP = [
 ]
 
 
-@pytest.mark.parametrize(
-    "make, outcome", [pytest.param(m, o, id=i) for i, m, o in ROUND_TRIP]
-)
+@pytest.mark.parametrize("make, outcome", cases(ROUND_TRIP))
 def test_a_pipeline_that_cannot_load_back_is_an_error_at_save(
     tiny_model_path, tmp_path, make, outcome
 ):
@@ -615,7 +611,7 @@ CARD_REFUSED = [  # (id, setup, overwrite, needle)
 
 @pytest.mark.parametrize(
     "setup, overwrite, needle",
-    [pytest.param(s, o, n, id=i) for i, s, o, n in CARD_REFUSED],
+    cases(CARD_REFUSED),
 )
 def test_a_card_the_user_touched_is_never_replaced(
     fitted, tmp_path, setup, overwrite, needle
@@ -656,15 +652,10 @@ def test_a_card_edited_after_the_last_look_is_kept_aside(fitted, tmp_path, monke
     """Edited between the save's last look (under its lock) and the swap: the
     new probe goes in, the edited card is kept, and the warning says where."""
     folder = save_probe(fitted[0], tmp_path / "p")
-    exchange = _atomic.exchange
-
-    def user_edits_the_card(a, b):
-        (folder / "README.md").write_text("# edited at the last moment\n")
-        return exchange(a, b)
-
-    monkeypatch.setattr(_atomic, "exchange", user_edits_the_card)
     with pytest.warns(UserWarning, match=r"README\.md changed since its save.*kept"):
-        save_probe(fitted[1], folder, overwrite=True)
+        _resave_writing_just_before_the_swap(
+            fitted, folder, monkeypatch, "README.md", "# edited at the last moment\n"
+        )
     kept = [p for p in tmp_path.rglob("README.md") if p.parent != folder]
     assert [p.read_text() for p in kept] == ["# edited at the last moment\n"]
     assert _layers_at(folder) == fitted[1].selected_layers_.tolist()
@@ -721,9 +712,7 @@ ODD_TARGETS = [  # (id, setup(tmp_path, fitted) -> target, needle)
 ]
 
 
-@pytest.mark.parametrize(
-    "setup, needle", [pytest.param(s, n, id=i) for i, s, n in ODD_TARGETS]
-)
+@pytest.mark.parametrize("setup, needle", cases(ODD_TARGETS))
 def test_an_odd_target_is_refused_before_anything_is_written(
     fitted, tmp_path, setup, needle
 ):
@@ -859,7 +848,7 @@ TWO_WRITERS = [  # (id, existing, overwrite, what the other does, needle, left)
 
 @pytest.mark.parametrize(
     "existing, overwrite, other, needle, left",
-    [pytest.param(*case[1:], id=case[0]) for case in TWO_WRITERS],
+    cases(TWO_WRITERS),
 )
 def test_two_writers_give_one_whole_probe_and_one_clear_error(
     fitted, tmp_path, monkeypatch, existing, overwrite, other, needle, left

@@ -42,7 +42,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("torch")
 
 from _support.clusters import ROOT, init_local_ray  # noqa: E402
-from _support.outcomes import err, ok, snapshot  # noqa: E402
+from _support.outcomes import cases, err, ok, snapshot  # noqa: E402
 from _support.texts import make_texts  # noqa: E402
 
 SHARD = 16
@@ -194,6 +194,23 @@ def _edit_manifest(folder, edit):
     manifest = json.loads(path.read_text())
     edit(manifest)
     path.write_text(json.dumps(manifest))
+
+
+def _small_probe_at_scale(data, job, model, **params):
+    """probe_at_scale on the CPU, quiet, in small shards and calibration."""
+    from skloes.scale import probe_at_scale
+
+    return probe_at_scale(
+        data,
+        job,
+        text_column="body",
+        model=model,
+        calibration_size=20,
+        shard_size=SHARD,
+        verbose=0,
+        device="cpu",
+        **params,
+    )
 
 
 def _frame(texts, **extra):
@@ -481,8 +498,6 @@ def test_files_store_is_the_input_folder(extract, texts, tmp_path):
 def test_files_probe_at_scale_keeps_a_users_predictions(
     tiny_model_path, texts, tmp_path
 ):
-    from skloes.scale import probe_at_scale
-
     labels = np.asarray(["a", "b"] * (N // 2), dtype=object)
     labels[-6:] = None
     data = tmp_path / "in.parquet"
@@ -493,16 +508,7 @@ def test_files_probe_at_scale_keeps_a_users_predictions(
     check(
         "files",
         err(r"predictions\.parquet"),
-        lambda: probe_at_scale(
-            data,
-            job,
-            text_column="body",
-            model=tiny_model_path,
-            calibration_size=20,
-            shard_size=SHARD,
-            verbose=0,
-            device="cpu",
-        ),
+        lambda: _small_probe_at_scale(data, job, tiny_model_path),
         after=lambda: (job / "predictions.parquet").read_bytes()
         == b"my own predictions",
     )
@@ -768,39 +774,27 @@ def test_lock_a_dead_writer_is_taken_over(tiny_model_path, extract, tmp_path):
 # ======================================================================
 # values: as written
 # ======================================================================
-def test_values_csv_ids_stay_strings(extract, texts, tmp_path):
-    _frame(texts, key=[f"{i:05d}" for i in range(N)]).to_csv(
-        tmp_path / "in.csv", index=False
-    )
+STRING_VALUES = [  # (id, file, separator, column, its values, extract option)
+    ("csv_ids", "in.csv", ",", "key", [f"{i:05d}" for i in range(N)], "id_column"),
+    ("csv_kept_column", "in.csv", ",", "zip", ["02134"] * N, "columns"),
+    ("tsv_ids", "in.tsv", "\t", "key", [f"{i:03d}" for i in range(N)], "id_column"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, sep, column, values, option",
+    cases(STRING_VALUES),
+)
+def test_values_file_ids_and_kept_columns_stay_strings(
+    extract, texts, tmp_path, name, sep, column, values, option
+):
+    _frame(texts, **{column: values}).to_csv(tmp_path / name, index=False, sep=sep)
+    given = {"id_column": column, "columns": [column]}[option]
     check(
         "values",
-        ok(lambda s: s.column("key").tolist() == [f"{i:05d}" for i in range(N)]),
+        ok(lambda s: s.column(column).tolist() == values),
         lambda: extract(
-            tmp_path / "in.csv", tmp_path / "s", text_column="body", id_column="key"
-        ),
-    )
-
-
-def test_values_csv_kept_column_stays_strings(extract, texts, tmp_path):
-    _frame(texts, zip=["02134"] * N).to_csv(tmp_path / "in.csv", index=False)
-    check(
-        "values",
-        ok(lambda s: s.column("zip").tolist() == ["02134"] * N),
-        lambda: extract(
-            tmp_path / "in.csv", tmp_path / "s", text_column="body", columns=["zip"]
-        ),
-    )
-
-
-def test_values_tsv_ids_stay_strings(extract, texts, tmp_path):
-    _frame(texts, key=[f"{i:03d}" for i in range(N)]).to_csv(
-        tmp_path / "in.tsv", index=False, sep="\t"
-    )
-    check(
-        "values",
-        ok(lambda s: s.column("key").tolist() == [f"{i:03d}" for i in range(N)]),
-        lambda: extract(
-            tmp_path / "in.tsv", tmp_path / "s", text_column="body", id_column="key"
+            tmp_path / name, tmp_path / "s", text_column="body", **{option: given}
         ),
     )
 
@@ -994,8 +988,6 @@ def test_values_head_fitted_on_a_store_predicts_on_the_same_layers(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_values_empty_label_is_missing(fmt, tiny_model_path, texts, tmp_path):
-    from skloes.scale import probe_at_scale
-
     labels = np.asarray(["a", "b"] * (N // 2), dtype=object)
     labels[-5:] = ""
     frame = _frame(texts, label=labels)
@@ -1009,16 +1001,7 @@ def test_values_empty_label_is_missing(fmt, tiny_model_path, texts, tmp_path):
     check(
         "values",
         ok(then),
-        lambda: probe_at_scale(
-            data,
-            tmp_path / "job",
-            text_column="body",
-            model=tiny_model_path,
-            calibration_size=20,
-            shard_size=SHARD,
-            verbose=0,
-            device="cpu",
-        ),
+        lambda: _small_probe_at_scale(data, tmp_path / "job", tiny_model_path),
     )
 
 
@@ -1026,8 +1009,6 @@ def test_values_empty_label_is_missing(fmt, tiny_model_path, texts, tmp_path):
 def test_values_probe_at_scale_reads_csv_and_jsonl(
     fmt, tiny_model_path, texts, tmp_path
 ):
-    from skloes.scale import probe_at_scale
-
     labels = np.asarray(["a", "b"] * (N // 2), dtype=object)
     labels[-4:] = None
     frame = _frame(texts, label=labels)
@@ -1039,16 +1020,8 @@ def test_values_probe_at_scale_reads_csv_and_jsonl(
     check(
         "values",
         ok(lambda r: r.n_labelled == N - 4 and r.n_predicted == 4),
-        lambda: probe_at_scale(
-            data,
-            tmp_path / "job",
-            text_column="body",
-            id_column="doc",
-            model=tiny_model_path,
-            calibration_size=20,
-            shard_size=SHARD,
-            verbose=0,
-            device="cpu",
+        lambda: _small_probe_at_scale(
+            data, tmp_path / "job", tiny_model_path, id_column="doc"
         ),
     )
 
@@ -1165,13 +1138,22 @@ def test_raw_surrogate_in_a_frame(extract, tmp_path):
     check("raw", err(r"row 1"), lambda: extract(frame, tmp_path / "s"))
 
 
-def test_raw_non_utf8_csv(extract, tmp_path):
-    (tmp_path / "in.csv").write_bytes(b"text\ncaf\xe9 au lait\nfine\n")
-    check(
-        "raw",
-        err(r"in\.csv.*UTF-8|UTF-8.*in\.csv"),
-        lambda: extract(tmp_path / "in.csv", tmp_path / "s"),
-    )
+BROKEN_FILES = [  # (id, file, its bytes, needle)
+    (
+        "non_utf8_csv",
+        "in.csv",
+        b"text\ncaf\xe9 au lait\nfine\n",
+        r"in\.csv.*UTF-8|UTF-8.*in\.csv",
+    ),
+    ("broken_jsonl", "in.jsonl", b'{"text": "a"}\n{"text": "b"\n', r"in\.jsonl"),
+    ("broken_parquet", "in.parquet", b"not parquet at all", r"in\.parquet"),
+]
+
+
+@pytest.mark.parametrize("name, data, needle", cases(BROKEN_FILES))
+def test_raw_broken_file(extract, tmp_path, name, data, needle):
+    (tmp_path / name).write_bytes(data)
+    check("raw", err(needle), lambda: extract(tmp_path / name, tmp_path / "s"))
 
 
 def test_raw_mixed_type_kept_column(extract, texts, tmp_path):
@@ -1189,22 +1171,6 @@ def test_raw_ragged_csv(extract, tmp_path):
         "raw",
         err(r"in\.csv"),
         lambda: extract(tmp_path / "in.csv", tmp_path / "s", columns=["g"]),
-    )
-
-
-def test_raw_broken_jsonl(extract, tmp_path):
-    (tmp_path / "in.jsonl").write_text('{"text": "a"}\n{"text": "b"\n')
-    check(
-        "raw", err(r"in\.jsonl"), lambda: extract(tmp_path / "in.jsonl", tmp_path / "s")
-    )
-
-
-def test_raw_broken_parquet(extract, tmp_path):
-    (tmp_path / "in.parquet").write_bytes(b"not parquet at all")
-    check(
-        "raw",
-        err(r"in\.parquet"),
-        lambda: extract(tmp_path / "in.parquet", tmp_path / "s"),
     )
 
 

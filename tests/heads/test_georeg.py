@@ -668,20 +668,26 @@ def test_pipeline_with_selector_and_grid_search_over_geo_weight_and_budget():
 # --------------------------------------------------------------------------
 # End-to-end mode
 # --------------------------------------------------------------------------
+def _quick_tuner_params(model, layers, **params):
+    """GeoRegFineTuner settings for a quick seeded CPU run (one epoch, a
+    4-wide projection, no validation split); ``params`` override them."""
+    quick = dict(proj_dim=4, max_epochs=1, validation_fraction=0, device="cpu")
+    return dict(model=model, layers=layers, random_state=0, **quick) | params
+
+
 def test_finetune_tiny_model_pickles_with_its_tuned_backbone(tiny_model_path):
     rng = np.random.RandomState(0)
     words = "good bad great awful movie film plot fun dull boring".split()
     X = [" ".join(rng.choice(words, 5)) for _ in range(48)]
     y = np.arange(48) % 3
-    params = dict(
-        model=tiny_model_path,
-        layers=[1],
+    params = _quick_tuner_params(
+        tiny_model_path,
+        [1],
         proj_dim=8,
         max_epochs=2,
         lr=1e-2,
         lr_backbone=1e-3,
-        device="cpu",
-        random_state=0,
+        validation_fraction=0.1,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -751,15 +757,7 @@ def test_frozen_backbone_pickles_without_its_weights(tiny_model_path):
     X = SIX_REVIEWS * 4
     y = np.arange(24) % 3
     clf = GeoRegFineTuner(
-        model=tiny_model_path,
-        layers=[2],
-        proj_dim=4,
-        max_epochs=1,
-        lr=1e-2,
-        lr_backbone=0.0,
-        validation_fraction=0,
-        device="cpu",
-        random_state=0,
+        **_quick_tuner_params(tiny_model_path, [2], lr=1e-2, lr_backbone=0.0)
     )
     clf.fit(X, y)
     assert not clf.backbone_tuned_
@@ -933,15 +931,7 @@ def test_fine_tuner_fit_returns_self_is_idempotent_and_keeps_params(
 ):
     X = SIX_REVIEWS * 4
     y = np.arange(24) % 3
-    clf = GeoRegFineTuner(
-        tiny_model_path,
-        layers=[1],
-        proj_dim=4,
-        max_epochs=1,
-        validation_fraction=0,
-        device="cpu",
-        random_state=0,
-    )
+    clf = GeoRegFineTuner(**_quick_tuner_params(tiny_model_path, [1]))
     params = clf.get_params()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -958,15 +948,7 @@ def test_fine_tuner_selector_is_fitted_on_frozen_features(tiny_model_path):
     X = SIX_REVIEWS * 5
     y = np.arange(30) % 3
     selector = selection.LOESSelector(n_layers_to_select=1, random_state=0)
-    clf = GeoRegFineTuner(
-        tiny_model_path,
-        layers=selector,
-        proj_dim=4,
-        max_epochs=1,
-        validation_fraction=0,
-        device="cpu",
-        random_state=0,
-    )
+    clf = GeoRegFineTuner(**_quick_tuner_params(tiny_model_path, selector))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf.fit(X, y)
@@ -1060,17 +1042,8 @@ def test_fine_tuner_auto_exclusion_is_none_for_an_encoder(tiny_model_path):
 
 
 def test_fine_tuner_with_exclusion_trains_pickles_and_warm_starts(tiny_llama):
-    params = dict(
-        model=tiny_llama,
-        layers=[2],
-        proj_dim=4,
-        max_epochs=1,
-        lr=1e-2,
-        lr_backbone=1e-3,
-        validation_fraction=0,
-        batch_size=4,
-        device="cpu",
-        random_state=0,
+    params = _quick_tuner_params(
+        tiny_llama, [2], lr=1e-2, lr_backbone=1e-3, batch_size=4
     )
     clf = GeoRegFineTuner(**params).fit(FT_TEXTS, FT_Y)
     assert clf.backbone_tuned_ and clf.exclude_tokens_ == "first"

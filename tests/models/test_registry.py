@@ -150,17 +150,24 @@ def test_qwen2_parts_are_found_in_order_with_their_pinned_hashes(qwen2_path):
         assert handle.read(4) == b"GGUF"
 
 
+def _converted_copy_config(path, stem, sha256):
+    """Assert ``path`` is the converted copy of the GGUF file ``stem`` with
+    that sha256 in the skloes home; return its config."""
+    path = Path(path)
+    assert path.parent == skloes_home() / "gguf"
+    assert path.name == f"{stem}-{sha256[:16]}"
+    source = json.loads((path / "skloes_source.json").read_text())
+    assert source["sha256"] == sha256
+    return json.loads((path / "config.json").read_text())
+
+
 @pytest.mark.integration
 def test_qwen2_resolves_offline_to_its_converted_copy(qwen2_path):
-    assert Path(qwen2_path).parent == skloes_home() / "gguf"
-    assert Path(qwen2_path).name == (
-        f"qwen2.5-coder-0.5b-instruct-q4_k_m-{_registry.QWEN2_GGUF_SHA256[:16]}"
+    config = _converted_copy_config(
+        qwen2_path, "qwen2.5-coder-0.5b-instruct-q4_k_m", _registry.QWEN2_GGUF_SHA256
     )
     assert resolve_model_path("Qwen/Qwen2.5-Coder-0.5B-Instruct") == qwen2_path
     assert resolve_model_path("qwen/qwen2.5-coder-0.5b-instruct") == qwen2_path
-    source = json.loads((Path(qwen2_path) / "skloes_source.json").read_text())
-    assert source["sha256"] == _registry.QWEN2_GGUF_SHA256
-    config = json.loads((Path(qwen2_path) / "config.json").read_text())
     assert (config["model_type"], config["num_hidden_layers"]) == ("qwen2", 24)
     assert (config["hidden_size"], config["num_key_value_heads"]) == (896, 2)
     assert config["vocab_size"] == 151936
@@ -198,14 +205,10 @@ def test_qwen2_gguf_path_resolves_to_the_same_converted_copy(qwen2_path, tmp_pat
 
 @pytest.mark.integration
 def test_gemma3_resolves_offline_to_its_converted_copy(gemma3_path):
-    assert Path(gemma3_path).parent == skloes_home() / "gguf"
-    assert Path(gemma3_path).name == (
-        f"gemma-3-270m-q4_k_m-{_registry.GEMMA3_GGUF_SHA256[:16]}"
+    config = _converted_copy_config(
+        gemma3_path, "gemma-3-270m-q4_k_m", _registry.GEMMA3_GGUF_SHA256
     )
     assert resolve_model_path("google/gemma-3-270m") == gemma3_path
-    source = json.loads((Path(gemma3_path) / "skloes_source.json").read_text())
-    assert source["sha256"] == _registry.GEMMA3_GGUF_SHA256
-    config = json.loads((Path(gemma3_path) / "config.json").read_text())
     assert (config["model_type"], config["num_hidden_layers"]) == ("gemma3_text", 18)
     assert config["hidden_size"] == 640
 

@@ -12,16 +12,21 @@ from sklearn.base import clone
 from skloes.report import LayerReport, layer_report
 
 
+def _planted_layers(rng, strengths):
+    """90 rows of 3 classes over one layer per strength: each layer adds its
+    strength times the class centre to Gaussian noise."""
+    y = np.repeat([0, 1, 2], 30)
+    centres = rng.normal(size=(3, 6))
+    H = rng.normal(size=(len(strengths), 90, 6))
+    for layer, strength in enumerate(strengths):
+        H[layer] += strength * centres[y]
+    return H, y
+
+
 @pytest.fixture(scope="module")
 def planted():
     """4 layers; the class signal grows with depth, layer 0 is pure noise."""
-    rng = np.random.RandomState(0)
-    y = np.repeat([0, 1, 2], 30)
-    centres = rng.normal(size=(3, 6))
-    H = rng.normal(size=(4, 90, 6))
-    for layer, strength in enumerate([0.0, 0.5, 1.5, 3.0]):
-        H[layer] += strength * centres[y]
-    return H, y
+    return _planted_layers(np.random.RandomState(0), [0.0, 0.5, 1.5, 3.0])
 
 
 @pytest.fixture(scope="module")
@@ -388,11 +393,7 @@ def test_every_method_is_scored_under_the_chosen_fusion():
     from skloes.probe import LayerEnsembleClassifier
 
     rng = np.random.RandomState(1)  # a weak signal: the fusions disagree
-    y = np.repeat([0, 1, 2], 30)
-    centres = rng.normal(size=(3, 6))
-    H = rng.normal(size=(4, 90, 6))
-    for layer, strength in enumerate([0.0, 0.2, 0.4, 0.6]):
-        H[layer] += strength * centres[y]
+    H, y = _planted_layers(rng, [0.0, 0.2, 0.4, 0.6])
     by = {}
     for fusion in ("concatenate", "average", "stack"):
         report = LayerReport(n_layers_to_select=2, metrics=(), fusion=fusion)
@@ -442,11 +443,7 @@ def test_auto_chooses_in_each_fold_by_the_probes_rule_on_its_training_rows(task)
     )
 
     rng = np.random.RandomState(1)
-    y = np.repeat([0, 1, 2], 30)
-    centres = rng.normal(size=(3, 6))
-    H = rng.normal(size=(4, 90, 6))
-    for layer, strength in enumerate([0.0, 0.2, 0.4, 0.6]):
-        H[layer] += strength * centres[y]
+    H, y = _planted_layers(rng, [0.0, 0.2, 0.4, 0.6])
     H[1, :, 0] *= 50.0  # one layer on another scale
     if task == "regression":
         y = H[3, :, 0] + 0.02 * H[1, :, 0] + rng.normal(size=90)

@@ -22,6 +22,26 @@ from skloes import LOESSelector, LOESSelectorCV
 # --------------------------------------------------------------------------
 # LOESSelectorCV
 # --------------------------------------------------------------------------
+def _best_of_five_budgets(estimator, selector_params, folds, X, y):
+    """LOESSelectorCV over budgets 1-5, keeping the best-scoring one."""
+    return LOESSelectorCV(
+        estimator,
+        selector=LOESSelector(**selector_params),
+        max_layers_to_select=5,
+        cv=folds,
+        budget_rule="best",
+    ).fit(X, y)
+
+
+def _grid_over_five_budgets(estimator, selector_params, folds, X, y):
+    """The same search done by GridSearchCV over a selector-estimator pipeline."""
+    return GridSearchCV(
+        Pipeline([("loes", LOESSelector(**selector_params)), ("est", estimator)]),
+        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]},
+        cv=folds,
+    ).fit(X, y)
+
+
 @pytest.mark.parametrize("variant", VARIANT_NAMES)
 def test_cv_matches_grid_search_with_far_fewer_paths(monkeypatch, variant):
     stack, y = planted(n=180, n_layers=6, dim=8, seed=34)
@@ -36,20 +56,10 @@ def test_cv_matches_grid_search_with_far_fewer_paths(monkeypatch, variant):
     )
     est = LogisticRegression(max_iter=500)
     counts = count_paths(monkeypatch)
-    cv = LOESSelectorCV(
-        est,
-        selector=LOESSelector(**kw),
-        max_layers_to_select=5,
-        cv=folds,
-        budget_rule="best",
-    ).fit(flat, y)
+    cv = _best_of_five_budgets(est, kw, folds, flat, y)
     cv_calls = len(counts["runs"])
     counts["runs"].clear()
-    grid = GridSearchCV(
-        Pipeline([("loes", LOESSelector(**kw)), ("clf", est)]),
-        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]},
-        cv=folds,
-    ).fit(flat, y)
+    grid = _grid_over_five_budgets(est, kw, folds, flat, y)
     assert cv_calls == 3 + 1
     assert len(counts["runs"]) == 5 * 3 + 1
     np.testing.assert_allclose(
@@ -106,19 +116,9 @@ def test_cv_scores_the_ridge_probe_from_grams_as_grid_search_fits_it(
         "_fit_scaled",
         lambda self, *a: fits.append(1) or real_fit(self, *a),
     )
-    cv = LOESSelectorCV(
-        probe,
-        selector=LOESSelector(**kw),
-        max_layers_to_select=5,
-        cv=folds,
-        budget_rule="best",
-    ).fit(flat, y)
+    cv = _best_of_five_budgets(probe, kw, folds, flat, y)
     assert not fits
-    grid = GridSearchCV(
-        Pipeline([("loes", LOESSelector(**kw)), ("probe", probe)]),
-        {"loes__n_layers_to_select": [1, 2, 3, 4, 5]},
-        cv=folds,
-    ).fit(flat, y)
+    grid = _grid_over_five_budgets(probe, kw, folds, flat, y)
     np.testing.assert_allclose(
         cv.cv_results_["mean_test_score"],
         grid.cv_results_["mean_test_score"],
