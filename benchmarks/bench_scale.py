@@ -20,6 +20,7 @@ Usage::
     python benchmarks/bench_scale.py --throughput 10000 100000
     python benchmarks/bench_scale.py --resume 100000
     python benchmarks/bench_scale.py --chosen 100000 [--model smollm2 --n 10000]
+    python benchmarks/bench_scale.py --throughput 2000 --arms plain,local --model qwen2
     python benchmarks/bench_scale.py --head 10000 100000
     python benchmarks/bench_scale.py --summarize
 """
@@ -66,6 +67,7 @@ SETS = (
 MODELS = {
     "minilm": ("sentence-transformers/all-MiniLM-L6-v2", 64),
     "smollm2": ("HuggingFaceTB/SmolLM2-135M-Instruct", 64),
+    "qwen2": ("Qwen/Qwen2.5-Coder-0.5B-Instruct", 64),
 }
 N_TOTAL = 100_000
 # Every arm's process: this checkout, and OpenMP threads that sleep when they
