@@ -30,21 +30,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXTS = [
-    "a good movie",
-    "the plot was dull and boring",
-    "fun and warm",
-    "i really did not like it",
-    "great acting",
-    "bad",
-    "a warm good film",
-    "boring boring dull",
-    "what a fun ride",
-    "not good at all",
-    "lovely and warm",
-    "dull plot bad acting",
-] * 3
-NEW = ["a good fun film", "dull and bad", "the plot", "warm", "it was quite fun"]
+# The probe tests' reviews (tests/_support/texts.py), and one text more to predict.
+sys.path.insert(0, str(ROOT / "tests"))
+from _support.texts import NEW as _NEW  # noqa: E402
+from _support.texts import TEXTS, Y  # noqa: E402
+
+NEW = [*_NEW, "it was quite fun"]
 
 SERVE = """
 import importlib.util, json, sys
@@ -76,7 +67,6 @@ def export(work):
     from skloes.serving import load_exported
 
     model = make_tiny_model(work / "model", num_hidden_layers=4)
-    y = np.array([1, 0] * (len(TEXTS) // 2))
     scores = np.full(5, -1.0)
     scores[[1, 3]] = 1.0
     kinds = {"default": {}, **{f: {"fusion": f} for f in ("average", "stack")}}
@@ -92,7 +82,7 @@ def export(work):
         )
         probe = LayerProbeClassifier(
             model, selector=selector, random_state=0, **params
-        ).fit(TEXTS, y)
+        ).fit(TEXTS, Y)
         folder = save_probe(probe, work / name, export="onnx-int8", check_texts=TEXTS)
         served = load_exported(folder)
         expected[str(folder)] = [
