@@ -1,5 +1,8 @@
-"""Scale benchmark (issue 35): the layer store, its engines, resume, chosen layers,
+"""Scale benchmark (issues 35, 45): the layer store, its engines, resume, chosen layers,
 the streaming head, and the constants of the cost model.
+
+The arm ``forward`` is the floor a store is held to: a plain transformers
+forward of the same batches, nothing pooled or written.
 
 Every arm runs in a fresh process (``--arm``), so that its peak resident memory
 (``ru_maxrss``) is its own; the driver runs the arms in turn, interleaved where
@@ -20,7 +23,10 @@ Usage::
     python benchmarks/bench_scale.py --throughput 10000 100000
     python benchmarks/bench_scale.py --resume 100000
     python benchmarks/bench_scale.py --chosen 100000 [--model smollm2 --n 10000]
-    python benchmarks/bench_scale.py --throughput 2000 --arms plain,local --model qwen2
+    python benchmarks/bench_scale.py --throughput 10000 --arms forward,local \
+        --model qwen2
+    python benchmarks/bench_scale.py --resume 10000 --resume-engines local \
+        --model smollm2
     python benchmarks/bench_scale.py --head 10000 100000
     python benchmarks/bench_scale.py --summarize
 """
@@ -170,6 +176,65 @@ def arm_plain(args):
         "seconds": seconds,
         "cpu_s": time.process_time() - cpu,
         "shape": list(stack.shape),
+    }
+
+
+def arm_forward(args):
+    """The floor: a plain transformers forward of the batches a local store
+    runs, and nothing else (no pooling, no copy out, no file).
+
+    The model's own tokenizer and ``AutoModel`` from the folder the library
+    converted, every hidden state returned (``output_hidden_states=True``);
+    the corpus is cut into the local engine's shards, and each shard into the
+    library's longest-first batches under its token budget, so that both arms
+    pad the same tokens. Timed from loading the model, as the store's call is.
+    """
+    import pyarrow.parquet as pq
+    import transformers
+
+    from skloes.core._batching import token_batches
+    from skloes.core._torch import torch
+    from skloes.extraction._hidden_states import AUTO_BATCH_TOKENS
+    from skloes.scale._extract import _shard_size
+
+    _threads(args.threads)
+    texts = pq.read_table(corpus_file(args.n), columns=["text"]).column(0).to_pylist()
+    path, length = _model(args.model)
+    # Timed from the load, as the store's call loads its model itself.
+    start, cpu, batches = time.perf_counter(), time.process_time(), 0
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    config = model.config.get_text_config()
+    size = _shard_size(
+        None,
+        config.num_hidden_layers + 1,
+        config.hidden_size,
+        "float32",
+        "bench",
+    )
+    with torch.inference_mode():
+        for first in range(0, len(texts), size):
+            ids = tokenizer(
+                texts[first : first + size], truncation=True, max_length=length
+            )["input_ids"]
+            lengths = np.fromiter(map(len, ids), dtype=np.int64)
+            order = np.argsort(-lengths, kind="stable")
+            for index in token_batches(
+                order, lengths[order].tolist(), 32, AUTO_BATCH_TOKENS["cpu"]
+            ):
+                inputs = tokenizer.pad(
+                    {"input_ids": [ids[i] for i in index]}, return_tensors="pt"
+                )
+                model(**inputs, output_hidden_states=True)
+                batches += 1
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "cpu_s": time.process_time() - cpu,
+        "shard_rows": size,
+        "batches": batches,
     }
 
 
@@ -358,6 +423,7 @@ def _in_memory_fit(head, store, train_rows, labels, out):
 
 
 ARMS = {
+    "forward": arm_forward,
     "plain": arm_plain,
     "local": arm_local,
     "ray": arm_ray,
@@ -450,11 +516,12 @@ def kill_driver(n, model="minilm"):
         path,
         str(length),
     ]
+    reference = WORK / "stores" / f"{model}_local_{n}_r0"
     before = loadavg()
     child = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    total = -(-n // 3072)
+    total = _n_shards(reference)
     while len(list(store.glob("part-*.parquet"))) < total // 2:
         if child.poll() is not None:
             raise SystemExit(child.stderr.read())
@@ -465,7 +532,6 @@ def kill_driver(n, model="minilm"):
     start = time.perf_counter()
     subprocess.run(argv, env=env, check=True)
     rerun = time.perf_counter() - start
-    reference = WORK / "stores" / f"{model}_local_{n}_r0"
     record = _compare(store, reference)
     record.update(
         arm="kill_driver",
@@ -478,6 +544,13 @@ def kill_driver(n, model="minilm"):
         load_after=loadavg(),
     )
     _append(record)
+
+
+def _n_shards(reference):
+    """Shards of the uninterrupted run's store (the run to compare with)."""
+    from skloes.scale import LayerStore
+
+    return LayerStore(reference).n_shards
 
 
 def kill_worker(n, model="minilm"):
@@ -520,7 +593,7 @@ def kill_worker_job(args):
     path, length = _model(args.model)
     store = WORK / "stores" / f"{args.model}_killed_worker_{args.n}"
     shutil.rmtree(store, ignore_errors=True)
-    total = -(-args.n // 3072)
+    total = _n_shards(WORK / "stores" / f"{args.model}_ray_{args.n}_r0")
     seen, killed = [], {}
 
     def kill(result):
@@ -597,6 +670,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--arms", default="plain,local,ray,dask")
     parser.add_argument("--resume", type=int)
+    parser.add_argument(
+        "--resume-engines",
+        default="local,ray",
+        help="with --resume: kill the driver (local), and one Ray actor (ray)",
+    )
     parser.add_argument("--chosen", type=int)
     parser.add_argument("--head", nargs="*", type=int)
     parser.add_argument("--summarize", action="store_true")
@@ -624,7 +702,9 @@ def main():
         )
     if args.resume:
         kill_driver(args.resume, args.model)
-        return kill_worker(args.resume, args.model)
+        if "ray" in args.resume_engines.split(","):
+            kill_worker(args.resume, args.model)
+        return None
     if args.chosen:
         return spawn("chosen", args.chosen, model=args.model, tag="chosen")
     if args.plan:
@@ -755,6 +835,77 @@ def _throughput_lines(runs):
     return lines
 
 
+DECODERS = ("smollm2", "qwen2")
+
+
+def _decoder_lines(runs):
+    """Decoder stores (every layer, local engine) against the floor, a plain
+    transformers forward of the same batches (``forward``), and their peak
+    memory at each size."""
+    lines = _table(
+        "## Decoders: every layer, local engine, against a plain forward",
+        [
+            "model",
+            "texts",
+            "plain forward s (texts/s)",
+            "store s (texts/s)",
+            "store / forward throughput",
+            "target >= 0.9",
+            "store peak RSS MiB",
+            "forward peak RSS MiB",
+            "load (1 min) forward / store",
+        ],
+    )
+    peaks = {}
+    for model in DECODERS:
+        for n in sorted({r["n"] for r in runs if r.get("model") == model}):
+            arms = {
+                arm: [
+                    r
+                    for r in runs
+                    if r["arm"] == arm and r["n"] == n and r.get("model") == model
+                ]
+                for arm in ("forward", "local")
+            }
+            if not (arms["forward"] and arms["local"]):
+                continue
+            f, s = arms["forward"][-1], arms["local"][-1]
+            ratio = f["seconds"] / s["seconds"]
+            peaks[(model, n)] = peak = max(
+                [s["driver_peak_rss"], *s.get("worker_peak_rss", {}).values()]
+            )
+            lines.append(
+                _row(
+                    model,
+                    f"{n:,}",
+                    f"{f['seconds']:.0f} ({n / f['seconds']:.1f})",
+                    f"{s['seconds']:.0f} ({n / s['seconds']:.1f})",
+                    f"{ratio:.3f}",
+                    "yes" if ratio >= 0.9 else "NO",
+                    _mib(peak),
+                    _mib(f["driver_peak_rss"]),
+                    f"{f['load_before'][0]} / {s['load_before'][0]}",
+                )
+            )
+    lines += _table(
+        "",
+        ["model", "store peak RSS MiB, 2,000 -> 10,000", "growth", "target <= 10 %"],
+    )
+    for model in DECODERS:
+        if (model, 2000) in peaks and (model, 10_000) in peaks:
+            a, b = peaks[(model, 2000)], peaks[(model, 10_000)]
+            growth = 100 * (b / a - 1)
+            lines.append(
+                _row(
+                    model,
+                    f"{_mib(a)} -> {_mib(b)}",
+                    f"{growth:+.1f} %",
+                    "yes" if growth <= 10 else "NO",
+                )
+            )
+    return lines
+
+
 def _memory_lines(runs):
     lines = _table(
         "## Peak resident memory (MiB)",
@@ -794,6 +945,7 @@ def _resume_lines(runs):
     lines = _table(
         "## Kill -9 half way, then the same call again",
         [
+            "model",
             "texts",
             "killed",
             "shards before the kill",
@@ -809,6 +961,7 @@ def _resume_lines(runs):
         if r["arm"] == "kill_driver":
             lines.append(
                 _row(
+                    r.get("model", "minilm"),
                     f"{r['n']:,}",
                     "driver (local engine)",
                     f"{r['killed_after_shards']} of {r['shards']}",
@@ -826,6 +979,7 @@ def _resume_lines(runs):
             )
             lines.append(
                 _row(
+                    r.get("model", "minilm"),
                     f"{r['n']:,}",
                     f"one Ray actor (pid {r['killed_pid']})",
                     f"result {r['shards'] // 2} of {r['shards']}",
@@ -937,7 +1091,7 @@ def summarize():
     runs = _runs()
     corpus = json.loads((WORK / "corpus.json").read_text())
     head = [
-        "# Scale benchmark (issue 35)",
+        "# Scale benchmark (issues 35 and 45)",
         "",
         "Written by `python benchmarks/bench_scale.py --summarize` from",
         "`benchmarks/results/scale/runs.jsonl` (one line per arm, each arm in a",
@@ -948,9 +1102,12 @@ def summarize():
         f"deduplicating; {corpus['classes']} classes (`<set>:<label>`).",
         "Machine: 2 cores, shared with other jobs for some arms (each row gives",
         "the load averages before and after it); OMP_WAIT_POLICY=PASSIVE in every",
-        "arm; torch threads: plain and local 2, Ray and Dask 2 workers of 1 thread.",
+        "arm; torch threads: forward, plain and local 2, Ray and Dask 2 workers of",
+        "1 thread. `forward` is the floor: a plain transformers forward of the",
+        "batches a local store runs (the same shards, longest-first batches under",
+        "the same token budget), with no pooling and no file.",
     ]
-    sections = (_throughput_lines, _memory_lines, _resume_lines)
+    sections = (_throughput_lines, _decoder_lines, _memory_lines, _resume_lines)
     sections += (_chosen_lines, _head_lines)
     lines = head + [line for part in sections for line in _or_none(part(runs))]
     REPORT.write_text("\n".join(lines) + "\n")
