@@ -856,7 +856,13 @@ def _decoder_lines(runs):
             "load (1 min) forward / store",
         ],
     )
-    peaks = {}
+    peaks = {
+        (r["model"], r["n"]): max(
+            [r["driver_peak_rss"], *r.get("worker_peak_rss", {}).values()]
+        )
+        for r in runs
+        if r["arm"] == "local" and r.get("model") in DECODERS
+    }
     for model in DECODERS:
         for n in sorted({r["n"] for r in runs if r.get("model") == model}):
             arms = {
@@ -871,9 +877,6 @@ def _decoder_lines(runs):
                 continue
             f, s = arms["forward"][-1], arms["local"][-1]
             ratio = f["seconds"] / s["seconds"]
-            peaks[(model, n)] = peak = max(
-                [s["driver_peak_rss"], *s.get("worker_peak_rss", {}).values()]
-            )
             lines.append(
                 _row(
                     model,
@@ -882,7 +885,7 @@ def _decoder_lines(runs):
                     f"{s['seconds']:.0f} ({n / s['seconds']:.1f})",
                     f"{ratio:.3f}",
                     "yes" if ratio >= 0.9 else "NO",
-                    _mib(peak),
+                    _mib(peaks[(model, n)]),
                     _mib(f["driver_peak_rss"]),
                     f"{f['load_before'][0]} / {s['load_before'][0]}",
                 )
