@@ -838,6 +838,11 @@ def _throughput_lines(runs):
 DECODERS = ("smollm2", "qwen2")
 
 
+def _peak(run):
+    """The peak resident memory of a run's processes, driver or worker."""
+    return max([run["driver_peak_rss"], *run.get("worker_peak_rss", {}).values()])
+
+
 def _decoder_lines(runs):
     """Decoder stores (every layer, local engine) against the floor, a plain
     transformers forward of the same batches (``forward``), and their peak
@@ -854,15 +859,14 @@ def _decoder_lines(runs):
             "store peak RSS MiB",
             "forward peak RSS MiB",
             "load (1 min) forward / store",
+            "started (store)",
         ],
     )
-    peaks = {
-        (r["model"], r["n"]): max(
-            [r["driver_peak_rss"], *r.get("worker_peak_rss", {}).values()]
-        )
-        for r in runs
-        if r["arm"] == "local" and r.get("model") in DECODERS
-    }
+    peaks = {}
+    for r in runs:
+        if r["arm"] == "local" and r.get("model") in DECODERS:
+            key = (r["model"], r["n"])
+            peaks[key] = max(peaks.get(key, 0), _peak(r))
     for model in DECODERS:
         for n in sorted({r["n"] for r in runs if r.get("model") == model}):
             arms = {
@@ -873,23 +877,24 @@ def _decoder_lines(runs):
                 ]
                 for arm in ("forward", "local")
             }
-            if not (arms["forward"] and arms["local"]):
-                continue
-            f, s = arms["forward"][-1], arms["local"][-1]
-            ratio = f["seconds"] / s["seconds"]
-            lines.append(
-                _row(
-                    model,
-                    f"{n:,}",
-                    f"{f['seconds']:.0f} ({n / f['seconds']:.1f})",
-                    f"{s['seconds']:.0f} ({n / s['seconds']:.1f})",
-                    f"{ratio:.3f}",
-                    "yes" if ratio >= 0.9 else "NO",
-                    _mib(peaks[(model, n)]),
-                    _mib(f["driver_peak_rss"]),
-                    f"{f['load_before'][0]} / {s['load_before'][0]}",
+            # one row per pair, in the order they ran: the k-th forward beside
+            # the k-th store (run one after the other on the same machine)
+            for f, s in zip(arms["forward"], arms["local"], strict=False):
+                ratio = f["seconds"] / s["seconds"]
+                lines.append(
+                    _row(
+                        model,
+                        f"{n:,}",
+                        f"{f['seconds']:.0f} ({n / f['seconds']:.1f})",
+                        f"{s['seconds']:.0f} ({n / s['seconds']:.1f})",
+                        f"{ratio:.3f}",
+                        "yes" if ratio >= 0.9 else "NO",
+                        _mib(_peak(s)),
+                        _mib(f["driver_peak_rss"]),
+                        f"{f['load_before'][0]} / {s['load_before'][0]}",
+                        s.get("started", ""),
+                    )
                 )
-            )
     lines += _table(
         "",
         ["model", "store peak RSS MiB, 2,000 -> 10,000", "growth", "target <= 10 %"],
@@ -997,6 +1002,12 @@ def _resume_lines(runs):
     return lines
 
 
+def _started(run):
+    """A run's start as seconds since the epoch (0 when it was not recorded)."""
+    stamp = run.get("started")
+    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) if stamp else 0.0
+
+
 def _chosen_lines(runs):
     lines = _table(
         "## Chosen layers only",
@@ -1022,9 +1033,8 @@ def _chosen_lines(runs):
         ]
         if r["arm"] != "chosen" or not full:
             continue
-        # the full pass run last before it (the same load, when interleaved)
-        before = [x for x in full if x.get("started", "") <= r.get("started", "")]
-        f = (before or full)[-1]
+        # the full pass that started nearest to it (the same machine and load)
+        f = min(full, key=lambda x: abs(_started(x) - _started(r)))
         K, L, D = len(r["chosen"]), r["n_hidden_states"], max(r["chosen"])
         size, ratio = r["bytes"] / f["bytes"], r["seconds"] / f["seconds"]
         size_goal, time_goal = K / L + 0.05, (D + 1) / L + 0.1
