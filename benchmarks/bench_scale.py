@@ -56,6 +56,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORK = Path(os.environ.get("SKLOES_BENCH_SCALE", HERE / ".cache" / "scale"))
+STARTED_FORMAT = "%Y-%m-%d %H:%M:%S"  # a run's "started", written by spawn()
 RUNS = Path(
     os.environ.get("SKLOES_BENCH_SCALE_RUNS", HERE / "results" / "scale" / "runs.jsonl")
 )
@@ -462,7 +463,7 @@ def spawn(arm, n, model="minilm", threads=2, tag="", extra=()):
     command = [sys.executable, __file__, "--arm", arm, "--n", str(n), "--model", model]
     command += ["--threads", str(threads), "--tag", tag, *extra]
     before = loadavg()
-    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    started = time.strftime(STARTED_FORMAT)
     proc = subprocess.run(command, env=env, capture_output=True, text=True)
     after = loadavg()
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
@@ -1005,7 +1006,7 @@ def _resume_lines(runs):
 def _started(run):
     """A run's start as seconds since the epoch (0 when it was not recorded)."""
     stamp = run.get("started")
-    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) if stamp else 0.0
+    return time.mktime(time.strptime(stamp, STARTED_FORMAT)) if stamp else 0.0
 
 
 def _chosen_lines(runs):
