@@ -436,6 +436,13 @@ class _ExportSchema:
             f"{SAVED_OPTIMIZATION!r} or absent",
             "export.graph",
         )
+        self.require(  # absent: 8-bit weights (before 0.4)
+            entry,
+            "weight_max",
+            lambda v: v is None or (_is_positive(v) and v <= 127),
+            "an int from 1 to 127, or absent",
+            "export.graph",
+        )
 
     def head(self, entry):
         kind = self.require(

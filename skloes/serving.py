@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
+import warnings
 from numbers import Integral
 from pathlib import Path
 
@@ -33,6 +35,7 @@ import numpy as np
 import skloes.probe_folder as probe_folder
 from skloes.core._batching import token_batches
 from skloes.core._texts import check_texts
+from skloes.utils._cpu import cpu_description, has_int8_dot_product
 from skloes.utils._docstrings import fill_x_doc
 from skloes.utils._optional import import_optional
 
@@ -752,6 +755,7 @@ def open_exported(
         with _opening(head_file, "head of plain arrays", owner):
             with np.load(head_file, allow_pickle=False) as data:
                 head = reader(dict(data), export["head"])
+    _warn_if_saturating(folder, export, owner)
     with _opening(graph, "ONNX graph", owner):
         session = _session(graph, n_threads, export["graph"])
     with _opening(tokenizer_file, "tokenizer", owner):
@@ -767,6 +771,26 @@ def open_exported(
             owner,
         )
     return ExportedProbe(folder, export, session, tokenizer, head, batch_size)
+
+
+def _warn_if_saturating(folder, export, owner):
+    """An int8 graph exported before its weights were 7-bit (no
+    ``weight_max``) can saturate its integer products on a CPU without VNNI
+    (see :data:`skloes.models._graph.WEIGHT_MAX`): served there, its classes
+    may drift from the torch probe's, so say so."""
+    if export["precision"] != "int8" or export["graph"].get("weight_max"):
+        return
+    if has_int8_dot_product() is not False:
+        return
+    warnings.warn(
+        f"{owner}: {os.fspath(folder)!r} was exported with 8-bit int8 weights, "
+        f"whose products can saturate on this CPU ({cpu_description()['summary']}: "
+        "no VNNI), so its predictions may differ from the torch probe's; save "
+        "the probe again with this skloes (save_probe(..., export='onnx-int8')) "
+        "for weights that cannot saturate on any CPU.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 @contextlib.contextmanager

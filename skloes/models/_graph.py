@@ -34,6 +34,7 @@ from skloes.models._forward import _last_state_source, find_blocks
 from skloes.utils._optional import import_optional
 
 __all__ = [
+    "WEIGHT_MAX",
     "PooledLayers",
     "export_onnx",
     "feed_forward_outputs",
@@ -48,6 +49,16 @@ __all__ = [
 nn = torch.nn
 
 OPSET = 17
+
+#: The int8 weights' largest magnitude: 7 bits, not 8. An x86 CPU without
+#: VNNI (AVX2, or AVX-512 without VNNI) multiplies uint8 activations by int8
+#: weights with ``vpmaddubsw``, which adds each pair of products in 16 bits
+#: and saturates above 32,767; with 8-bit weights a pair reaches 2 x 255 x 127
+#: = 64,770. At 64 it reaches 2 x 255 x 64 = 32,640: no product pair can
+#: saturate on any x86 kernel, so a graph computes the same integers on every
+#: CPU (ONNX Runtime's ``reduce_range`` is the same rule). Measured in the
+#: user guide, "Serving a probe".
+WEIGHT_MAX = 64
 
 
 def _block_owner(model, blocks):
@@ -243,8 +254,9 @@ def quantize_onnx(
 ) -> None:
     """Write the int8 twin of the float ONNX graph ``source`` to ``target``.
 
-    The weights of every matrix product are quantized to int8 per output
-    channel once and its activations at run time, except the products named
+    The weights of every matrix product are quantized per output channel to
+    7 bits (:data:`WEIGHT_MAX`, so that no CPU's integer products saturate)
+    once and its activations at run time, except the products named
     in ``keep_float``, which stay float32 (see :func:`feed_forward_outputs`).
     Activations get one scale per tensor (ONNX Runtime's dynamic
     quantization: the scale then depends on every text of the batch and on
@@ -266,6 +278,7 @@ def quantize_onnx(
             str(target),
             weight_type=quant.QuantType.QInt8,
             per_channel=True,
+            reduce_range=True,  # 7-bit weights, as WEIGHT_MAX
             nodes_to_exclude=list(keep_float),
         )
         return
@@ -276,8 +289,9 @@ def _quantize_per_token(source, target, keep, smooth) -> None:
     """Every MatMul with a constant 2-D weight, except ``keep``, rewritten as
     ``(q(x / s) @ Wq) * scale(x) * w_scale`` with standard ONNX operators:
     ``q`` rounds each row to uint8 around 128 with its own scale
-    ``max|row| / 127``, ``Wq`` is the int8 weight with one scale per output
-    channel, and ``MatMulInteger`` accumulates in int32."""
+    ``max|row| / 127``, ``Wq`` is the weight on :data:`WEIGHT_MAX` levels each
+    side of 0 with one scale per output channel, and ``MatMulInteger``
+    accumulates in int32."""
     onnx = import_optional("onnx", extra="export")
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
@@ -316,9 +330,9 @@ def _quantize_per_token(source, target, keep, smooth) -> None:
                     helper.make_node("Mul", [x, smoothed[x] + "_s"], [smoothed[x]])
                 )
             x = smoothed[x]
-        scale = np.abs(W).max(axis=0) / 127.0
+        scale = np.abs(W).max(axis=0) / WEIGHT_MAX
         scale[scale == 0] = 1.0
-        Wq = np.clip(np.round(W / scale), -127, 127).astype(np.int8)
+        Wq = np.clip(np.round(W / scale), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
         consts += [
             numpy_helper.from_array(Wq, p + "_wq"),
             numpy_helper.from_array(scale.astype(np.float32), p + "_ws"),
@@ -457,7 +471,10 @@ def write_int8_graph(source, target, config, feeds=()) -> dict:
     -------
     entry : dict
         ``float32_products`` (how many stayed float32), ``activation_scales``
-        (``"token"`` or ``"tensor"``) and ``smoothing`` (α or None).
+        (``"token"`` or ``"tensor"``), ``smoothing`` (α or None) and
+        ``weight_max`` (the int8 weights' largest magnitude,
+        :data:`WEIGHT_MAX`: a folder without it has 8-bit weights, whose
+        products can saturate on a CPU without VNNI).
     """
     import re
 
@@ -487,6 +504,7 @@ def write_int8_graph(source, target, config, feeds=()) -> dict:
             "float32_products": len(keep),
             "activation_scales": "tensor",
             "smoothing": None,
+            "weight_max": WEIGHT_MAX,
         }
     smooth = None
     if rule.smooth is not None and feeds:
@@ -500,4 +518,5 @@ def write_int8_graph(source, target, config, feeds=()) -> dict:
         "float32_products": len(keep),
         "activation_scales": "token" if rule.per_token else "tensor",
         "smoothing": rule.smooth if smooth is not None else None,
+        "weight_max": WEIGHT_MAX,
     }

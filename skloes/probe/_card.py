@@ -155,7 +155,13 @@ def _weights(export):
     products = (
         "float32 arithmetic"
         if export["precision"] == "float32"
-        else "int8 matrix products" + (f", {kept} kept in float32" if kept else "")
+        else "int8 matrix products"
+        + (
+            f", weights within ±{graph['weight_max']} (no CPU's products saturate)"
+            if graph.get("weight_max")
+            else ""
+        )
+        + (f", {kept} kept in float32" if kept else "")
     )
     return (
         f"\nThis folder holds the model's weights through block "

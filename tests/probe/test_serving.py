@@ -7,9 +7,11 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
+from _support.int8 import assert_no_pair_can_saturate
 from _support.texts import NEW as REVIEWS_NEW
 from _support.texts import TEXTS, Y
 
@@ -168,6 +170,8 @@ def test_int8_export_records_its_check_and_predicts(tiny_bert, tmp_path):
 
     ops = {n.op_type for n in onnx.load(str(folder / "graph-int8.onnx")).graph.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
+    assert export["graph"]["weight_max"] == 64
+    assert_no_pair_can_saturate(folder / "graph-int8.onnx")  # the same on any CPU
     served = load_probe(folder)
     assert served.precision_ == "int8"
     proba = served.predict_proba(NEW)
@@ -336,6 +340,38 @@ def test_a_head_of_plain_arrays_that_does_not_match_the_manifest_is_refused(
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="head.npz is not a readable head of plain"):
         load_exported(folder)
+
+
+@pytest.mark.parametrize("vnni", [False, True])
+def test_an_8_bit_int8_folder_warns_only_on_a_cpu_without_vnni(
+    tiny_bert, tmp_path, monkeypatch, vnni
+):
+    """A folder exported before the weights were 7-bit (its manifest has no
+    ``weight_max``) can saturate where the CPU has no VNNI: said at load."""
+    from skloes import serving
+
+    folder = save_probe(
+        _probe(tiny_bert, [1, 4], pooling="mean"),
+        tmp_path / "p",
+        export="onnx-int8",
+        check_texts=TEXTS,
+    )
+    monkeypatch.setattr(serving, "has_int8_dot_product", lambda: vnni)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_exported(folder)  # a folder of this skloes: silent on any CPU
+    manifest = json.loads((folder / "manifest.json").read_text())
+    del manifest["export"]["graph"]["weight_max"]
+    probe_folder.seal_export(manifest["export"])  # as an older save sealed it
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        served = load_exported(folder)
+    said = [str(w.message) for w in caught if "saturate" in str(w.message)]
+    assert len(said) == (0 if vnni else 1)
+    if said:
+        assert "no VNNI" in said[0] and "save the probe again" in said[0]
+    assert served.predict(NEW).shape == (len(NEW),)  # it still serves
 
 
 @pytest.mark.parametrize("model", ["tiny_bert", "tiny_llama"])
