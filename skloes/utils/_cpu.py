@@ -20,7 +20,13 @@ import platform
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["CAPS", "VECTOR_EXTENSIONS", "cpu_description", "has_int8_dot_product"]
+__all__ = [
+    "CAPS",
+    "VECTOR_EXTENSIONS",
+    "capped_run_environment",
+    "cpu_description",
+    "has_int8_dot_product",
+]
 
 #: The extensions that decide which kernels run, by their ``/proc/cpuinfo``
 #: flag, with the name a reader knows them by.
@@ -114,3 +120,16 @@ def has_int8_dot_product() -> bool | None:
     AMX); None where its flags cannot be read."""
     flags = _flags()
     return None if flags is None else any(flag in flags for flag in _INT8_DOT)
+
+
+def capped_run_environment() -> list:
+    """``NAME=value`` settings of :data:`CAPS` for a run that computes what
+    an AVX2 machine computes, except those the environment already sets;
+    empty where the CPU has nothing beyond AVX2 (or its flags cannot be
+    read), as a capped run would then repeat the first."""
+    flags = _flags() or frozenset()
+    if not any(flag.startswith(("avx512", "amx")) for flag in flags):
+        return []
+    # a cap the machine already sets stays (OPENBLAS_CORETYPE is set on
+    # some CPUs whose own OpenBLAS kernels are wrong)
+    return [f"{k}={v}" for k, v in CAPS.items() if k not in os.environ]
