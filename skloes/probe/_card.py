@@ -355,6 +355,8 @@ def _check_text(export):
     ]
     if "max_proba_diff" in check:
         parts.append(f"largest probability difference {check['max_proba_diff']:.3g}")
+    if "cpu" in check:
+        parts.append(f"on {check['cpu']}")
     return "; ".join(parts)
 
 

@@ -33,6 +33,7 @@ import skloes.probe_folder as probe_folder
 from skloes.core._digests import file_sha256
 from skloes.probe._concatenation import SelectedLayerConcatenation
 from skloes.serving import open_exported
+from skloes.utils._cpu import cpu_description
 from skloes.utils._optional import import_optional
 
 __all__ = ["EXPORTS", "write_export_files"]
@@ -345,6 +346,9 @@ def _check(exported, reference, pipeline, texts, precision, owner):
     head = Pipeline(pipeline.steps[1:])
     ours, theirs = exported.head_.predict(stack), head.predict(torch_stack)
     check = {
+        # the kernels that computed it (int8 products are the same integers
+        # on every CPU; float sums are not bitwise)
+        "cpu": cpu_description()["summary"],
         "n_texts": len(texts),
         "max_abs_feature_diff": diff,
         "max_abs_feature": scale,

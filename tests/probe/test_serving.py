@@ -25,6 +25,7 @@ from skloes.core import _digests  # noqa: E402
 from skloes.probe import LayerProbeClassifier, load_probe, save_probe  # noqa: E402
 from skloes.selection import MetricTopKSelector  # noqa: E402
 from skloes.serving import ExportedProbe, load_exported  # noqa: E402
+from skloes.utils._cpu import cpu_description  # noqa: E402
 
 NEW = [*REVIEWS_NEW, "it was quite fun"]
 
@@ -166,6 +167,7 @@ def test_int8_export_records_its_check_and_predicts(tiny_bert, tmp_path):
     check = export["check"]
     assert {"max_abs_feature_diff", "same_prediction", "max_proba_diff"} <= set(check)
     assert check["n_texts"] == len(TEXTS)
+    assert check["cpu"] == cpu_description()["summary"]  # the check's kernels
     import onnx
 
     ops = {n.op_type for n in onnx.load(str(folder / "graph-int8.onnx")).graph.node}
