@@ -10,9 +10,19 @@ a stored record (an old one without the CPU says "CPU not recorded").
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
-from skloes.utils._cpu import cpu_description
+try:
+    from skloes.utils._cpu import cpu_description
+except ImportError:  # another environment (lmprobe's): _cpu imports nothing of skloes
+    _spec = importlib.util.spec_from_file_location(
+        "_skloes_cpu", Path(__file__).parents[1] / "skloes" / "utils" / "_cpu.py"
+    )
+    _cpu = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_cpu)
+    cpu_description = _cpu.cpu_description
 
 NOT_RECORDED = "CPU not recorded"
 
