@@ -8,6 +8,9 @@ the line a Markdown table prints beside it, from the machine at hand or from
 a stored record (an old one without the CPU says "CPU not recorded").
 """
 
+# Authors: The skloes developers
+# SPDX-License-Identifier: BSD-3-Clause
+
 from __future__ import annotations
 
 import importlib.util
@@ -43,7 +46,10 @@ def kernels() -> list[dict]:
         import torch
     except ImportError:
         torch = None
-    from threadpoolctl import threadpool_info
+    try:  # another environment (lmprobe's) may lack it: a record, not a check
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        threadpool_info = list
 
     found = [
         {
