@@ -50,6 +50,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _machine import machine
+
 T_PROCESS0 = time.perf_counter()
 
 ARMS = {
@@ -208,7 +210,7 @@ def main(argv=None):
             "python": platform.python_version(),
         },
         "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
+        "machine": machine(),
         "loadavg_start": loadavg(),
         "cache_dir": str(cache_dir),
         "cache_cold_at_start": not any(cache_dir.iterdir()),

@@ -46,6 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _stacks  # noqa: E402
+from _machine import machine, machine_line  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 RECORDS = RESULTS / "fusion"
@@ -192,6 +193,8 @@ def _markdown(result):
             "the folds of the `bench_fusion.py` records; the difference, mean ± SE "
             "of the per-fold paired differences (points):",
             "",
+            machine_line(result.get("machines", {}).get("accuracy")),
+            "",
             "| stack | role | folds | auto, leave-one-out (now) | auto, inner CV "
             "(before) | now − before | same pick | picks now |",
             "|---|---|---|---|---|---|---|---|",
@@ -222,6 +225,8 @@ def _markdown(result):
             'head), the default over `fusion="concatenate"`, one thread, 5 folds '
             "interleaved; the ratio's median [min, max] over the folds:",
             "",
+            machine_line(result.get("machines", {}).get("cost")),
+            "",
             "| stack | role | auto / concatenate | auto s | concatenate s | "
             "auto's picks | load (1 min) |",
             "|---|---|---|---|---|---|---|",
@@ -248,6 +253,7 @@ def main(argv=None):
     result = json.loads(path.read_text()) if path.exists() else {}
     for part in args.part:
         result[part] = accuracy() if part == "accuracy" else cost()
+        result.setdefault("machines", {})[part] = machine()
     path.write_text(json.dumps(result, indent=1))
     (RESULTS / "auto_cost.md").write_text(_markdown(result))
     print(_markdown(result))

@@ -22,6 +22,7 @@ from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+from _machine import machine, machine_line
 
 # The naive arm re-forms every concatenation inside the library's own subset
 # scorer: private on purpose, so that the two arms differ only by the Gram
@@ -89,6 +90,8 @@ def main():
     lines = [
         f"Exhaustive k={k} over {n_layers} layers, n={n} calibration rows "
         f"(n_fit={int(n * 0.8)}), one BLAS thread; identical subset scores.",
+        "",
+        machine_line(machine()),
         "",
         "| dim | subsets | exhaustive, Gram cache (s) | exhaustive, naive (s) "
         "| cache / naive | greedy k=3 (s) | greedy / exhaustive |",

@@ -58,6 +58,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _stacks  # noqa: E402
+from _machine import machine, machine_line, machine_lines  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "budget"
 K_MAX = 10
@@ -262,6 +263,7 @@ def run(model, name, n, max_length, C, rows=None):
         )
     OUT.mkdir(parents=True, exist_ok=True)
     suffix = "" if C == 0.01 else f"_C{C:g}"
+    result["machine"] = machine()
     (OUT / f"{model}_{name}{suffix}.json").write_text(json.dumps(result))
     return result
 
@@ -340,6 +342,7 @@ def run_shipped(model, name, n, max_length, C, rows=None, fusion="concatenate"):
         print(model, name, {a: (v["k"], round(v["acc"], 3)) for a, v in fold.items()})
     out["fusion"] = fusion
     SHIPPED.mkdir(parents=True, exist_ok=True)
+    out["machine"] = machine()
     (SHIPPED / f"{model}_{name}.json").write_text(json.dumps(out))
 
 
@@ -372,6 +375,7 @@ def run_recommend(model, name, n, max_length, C, rows=None, fusion="concatenate"
         print(model, name, method, picks, round(out["folds"][-1]["acc"], 3))
     out["fusion"] = fusion
     RECOMMEND.mkdir(parents=True, exist_ok=True)
+    out["machine"] = machine()
     (RECOMMEND / f"{model}_{name}.json").write_text(json.dumps(out))
 
 
@@ -522,6 +526,16 @@ TARGET_HEADER = (
 )
 
 
+def _machines(paths):
+    """The machine lines of the runs behind a summary (full, shipped,
+    recommended)."""
+    files = [Path(p) for p in paths]
+    files += [d / Path(p).name for p in paths for d in (SHIPPED, RECOMMEND)]
+    return machine_lines(
+        json.loads(f.read_text()).get("machine") for f in files if f.is_file()
+    )
+
+
 def summarize(paths):
     """Markdown: per set, the fixed arms, the budget curves and each rule."""
     lines = [*TARGET_HEADER, *(target_row(p) for p in paths), ""]
@@ -548,6 +562,7 @@ def summarize(paths):
             "",
             *lines,
         ]
+    lines = [_machines(paths), "", *lines]
     for path in paths:
         r = json.loads(Path(path).read_text())
         F = r["folds"]
@@ -555,6 +570,8 @@ def summarize(paths):
         lines += [
             f"### {Path(path).stem} ({r['meta'].get('rows', r['meta']['n'])} rows, "
             f"{r['n_layers']} layers)",
+            "",
+            machine_line(r.get("machine")),
             "",
             "fixed arms (held-out %): "
             + ", ".join(f"{a} {v:.1f}" for a, v in acc.items()),

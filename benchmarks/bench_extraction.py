@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _machine import machine, machine_line  # noqa: E402
 
 TARGETS = {
     "HST / bare loop (same sorted batches)": ("<=", 1.02),
@@ -387,7 +387,7 @@ def render(args, torch, times, rows, ratios):
         f"{args.batch_size}, max_batch_tokens={args.resolved_budget}, max_length="
         f"{args.max_length}, CPU, torch "
         f"{torch.__version__}, {torch.get_num_threads()} thread(s), "
-        f"{platform.machine()}, {os.cpu_count()} cores, load average at the end "
+        f"load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min); "
         f"{args.repeats} alternating repeats, median [min, max] of the per-repeat "
         "ratios.",
@@ -400,6 +400,8 @@ def render(args, torch, times, rows, ratios):
             else ""
         )
         + (f" --threads {args.threads}`." if args.threads else "`."),
+        "",
+        machine_line(machine()),
         "",
         "| ratio | median [min, max] | target | met |",
         "|---|---|---|---|",

@@ -51,6 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _stacks  # noqa: E402
+from _machine import machine, machine_lines  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "fusion"
 SUBSETS = ("loes", "all", "last4")
@@ -182,6 +183,7 @@ def run(model, name, n, max_length, repeats):
         "repeats": repeats,
         "role": "choose" if name in CHOOSE_SETS else "check",
         "folds": folds,
+        "machine": machine(),
     }
     path.write_text(json.dumps(record, indent=1))
     return path
@@ -308,7 +310,8 @@ def summarize(paths):
         ]
     )
     return (
-        "Held-out accuracy (%), mean over the folds:\n\n"
+        machine_lines(r.get("machine") for r in records)
+        + "\n\nHeld-out accuracy (%), mean over the folds:\n\n"
         + table
         + "\n\nPaired differences (points), mean ± standard error over the folds "
         "(the mean rows: ± the standard error over the stacks):\n\n"

@@ -59,6 +59,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _machine import machine, machine_lines  # noqa: E402
 
 DATASETS = ("rotten_tomatoes", "bbc_news", "chatterbot_langid")
 SIZES = (450, 1600)
@@ -119,7 +120,7 @@ def _done(path):
 
 def _write(path, key, **row):
     with path.open("a") as fh:
-        fh.write(json.dumps({"key": key, **row}) + "\n")
+        fh.write(json.dumps({"key": key, **row, "machine": machine()}) + "\n")
 
 
 def _geometry(F, y):
@@ -215,6 +216,7 @@ def report_defaults(out):
     rows = _rows(out / "defaults.jsonl")
     if not rows:
         return
+    print(machine_lines(row.get("machine") for row in rows))
     print(
         "\nDefault GeoRegClassifier vs LogisticRegressionCV (test accuracy, "
         "mean ± std over seeds; diff in points, paired)"
@@ -306,6 +308,7 @@ def report_head(out):
     rows = _rows(out / "head.jsonl")
     if not rows:
         return
+    print(machine_lines(row.get("machine") for row in rows))
     print(
         "\nHead regimes where collapse is expected (language ID, MiniLM LOES "
         "features): mean over seeds of the test accuracy and of Z's geometry"
@@ -395,6 +398,7 @@ def report_finetune(out):
     rows = _rows(out / "finetune.jsonl")
     if not rows:
         return
+    print(machine_lines(row.get("machine") for row in rows))
     print(
         "\nEnd-to-end fine-tuning on CPU (language ID, 400 train / 400 test "
         "texts): backbone features (concatenated selected layers) and Z"

@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _stacks  # noqa: E402
+from _machine import machine, machine_line  # noqa: E402
 
 CS = (0.001, 0.01, 0.1)
 
@@ -85,6 +86,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs="+", required=True, help="model:set:n[:rows]")
     args = parser.parse_args(argv)
+    print(machine_line(machine()) + "\n")
     print(
         "| model | set | answer (layers) | head | acc % | fit s (5 folds) "
         "| C per fold |"

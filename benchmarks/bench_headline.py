@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
 from datetime import datetime, timezone
@@ -56,6 +55,7 @@ from _features import (
     load_texts,
     probe,
 )
+from _machine import machine, machine_lines
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ARMS = ("loes", "last", "best_single", "greedy", "all", "all_concat")
@@ -131,6 +131,7 @@ def run(models, datasets, n_texts, force=False, store_path=None, arms=ARMS):
                 start = time.perf_counter()
                 estimator = probe(model, selector=_selector(arm), **_params(arm))
                 done[arm] = cross_validate_probe(estimator, texts, y)
+                done[arm]["machine"] = machine()
                 print(
                     f"  {arm:12s} {100 * np.mean(done[arm]['accuracy']):.2f}  "
                     f"picks {done[arm]['picks'][0]}  "
@@ -310,13 +311,18 @@ def write_markdown(store, datasets, path=None):
         "",
         f"Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
         "`benchmarks/bench_headline.py` (part `headline` of "
-        "`benchmarks/reproduce.py`) on "
-        f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs), "
+        "`benchmarks/reproduce.py`) on a machine shared with other jobs, "
         f"Python {platform.python_version()}, scikit-learn {sklearn.__version__}, "
         f"torch {torch.__version__}. Protocol: the script's docstring; every "
         "arm is a `LayerProbeClassifier` with the library's defaults but its "
         "selector, cross-validated with `cross_validate` (selection inside "
         "each fold).",
+        "",
+        machine_lines(
+            arm.get("machine")
+            for entry in store.values()
+            for arm in entry.get("arms", {}).values()
+        ),
         "",
         *headline_lines(store, datasets),
     ]

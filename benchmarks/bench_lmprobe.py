@@ -36,7 +36,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -48,6 +47,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _machine import machine, machine_lines  # noqa: E402
 
 HERE = Path(__file__).parent
 WORK = HERE / ".cache" / "lmprobe"
@@ -179,6 +179,7 @@ def run_skloes(dataset, data_file, folds_file, threads):
         "run_cpu_s": round(time.process_time() - start_cpu, 2),
         "torch_threads": threads,
         "loadavg_end": list(os.getloadavg()),
+        "machine": machine(),
     }
 
 
@@ -212,6 +213,8 @@ def table():
     """The side-by-side table of every stored result."""
     rows = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
     lines = [
+        machine_lines(r.get("machine") for r in rows),
+        "",
         "| data | tool / arm | accuracy (mean ± sd over 5 folds) | layers (HF) "
         "| wall s | CPU s |",
         "|---|---|---|---|---|---|",
@@ -250,8 +253,7 @@ def main():
     if args.table:
         text = table()
         header = (
-            f"Measured on {platform.machine()}, {os.cpu_count()} cores, "
-            f"{time.strftime('%Y-%m-%d')}; `python benchmarks/bench_lmprobe.py "
+            f"Written {time.strftime('%Y-%m-%d')}; `python benchmarks/bench_lmprobe.py "
             "--table` rebuilds it from benchmarks/results/lmprobe/.\n\n"
         )
         TABLE.write_text(header + text + "\n")

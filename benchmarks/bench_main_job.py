@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from _machine import machine, machine_line
 
 RESULTS = Path(__file__).resolve().parent / "results" / "main_job.md"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -84,8 +85,9 @@ def markdown(rows):
         "",
         f"Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
         "`benchmarks/bench_main_job.py` (part `main_job` of "
-        f"`benchmarks/reproduce.py`) on {platform.machine()}, "
-        f"{os.cpu_count()} cores; each arm a fresh process, cold (no cache).",
+        "`benchmarks/reproduce.py`); each arm a fresh process, cold (no cache).",
+        "",
+        machine_line(machine()),
         "",
         "| arm | command | wall s | README | load average (start, end) |",
         "|---|---|---|---|---|",

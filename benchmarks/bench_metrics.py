@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 import tracemalloc
 import warnings
 from pathlib import Path
 
 import numpy as np
+from _machine import machine, machine_line
 from threadpoolctl import threadpool_limits
 
 RESULTS = Path(__file__).parent / "results" / "metrics.md"
@@ -247,7 +247,7 @@ def main():
     mem_rows = bench_memory(sizes=(64, 256) if args.quick else (200, 800))
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     header = (
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores shared with other "
+        f"{machine_line(machine())} Cores shared with other "
         f"jobs (1-min load average {load:.1f} at start, {load_end:.1f} at end), "
         f"numpy {np.__version__}. Absolute seconds are inflated by the shared load; "
         "the ratios are measured in the same process, back to back. Part 1 runs "

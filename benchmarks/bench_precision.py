@@ -53,6 +53,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _machine import machine as cpu_record  # noqa: E402
+from _machine import machine_line, machine_lines  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 OUT = RESULTS / "precision"
@@ -94,23 +96,13 @@ def machine():
     load1 = os.getloadavg()[0]
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "cpu": _cpu_name(),
+        **cpu_record(),
         "threads": torch.get_num_threads(),
         "affinity": sorted(os.sched_getaffinity(0)),
         "loadavg": round(load1, 2),
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
-
-
-def _cpu_name():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def save(name, payload):
@@ -381,8 +373,9 @@ def table():
     if peak_:
         m = peak_["machine"]
         lines += [
-            f"## GEMM peak, one thread ({m['date']}, {m['cpu']}, load "
-            f"average {m['loadavg']})",
+            f"## GEMM peak, one thread ({m['date']}, load average {m['loadavg']})",
+            "",
+            machine_line(m),
             "",
             "| precision | "
             + " | ".join(next(iter(peak_["shapes"].values())))
@@ -409,7 +402,9 @@ def table():
             f"## Speed: {model}, {run['n']} Rotten Tomatoes texts, "
             f"max_length={run['max_length']}",
             "",
-            f"{m['date']}, {m['cpu']}, {m['threads']} thread(s) on CPU "
+            machine_line(m),
+            "",
+            f"{m['date']}, {m['threads']} thread(s) on CPU "
             f"{m['affinity']}, load average {m['loadavg']} before and "
             f"{m['loadavg_after']} after (other jobs on the machine), torch "
             f"{m['torch']}; {run['repeats']} interleaved repeats, median; "
@@ -460,7 +455,9 @@ def table():
         m = quality_rows[0]["machine"]
         lines += [
             "",
-            f"{m['date']}, {m['cpu']}, {m['threads']} thread(s), load "
+            machine_lines(run["machine"] for run in quality_rows),
+            "",
+            f"{m['date']}, {m['threads']} thread(s), load "
             f"average {m['loadavg']}. Targets for int8: accuracy within "
             f"{TARGETS['acc_mean']} point on average and {TARGETS['acc_worst']} "
             f"at worst, the same picks in {TARGETS['same_picks']} of 5 folds.",

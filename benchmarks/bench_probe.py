@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _machine import machine, machine_line  # noqa: E402
 
 MODELS = {"minilm": None, "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 RESULTS = Path(__file__).parent / "results" / "probe.md"
@@ -139,9 +139,8 @@ def main():
     print(line)
     if args.write:
         header = (
-            f"\n### {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
-            f"{os.cpu_count()} cores, {args.threads} threads, load "
-            f"{os.getloadavg()[0]:.1f}\n\n"
+            f"\n### {time.strftime('%Y-%m-%d')}, {args.threads} threads, load "
+            f"{os.getloadavg()[0]:.1f}\n\n{machine_line(machine())}\n\n"
         )
         with open(RESULTS, "a", encoding="utf-8") as handle:
             handle.write(header + line + "\n")

@@ -42,6 +42,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _machine import machine, machine_line
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -119,6 +120,7 @@ def main(argv=None):
         "n": args.n,
         "threads": 1,
         "base": args.base,
+        "machine": machine(),
         "fits": [],
     }
     with tempfile.TemporaryDirectory() as base_dir:
@@ -175,6 +177,8 @@ def table(record):
         rounds.setdefault(fit["round"], {})[fit["arm"]] = fit["seconds"]
     base = np.median(by["main"]) if "main" in by else np.nan
     lines = [
+        machine_line(record.get("machine")),
+        "",
         "| arm | rounds | median s | min - max s | median / main's | "
         "per-round ratio to main's (min - max) | recommended |",
         "|---|---|---|---|---|---|---|",

@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _machine import machine, machine_lines
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -436,7 +437,6 @@ ARMS = {
 
 def run_arm(args):
     """Run one arm in this (fresh) process; print its JSON record."""
-    import platform
 
     import torch
 
@@ -448,7 +448,7 @@ def run_arm(args):
         int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
     )
     record["torch"] = torch.__version__
-    record["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
+    record["machine"] = machine()
     print("RESULT " + json.dumps(record))
 
 
@@ -659,6 +659,7 @@ def _compare(store, reference):
 
 
 def _append(record):
+    record.setdefault("machine", machine())
     with RUNS.open("a") as handle:
         handle.write(json.dumps(record) + "\n")
     print(json.dumps(record), flush=True)
@@ -1120,6 +1121,8 @@ def summarize():
         "1 thread. `forward` is the floor: a plain transformers forward of the",
         "batches a local store runs (the same shards, longest-first batches under",
         "the same token budget), with no pooling and no file.",
+        "",
+        machine_lines(r.get("machine") for r in runs),
     ]
     sections = (_throughput_lines, _decoder_lines, _memory_lines, _resume_lines)
     sections += (_chosen_lines, _head_lines)

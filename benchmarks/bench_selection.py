@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
 import warnings
@@ -50,6 +49,7 @@ from _features import (
     load_texts,
     probe,
 )
+from _machine import machine, machine_line, machine_lines
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "selection.md"
@@ -306,8 +306,9 @@ def decoder_methods(max_samples, n_layers, seed=0):
     return out
 
 
-def decoder_report(rows_by_data, args):
-    """The markdown section of the decoder accuracy table."""
+def decoder_report(rows_by_data, args, machines=()):
+    """The markdown section of the decoder accuracy table (``machines``: the
+    records of the machines that measured it)."""
     datasets = list(rows_by_data)
     names = list(next(iter(rows_by_data.values())))
     lines = [
@@ -315,7 +316,9 @@ def decoder_report(rows_by_data, args):
         f"## {args.model}: accuracy (%) and selection fit time "
         f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
         "",
-        f"Machine: {_machine()}.",
+        machine_lines(machines),
+        "",
+        f"Software: {_software()}.",
         "",
         f"Setup: {args.n_texts} texts per data set (stratified, seed 0); "
         "hidden states of every layer from `benchmarks/_features.py` "
@@ -381,17 +384,19 @@ def main_decoder(args):
     from threadpoolctl import threadpool_limits
 
     warnings.filterwarnings("ignore", category=UserWarning)
-    rows = {}
+    rows, machines = {}, {}
     with threadpool_limits(limits=1, user_api="blas"):
         for d in args.datasets:
             saved = Path(args.output).with_suffix(f".{args.model}.{d}.json")
             if args.report_only:  # rows saved by earlier (e.g. parallel) runs
+                stored = json.loads(saved.read_text())
+                machines[d] = stored.pop("machine", None)
                 rows[d] = {
                     k: {
                         kk: (vv if kk in ("picks", "head") else np.array(vv, float))
                         for kk, vv in v.items()
                     }
-                    for k, v in json.loads(saved.read_text()).items()
+                    for k, v in stored.items()
                 }
                 continue
             print(f"evaluate {args.model} / {d}", flush=True)
@@ -403,6 +408,7 @@ def main_decoder(args):
                 only=args.only,
                 decoder=True,
             )
+            machines[d] = machine()
             saved.write_text(
                 json.dumps(
                     {
@@ -412,9 +418,10 @@ def main_decoder(args):
                         }
                         for k, v in rows[d].items()
                     }
+                    | {"machine": machines[d]}
                 )
             )
-    text = decoder_report(rows, args)
+    text = decoder_report(rows, args, machines.values())
     print(text)
     write_decoder_section(text, args.output)
 
@@ -440,14 +447,12 @@ def _head_text(all_rows):
     )
 
 
-def _machine():
+def _software():
     import sklearn
     import torch
 
     return (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU "
-        "cores visible (shared with other jobs), Python "
-        f"{platform.python_version()}, "
+        f"Python {platform.python_version()} (CPU cores shared with other jobs), "
         f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, torch "
         f"{torch.__version__} (CPU, {torch.get_num_threads()} threads); BLAS "
         "limited to 1 thread for the selection code"
@@ -458,7 +463,9 @@ def report(all_rows, timings, args):
     lines = [
         f"# LOES selection benchmark ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
         "",
-        f"Machine: {_machine()}.",
+        machine_line(machine()),
+        "",
+        f"Software: {_software()}.",
         "",
         f"Setup: {args.n_texts} texts per data set (stratified, seed 0), mean "
         f"pooling, {_extraction_text(args)}; 5-fold stratified CV by "
@@ -733,7 +740,10 @@ def timing_main(args):
     print(text)
     out = Path(args.output).with_name("selection_speed_runs.md")
     with open(out, "a") as fh:
-        fh.write(f"\n<!-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC -->\n{text}")
+        fh.write(
+            f"\n<!-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC -->\n"
+            f"{machine_line(machine())}\n\n{text}"
+        )
 
 
 if __name__ == "__main__":

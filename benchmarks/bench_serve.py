@@ -70,6 +70,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _machine import machine as cpu_record  # noqa: E402
+from _machine import machine_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -88,6 +90,7 @@ TARGETS = {"speedup": 2.5, "acc_mean": 0.5, "acc_worst": 1.5, "same": 0.99}
 def machine():
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **cpu_record(),
         "affinity": sorted(os.sched_getaffinity(0)),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
@@ -510,6 +513,8 @@ def table():
         )
         lines += [
             "",
+            machine_line(r.get("machine")),
+            "",
             "| arm | texts/s | x torch (range) | same prediction | max abs. "
             "feature diff. |",
             "|---|---|---|---|---|",
@@ -528,6 +533,8 @@ def table():
             f"## int8 quality: {r['model']}, {r['n']} texts per set, 5 folds",
             "",
             *([f"Partial: {r['partial']}.", ""] if r.get("partial") else []),
+            machine_line(r.get("machine")),
+            "",
             "| data | acc. float32 | acc. int8 | diff. mean / worst (points) | "
             "same prediction |",
             "|---|---|---|---|---|",
@@ -547,6 +554,8 @@ def table():
             f"({r['machine']['date']}, load {r['machine']['loadavg'][0]}-"
             f"{r['machine_end']['loadavg'][0]})",
             "",
+            machine_line(r.get("machine")),
+            "",
             "| arm | wall s, median (min-max) | CPU s, median |",
             "|---|---|---|",
         ]
@@ -563,6 +572,8 @@ def table():
             f"{r['threads']} thread(s), {r['n']} new texts, layers {r['layers']}, "
             f"the default chose {r['chosen']!r} ({r['machine']['date']}, load "
             f"{r['machine']['loadavg'][0]}-{r['machine_end']['loadavg'][0]})",
+            "",
+            machine_line(r.get("machine")),
             "",
             "| fusion | same class as torch | max. proba diff. | alone vs batch | "
             "int8 x torch f32 (min) | cold start s, median (max) |",

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 from _features import cross_validate_probe, layer_stack, load_texts, probe
+from _machine import machine, machine_lines
 
 RESULTS = Path(__file__).parent / "results"
 # Texts per set of the committed run (SmolLM2; MiniLM: 2,000 each).
@@ -186,9 +186,9 @@ def write_markdown(store, features, folder=RESULTS):
         "# Selection stability and accuracy per data set (issue 21)",
         "",
         f"Written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on "
-        f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}), one BLAS thread, on a machine "
-        "shared with other jobs: fit times are indicative (compare within a "
+        f"{platform.node()} (Python {platform.python_version()}), one BLAS "
+        "thread, on a machine shared with other jobs: fit times are indicative "
+        "(compare within a "
         "set). Protocol: `benchmarks/bench_stability.py` docstring (every "
         "selector inside a `LayerProbeClassifier` with the library's default "
         "head, cross-validated with `cross_validate`); hidden states from "
@@ -196,6 +196,12 @@ def write_markdown(store, features, folder=RESULTS):
         "the same protocol (the research run of 2026-12-01 behind the 0.2 "
         "default; that selector's code did not change), not recomputed here: "
         "their fit times come from that run, under another load.",
+        "",
+        machine_lines(
+            arm.get("machine")
+            for entry in store.values()
+            for arm in entry["arms"].values()
+        ),
         "",
         "## Target check (default LOES, K = 4)",
         "",
@@ -287,7 +293,7 @@ def run_set(store, store_path, model, name, n, args):
                 "reused": True,
             }
         else:
-            entry["arms"][arm] = run_arm(model, texts, y, arm)
+            entry["arms"][arm] = {**run_arm(model, texts, y, arm), "machine": machine()}
         print(
             f"{model} {name} {arm}: "
             f"{100 * np.mean(entry['arms'][arm]['accuracy']):.2f}",

@@ -21,8 +21,9 @@ Usage::
     python benchmarks/bench_store_verify.py [--rows 100000] [--layers 2]
         [--dim 384] [--rounds 7] [--base main]
 
-Prints one JSON line per measure: the median and the spread (min, max) of
-each arm in seconds, and the ratio new/old of the medians.
+Prints the machine (``benchmarks/_machine.py``), then one JSON line per
+measure: the median and the spread (min, max) of each arm in seconds, and the
+ratio new/old of the medians.
 """
 
 # Authors: The skloes developers
@@ -40,6 +41,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _machine import machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -48,6 +50,7 @@ SHARD = 8192
 ARM = r"""
 import json, sys, time
 import numpy as np
+from _machine import machine
 from skloes.scale import LayerStore
 path = sys.argv[1]
 def once(run):
@@ -172,6 +175,7 @@ def main(argv=None):
                 times[arm].append(run_arm(arms[arm], store))
         load_after = os.getloadavg()
         size = sum(p.stat().st_size for p in store.iterdir())
+    print(json.dumps({"machine": machine()}))
     measures = ("verify_cold", "verify_warm", "open", "open_shard", "read_all")
     for measure in (*measures, "read_rows"):
         row = {"measure": measure, "rows": args.rows, "layers": args.layers}

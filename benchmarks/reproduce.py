@@ -388,6 +388,10 @@ def main(argv=None):
             print(f"{p.name}\n  figures: {p.figures}\n  writes:  {p.writes}")
             print(f"  time:    {p.duration}\n  quick:   {'yes' if p.quick else 'no'}")
         return
+    if not args.dry_run:  # the scripts record it too; this names it in the log
+        from _machine import machine, machine_line
+
+        print(machine_line(machine()), flush=True)
     for part in parts:
         seconds = run_part(part, args.quick, args.dry_run)
         if seconds is not None and not args.dry_run:

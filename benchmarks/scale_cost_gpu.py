@@ -33,13 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _machine import machine
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -201,7 +201,7 @@ def main():
         "device": args.device,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "precision": args.precision,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "threads": torch.get_num_threads(),
         "load_before": load,
         "load_after": Path("/proc/loadavg").read_text().split()[:3],
