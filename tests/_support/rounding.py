@@ -35,6 +35,7 @@ import numpy as np
 
 __all__ = [
     "assert_equal_up_to_rounding",
+    "assert_same_states",
     "equal_up_to_rounding",
     "forward_terms",
     "rounding_tolerance",
@@ -91,3 +92,17 @@ def assert_equal_up_to_rounding(
         atol=tol,
         err_msg=f"{err_msg} {note}".strip(),
     )
+
+
+def assert_same_states(actual, expected, *, terms=TINY_BERT_TERMS, axis=-2):
+    """The states of the same inputs computed in another batch (``axis``: the
+    inputs' axis): equal up to rounding, and the bound is far below the
+    difference between two inputs' states, so a state served for the wrong
+    input would fail."""
+    assert_equal_up_to_rounding(actual, expected, terms=terms)
+    rows = np.moveaxis(np.asarray(expected), axis, 0)
+    if len(np.unique(rows.reshape(len(rows), -1), axis=0)) > 1:
+        other = np.roll(expected, 1, axis=axis)
+        assert not equal_up_to_rounding(other, expected, terms=terms), (
+            "the rounding bound does not tell these inputs' states apart"
+        )
