@@ -8,6 +8,7 @@ from _support.rounding import (
     TINY_BERT_TERMS,
     assert_equal_up_to_rounding,
     equal_up_to_rounding,
+    head_scale,
     rounding_tolerance,
 )
 
@@ -51,3 +52,30 @@ def test_a_real_mistake_is_refused():
 def test_nan_must_match_nan():
     assert equal_up_to_rounding([np.nan, 1.0], [np.nan, 1.0], terms=1)
     assert not equal_up_to_rounding([0.0, 1.0], [np.nan, 1.0], terms=1)
+
+
+def test_head_scale_bounds_a_linear_heads_outputs():
+    rng = np.random.default_rng(1)
+    coef, sigma = rng.normal(size=(3, 6)), rng.uniform(0.5, 2, size=6)
+    x = rng.normal(size=(20, 6)).astype(np.float32)
+    assert head_scale([[1.0, -2.0]], [[3.0, 0.5]]) == 9.0
+    assert (
+        head_scale([[1.0, -2.0]], [[3.0]], feature_scale=[1, 2], probabilities=True)
+        == 3.0
+    )
+    # every feature moved by the states' bound: the logits stay within theirs
+    d = rounding_tolerance(x, terms=TINY_BERT_TERMS)
+    moved = x + d * np.sign(coef[0] / sigma)
+    logits = (x / sigma) @ coef.T
+    assert_equal_up_to_rounding(
+        (moved / sigma) @ coef.T,
+        logits,
+        terms=TINY_BERT_TERMS,
+        scale=head_scale(coef, x, feature_scale=sigma),
+    )
+    assert not equal_up_to_rounding(
+        (x[::-1] / sigma) @ coef.T,
+        logits,
+        terms=TINY_BERT_TERMS,
+        scale=head_scale(coef, x, feature_scale=sigma),
+    )

@@ -38,6 +38,7 @@ __all__ = [
     "assert_same_states",
     "equal_up_to_rounding",
     "forward_terms",
+    "head_scale",
     "rounding_tolerance",
     "TINY_BERT_TERMS",
 ]
@@ -52,6 +53,20 @@ def forward_terms(width, blocks):
 # skloes.models._testing.make_tiny_model: intermediate width 2 * 8, and the
 # deepest returned state is after the embeddings and 2 blocks.
 TINY_BERT_TERMS = forward_terms(16, 3)
+
+
+def head_scale(coef, features, *, feature_scale=1.0, probabilities=False):
+    """``scale`` for the outputs of a linear head on ``features`` whose
+    rounding is bounded relative to ``max|features|`` (states in another
+    batch): a change of at most ``d`` in every feature moves an output by at
+    most ``max_i sum_j |coef_ij / feature_scale_j| * d``, and a probability by
+    half that (the sigmoid's slope is at most 1/4; a softmax's Jacobian has
+    infinity-norm at most 1/2). The head's own float64 rounding is negligible.
+    """
+    weights = np.atleast_2d(np.asarray(coef, dtype=np.float64))
+    weights = weights / np.asarray(feature_scale, dtype=np.float64)
+    factor = np.abs(weights).sum(axis=1).max() * (0.5 if probabilities else 1.0)
+    return float(factor * np.abs(np.asarray(features, dtype=np.float64)).max())
 
 
 def rounding_tolerance(expected, *, terms, dtype=np.float32, scale=None):
