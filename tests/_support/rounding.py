@@ -18,8 +18,10 @@ Algorithms*, 2nd ed., eq. 3.4)::
 with ``u`` the unit roundoff (2**-24 for float32, 2**-53 for float64). Two
 orders each within it differ by at most twice that, so
 :func:`assert_equal_up_to_rounding` allows ``2 * gamma_n * scale`` at every
-element, ``scale`` defaulting to ``max|expected|`` (the magnitude of the
-terms, for results of the size of their terms: layer-normed states, scores).
+element. ``scale`` stands for ``sum_i |x_i|``; its default, ``max|expected|``,
+fits results about the size of their terms' magnitudes (a mean, a
+layer-normed state, a score). Where terms cancel, the test passes their
+magnitude (the pooling test: the tokens'; a head: :func:`head_scale`).
 
 For a state through a whole network (:func:`forward_terms`) ``n`` is a
 first-order estimate, not a proof: each block's longest inner product, times
