@@ -25,6 +25,7 @@ def test_readme_two_commands_are_the_scripts_ci_runs():
         assert "scripts/setup.sh" in (ROOT / "scripts" / script).read_text()
 
 
+@pytest.mark.cpu_sensitive
 @pytest.mark.integration
 def test_readme_python_example_runs(
     minilm_cache_home,

@@ -210,8 +210,10 @@ class HiddenStatesTransformer(
         Folder of a content-addressed cache of pooled states, one ``.npy`` per
         input, keyed by the model's weights, ``pooling``, ``max_length``, the
         resolved layers, ``dtype``, ``precision`` and the input content.
-        Inputs found there are not recomputed, and a transform whose inputs
-        are all cached does not load the model. A cached output of at least
+        Inputs found there are not recomputed (a hit returns the stored
+        bytes; a miss computed in another batch equals them to float32
+        rounding), and a transform whose inputs are all cached does not load
+        the model. A cached output of at least
         1 GiB is returned memory-mapped (read-only) from the cache folder.
 
     verbose : int, default=0
@@ -297,9 +299,9 @@ class HiddenStatesTransformer(
     once, tokenizes each text once and never holds token-level states of more
     than one layer of one batch. Decoder batches padded on the left get
     position ids that skip the padding, so left and right padding give the
-    same vectors. Audio is padded per batch and the sample-level attention
-    mask is always passed to the model, so padding does not change a
-    waveform's states.
+    same vectors up to float32 rounding. Audio is padded per batch and the
+    sample-level attention mask is always passed to the model, so padding
+    does not change a waveform's states beyond float32 rounding.
 
     Examples
     --------

@@ -336,8 +336,9 @@ class GeoRegClassifier(_BaseGeoReg):
 
     Notes
     -----
-    Same ``random_state`` on CPU gives identical weights and predictions;
-    randomness comes from a seeded ``torch.Generator``, never the global one.
+    Same ``random_state`` on the same CPU gives identical weights and
+    predictions; randomness comes from a seeded ``torch.Generator``, never the
+    global one.
     Requires ``pip install skloes[torch]``.
 
     Examples

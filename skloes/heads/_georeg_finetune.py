@@ -135,8 +135,8 @@ class GeoRegFineTuner(_BaseGeoReg):
 
     Notes
     -----
-    Same ``random_state`` on CPU gives identical weights and predictions; the
-    backbone's own dropout runs in a forked, seeded RNG state. Requires
+    Same ``random_state`` on the same CPU gives identical weights and
+    predictions; the backbone's own dropout runs in a forked, seeded RNG state. Requires
     ``pip install skloes[torch]``.
 
     Examples

@@ -294,7 +294,7 @@ _MIX_DOC = """
 
     random_state : int, RandomState instance or None, default=None
         Seeds initialisation, shuffles, dropout and the validation split;
-        equal values give identical CPU weights.
+        equal values give identical weights on the same CPU.
 
     verbose : int, default=0
         A progress bar over epochs when > 0."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support.rounding import assert_equal_up_to_rounding
 
 torch = pytest.importorskip("torch")
 
@@ -40,12 +41,19 @@ def _padded(side):
     return hidden, mask
 
 
+@pytest.mark.cpu_sensitive
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("pooling", ["mean", "first", "last", "max"])
 def test_pool_matches_numpy_reference_under_padding(pooling, side):
     hidden, mask = _padded(side)
     got = pool(torch.from_numpy(hidden), torch.from_numpy(mask), pooling).numpy()
-    np.testing.assert_allclose(got, _reference(hidden, mask, pooling), rtol=1e-6)
+    # torch's sum against numpy's: a mean of at most 5 terms, rounded apart
+    assert_equal_up_to_rounding(
+        got,
+        _reference(hidden, mask, pooling),
+        terms=5,
+        scale=np.abs(hidden[mask == 1]).max(),
+    )
     assert np.abs(got).max() < 1e5
 
 

@@ -12,6 +12,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from _support.probes import blocks_run, first_layers  # noqa: E402
+from _support.rounding import (  # noqa: E402
+    assert_equal_up_to_rounding,
+    assert_same_states,
+    equal_up_to_rounding,
+    forward_terms,
+    head_scale,
+)
 from sklearn.base import clone  # noqa: E402
 from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
@@ -153,18 +160,40 @@ def test_probe_rejects_bad_parameters_and_targets(deep_tiny):
         LayerProbeClassifier(deep_tiny).fit(np.zeros((len(Y), 3)), Y)
 
 
+# deep_tiny: 6 blocks of MLP width 16 after the embeddings
+DEEP_TERMS = forward_terms(16, 7)
+
+
+@pytest.mark.cpu_sensitive
 def test_probe_contract_on_text(deep_tiny):
     probe = LayerProbeClassifier(deep_tiny, random_state=0)
     params = probe.get_params()
     assert probe.fit(TEXTS, Y) is probe
     assert probe.get_params() == params  # fit overwrites no parameter
     first = probe.predict_proba(NEW)
+    # exact: the same fit, and NEW in the same batch
     np.testing.assert_array_equal(probe.fit(TEXTS, Y).predict_proba(NEW), first)
+    # Another order or a subset is another batch: the states move by float32
+    # rounding, the probabilities by at most that through the head.
     order = [3, 0, 2, 1]
-    np.testing.assert_allclose(
-        probe.predict_proba([NEW[i] for i in order]), first[order], atol=1e-6
+    states = probe.pipeline_[0].transform(NEW)
+    assert_same_states(
+        probe.pipeline_[0].transform([NEW[i] for i in order]),
+        states[:, order],
+        terms=DEEP_TERMS,
     )
-    np.testing.assert_allclose(probe.predict_proba(NEW[:2]), first[:2], atol=1e-6)
+    scaler, head = probe.pipeline_[-1]
+    fused = probe.pipeline_[:2].transform(NEW)
+    scale = head_scale(
+        head.coef_, fused, feature_scale=scaler.scale_, probabilities=True
+    )
+    for got, want in (
+        (probe.predict_proba([NEW[i] for i in order]), first[order]),
+        (probe.predict_proba(NEW[:2]), first[:2]),
+    ):
+        assert_equal_up_to_rounding(got, want, terms=DEEP_TERMS, scale=scale)
+    # far tighter than the gap between two texts' probabilities
+    assert not equal_up_to_rounding(first[order], first, terms=DEEP_TERMS, scale=scale)
     import pickle
 
     back = pickle.loads(pickle.dumps(probe))

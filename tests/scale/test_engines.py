@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from _support.clusters import ROOT, local_dask_cluster
 from _support.decoders import DECODERS, decoder_path
+from _support.rounding import assert_same_states
 
 from skloes.scale._engines import ray_pool_size
 
@@ -46,12 +47,14 @@ def _per_worker(results):
 
 
 def _assert_holds_the_reference(store, reference):
-    """The store of the 230 texts is whole: 4 shards of the reference bits."""
+    """The store of the 230 texts is whole: 4 shards of the reference bits
+    (up to rounding: the workers run other thread counts)."""
     assert store.complete and store.verify().n_shards == 4
-    np.testing.assert_allclose(store.read(), reference, rtol=1e-5, atol=1e-6)
+    assert_same_states(store.read(), reference)
     np.testing.assert_array_equal(store.row_ids(), np.arange(230))
 
 
+@pytest.mark.cpu_sensitive
 def test_dask_engine_writes_the_same_store_one_model_per_worker(
     dask_client, extract, texts, reference, tmp_path
 ):
@@ -67,6 +70,7 @@ def test_dask_engine_writes_the_same_store_one_model_per_worker(
     assert len(used) == len(_per_worker(results))
 
 
+@pytest.mark.cpu_sensitive
 def test_ray_engine_writes_the_same_store(
     ray_cluster, extract, texts, reference, tmp_path
 ):

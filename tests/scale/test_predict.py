@@ -99,6 +99,7 @@ def test_an_interrupted_prediction_resumes_from_its_parts(probe_dir, texts, tmp_
     predict_to_parquet(probe_dir, texts, out, callback=done.append, **kw)
     assert sorted(r["record"]["index"] for r in done) == [2, 3, 4, 5]  # 0, 1 kept
     whole = predict_to_parquet(probe_dir, texts, tmp_path / "w.parquet", **kw)
+    # exact: the kept parts and the rerun's are the same shards' batches
     pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(whole))
     with pytest.raises(ValueError, match="exists; pass overwrite=True"):
         predict_to_parquet(probe_dir, texts, out, **kw)

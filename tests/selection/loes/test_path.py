@@ -98,6 +98,7 @@ def test_paths_are_nested(variant, update):
     for k in (1, 3, 5):
         short = LOESSelector(n_layers_to_select=k, **kw).fit(stack, y)
         assert short.selection_order_.tolist() == full.selection_order_[:k].tolist()
+        # exact: the first k steps are the same arithmetic on the same arrays
         np.testing.assert_array_equal(short.scores_["score"], full.scores_["score"][:k])
 
 
@@ -227,12 +228,18 @@ _ORACLE_CASES = [
 ]
 
 
+@pytest.mark.cpu_sensitive
 @pytest.mark.parametrize("kind, params, K", _ORACLE_CASES)
 def test_path_equals_the_frozen_original(kind, params, K, form=None):
     stack, y = residual_stream(seed=len(kind))
     task = "classification"
     if kind == "wide":  # fewer rows than dimensions: the n×n Gram route
-        stack, y = residual_stream(n=60, n_layers=5, dim=80, n_classes=4, seed=1)
+        # Not seed 1: there a robust step's residual Gram had a round-off
+        # eigenvalue at the rank rule's cut-off, kept or dropped by the BLAS
+        # kernel (AVX2 vs AVX-512), which moved one GCV λ by 3.4 % (its grid
+        # scales with the mean kept eigenvalue) and a score by 6e-6. Seed 3
+        # keeps its margin on every OpenBLAS core type (OPENBLAS_CORETYPE).
+        stack, y = residual_stream(n=60, n_layers=5, dim=80, n_classes=4, seed=3)
     elif kind == "regression":
         task = "regression"
         y = stack[3, :, :2] + np.random.RandomState(2).normal(size=(200, 2))
@@ -245,6 +252,9 @@ def test_path_equals_the_frozen_original(kind, params, K, form=None):
     got = path.run(K)
     want = oracle()._loes_path(stack, y, K, oracle_config(cfg), 0, "t")
     assert got.selection_order.tolist() == want["selection_order_"].tolist()
+    # float64 throughout: 1e-8 is far above its rounding (differences of
+    # 1e-15 to 4e-11 here on any CPU); a discrete choice gone another way
+    # (a rank, a GCV λ) is not, and fails
     for key, value in want["scores_"].items():
         np.testing.assert_allclose(
             got.scores[key], value, rtol=0, atol=1e-8, err_msg=key
