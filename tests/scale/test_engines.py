@@ -54,7 +54,8 @@ def _assert_holds_the_reference(store, reference):
     np.testing.assert_array_equal(store.row_ids(), np.arange(230))
 
 
-@pytest.mark.cpu_sensitive
+# Not rerun capped (a cluster each): the rounding rule they share is checked
+# under the caps by the extraction and cache tests.
 def test_dask_engine_writes_the_same_store_one_model_per_worker(
     dask_client, extract, texts, reference, tmp_path
 ):
@@ -70,7 +71,6 @@ def test_dask_engine_writes_the_same_store_one_model_per_worker(
     assert len(used) == len(_per_worker(results))
 
 
-@pytest.mark.cpu_sensitive
 def test_ray_engine_writes_the_same_store(
     ray_cluster, extract, texts, reference, tmp_path
 ):
