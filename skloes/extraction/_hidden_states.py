@@ -128,7 +128,7 @@ default="auto"
         real token (correct under left or right padding) or the element-wise
         maximum. ``"auto"`` is the model family's choice
         (:ref:`model-families`): ``"mean"`` for every text and audio model
-        (the default before 0.4, unchanged), the class token for ViT, DeiT
+        (the default before 0.3, unchanged), the class token for ViT, DeiT
         and DINOv2 (as the LOES authors pool them),
         the mean of the patch tokens for CLIP, SigLIP, ViT-MAE and BEiT. For
         an image model, ``"cls"``/``"first"`` is its class token (an error
@@ -139,7 +139,7 @@ default="auto"
         then ``k``; its mask leaves out the tokens that ``exclude_tokens``
         removes. Outputs of a callable are never cached.
 
-        .. versionchanged:: 0.4
+        .. versionchanged:: 0.3
            The default is ``"auto"`` (it was ``"mean"``, which averaged an
            image model's class, distillation and register tokens in).
 
@@ -159,7 +159,7 @@ default="auto"
         only of excluded tokens keeps them all. Text and image models (audio:
         ``"auto"`` or None).
 
-        .. versionchanged:: 0.4
+        .. versionchanged:: 0.3
            Applies to image models (``"auto"`` leaves their prefix tokens
            out).
 
@@ -295,14 +295,14 @@ default="auto"
     pooling_ : str or callable
         Resolved ``pooling`` (``"auto"`` replaced by the family's choice).
 
-        .. versionadded:: 0.4
+        .. versionadded:: 0.3
 
     n_prefix_tokens_ : int
         The tokens an image model puts before its patch tokens (class,
         distillation, registers; 0 for text and audio), counted from its
         config.
 
-        .. versionadded:: 0.4
+        .. versionadded:: 0.3
 
     family_ : str
         The model family whose quirks apply (``"llama"``, ``"gemma3"``,
@@ -1033,7 +1033,7 @@ default="auto"
     @property
     def _pooling(self):
         """The resolved pooling (``pooling_``; ``pooling`` when fitted by
-        skloes < 0.4, which had no ``"auto"``)."""
+        skloes < 0.3, which had no ``"auto"``)."""
         return getattr(self, "pooling_", self.pooling)
 
     def __getstate__(self):

@@ -307,7 +307,7 @@ def test_exclude_tokens_on_an_audio_model_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="`exclude_tokens` applies to text and"):
         HST(wav2vec2, exclude_tokens="first").fit(waves)
     assert HST(wav2vec2).fit(waves).exclude_tokens_ is None
-    # an image model's prefix tokens are its special tokens (0.4)
+    # an image model's prefix tokens are its special tokens (0.3)
     vit = make_tiny_vit(tmp_path / "vit")
     images = [np.zeros((16, 16, 3), np.float32)] * 2
     assert HST(vit).fit(images).exclude_tokens_ == "special"

@@ -158,7 +158,7 @@ def test_mean_and_max_never_include_a_prefix_token(vision, faces, kind):
 
 def test_exclude_tokens_means_for_images_what_it_means_for_texts(vision, faces):
     """ "special": every prefix token; "first": the class token only; None:
-    nothing (the mean over every token, as before 0.4)."""
+    nothing (the mean over every token, as before 0.3)."""
     path = vision["dinov2-registers"]  # a class token and 4 registers
     states = _reference_states(path, "dinov2-registers", faces)
     hand = {
@@ -257,7 +257,7 @@ def test_digits_on_their_0_to_16_scale_are_scaled(vision):
     np.testing.assert_allclose(
         hst.transform(digits.astype(np.int64)), hst.transform(scaled), atol=1e-6
     )
-    # unscaled (as before 0.4), a digit is nearly black: other features
+    # unscaled (as before 0.3), a digit is nearly black: other features
     assert np.abs(hst.transform(digits) - hst.transform(digits.astype(np.uint8))).max()
 
 
