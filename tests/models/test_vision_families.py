@@ -440,3 +440,62 @@ def test_mamba_float16_store_and_its_range_check(mamba, tmp_path):
     big = HST(str(tmp_path), dtype="float16", device="cpu").fit(TEXTS)
     with pytest.raises(ValueError, match="layer 0 of .* beyond float16's range"):
         big.transform(TEXTS)
+
+
+# ------------------------------------------------------ the loop on images
+@pytest.fixture(scope="module")
+def faces_and_labels():
+    """30 LFW faces and 30 non-faces (25 x 25 grey), with their labels."""
+    images = skimage_data.lfw_subset()
+    index = np.r_[0:30, 100:130]
+    return images[index], np.array(["face"] * 30 + ["other"] * 30)
+
+
+@pytest.mark.parametrize("pooling", ["auto", "mean"])
+def test_a_probe_on_images_fits_predicts_saves_and_loads(
+    vision, faces_and_labels, pooling, tmp_path
+):
+    from skloes.probe import LayerProbeClassifier, load_probe, save_probe
+
+    X, y = faces_and_labels
+    probe = LayerProbeClassifier(
+        vision["dinov2-registers"], pooling=pooling, device="cpu", random_state=0
+    )
+    if pooling == "auto":  # the class token of layer 0 holds no image yet
+        with pytest.warns(UserWarning, match=r"layers \[0\] are degenerate"):
+            probe.fit(X, y)
+    else:
+        probe.fit(X, y)
+    extractor = probe.pipeline_.steps[0][1]
+    assert extractor.modality_ == "image" and extractor.n_prefix_tokens_ == 5
+    assert extractor.pooling_ == ("first" if pooling == "auto" else "mean")
+    proba = probe.predict_proba(X)
+    assert proba.shape == (60, 2) and np.allclose(proba.sum(axis=1), 1)
+    assert set(probe.predict(X)) <= {"face", "other"}
+    # pruned: the extractor runs the selected layers only, and they give
+    # what every layer's extraction gives at those layers
+    np.testing.assert_array_equal(extractor.layers_, np.sort(probe.selected_layers_))
+    every = HST(vision["dinov2-registers"], pooling=pooling, device="cpu")
+    stack = every.fit_transform(X)[extractor.layers_]
+    np.testing.assert_allclose(
+        probe.pipeline_[1:].predict_proba(stack), proba, atol=1e-6
+    )
+    save_probe(probe, tmp_path / "probe")
+    back = load_probe(tmp_path / "probe")
+    np.testing.assert_array_equal(back.predict_proba(X), proba)
+    card = (tmp_path / "probe" / "README.md").read_text()
+    assert extractor.pooling_ in card
+
+
+def test_a_layer_report_on_image_features_writes_its_page(
+    vision, faces_and_labels, tmp_path
+):
+    from skloes.report import LayerReport
+
+    X, y = faces_and_labels
+    stack = HST(vision["clip"], device="cpu").fit_transform(X)
+    report = LayerReport(n_layers_to_select=2, cv=3, random_state=0).fit(stack, y)
+    assert report.summary()["n_layers"] == 3
+    report.save(tmp_path / "report")
+    written = {path.name for path in (tmp_path / "report").iterdir()}
+    assert {"report.html", "layers.csv", "selection.json"} <= written
