@@ -983,6 +983,13 @@ default="auto"
                 self.precision,
             )
             self._loaded_family = model_family(self._model.config, warn=False)
+            for key, value in self._loaded_family.load_config:  # MAE unmasked
+                if getattr(self._model.config, key, None) != value:
+                    raise RuntimeError(
+                        f"{name}: {self._loaded_family.name} must load with "
+                        f"{key}={value!r}; transformers gave "
+                        f"{getattr(self._model.config, key, None)!r}."
+                    )
             side = self._loaded_family.padding_side
             if side is not None and self.modality_ == "text":
                 self._processor.padding_side = side
