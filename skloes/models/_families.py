@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from skloes.core._pooling import AUTO_EXCLUDE
 
-__all__ = ["FAMILIES", "Family", "Int8Rule", "model_family"]
+__all__ = ["FAMILIES", "Family", "Int8Rule", "is_decoder_only", "model_family"]
 
 
 @dataclass(frozen=True)
@@ -394,8 +394,6 @@ def model_family(config, *, model=None, owner="skloes", warn=True) -> Family:
     family = _BY_TYPE.get(kind)
     if family is not None:
         return family
-    from skloes.models._loading import is_decoder_only
-
     decoder = is_decoder_only(config)
     family = Family(
         "unknown",
@@ -424,3 +422,20 @@ def model_family(config, *, model=None, owner="skloes", warn=True) -> Family:
             stacklevel=3,
         )
     return family
+
+
+def is_decoder_only(config) -> bool:
+    """Whether a config is a causal, decoder-only language model (GPT, Llama...).
+
+    True when transformers has a causal-LM head for the model type and no
+    masked-LM head (BERT-like encoders have both) and the config is not an
+    encoder-decoder.
+    """
+    from transformers.models.auto import modeling_auto
+
+    kind = getattr(config, "model_type", None)
+    return (
+        kind in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and kind not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        and not getattr(config, "is_encoder_decoder", False)
+    )

@@ -18,6 +18,10 @@ import os
 import re
 import warnings
 
+from skloes.models._families import (  # noqa: F401 (is_decoder_only: re-exported)
+    is_decoder_only,
+    model_family,
+)
 from skloes.models._registry import (
     bundle_for,
     bundle_path,
@@ -314,23 +318,6 @@ def n_hidden_states(config) -> int:
     return int(config.num_hidden_layers) + 1
 
 
-def is_decoder_only(config) -> bool:
-    """Whether a config is a causal, decoder-only language model (GPT, Llama...).
-
-    True when transformers has a causal-LM head for the model type and no
-    masked-LM head (BERT-like encoders have both) and the config is not an
-    encoder-decoder.
-    """
-    from transformers.models.auto import modeling_auto
-
-    kind = getattr(config, "model_type", None)
-    return (
-        kind in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-        and kind not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
-        and not getattr(config, "is_encoder_decoder", False)
-    )
-
-
 def detect_modality(model_or_config) -> str:
     """Return ``"text"``, ``"image"`` or ``"audio"`` for a model or its config.
 
@@ -489,8 +476,6 @@ def load_model(
     model : transformers.PreTrainedModel
         In eval mode; call ``.train()`` for fine-tuning.
     """
-    from skloes.models._families import model_family
-
     config = read_config(path, trust_remote_code=trust_remote_code, owner=owner)
     transformers = import_optional("transformers")
     check_weight_files(path, owner=owner)
