@@ -226,6 +226,7 @@ def test_every_input_form_gives_the_same_features(vision, faces, tmp_path):
         "(H, W, 3)": rgb,
         "(H, W, 4) RGBA": np.dstack([rgb, np.full(face.shape, 255, np.uint8)]),
         "(C, H, W)": np.moveaxis(rgb, -1, 0),
+        "(C, H, W) float 0..1": np.repeat(face[None], 3, axis=0),
         "tensor (C, H, W)": torch.from_numpy(np.moveaxis(rgb, -1, 0).copy()),
         "PIL grey": pil,
         "PIL RGB": pil.convert("RGB"),
@@ -240,6 +241,13 @@ def test_every_input_form_gives_the_same_features(vision, faces, tmp_path):
         np.testing.assert_allclose(
             hst.transform([form]), reference, atol=1e-6, err_msg=name
         )
+    # a binary image is black and white
+    mask = faces[1] > 0.5
+    np.testing.assert_allclose(
+        hst.transform([mask]),
+        hst.transform([mask.astype(np.uint8) * 255]),
+        atol=1e-6,
+    )
     # batches: a 3-D grey array, a 4-D (n, H, W, C) array and tensor
     batch = np.stack([rgb, rgb])
     for form in (faces[:2], batch, torch.from_numpy(np.moveaxis(batch, -1, 1))):
