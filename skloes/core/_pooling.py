@@ -20,8 +20,11 @@ def resolve_exclude_tokens(exclude_tokens, modality, auto, *, owner="skloes"):
 
     ``"auto"`` is ``auto``, the model family's choice
     (``Family.pool_exclude`` in :mod:`skloes.models._families`:
-    :data:`AUTO_EXCLUDE` for decoder-only text models, None otherwise);
-    models that do not take text accept only "auto" and None.
+    :data:`AUTO_EXCLUDE` for decoder-only text models, ``"special"`` (the
+    prefix tokens: class, distillation, registers) for vision models, None
+    otherwise). For an image model ``"special"`` means its prefix tokens and
+    ``"first"`` its first token, as for a text the tokenizer's special tokens
+    and its first token; audio models accept only "auto" and None.
 
     Parameters
     ----------
@@ -30,7 +33,7 @@ def resolve_exclude_tokens(exclude_tokens, modality, auto, *, owner="skloes"):
     modality : {"text", "image", "audio"}
         The model's input modality.
     auto : {"special", "first"} or None
-        What ``"auto"`` resolves to for this text model.
+        What ``"auto"`` resolves to for this model.
     owner : str, default="skloes"
         Name used in error messages.
 
@@ -38,11 +41,11 @@ def resolve_exclude_tokens(exclude_tokens, modality, auto, *, owner="skloes"):
     -------
     resolved : {"special", "first"} or None
     """
-    if modality != "text":
+    if modality not in ("text", "image"):
         if exclude_tokens not in ("auto", None):
             raise ValueError(
-                f"{owner}: `exclude_tokens` applies to text models only; this "
-                f"model takes {modality}. Use 'auto' or None."
+                f"{owner}: `exclude_tokens` applies to text and image models "
+                f"only; this model takes {modality}. Use 'auto' or None."
             )
         return None
     if exclude_tokens != "auto":

@@ -32,19 +32,24 @@ from skloes.core._memory import release_memory
 from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
     AUTO_EXCLUDE,
     POOLINGS,
+    excluded_tokens,
     kept_tokens,
     pool,
     pool_layers,
     resolve_exclude_tokens,
 )
 from skloes.core._store import FLOAT16_MAX
+from skloes.core._texts import one_column
 from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device, torch
 from skloes.models._families import model_family
 from skloes.models._forward import find_blocks, forward_pooled
+from skloes.models._images import image_or_text
 from skloes.models._inputs import (
     check_inputs,
     check_max_length,
     encode_batch,
+    identity_noise,
+    image_prefix,
     text_batch,
     text_limits,
     token_batches,
@@ -55,11 +60,13 @@ from skloes.models._loading import (
     check_weight_files,
     default_model,
     detect_modality,
+    is_two_tower,
     load_model,
     load_processor,
     n_hidden_states,
     read_config,
     resolve_model_path,
+    tower_config,
 )
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._optional import import_optional
@@ -113,27 +120,48 @@ class HiddenStatesTransformer(
         ``"sentence-transformers/all-MiniLM-L6-v2"``. Weights load from
         safetensors only. See :ref:`offline-models`.
 
-    pooling : {"mean", "cls", "first", "last", "max"} or callable, default="mean"
+    pooling : {"auto", "mean", "cls", "first", "last", "max"} or callable, \
+default="auto"
         How a layer's token states become one vector, always under the
         attention mask (padding never contributes): the mean over real tokens,
         the first real token (``"cls"`` is an alias of ``"first"``), the last
         real token (correct under left or right padding) or the element-wise
-        maximum. A callable ``f(hidden, mask) -> (B, k)`` gets one layer's
-        ``(B, T, D)`` states and the ``(B, T)`` mask inside the batch loop; the
-        output width is then ``k``; its mask leaves out the tokens that
-        ``exclude_tokens`` removes. Outputs of a callable are never cached.
+        maximum. ``"auto"`` is the model family's choice
+        (:ref:`model-families`): ``"mean"`` for every text and audio model
+        (the default before 0.3, unchanged), the class token for ViT, DeiT
+        and DINOv2 (as the LOES authors pool them),
+        the mean of the patch tokens for CLIP, SigLIP, ViT-MAE and BEiT. For
+        an image model, ``"cls"``/``"first"`` is its class token (an error
+        for SigLIP, which has none) and ``"mean"`` under the default
+        ``exclude_tokens`` averages its patch tokens only. A callable
+        ``f(hidden, mask) -> (B, k)`` gets one layer's ``(B, T, D)`` states
+        and the ``(B, T)`` mask inside the batch loop; the output width is
+        then ``k``; its mask leaves out the tokens that ``exclude_tokens``
+        removes. Outputs of a callable are never cached.
+
+        .. versionchanged:: 0.3
+           The default is ``"auto"`` (it was ``"mean"``, which averaged an
+           image model's class, distillation and register tokens in).
 
     exclude_tokens : {"auto", "special", "first"} or None, default="auto"
         Tokens left out of ``"mean"`` and ``"max"`` pooling and of a callable
-        pooling's mask: ``"special"``
-        the tokenizer's special tokens (BOS, CLS, SEP, EOS...), ``"first"``
-        each text's first token (a decoder's attention sink carries huge
-        activations), None none. ``"auto"`` is the model family's choice
-        (:ref:`model-families`): ``"first"`` for decoder-only language models
-        (SmolLM2's first word, Gemma 3's BOS token) and None for other models
+        pooling's mask: ``"special"`` the tokenizer's special tokens (BOS,
+        CLS, SEP, EOS...) of a text, and the prefix tokens of an image (the
+        class token, DeiT's distillation token, DINOv2's registers),
+        ``"first"`` each input's first token (a decoder's attention sink
+        carries huge activations; an image's class token), None none.
+        ``"auto"`` is the model family's choice (:ref:`model-families`):
+        ``"first"`` for decoder-only language models (SmolLM2's first word,
+        Gemma 3's BOS token), ``"special"`` for image models (the patch
+        tokens only, as timm's ``avg`` pool), None for other models
         (encoders are trained with their special tokens in the mean); the
-        choice was measured, see :ref:`pooling-special-tokens`. A text made only of
-        excluded tokens keeps them all. Text models only.
+        choice was measured, see :ref:`pooling-special-tokens`. An input made
+        only of excluded tokens keeps them all. Text and image models (audio:
+        ``"auto"`` or None).
+
+        .. versionchanged:: 0.3
+           Applies to image models (``"auto"`` leaves their prefix tokens
+           out).
 
     layers : "all", int or list of int, default="all"
         Hugging Face ``hidden_states`` indices to return (0 = embeddings,
@@ -239,7 +267,9 @@ class HiddenStatesTransformer(
         .. versionadded:: 0.2
 
     modality_ : {"text", "image", "audio"}
-        Input type, from the model's main input.
+        Input type, from the model's main input; for a two-tower checkpoint
+        (CLIP, SigLIP), from ``X`` at ``fit``: images go through its vision
+        tower, texts through its text tower.
 
     n_model_layers_ : int
         Number of hidden states of the model (blocks + 1).
@@ -263,6 +293,18 @@ class HiddenStatesTransformer(
 
     exclude_tokens_ : {"special", "first"} or None
         Resolved ``exclude_tokens``.
+
+    pooling_ : str or callable
+        Resolved ``pooling`` (``"auto"`` replaced by the family's choice).
+
+        .. versionadded:: 0.3
+
+    n_prefix_tokens_ : int
+        The tokens an image model puts before its patch tokens (class,
+        distillation, registers; 0 for text and audio), counted from its
+        config.
+
+        .. versionadded:: 0.3
 
     family_ : str
         The model family whose quirks apply (``"llama"``, ``"gemma3"``,
@@ -301,7 +343,14 @@ class HiddenStatesTransformer(
     position ids that skip the padding, so left and right padding give the
     same vectors up to float32 rounding. Audio is padded per batch and the
     sample-level attention mask is always passed to the model, so padding
-    does not change a waveform's states beyond float32 rounding.
+    does not change a waveform's states beyond float32 rounding. Images are
+    read into RGB ``uint8`` arrays (grey repeated on three channels; values
+    on 0..1 and scikit-learn's digits scale 0..16 brought to 0..255) and each
+    goes through the model's image processor on its own, so an image's
+    features do not depend on its batch beyond float32 rounding. ViT-MAE is
+    loaded with ``mask_ratio=0`` and its patches kept in order, so that it
+    sees every patch and gives the same features on every call (He et al.
+    2022 mask 75 % of the patches in pre-training only).
 
     Examples
     --------
@@ -315,7 +364,7 @@ class HiddenStatesTransformer(
 
     _parameter_constraints: dict = {
         "model": [str, os.PathLike, None],
-        "pooling": [StrOptions(set(POOLINGS)), callable],
+        "pooling": [StrOptions({"auto", *POOLINGS}), callable],
         "exclude_tokens": [StrOptions({"auto", "special", "first"}), None],
         "layers": [
             StrOptions({"all"}),
@@ -344,7 +393,7 @@ class HiddenStatesTransformer(
         self,
         model=None,
         *,
-        pooling="mean",
+        pooling="auto",
         exclude_tokens="auto",
         layers="all",
         output="stack",
@@ -426,6 +475,11 @@ class HiddenStatesTransformer(
         config = read_config(path, trust_remote_code=self.trust_remote_code, owner=name)
         check_weight_files(path, owner=name)  # headers only: fail here, not later
         modality = detect_modality(config)
+        if is_two_tower(config):  # CLIP, SigLIP: the tower that takes X
+            X = one_column(X, "image", name)
+            X = X if hasattr(X, "__len__") else list(X)
+            modality = image_or_text(X)
+            config = tower_config(config, modality)
         items = check_inputs(X, modality, owner=name)
         if y is not None and len(y) != len(items):
             raise ValueError(
@@ -450,6 +504,8 @@ class HiddenStatesTransformer(
         self.exclude_tokens_ = resolve_exclude_tokens(
             self.exclude_tokens, modality, family.pool_exclude, owner=name
         )
+        self.n_prefix_tokens_ = family.n_prefix(config) if modality == "image" else 0
+        self.pooling_ = self._resolve_pooling(family, modality)
         if self.dtype == "float16" and not family.float16_store:
             warnings.warn(
                 f"{name}: the hidden states of {family.name} models can exceed "
@@ -483,6 +539,21 @@ class HiddenStatesTransformer(
             _TEXT_LIMITS[key] = text_limits(tokenizer, config)
         return _TEXT_LIMITS[key]
 
+    def _resolve_pooling(self, family, modality):
+        """``pooling``, with ``"auto"`` the family's choice; the class token
+        of a vision model that has one."""
+        if callable(self.pooling):
+            return self.pooling
+        pooling = family.pooling if self.pooling == "auto" else self.pooling
+        if modality == "image" and pooling in ("cls", "first"):
+            if self.n_prefix_tokens_ == 0:
+                raise ValueError(
+                    f"{type(self).__name__}: `pooling`={self.pooling!r} takes the "
+                    f"class token, but {family.name} models have none (their first "
+                    "token is a patch); use 'mean' or 'auto'."
+                )
+        return pooling
+
     def _resolve_batch_tokens(self):
         if self.modality_ != "text":
             return None
@@ -498,8 +569,12 @@ class HiddenStatesTransformer(
         Parameters
         ----------
         X : list of str, list of arrays or ndarray of shape (n_samples, ...)
-            Texts, images (2-D/3-D arrays or PIL images, or ready
-            ``(n, C, H, W)`` pixel values) or 1-D waveforms.
+            Texts, images or 1-D waveforms. Images: file paths (read with
+            Pillow; URLs are refused), PIL images, 2-D ``(H, W)`` grey or
+            3-D ``(H, W, C)``/``(C, H, W)`` arrays or tensors, a 3-D or 4-D
+            batch of them, Hugging Face ``datasets`` image dicts, or ready
+            float ``(C, H, W)`` pixel values of the model's input size; grey
+            and small-range images are scaled (see :ref:`images-in`).
 
         Returns
         -------
@@ -645,9 +720,9 @@ class HiddenStatesTransformer(
         settings = {
             "model": self.model_fingerprint_,
             "modality": self.modality_,
-            "pooling": "first" if self.pooling == "cls" else self.pooling,
+            "pooling": "first" if self._pooling == "cls" else self._pooling,
             "exclude_tokens": (
-                self.exclude_tokens_ if self.pooling in ("mean", "max") else None
+                self.exclude_tokens_ if self._pooling in ("mean", "max") else None
             ),
             "max_length": self.max_length_,
             "layers": [int(l) for l in layers],
@@ -677,6 +752,26 @@ class HiddenStatesTransformer(
         fitted = getattr(self, "_fitted_settings", None)
         if fitted is not None:  # the copy is fitted with its own layers
             other._fitted_settings = {**fitted, "layers": _snapshot(other.layers)}
+        return other
+
+    def _with_fitted_pooling(self):
+        """A fitted copy whose ``pooling`` is the one ``"auto"`` resolved to.
+
+        It shares the loaded model (no reload) and gives the same features;
+        an export that pools by name (``save_probe(..., export=...)``) reads
+        it from ``pooling``.
+
+        Returns
+        -------
+        extractor : HiddenStatesTransformer
+            A shallow copy with ``pooling=pooling_``.
+        """
+        check_is_fitted(self)
+        other = copy.copy(self)
+        other.set_params(pooling=self._pooling)
+        fitted = getattr(self, "_fitted_settings", None)
+        if fitted is not None:
+            other._fitted_settings = {**fitted, "pooling": other.pooling}
         return other
 
     # ------------------------------------------------------------ extraction
@@ -738,21 +833,28 @@ class HiddenStatesTransformer(
             device=self.device_,
             config=model.config,
         )
+        if self._loaded_family.fixed_order:  # ViT-MAE: patches in their order
+            inputs["noise"] = identity_noise(inputs["pixel_values"], model.config)
         pool_fn = None
 
         def lazy(hidden):  # the frame mask needs the number of frames
             nonlocal pool_fn
             if pool_fn is None:
                 mask = token_mask(model, inputs, hidden.shape[1])
-                pool_fn = self._pool_fn(mask, None)
+                exclude = None
+                if self.modality_ == "image":  # class, distillation, registers
+                    prefix = image_prefix(getattr(self, "n_prefix_tokens_", 0), mask)
+                    exclude = excluded_tokens(self.exclude_tokens_, mask, prefix)
+                pool_fn = self._pool_fn(mask, exclude)
             return pool_fn(hidden)
 
         return forward_pooled(model, inputs, self.layers_, lazy, blocks=self._blocks)
 
     def _pool_fn(self, mask, exclude):
         """One layer's ``(B, T, D)`` states -> ``(B, k)`` under this batch's mask."""
-        if not callable(self.pooling):
-            return lambda hidden: pool(hidden.float(), mask, self.pooling, exclude)
+        pooling = self._pooling
+        if not callable(pooling):
+            return lambda hidden: pool(hidden.float(), mask, pooling, exclude)
         owner, widths = type(self).__name__, []
         if exclude is not None:  # a callable sees the tokens mean pooling keeps
             mask = kept_tokens(mask, exclude)
@@ -879,9 +981,21 @@ class HiddenStatesTransformer(
                     device=self.device_,
                     owner=name,
                     torch_dtype=precision.load_dtype(self.precision),
+                    modality=self.modality_,
                 ),
                 self.precision,
             )
+            self._loaded_family = model_family(self._model.config, warn=False)
+            for key, value in self._loaded_family.load_config:  # MAE unmasked
+                if getattr(self._model.config, key, None) != value:
+                    raise RuntimeError(
+                        f"{name}: {self._loaded_family.name} must load with "
+                        f"{key}={value!r}; transformers gave "
+                        f"{getattr(self._model.config, key, None)!r}."
+                    )
+            side = self._loaded_family.padding_side
+            if side is not None and self.modality_ == "text":
+                self._processor.padding_side = side
             self._blocks = find_blocks(self._model)
             self._loaded_with = self._load_settings()
 
@@ -924,10 +1038,23 @@ class HiddenStatesTransformer(
 
     def _drop_loaded(self):
         self._model = self._processor = self._blocks = self._loaded_with = None
+        self._loaded_family = None
+
+    @property
+    def _pooling(self):
+        """The resolved pooling (``pooling_``; ``pooling`` when fitted by
+        skloes < 0.3, which had no ``"auto"``)."""
+        return getattr(self, "pooling_", self.pooling)
 
     def __getstate__(self):
         state = super().__getstate__()
-        for key in ("_model", "_processor", "_blocks", "_loaded_with"):
+        for key in (
+            "_model",
+            "_processor",
+            "_blocks",
+            "_loaded_with",
+            "_loaded_family",
+        ):
             state.pop(key, None)
         return state
 

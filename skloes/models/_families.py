@@ -1,11 +1,14 @@
 """Model families: what each architecture needs that others do not, in one place.
 
 Layer probing is fragile where architectures differ: which positions pooling
-must leave out, what the last hidden state is, how padding moves positions,
-whether a float16 store holds the states, which matrix products an int8 export
-must keep in float32. :func:`model_family` maps a model's config to its
-:class:`Family`, the one record of those answers; every consumer (the
-extractor's ``exclude_tokens="auto"`` and float16 check, the forward pass's
+must leave out (a decoder's first token, a vision model's class, distillation
+and register tokens), which token represents an input by default, what the
+last hidden state is, how padding moves positions, whether a float16 store
+holds the states, which matrix products an int8 export must keep in float32.
+:func:`model_family` maps a model's config to its :class:`Family`, the one
+record of those answers; every consumer (the extractor's
+``exclude_tokens="auto"``, ``pooling="auto"`` and float16 check, the loading
+of ViT-MAE without masking, a text batch's padding side, the forward pass's
 last hidden state, the int8 export) reads it from here.
 
 A model type not listed in :data:`FAMILIES` gets the safe defaults of its kind
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 
 from skloes.core._pooling import AUTO_EXCLUDE
 
-__all__ = ["FAMILIES", "Family", "Int8Rule", "model_family"]
+__all__ = ["FAMILIES", "Family", "Int8Rule", "is_decoder_only", "model_family"]
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,12 @@ class Family:
         The config ``model_type`` values of the family.
     decoder : bool
         A causal, decoder-only language model.
-    pool_exclude : {"first"} or None
+    pool_exclude : {"first", "special"} or None
         What ``exclude_tokens="auto"`` leaves out of ``"mean"`` and ``"max"``
         pooling: ``"first"``, each text's first position (a decoder's
         attention sink: SmolLM2's and Qwen2's first word, Gemma 3's BOS
-        token), or None.
+        token), ``"special"``, a vision family's prefix tokens (see
+        ``prefix``), or None.
     last_state : {"block", "output"} or None
         What ``hidden_states[-1]`` is: the last block's output (``"block"``,
         BERT) or the model's output after its final norm (``"output"``,
@@ -95,6 +99,37 @@ class Family:
     checked : str
         What the family's entries were checked on (a model and data), or
         ``""`` for the defaults of an unknown architecture.
+    pooling : {"mean", "first"}, default="mean"
+        What ``pooling="auto"`` resolves to: ``"first"``, the class token
+        (ViT, DeiT and DINOv2, as the LOES authors pool them), or
+        ``"mean"``, under ``exclude_tokens="auto"`` the mean of the patch
+        tokens for a vision family (CLIP, SigLIP, ViT-MAE, BEiT) and of the
+        tokens for a text family (every text family: the text default never
+        changed).
+    prefix : tuple of str, default=()
+        The tokens a vision family puts before its patch tokens, in order:
+        ``"class"`` (one), ``"distillation"`` (one, DeiT) and
+        ``"registers"`` (``config.num_register_tokens``, DINOv2 with
+        registers); counted by :meth:`n_prefix`. ``exclude_tokens="special"``
+        (and ``"auto"`` for a vision family) leaves them all out of ``"mean"``
+        and ``"max"`` pooling, as timm's ``avg`` pool does.
+    padding_side : {"left", "right"} or None, default=None
+        The side a text batch is padded on, whatever the tokenizer says;
+        None keeps the tokenizer's.
+    load_config : tuple of (str, object) pairs, default=()
+        Config values set when the model is loaded (ViT-MAE:
+        ``mask_ratio=0.0``, every patch kept).
+    fixed_order : bool, default=False
+        Pass ViT-MAE's ``noise`` input as ``0, 1, 2...``, so that its patch
+        shuffle is the identity: without it the patches are shuffled at
+        random on every call, even with ``mask_ratio=0``.
+    embedding_state : bool, default=True
+        Whether transformers' ``hidden_states`` start with the embedding
+        output. False for Mamba, whose ``hidden_states`` are its blocks'
+        outputs and then the final norm's: skloes indexes its layers as
+        every other model's (0 the embedding output, the first block's
+        input; ``L`` the final norm's output), see
+        :func:`skloes.models._forward.full_hidden_states`.
     """
 
     name: str
@@ -106,6 +141,29 @@ class Family:
     float16_store: bool
     int8: Int8Rule
     checked: str = ""
+    pooling: str = "mean"
+    prefix: tuple = ()
+    padding_side: str | None = None
+    load_config: tuple = ()
+    fixed_order: bool = False
+    embedding_state: bool = True
+
+    def n_prefix(self, config) -> int:
+        """Number of prefix tokens (class, distillation, registers) of ``config``.
+
+        Parameters
+        ----------
+        config : transformers.PretrainedConfig
+            The model's config (DINOv2's ``num_register_tokens``).
+
+        Returns
+        -------
+        n_prefix : int
+            The positions before the first patch token.
+        """
+        registers = int(getattr(config, "num_register_tokens", 0) or 0)
+        counts = {"class": 1, "distillation": 1, "registers": registers}
+        return sum(counts[kind] for kind in self.prefix)
 
     @property
     def known(self) -> bool:
@@ -144,6 +202,13 @@ _DECODER_INT8 = Int8Rule(
     feed_forward_out=True,
     smooth=0.8,
 )
+_VISION = dict(
+    _ENCODER,
+    # what exclude_tokens="auto" leaves out of "mean" and "max": the prefix
+    # tokens (class, distillation, registers), as timm's avg pool does
+    pool_exclude="special",
+)
+_VISION_CHECKED = "tiny random {} on LFW faces and digits (code paths only)"
 #: The families whose quirks were checked, on the model named in ``checked``.
 FAMILIES = (
     Family(
@@ -160,11 +225,83 @@ FAMILIES = (
         checked="all-mpnet-base-v2 (offline package)",
         **_ENCODER,
     ),
+    # Vision encoders. No pretrained vision weights ship offline: each rule
+    # below was checked on a model built from the family's transformers
+    # config at a small size with random weights, on scikit-image's LFW
+    # faces and scikit-learn's digits (tests/models/test_vision_families.py);
+    # the prefix tokens and the last hidden state are architecture, not
+    # weights. The class token is the default for ViT, DeiT and DINOv2 (the
+    # LOES authors pool them by it), the mean of the patch tokens for CLIP,
+    # SigLIP, ViT-MAE and BEiT (BEiT's own pooler averages the patches).
     Family(
         "vit",
         ("vit",),
-        last_state=None,
-        checked="tiny random ViT (code paths only)",
+        last_state="block",
+        checked=_VISION_CHECKED.format("ViTConfig"),
+        **{**_VISION, "pooling": "first", "prefix": ("class",)},
+    ),
+    Family(
+        "deit",
+        ("deit",),
+        last_state="block",
+        checked=_VISION_CHECKED.format("DeiTConfig"),
+        **{**_VISION, "pooling": "first", "prefix": ("class", "distillation")},
+    ),
+    Family(
+        "dinov2",
+        ("dinov2", "dinov2_with_registers"),
+        last_state="block",
+        checked=_VISION_CHECKED.format(
+            "Dinov2Config, Dinov2WithRegistersConfig (4 registers)"
+        ),
+        **{**_VISION, "pooling": "first", "prefix": ("class", "registers")},
+    ),
+    Family(
+        "clip-vision",
+        ("clip_vision_model",),
+        last_state="block",
+        checked=_VISION_CHECKED.format("CLIPConfig's vision tower"),
+        **{**_VISION, "prefix": ("class",)},
+    ),
+    Family(
+        "siglip-vision",
+        ("siglip_vision_model",),
+        last_state="block",
+        checked=_VISION_CHECKED.format("SiglipConfig's vision tower"),
+        **_VISION,  # no class token: SigLIP pools with an attention head
+    ),
+    Family(
+        "vit-mae",
+        ("vit_mae",),
+        last_state="block",
+        checked=_VISION_CHECKED.format("ViTMAEConfig"),
+        **{
+            **_VISION,
+            "prefix": ("class",),
+            "load_config": (("mask_ratio", 0.0),),
+            "fixed_order": True,
+        },
+    ),
+    Family(
+        "beit",
+        ("beit",),
+        last_state="block",
+        checked=_VISION_CHECKED.format("BeitConfig"),
+        **{**_VISION, "prefix": ("class",)},
+    ),
+    # The text towers of a CLIP or SigLIP checkpoint (texts given to one).
+    Family(
+        "clip-text",
+        ("clip_text_model",),
+        last_state="block",
+        checked="tiny random CLIPConfig's text tower (code paths only)",
+        **_ENCODER,
+    ),
+    Family(
+        "siglip-text",
+        ("siglip_text_model",),
+        last_state="block",
+        checked="tiny random SiglipConfig's text tower (code paths only)",
         **_ENCODER,
     ),
     Family(
@@ -201,6 +338,27 @@ FAMILIES = (
         checked="Qwen2.5-Coder-0.5B-Instruct (offline GGUF)",
         **{**_DECODER, "int8": _DECODER_INT8},
     ),
+    # Mamba (state-space blocks, no attention): no attention sink, so the
+    # mean keeps every token (as the Layer-by-Layer paper pools it); no
+    # position ids, and a state at a real token never sees a later position,
+    # so a right-padded batch gives each text its unpadded states; the last
+    # hidden state is the output after the final norm (norm_f).
+    # transformers' hidden_states of Mamba leave the embeddings out (blocks
+    # 1..L, then norm_f's output): skloes' layer 0 is still the embedding
+    # output and layer l block l (its hooks), layer L norm_f's output.
+    Family(
+        "mamba",
+        ("mamba",),
+        last_state="output",
+        checked="tiny random MambaConfig (code paths only)",
+        **{
+            **_DECODER,
+            "pool_exclude": None,
+            "positions": "model",
+            "padding_side": "right",
+            "embedding_state": False,
+        },
+    ),
 )
 _BY_TYPE = {kind: family for family in FAMILIES for kind in family.model_types}
 
@@ -236,8 +394,6 @@ def model_family(config, *, model=None, owner="skloes", warn=True) -> Family:
     family = _BY_TYPE.get(kind)
     if family is not None:
         return family
-    from skloes.models._loading import is_decoder_only
-
     decoder = is_decoder_only(config)
     family = Family(
         "unknown",
@@ -266,3 +422,20 @@ def model_family(config, *, model=None, owner="skloes", warn=True) -> Family:
             stacklevel=3,
         )
     return family
+
+
+def is_decoder_only(config) -> bool:
+    """Whether a config is a causal, decoder-only language model (GPT, Llama...).
+
+    True when transformers has a causal-LM head for the model type and no
+    masked-LM head (BERT-like encoders have both) and the config is not an
+    encoder-decoder.
+    """
+    from transformers.models.auto import modeling_auto
+
+    kind = getattr(config, "model_type", None)
+    return (
+        kind in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and kind not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        and not getattr(config, "is_encoder_decoder", False)
+    )

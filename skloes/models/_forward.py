@@ -84,8 +84,7 @@ def forward_hidden_states(model, inputs, depth: int, *, blocks=None) -> list:
     if blocks is None:
         blocks = find_blocks(model)
     if depth >= n_blocks or blocks is None:
-        out = model(**inputs, output_hidden_states=True)
-        return list(out.hidden_states[: depth + 1])
+        return full_hidden_states(model, inputs)[: depth + 1]
     states = []
 
     def record_input(module, args, kwargs):
@@ -108,8 +107,26 @@ def forward_hidden_states(model, inputs, depth: int, *, blocks=None) -> list:
         for handle in handles:
             handle.remove()
     if len(states) != depth + 1:  # a block was skipped (layerdrop): be exact
-        out = model(**inputs, output_hidden_states=True)
-        return list(out.hidden_states[: depth + 1])
+        return full_hidden_states(model, inputs)[: depth + 1]
+    return states
+
+
+def full_hidden_states(model, inputs) -> list:
+    """Every hidden state of one full pass, indexed as skloes indexes them.
+
+    ``0`` is the embedding output and ``1..L`` the blocks (the last one as
+    the family's ``last_state`` says). transformers' ``hidden_states`` are
+    that list for every family but Mamba, whose ``hidden_states`` are the
+    blocks' outputs and then the final norm's output, without the
+    embeddings (``Family.embedding_state``): they are put back in front and
+    the last block's raw output is left out, as in Llama.
+    """
+    from skloes.models._families import model_family
+
+    states = list(model(**inputs, output_hidden_states=True).hidden_states)
+    if not model_family(model.config, warn=False).embedding_state:
+        embeddings = model.get_input_embeddings()(inputs["input_ids"])
+        states = [embeddings, *states[:-2], states[-1]]
     return states
 
 
@@ -201,8 +218,8 @@ def forward_pooled(model, inputs, layers, pool_fn, *, blocks=None):
 
 
 def _pool_full(model, inputs, wanted, pool_fn):
-    out = model(**inputs, output_hidden_states=True)
-    return torch.stack([pool_fn(out.hidden_states[l]) for l in wanted])
+    states = full_hidden_states(model, inputs)
+    return torch.stack([pool_fn(states[l]) for l in wanted])
 
 
 def _settle_last_state(model, inputs, blocks, last_block, out) -> str:

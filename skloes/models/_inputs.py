@@ -19,6 +19,7 @@ from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._texts import check_texts, one_column
 from skloes.core._torch import torch
+from skloes.models._images import is_ready, read_images, ready_shape, to_pixels
 
 # Model families whose position ids start after the pad id (RoBERTa's
 # embeddings): a text may use ``max_position_embeddings - pad_token_id - 1``.
@@ -113,9 +114,11 @@ def check_max_length(max_length: int, limits: tuple, *, owner: str = "skloes") -
 def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
     """Validate raw inputs for ``modality`` and return them as a list.
 
-    Text: a non-empty sequence of str. Images: ``(n, C, H, W)`` ready
-    ``pixel_values`` or a sequence of 2-D/3-D arrays or PIL images. Audio: a
-    sequence of 1-D waveforms.
+    Text: a non-empty sequence of str. Images: a 3-D or 4-D array or tensor
+    batch, or a sequence of image file paths, PIL images, 2-D/3-D arrays or
+    tensors, or Hugging Face ``datasets`` image dicts, read into arrays by
+    :func:`skloes.models._images.read_images`. Audio: a sequence of 1-D
+    waveforms.
     """
     if modality == "text":  # the rule the torch-free server shares
         return check_texts(X, owner)
@@ -125,8 +128,8 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
             f"{type(X).__name__}."
         )
     X = one_column(X, modality, owner)
-    if modality == "image" and isinstance(X, np.ndarray) and X.ndim == 4:
-        items = list(X)
+    if modality == "image" and getattr(X, "ndim", 0) >= 3 and hasattr(X, "shape"):
+        items = list(X)  # a batch of arrays or a torch tensor batch
     else:
         try:
             items = list(X)
@@ -137,27 +140,8 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
             ) from None
     if not items:
         raise ValueError(f"{owner}: `X` is empty; pass at least one {modality} input.")
-    checker = {"image": _check_image, "audio": _check_audio}
+    checker = {"image": read_images, "audio": _check_audio}
     return checker[modality](items, owner)
-
-
-def _check_image(items, owner):
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            raise TypeError(
-                f"{owner}: `X` holds strings but the model takes images; item {i} is "
-                f"{item[:40]!r}."
-            )
-        if hasattr(item, "getbands"):  # a PIL image
-            continue
-        array = np.asarray(item)
-        if array.ndim not in (2, 3) or array.dtype.kind not in "biuf":
-            raise ValueError(
-                f"{owner}: `X` must hold images of rank 2 (H, W) or 3 (H, W, C or "
-                f"C, H, W), or be a 4-D (n, C, H, W) array; item {i} has shape "
-                f"{array.shape} and dtype {array.dtype}."
-            )
-    return items
 
 
 def _check_audio(items, owner):
@@ -373,19 +357,53 @@ def encode_batch(
 
 
 def _encode_images(processor, batch, config):
-    shape = None
-    if config is not None and hasattr(config, "image_size"):
-        size = config.image_size
-        size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
-        shape = (getattr(config, "num_channels", 3), *size)
-    arrays = [
-        np.asarray(item) if not hasattr(item, "getbands") else None for item in batch
+    """``pixel_values`` of one batch: ready ``(C, H, W)`` float arrays as
+    they are, every other image through :func:`to_pixels` and the processor
+    (which treats each image on its own)."""
+    shape = ready_shape(config) if config is not None else None
+    channels = shape[0] if shape is not None else 3
+    arrays = [np.asarray(item) for item in batch]
+    ready = [is_ready(array, shape) for array in arrays]
+    todo = [
+        to_pixels(a, channels)
+        for a, done in zip(arrays, ready, strict=True)
+        if not done
     ]
-    if shape is not None and all(
-        a is not None and a.shape == shape and a.dtype.kind == "f" for a in arrays
-    ):
-        return {"pixel_values": torch.from_numpy(np.stack(arrays).astype(np.float32))}
-    return processor(images=list(batch), return_tensors="pt")
+    made = iter(
+        processor(images=todo, return_tensors="pt")["pixel_values"] if todo else ()
+    )
+    rows = [
+        torch.from_numpy(array.astype(np.float32)) if done else next(made)
+        for array, done in zip(arrays, ready, strict=True)
+    ]
+    return {"pixel_values": torch.stack(rows)}
+
+
+def identity_noise(pixel_values, config):
+    """ViT-MAE's ``noise`` input that keeps every patch in its place.
+
+    ViT-MAE orders its patches by ``argsort(noise)`` and keeps the first
+    ``(1 - mask_ratio)`` of them; with ``mask_ratio=0`` and this noise
+    (``0, 1, 2...`` for every image) it keeps every patch in order, so that
+    an image gives the same states on every call.
+
+    Returns
+    -------
+    noise : torch.Tensor of shape (batch, n_patches)
+    """
+    size = config.patch_size
+    size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+    height, width = pixel_values.shape[-2:]
+    n_patches = (height // size[0]) * (width // size[1])
+    order = torch.arange(n_patches, dtype=torch.float32, device=pixel_values.device)
+    return order.expand(pixel_values.shape[0], n_patches)
+
+
+def image_prefix(n_prefix: int, mask):
+    """(B, T) bool, True at an image's first ``n_prefix`` tokens (class,
+    distillation, registers: ``Family.prefix``)."""
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    return (positions < n_prefix) & mask.to(torch.bool)
 
 
 def token_mask(model, inputs, n_tokens: int):

@@ -18,6 +18,10 @@ import os
 import re
 import warnings
 
+from skloes.models._families import (  # noqa: F401 (is_decoder_only: re-exported)
+    is_decoder_only,
+    model_family,
+)
 from skloes.models._registry import (
     bundle_for,
     bundle_path,
@@ -36,6 +40,13 @@ _INPUT_MODALITY = {
     "input_features": "audio",
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# Checkpoints that hold two towers (CLIP, SigLIP): the transformers class of
+# the tower each input modality goes through. transformers' own classes read
+# their tower's config and weights from the whole checkpoint.
+TWO_TOWERS = {
+    "clip": {"image": "CLIPVisionModel", "text": "CLIPTextModel"},
+    "siglip": {"image": "SiglipVisionModel", "text": "SiglipTextModel"},
+}
 
 
 # --------------------------------------------------------------------------
@@ -271,26 +282,40 @@ def _check_remote_code(path: str, trust_remote_code: bool, owner: str) -> None:
     )
 
 
+def is_two_tower(config) -> bool:
+    """Whether ``config`` is a two-tower checkpoint (CLIP, SigLIP)."""
+    return getattr(config, "model_type", None) in TWO_TOWERS
+
+
+def tower_config(config, modality: str):
+    """The config of the tower that takes ``modality`` (a two-tower
+    checkpoint's ``vision_config`` or ``text_config``); ``config`` itself for
+    any other model.
+
+    Parameters
+    ----------
+    config : transformers.PretrainedConfig
+        From :func:`read_config`.
+    modality : {"text", "image", "audio"}
+        The inputs' modality.
+
+    Returns
+    -------
+    config : transformers.PretrainedConfig
+    """
+    if not is_two_tower(config):
+        return config
+    if modality not in TWO_TOWERS[config.model_type]:
+        raise ValueError(
+            f"skloes: a {config.model_type} checkpoint takes images or texts; got "
+            f"{modality} inputs."
+        )
+    return config.vision_config if modality == "image" else config.text_config
+
+
 def n_hidden_states(config) -> int:
     """Number of ``hidden_states`` a model returns: blocks plus the embeddings."""
     return int(config.num_hidden_layers) + 1
-
-
-def is_decoder_only(config) -> bool:
-    """Whether a config is a causal, decoder-only language model (GPT, Llama...).
-
-    True when transformers has a causal-LM head for the model type and no
-    masked-LM head (BERT-like encoders have both) and the config is not an
-    encoder-decoder.
-    """
-    from transformers.models.auto import modeling_auto
-
-    kind = getattr(config, "model_type", None)
-    return (
-        kind in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-        and kind not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
-        and not getattr(config, "is_encoder_decoder", False)
-    )
 
 
 def detect_modality(model_or_config) -> str:
@@ -422,8 +447,13 @@ def load_model(
     device="cpu",
     torch_dtype=None,
     owner: str = "skloes",
+    modality=None,
 ):
     """Load the bare backbone (``AutoModel``) from safetensors, in eval mode.
+
+    A two-tower checkpoint (CLIP, SigLIP) loads the tower that takes
+    ``modality``; the config values a model family sets at load
+    (``Family.load_config``: ViT-MAE's ``mask_ratio=0.0``) are applied.
 
     Parameters
     ----------
@@ -437,21 +467,29 @@ def load_model(
         Compute dtype; None keeps float32.
     owner : str, default="skloes"
         Name used in error messages.
+    modality : {"text", "image", "audio"} or None, default=None
+        The inputs' modality: which tower of a two-tower checkpoint to load
+        (None: the whole checkpoint, as ``AutoModel`` does).
 
     Returns
     -------
     model : transformers.PreTrainedModel
         In eval mode; call ``.train()`` for fine-tuning.
     """
-    read_config(path, trust_remote_code=trust_remote_code, owner=owner)
+    config = read_config(path, trust_remote_code=trust_remote_code, owner=owner)
     transformers = import_optional("transformers")
     check_weight_files(path, owner=owner)
     kwargs = {"use_safetensors": True, "trust_remote_code": trust_remote_code}
     if torch_dtype is not None:
         kwargs["dtype"] = torch_dtype
+    auto = transformers.AutoModel
+    if modality is not None and is_two_tower(config):
+        auto = getattr(transformers, TWO_TOWERS[config.model_type][modality])
+        config = tower_config(config, modality)
+    kwargs.update(dict(model_family(config, warn=False).load_config))
     try:
         with quiet_transformers():
-            model = transformers.AutoModel.from_pretrained(path, **kwargs)
+            model = auto.from_pretrained(path, **kwargs)
     except Exception as exc:  # transformers' or the model's own code's error
         own = " (its own code, trust_remote_code=True)" if trust_remote_code else ""
         raise ValueError(

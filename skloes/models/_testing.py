@@ -261,3 +261,174 @@ def make_tiny_llama(
     _save_model(path, seed, LlamaModel, config)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+# The vision families of skloes.models._families, built from their real
+# transformers configs at a small size: (config, model, image processor)
+# class names, and the config's extra settings.
+_VISION_KINDS = {
+    "vit": ("ViTConfig", "ViTModel", "ViTImageProcessor", {}),
+    "deit": ("DeiTConfig", "DeiTModel", "DeiTImageProcessor", {}),
+    "dinov2": ("Dinov2Config", "Dinov2Model", "BitImageProcessor", {}),
+    "dinov2-registers": (
+        "Dinov2WithRegistersConfig",
+        "Dinov2WithRegistersModel",
+        "BitImageProcessor",
+        {"num_register_tokens": 4},
+    ),
+    "vit-mae": ("ViTMAEConfig", "ViTMAEModel", "ViTImageProcessor", {}),
+    "beit": ("BeitConfig", "BeitModel", "BeitImageProcessor", {}),
+    "clip": ("CLIPConfig", "CLIPModel", "CLIPImageProcessor", {}),
+    "siglip": ("SiglipConfig", "SiglipModel", "SiglipImageProcessor", {}),
+}
+VISION_KINDS = tuple(_VISION_KINDS)
+
+
+def _word_tokenizer(pad_token="<pad>", padding_side="right", max_length=16):
+    """A word-level fast tokenizer over ``_WORDS`` (no special token added)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = [pad_token, "<unk>", "</s>", *_WORDS]
+    backend = Tokenizer(
+        models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>")
+    )
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token=pad_token,
+        model_max_length=max_length,
+        padding_side=padding_side,
+    )
+    return tokenizer, len(vocab)
+
+
+def _image_processor(name, image_size):
+    import transformers
+
+    square = {"height": image_size, "width": image_size}
+    settings = {
+        "ViTImageProcessor": {"size": square},
+        "DeiTImageProcessor": {"size": square, "crop_size": square},
+        "BitImageProcessor": {
+            "size": {"shortest_edge": image_size},
+            "crop_size": square,
+        },
+        "BeitImageProcessor": {"size": square, "do_center_crop": False},
+        "CLIPImageProcessor": {
+            "size": {"shortest_edge": image_size},
+            "crop_size": square,
+        },
+        "SiglipImageProcessor": {"size": square},
+    }[name]
+    return getattr(transformers, name)(**settings)
+
+
+@_doc
+def make_tiny_vision_model(
+    kind="vit", path=None, *, num_hidden_layers=2, hidden_size=16, image_size=16, seed=0
+):
+    """Save a small random vision model of a family skloes knows, with its processor.
+
+    Built from the family's own transformers config (patches of 4x4, random
+    weights): the prefix tokens, the last hidden state and the processor
+    are the family's; the weights are not trained. A ``"clip"`` or
+    ``"siglip"`` folder holds the whole two-tower checkpoint, with a
+    word-level tokenizer for its text tower.
+
+    Parameters
+    ----------
+    kind : {"vit", "deit", "dinov2", "dinov2-registers", "vit-mae", "beit", \
+"clip", "siglip"}, default="vit"
+        The family (``"dinov2-registers"``: DINOv2 with 4 register tokens).
+    {PATH}
+    num_hidden_layers : int, default=2
+        Number of transformer blocks.
+    hidden_size : int, default=16
+        Width of every hidden state.
+    image_size : int, default=16
+        Side of the square input the processor gives.
+    {SEED}
+
+    Returns
+    -------
+    path : str
+        The folder, loadable with ``AutoModel`` and ``AutoImageProcessor``.
+
+    Examples
+    --------
+    >>> from skloes.models._testing import make_tiny_vision_model
+    >>> path = make_tiny_vision_model("dinov2-registers")  # doctest: +SKIP
+    """
+    import transformers
+
+    config_name, model_name, processor_name, extra = _VISION_KINDS[kind]
+    path = _folder(path, f"skloes-tiny-{kind}-")
+    blocks = dict(
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+    )
+    vision = dict(blocks, image_size=image_size, patch_size=4, **extra)
+    config_class = getattr(transformers, config_name)
+    if kind in ("clip", "siglip"):
+        tokenizer, vocab_size = _word_tokenizer()
+        text = dict(blocks, vocab_size=vocab_size, max_position_embeddings=16)
+        text.update(pad_token_id=0, bos_token_id=2, eos_token_id=2)
+        config = config_class(text_config=text, vision_config=vision)
+        tokenizer.save_pretrained(path)
+    else:
+        config = config_class(**vision)
+    kwargs = {"add_pooling_layer": False} if kind in ("vit", "deit") else {}
+    _save_model(path, seed, getattr(transformers, model_name), config, **kwargs)
+    _image_processor(processor_name, image_size).save_pretrained(path)
+    return str(path)
+
+
+@_doc
+def make_tiny_mamba(path=None, *, num_hidden_layers=2, hidden_size=16, seed=0):
+    """Save a small random ``MambaModel`` with a left-padding word tokenizer.
+
+    The tokenizer pads on the left, so that a test can see the Mamba family
+    pad on the right whatever the tokenizer says.
+
+    Parameters
+    ----------
+    {PATH}
+    num_hidden_layers : int, default=2
+        Number of Mamba blocks.
+    hidden_size : int, default=16
+        Width of every hidden state.
+    {SEED}
+
+    Returns
+    -------
+    path : str
+        The folder, loadable with ``AutoModel`` and ``AutoTokenizer``.
+
+    Examples
+    --------
+    >>> from skloes.models._testing import make_tiny_mamba
+    >>> path = make_tiny_mamba()  # doctest: +SKIP
+    """
+    from transformers import MambaConfig, MambaModel
+
+    path = _folder(path, "skloes-tiny-mamba-")
+    tokenizer, vocab_size = _word_tokenizer(padding_side="left", max_length=64)
+    config = MambaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        state_size=4,
+        expand=2,
+        conv_kernel=4,
+        pad_token_id=0,
+        eos_token_id=2,
+        bos_token_id=2,
+    )
+    _save_model(path, seed, MambaModel, config)
+    tokenizer.save_pretrained(path)
+    return str(path)

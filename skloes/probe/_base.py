@@ -124,7 +124,7 @@ class LayerPipelineBase(BaseEstimator):
     _parameter_constraints = {
         "model": [str, os.PathLike, None],  # resolved by the extractor
         "selector": [LayerSelectorMixin, None],
-        "pooling": [StrOptions(set(POOLINGS))],
+        "pooling": [StrOptions({"auto", *POOLINGS})],
         "max_length": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "cache": [str, os.PathLike, None],

@@ -137,7 +137,7 @@ def _model_section(extractor, export, folder):
         ),
         ("hidden states", f"{extractor.n_model_layers_} (0 = embedding output)"),
         ("width", extractor.dim_),
-        ("pooling", extractor.pooling),
+        ("pooling", getattr(extractor, "pooling_", extractor.pooling)),
         ("tokens kept per text", extractor.max_length_),
     ]
     return "## Model\n\n" + _table(rows, header=("", "value")) + _weights(export)

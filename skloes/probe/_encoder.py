@@ -44,8 +44,15 @@ _PARAMS_DOC = """
         which keeps 4 layers. Its parameters are nested:
         ``selector__n_layers_to_select``.
 
-    pooling : {"mean", "cls", "first", "last", "max"}, default="mean"
-        Token pooling of the extractor.
+    pooling : {"mean", "auto", "cls", "first", "last", "max"}, default="mean"
+        Token pooling of the extractor. ``"auto"`` is the model family's
+        choice (the class token of a ViT, DeiT or DINOv2, the mean of the
+        patch tokens of CLIP, SigLIP, ViT-MAE and BEiT, ``"mean"`` for text;
+        see :ref:`vision-families`); ``"mean"`` of an image model averages
+        its patch tokens only.
+
+        .. versionchanged:: 0.3
+           ``"auto"`` accepted.
 
     max_length : int, default=128
         Tokens kept per text, capped at the model's limit.

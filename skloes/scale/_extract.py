@@ -470,12 +470,17 @@ def check_input_rows(rows, n, owner):
     return out
 
 
+def _pooling_name(pooling):
+    """The pooling a store records (``"cls"`` is ``"first"``)."""
+    return "first" if pooling == "cls" else pooling
+
+
 def _new_manifest(hst, source, dtype, size):
     from skloes.models._loading import default_model
 
     reference = hst.model if hst.model is not None else default_model()
     extraction = {
-        "pooling": "first" if hst.pooling == "cls" else hst.pooling,
+        "pooling": _pooling_name(getattr(hst, "pooling_", hst.pooling)),
         "exclude_tokens": hst.exclude_tokens_,
         "max_length": hst.max_length_,
         "precision": hst.precision,

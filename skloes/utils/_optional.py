@@ -21,6 +21,7 @@ _EXTRA_OF = {
     "onnxruntime": "serve",
     "tokenizers": "serve",
     "onnx": "export",
+    "PIL": "vision",
     "polars": "polars",
     "skrub": "skrub",
 }

@@ -448,15 +448,26 @@ def test_vision_shapes_pooling_and_ready_pixel_values(vit_path):
     for l, layer in enumerate(states.hidden_states):
         np.testing.assert_allclose(stack[l], layer[:, 0].numpy(), atol=1e-5)
     np.testing.assert_allclose(hst.transform(pixels.numpy()), stack, atol=1e-6)
-    mean = HST(vit_path, layers=[2]).fit_transform(images)
+    # the default pools a ViT by its class token; "mean" averages its patch
+    # tokens only, and exclude_tokens=None puts the class token back in
+    default = HST(vit_path, layers=[2]).fit_transform(images)
+    np.testing.assert_array_equal(default[0], stack[2])
+    mean = HST(vit_path, layers=[2], pooling="mean").fit_transform(images)
+    patches = states.hidden_states[2][:, 1:].mean(1).numpy()
+    np.testing.assert_allclose(mean[0], patches, atol=1e-5)
+    every = HST(vit_path, layers=[2], pooling="mean", exclude_tokens=None)
     np.testing.assert_allclose(
-        mean[0], states.hidden_states[2].mean(1).numpy(), atol=1e-5
+        every.fit_transform(images)[0],
+        states.hidden_states[2].mean(1).numpy(),
+        atol=1e-5,
     )
 
 
 def test_vision_rejects_strings_and_wrong_rank(vit_path):
-    with pytest.raises(TypeError, match="holds strings but the model takes images"):
+    with pytest.raises(ValueError, match="'a picture' is not a file here"):
         HST(vit_path).fit(["a picture"])
+    with pytest.raises(ValueError, match="is a URL"):
+        HST(vit_path).fit(["https://example.com/cat.png"])
     with pytest.raises(ValueError, match="images of rank 2"):
         HST(vit_path).fit([np.zeros(5)])
     with pytest.raises(ValueError, match="images of rank 2"):

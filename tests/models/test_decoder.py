@@ -299,14 +299,19 @@ def test_smollm2_probe_command_with_layer_by_layer_metrics(
     assert (out / "profile.png").stat().st_size > 10_000
 
 
-def test_exclude_tokens_on_a_non_text_model_is_a_clear_error(tmp_path):
-    from skloes.models._testing import make_tiny_vit
+def test_exclude_tokens_on_an_audio_model_is_a_clear_error(tmp_path):
+    from skloes.models._testing import make_tiny_vit, make_tiny_wav2vec2
 
+    wav2vec2 = make_tiny_wav2vec2(tmp_path / "wav2vec2")
+    waves = [np.zeros(400, np.float32)] * 2
+    with pytest.raises(ValueError, match="`exclude_tokens` applies to text and"):
+        HST(wav2vec2, exclude_tokens="first").fit(waves)
+    assert HST(wav2vec2).fit(waves).exclude_tokens_ is None
+    # an image model's prefix tokens are its special tokens (0.3)
     vit = make_tiny_vit(tmp_path / "vit")
     images = [np.zeros((16, 16, 3), np.float32)] * 2
-    with pytest.raises(ValueError, match="`exclude_tokens` applies to text models"):
-        HST(vit, exclude_tokens="first").fit(images)
-    assert HST(vit).fit(images).exclude_tokens_ is None
+    assert HST(vit).fit(images).exclude_tokens_ == "special"
+    assert HST(vit, exclude_tokens="first").fit(images).exclude_tokens_ == "first"
 
 
 def test_last_state_probe_runs_only_where_the_last_state_is_ambiguous(

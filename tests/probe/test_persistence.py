@@ -176,3 +176,27 @@ def test_save_refuses_to_overwrite_and_bad_inputs(deep_tiny, tmp_path):
         save_probe(LogisticRegression(), tmp_path / "q")
     with pytest.raises(ValueError, match="not a saved probe"):
         load_probe(tmp_path / "other")
+
+
+def test_an_extractor_with_the_auto_pooling_exports_the_pooling_it_resolved(
+    deep_tiny, tmp_path
+):
+    """``pooling="auto"`` (the extractor's default since 0.3) is resolved at
+    fit; the exported graph and its manifest name the resolved pooling, and
+    the extractor itself keeps ``"auto"``."""
+    import skloes.probe_folder as probe_folder
+
+    pruned = prune_layers(
+        make_pipeline(
+            HST(deep_tiny, device="cpu"), first_layers(2), LogisticRegression()
+        ).fit(TEXTS, Y)
+    )
+    assert pruned.steps[0][1].pooling == "auto"
+    assert pruned.steps[0][1].pooling_ == "mean"
+    folder = save_probe(pruned, tmp_path / "p", export="onnx", check_texts=TEXTS)
+    manifest = json.loads((folder / probe_folder.MANIFEST).read_text())
+    assert manifest["export"]["pooling"] == "mean"
+    assert pruned.steps[0][1].pooling == "auto"
+    np.testing.assert_allclose(
+        load_probe(folder).predict_proba(NEW), pruned.predict_proba(NEW), atol=1e-6
+    )
