@@ -754,27 +754,6 @@ default="auto"
             other._fitted_settings = {**fitted, "layers": _snapshot(other.layers)}
         return other
 
-    def _with_fitted_pooling(self):
-        """A fitted copy whose ``pooling`` is the one ``"auto"`` resolved to.
-
-        It shares the loaded model (no reload) and gives the same features;
-        an export that pools by name (``save_probe(..., export=...)``) reads
-        it from ``pooling``.
-
-        Returns
-        -------
-        extractor : HiddenStatesTransformer
-            A shallow copy with ``pooling=pooling_``.
-        """
-        check_is_fitted(self)
-        other = copy.copy(self)
-        other.set_params(pooling=self._pooling)
-        fitted = getattr(self, "_fitted_settings", None)
-        if fitted is not None:
-            other._fitted_settings = {**fitted, "pooling": other.pooling}
-        return other
-
-    # ------------------------------------------------------------ extraction
     def _extract(self, items, sink):
         """Run the model over distinct inputs, batch by batch.
 

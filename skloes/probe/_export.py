@@ -214,10 +214,10 @@ def _write_head(pipeline, folder, owner):
 
 
 def _check_exportable(extractor, owner):
-    if extractor.modality_ != "text" or callable(extractor.pooling):
+    if extractor.modality_ != "text" or callable(extractor.pooling_):
         raise ValueError(
             f"{owner}: `export` needs a text model with a named pooling; got "
-            f"modality {extractor.modality_!r} and pooling {extractor.pooling!r}."
+            f"modality {extractor.modality_!r} and pooling {extractor.pooling_!r}."
         )
 
 
@@ -279,7 +279,7 @@ def _write_graph(reference, layers, precision, folder, sample, owner):
     module = PooledLayers(
         reference.model_,
         layers,
-        reference.pooling,
+        reference.pooling_,  # as "auto" resolved at fit
         reference.exclude_tokens_,
         decoder=reference._decoder,
         sample={k: v for k, v in sample.items() if k != "special_tokens_mask"},
@@ -402,7 +402,7 @@ def write_export_files(pipeline, folder, export, check_texts, owner) -> dict:
         "runtime_version": ort.__version__,
         "precision": precision,
         "layers": [int(l) for l in extractor.layers_],
-        "pooling": extractor.pooling,
+        "pooling": extractor.pooling_,
         "exclude_tokens": reference.exclude_tokens_,
         "batching": {
             "batch_size": int(extractor.batch_size),

@@ -19,7 +19,6 @@ that runs code or chooses where files are written (``trust_remote_code``,
 
 from __future__ import annotations
 
-import copy
 import errno
 import os
 import shutil
@@ -238,24 +237,12 @@ def _write_export(job, staging):
         return []
     from skloes.probe._export import write_export_files
 
-    pipeline = _named_pooling(getattr(job.estimator, "pipeline_", job.estimator))
+    pipeline = getattr(job.estimator, "pipeline_", job.estimator)
     entry = write_export_files(
         pipeline, staging, job.export, job.check_texts, job.owner
     )
     job.manifest["export"] = probe_folder.seal_export(entry)
     return [entry[part]["file"] for part in ("graph", "tokenizer", "head")]
-
-
-def _named_pooling(pipeline):
-    """``pipeline``, with its extractor's ``pooling="auto"`` replaced by the
-    pooling it resolved to at fit (the exported graph pools by name)."""
-    extractor = pipeline.steps[0][1]
-    if getattr(extractor, "pooling", None) != "auto":
-        return pipeline
-    named = copy.copy(pipeline)
-    named.steps = [(pipeline.steps[0][0], extractor._with_fitted_pooling())]
-    named.steps += list(pipeline.steps[1:])
-    return named
 
 
 def _write_card(job, staging):
