@@ -754,6 +754,7 @@ default="auto"
             other._fitted_settings = {**fitted, "layers": _snapshot(other.layers)}
         return other
 
+    # ------------------------------------------------------------ extraction
     def _extract(self, items, sink):
         """Run the model over distinct inputs, batch by batch.
 
