@@ -1226,3 +1226,101 @@ def test_probe_folder_card_of_a_folder_without_hashes(probe_dir, tmp_path):
         lambda: save_probe(probe, folder, overwrite=True),
         after=lambda: (folder / "README.md").read_text() == "# my own card\n",
     )
+
+
+# ======================================================================
+# New in issue 55: the store, the prediction parts and their writer note
+# write only regular files of their own; a folder that cannot be written
+# is one line naming it.
+# ======================================================================
+def _foreign_note(folder, kind, outside):
+    folder.mkdir(parents=True, exist_ok=True)
+    note = folder / ".skloes-writer"
+    if kind == "link":
+        note.symlink_to(outside)
+    elif kind == "dangling":
+        note.symlink_to(folder.parent / "nowhere")
+    else:
+        os.mkfifo(note)
+    return note
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_files_writer_note_of_a_store_is_never_followed(kind, extract, texts, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside")
+    store = tmp_path / "store"
+    _foreign_note(store, kind, outside)
+    check(
+        "files",
+        err(r"store.*holds '\.skloes-writer', which is a .*never through a link"),
+        lambda: extract(texts, store),
+        after=lambda: outside.read_text() == "outside"
+        and not (tmp_path / "nowhere").exists()
+        and [p.name for p in store.iterdir()] == [".skloes-writer"],
+    )
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_files_writer_note_of_the_prediction_parts_is_never_followed(
+    kind, probe_dir, texts, tmp_path
+):
+    from skloes.scale import predict_to_parquet
+    from skloes.scale._sink import PartsSink
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside")
+    out = tmp_path / "preds.parquet"
+    _foreign_note(PartsSink.parts_folder(out), kind, outside)
+    check(
+        "files",
+        err(r"holds '\.skloes-writer', which is a"),
+        lambda: predict_to_parquet(probe_dir, texts, out, verbose=0),
+        after=lambda: outside.read_text() == "outside" and not out.exists(),
+    )
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_files_predictions_out_is_never_written_through(
+    kind, probe_dir, texts, tmp_path
+):
+    from skloes.scale import predict_to_parquet
+
+    outside = tmp_path / "outside.parquet"
+    outside.write_text("outside")
+    out = tmp_path / "preds.parquet"
+    if kind == "link":
+        out.symlink_to(outside)
+    elif kind == "dangling":
+        out.symlink_to(tmp_path / "nowhere.parquet")
+    else:
+        os.mkfifo(out)
+    check(
+        "files",
+        err(r"`out` .*preds\.parquet' is a .*regular files"),
+        lambda: predict_to_parquet(probe_dir, texts, out, overwrite=True, verbose=0),
+        after=lambda: outside.read_text() == "outside"
+        and not (tmp_path / "nowhere.parquet").exists(),
+    )
+
+
+def test_raw_a_store_folder_that_cannot_be_written(
+    extract, texts, tmp_path, monkeypatch
+):
+    """A read-only folder (simulated: the tests may run as root, who writes
+    anywhere): one line naming the store and the system's reason."""
+    import types
+
+    from skloes.core import _atomic
+
+    def refuse(*args, dir=None, **kwargs):
+        raise PermissionError(13, "Permission denied", str(dir))
+
+    monkeypatch.setattr(
+        _atomic, "tempfile", types.SimpleNamespace(mkstemp=refuse, mkdtemp=refuse)
+    )
+    check(
+        "raw",
+        err(r"store.* cannot be written \(Permission denied on .*store"),
+        lambda: extract(texts, tmp_path / "store"),
+    )
