@@ -622,3 +622,37 @@ def test_skloes_predict_options(
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0] == "prediction,proba_neg,proba_pos"
     assert [r.split(",")[0] for r in rows[1:]] == probe.predict(PROBE_NEW).tolist()
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: --out with a report name that is a link or a special
+# file is refused before any work, --force or not; nothing outside changes.
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+@pytest.mark.parametrize("name", ["report.html", "layers.csv", "selection.json"])
+def test_skloes_probe_out_never_writes_through_a_link(
+    tmp_path, capsys, monkeypatch, name, kind, force
+):
+    import skloes.cli._probe
+
+    def boom(*args, **kwargs):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr(skloes.cli._probe, "load_data", boom)
+    out, outside = tmp_path / "out", tmp_path / "outside.html"
+    out.mkdir()
+    outside.write_text("outside")
+    if kind == "link":
+        (out / name).symlink_to(outside)
+    elif kind == "dangling":
+        (out / name).symlink_to(tmp_path / "nowhere")
+    else:
+        os.mkfifo(out / name)
+    cli_error(
+        ["probe", "--out", str(out), *force],
+        rf"--out .* holds {re.escape(name)} is a .*never through a link",
+        capsys,
+    )
+    assert outside.read_text() == "outside" and not (tmp_path / "nowhere").exists()
+    assert [p.name for p in out.iterdir()] == [name]
