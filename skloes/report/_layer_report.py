@@ -29,7 +29,12 @@ import skloes.report._presenting as _presenting
 from skloes.core._contract import validate_layers
 from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
 from skloes.core._routing import check_groups_array
-from skloes.core._targets import check_classes, check_continuous_target, task_of
+from skloes.core._targets import (
+    check_classes,
+    check_continuous_target,
+    plain_labels,
+    task_of,
+)
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
 from skloes.probe._ensemble import layer_outputs
@@ -377,6 +382,7 @@ class LayerReport(BaseEstimator):
 
     def _resolve_task(self, owner, y):
         """``task_`` and ``y`` for it (float64 for regression)."""
+        y = plain_labels(y)  # an object column of numbers: those numbers
         found = task_of(y, owner, multioutput=False)
         if self.task == "auto":
             return found, y

@@ -204,6 +204,8 @@ class ShardSink:
         self : ShardSink
             The started sink.
         """
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(self.path, "is a file; give a folder.")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self.lock = WriterLock(self.path)  # one writer per folder, told at once

@@ -1324,3 +1324,61 @@ def test_raw_a_store_folder_that_cannot_be_written(
         err(r"store.* cannot be written \(Permission denied on .*store"),
         lambda: extract(texts, tmp_path / "store"),
     )
+
+
+def test_raw_a_folder_whose_files_disagree_on_a_column_type(extract, tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,text\n1,good film\n2,dull plot\n")
+    rows = [{"id": 3, "text": "fun story"}, {"id": 4, "text": "awful actor"}]
+    (folder / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    check(
+        "raw",
+        err(r"column 'id' holds \w*string values in one part of .*mixed.* and int64"),
+        lambda: extract(str(folder), tmp_path / "store", id_column="id"),
+    )
+
+
+def test_values_text_of_either_arrow_width_in_a_folder_is_one_type(extract, tmp_path):
+    """A CSV (large strings) and a JSONL (strings) of text ids: one store."""
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,text\nx1,good film\nx2,dull plot\n")
+    rows = [{"id": "x3", "text": "fun story"}]
+    (folder / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    check(
+        "values",
+        ok(lambda s: sorted(s.column("id").tolist()) == ["x1", "x2", "x3"]),
+        lambda: extract(str(folder), tmp_path / "store", id_column="id"),
+    )
+
+
+@pytest.mark.parametrize("index_type", ["int8", "int32"])
+def test_values_a_dictionary_encoded_text_column_is_its_texts(
+    extract, texts, tmp_path, index_type
+):
+    """A pandas categorical written to Parquet: its texts, embedded as plain."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    column = pa.array(texts[:8]).dictionary_encode()
+    column = column.cast(pa.dictionary(getattr(pa, index_type)(), pa.string()))
+    pq.write_table(pa.table({"text": column}), tmp_path / "cat.parquet")
+    plain = extract(texts[:8], tmp_path / "plain")
+    check(
+        "values",
+        ok(lambda s: np.array_equal(s.read(), plain.read())),
+        lambda: extract(str(tmp_path / "cat.parquet"), tmp_path / "store"),
+    )
+
+
+def test_raw_a_store_path_that_is_a_file_or_not_a_path(extract, texts, tmp_path):
+    from skloes.scale import LayerStore
+
+    file = tmp_path / "store"
+    file.write_text("mine")
+    check(
+        "raw", err(r"store': is a file; give a folder"), lambda: extract(texts, file)
+    )
+    assert file.read_text() == "mine"
+    check("raw", err(r"`path` must be a store folder .*got int"), lambda: LayerStore(3))

@@ -645,7 +645,7 @@ def test_a_head_whose_scalers_are_damaged_is_refused_naming_them(copy_of):
         shutil.rmtree(folder)
         folder = copy_of()
         _rewrite_head(folder, edit)
-        err(rf"head\.npz .*{needle}").check(lambda: load_exported(folder))
+        err(rf"head\.npz .*{needle}").check(lambda f=folder: load_exported(f))
 
 
 def test_a_float32_head_still_serves(copy_of, exported):
