@@ -1377,8 +1377,6 @@ def test_raw_a_store_path_that_is_a_file_or_not_a_path(extract, texts, tmp_path)
 
     file = tmp_path / "store"
     file.write_text("mine")
-    check(
-        "raw", err(r"store': is a file; give a folder"), lambda: extract(texts, file)
-    )
+    check("raw", err(r"store': is a file; give a folder"), lambda: extract(texts, file))
     assert file.read_text() == "mine"
     check("raw", err(r"`path` must be a store folder .*got int"), lambda: LayerStore(3))
