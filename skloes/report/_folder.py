@@ -53,7 +53,7 @@ def report_target_problem(folder, *, overwrite, replace_hint):
     if not folder.is_dir():
         return None
     foreign = [
-        f"{name} {problem}"
+        f"{name}, which {problem}"
         for name in REPORT_FILES
         if (problem := foreign_problem(folder / name))
     ]

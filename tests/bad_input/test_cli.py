@@ -651,7 +651,7 @@ def test_skloes_probe_out_never_writes_through_a_link(
         os.mkfifo(out / name)
     cli_error(
         ["probe", "--out", str(out), *force],
-        rf"--out .* holds {re.escape(name)} is a .*never through a link",
+        rf"--out .* holds {re.escape(name)}, which is a .*never through a link",
         capsys,
     )
     assert outside.read_text() == "outside" and not (tmp_path / "nowhere").exists()

@@ -482,7 +482,7 @@ TARGETS = [  # (id, cls, y, outcome)
         "classifier_mixed_types",
         LayerProbeClassifier,
         np.array([0, "a"] * 6, dtype=object),
-        err(r"`y` must hold class labels; got unknown values"),
+        err(r"`y` mixes text and number labels \(0 at row 0, 'a' at row 1\)"),
     ),
     ("classifier_one_class", LayerProbeClassifier, [1] * 12, err(r"at least two")),
     ("classifier_string_labels", LayerProbeClassifier, ["neg", "pos"] * 6, ok()),
