@@ -70,6 +70,98 @@ def _labels(spec):
     return np.asarray(spec["values"], dtype=dtype)
 
 
+# The arrays of ``head.npz`` by head kind: those it must hold, those it may.
+_HEAD_ARRAYS = {
+    "linear": ({"coef", "intercept"}, set()),
+    "ensemble": (
+        {"layer_coef", "layer_intercept"},
+        {"layer_scaler_mean", "layer_scaler_scale", "final_coef", "final_intercept"},
+    ),
+}
+_SCALERS = {"fusion_mean", "fusion_scale", "scaler_mean", "scaler_scale"}
+
+
+def check_head_arrays(arrays, kind, n_outputs):
+    """Refuse a head whose arrays are not those its kind requires.
+
+    Every array is a float32 or float64 array, finite, of the shape the
+    head kind requires (one row of coefficients per score, intercepts,
+    scalers and layers that agree); a required array missing, or one the
+    kind has no use for, is refused too. ``n_outputs``: the scores the
+    manifest's classes need (None: a regression). Raises ``ValueError``
+    naming the array and what was expected.
+    """
+    family = "ensemble" if kind in ("average", "stack") else "linear"
+    required, optional = _HEAD_ARRAYS[family]
+    missing = sorted(required - set(arrays))
+    if missing:
+        raise ValueError(f"it lacks the array(s) {missing} a {kind} head needs")
+    unknown = sorted(set(arrays) - required - optional - _SCALERS)
+    if unknown:
+        raise ValueError(f"it holds array(s) {unknown} that no {kind} head has")
+    for name, value in arrays.items():
+        if value.dtype not in (np.float32, np.float64):
+            raise ValueError(
+                f"its array {name!r} must hold float32 or float64 numbers; got "
+                f"{value.dtype}"
+            )
+        if not np.isfinite(value).all():
+            raise ValueError(f"its array {name!r} holds NaN or infinite values")
+    for name in ("fusion_scale", "scaler_scale", "layer_scaler_scale"):
+        if name in arrays and not (arrays[name] != 0).all():
+            raise ValueError(f"its array {name!r} holds a zero (a division by zero)")
+
+    def shape(name, expected):
+        got = arrays[name].shape
+        if got != expected:
+            raise ValueError(
+                f"its array {name!r} must have shape {expected}; got {got}"
+            )
+
+    if family == "linear":
+        if arrays["coef"].ndim != 2:
+            raise ValueError(
+                f"its array 'coef' must be 2-D (scores, features); got shape "
+                f"{arrays['coef'].shape}"
+            )
+        rows, n_features = arrays["coef"].shape
+        shape("intercept", (rows,))
+    else:
+        if arrays["layer_coef"].ndim != 3:
+            raise ValueError(
+                "its array 'layer_coef' must be 3-D (layers, scores, width); got "
+                f"shape {arrays['layer_coef'].shape}"
+            )
+        n_layers, rows, dim = arrays["layer_coef"].shape
+        n_features = n_layers * dim
+        shape("layer_intercept", (n_layers, rows))
+        for name in ("layer_scaler_mean", "layer_scaler_scale"):
+            if name in arrays:
+                shape(name, (n_layers, dim))
+        if ("final_coef" in arrays) != ("final_intercept" in arrays):
+            raise ValueError("it holds only one of 'final_coef' and 'final_intercept'")
+        if "final_coef" in arrays:
+            per_layer = 1 if n_outputs in (None, 1, 2) else n_outputs
+            final_rows = 1 if n_outputs in (None, 2) else n_outputs
+            shape("final_coef", (final_rows, n_layers * per_layer))
+            shape("final_intercept", (final_rows,))
+    if n_outputs is not None and rows != (1 if n_outputs == 2 else n_outputs):
+        return  # the head's own check names the classes it does not score
+    if ("fusion_mean" in arrays) != ("fusion_scale" in arrays):
+        raise ValueError("it holds only one of 'fusion_mean' and 'fusion_scale'")
+    if "fusion_mean" in arrays:
+        mean = arrays["fusion_mean"]
+        if mean.ndim != 2 or mean.size != n_features:
+            raise ValueError(
+                f"its array 'fusion_mean' must be 2-D (layers, width) with "
+                f"{n_features} values, as the coefficients; got shape {mean.shape}"
+            )
+        shape("fusion_scale", mean.shape)
+    for name in ("scaler_mean", "scaler_scale"):
+        if name in arrays:
+            shape(name, (n_features,))
+
+
 class _LinearHead:
     """The fused layers' standardization and a linear model, in numpy."""
 
@@ -754,7 +846,10 @@ def open_exported(
         reader = _EnsembleHead if kind in ("average", "stack") else _LinearHead
         with _opening(head_file, "head of plain arrays", owner):
             with np.load(head_file, allow_pickle=False) as data:
-                head = reader(dict(data), export["head"])
+                arrays = dict(data)
+            classes = export["head"].get("classes")
+            check_head_arrays(arrays, kind, classes and len(classes["values"]))
+            head = reader(arrays, export["head"])
     _warn_if_saturating(folder, export, owner)
     with _opening(graph, "ONNX graph", owner):
         session = _session(graph, n_threads, export["graph"])

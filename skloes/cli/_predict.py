@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import os
 import sys
 import time
@@ -22,9 +23,17 @@ PROG = "skloes predict"
 def _check_out(out, force):
     if out is None:
         return None
+    from skloes.core._atomic import foreign_problem
+
     path = Path(out).expanduser()
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise UserError(f"--out {out!r} is a folder; give a file name")
+    problem = foreign_problem(path)
+    if problem:  # never written through a link, nor into a pipe
+        raise UserError(
+            f"--out {out!r} {problem}; skloes writes only regular files: give "
+            "another file name"
+        )
     if path.exists() and not force:
         raise UserError(f"--out {out!r} exists; pass --force to overwrite it")
     if not path.parent.is_dir():
@@ -158,14 +167,23 @@ def run_predict(args):
         header, rows = _rows(probe, list(texts))
     except (ValueError, TypeError) as exc:
         raise UserError(_first_line(exc)) from None
-    handle = sys.stdout if out is None else open(out, "w", newline="", encoding="utf-8")
-    try:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    finally:
-        if out is not None:
-            handle.close()
+    handle = sys.stdout if out is None else io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow(header)
+    writer.writerows(rows)
+    if out is not None:  # written whole: never half a file, never through a link
+        from skloes.core._atomic import ForeignFile, write_bytes_whole
+
+        try:
+            data = handle.getvalue().encode("utf-8")
+            write_bytes_whole(out, data)
+        except (ForeignFile, UnicodeEncodeError) as exc:
+            raise UserError(f"--out {args.out!r}: {_first_line(exc)}") from None
+        except OSError as exc:
+            raise UserError(
+                f"--out {args.out!r} cannot be written "
+                f"({exc.strerror or type(exc).__name__})"
+            ) from None
     if out is not None:
         print(
             f"{len(texts)} predictions written to {out} in "

@@ -26,21 +26,18 @@ from skloes.cli._data import load_data
 def check_out(out, force):
     """Fail before any work when the report cannot be written to ``out``.
 
-    ``out`` must be a folder or not exist yet (it is created only when the
-    report is written); its parent chain must be writable; a report already
-    there is never overwritten without ``force``.
+    The check of :meth:`~skloes.report.LayerReport.save` itself: ``out``
+    must be a folder or not exist yet (it is created only when the report
+    is written); a report name there that is a link or a special file is
+    refused, and a report already there is never overwritten without
+    ``force``; its parent chain must be writable.
     """
-    from skloes.report._presenting import REPORT_FILES
+    from skloes.report._folder import report_target_problem
 
     folder = Path(out).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {out!r} is a file, not a folder")
-    existing = [name for name in REPORT_FILES if (folder / name).exists()]
-    if existing and not force:
-        raise UserError(
-            f"--out {out!r} already holds {', '.join(existing)}; pass --force to "
-            "overwrite them or choose another --out"
-        )
+    problem = report_target_problem(folder, overwrite=force, replace_hint="--force")
+    if problem:
+        raise UserError(f"--out {out!r} {problem}")
     probe = folder
     while not probe.exists():  # the nearest existing folder must take files
         probe = probe.parent
@@ -52,9 +49,6 @@ def check_out(out, force):
         os.unlink(tmp)
     except OSError as exc:
         raise UserError(f"--out {out!r} is not writable: {exc}") from None
-    for name in existing if force else ():
-        if not os.access(folder / name, os.W_OK):
-            raise UserError(f"--out {out!r}: {name} is not writable")
 
 
 def _log(message):
@@ -198,11 +192,11 @@ def run_probe(args):
         "seed": args.seed,
     }
     try:
-        folder = report.save(args.out, about=about)
-    except OSError as exc:  # a full disk, a folder removed meanwhile
+        folder = report.save(args.out, about=about, overwrite=args.force)
+    except (OSError, ValueError) as exc:  # a full disk, a link put there meanwhile
+        message = _first_line(exc).removeprefix("LayerReport.save: ")
         raise UserError(
-            f"--out {args.out!r}: cannot write the report "
-            f"({exc.strerror or _first_line(exc)})"
+            f"--out {args.out!r}: cannot write the report ({message})"
         ) from None
     print(
         f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "

@@ -119,6 +119,16 @@ def run_predict_at_scale(args):
         raise UserError("--engine writes a .parquet file; give --out FILE.parquet")
     if args.device is not None:
         raise UserError("--device: at scale each worker uses the probe's device")
+    from skloes.core._atomic import foreign_problem
+
+    if Path(args.out).expanduser().is_dir():
+        raise UserError(f"--out {args.out!r} is a folder; give a file name")
+    problem = foreign_problem(Path(args.out).expanduser())
+    if problem:  # never written through a link, nor into a pipe
+        raise UserError(
+            f"--out {args.out!r} {problem}; skloes writes only regular files: give "
+            "another file name"
+        )
     if Path(args.out).expanduser().exists() and not args.force:
         raise UserError(f"--out {args.out!r} exists; pass --force to overwrite it")
     _quiet_libraries()  # sets TOKENIZERS_PARALLELISM too

@@ -9,6 +9,14 @@ being atomic within one file system, which is why the staging is a sibling.
 :func:`folder_lock` serialises the writers of one parent folder, so that two
 processes saving to the same place cannot both believe they won.
 
+The rule of every file skloes writes lives here: it is written only whole,
+never through a symbolic link and never into a special file (a pipe, a
+device, a folder): :func:`foreign_problem` says why a path is not skloes's
+to replace, and :func:`write_whole` (and the writer lock's note) refuse it
+with :class:`ForeignFile`, naming the file. Which files of a folder are its
+writer's own (a manifest's hashes, a fixed set of names) stays with the
+folder's owner.
+
 May import: utils.
 """
 
@@ -22,6 +30,7 @@ import ctypes
 import errno
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -33,15 +42,62 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "FolderBusy",
+    "ForeignFile",
+    "foreign_problem",
     "WriterLock",
     "exchange",
+    "check_replaceable",
     "folder_lock",
     "give_umask_mode",
     "publish",
     "staging_folder",
     "swap_in",
+    "write_bytes_whole",
     "write_whole",
 ]
+
+
+class ForeignFile(ValueError):
+    """A path skloes was to write holds something it did not write and may
+    not replace: a symbolic link, or not a regular file. The message names
+    the file and what to do; ``path`` and ``problem`` say it in parts."""
+
+    def __init__(self, path, problem):
+        self.path, self.problem = Path(path), problem
+        super().__init__(
+            f"{os.fspath(path)!r} {problem}; skloes writes only regular files of "
+            "its own, never through a link or into a special file: move it away, "
+            "or choose another folder."
+        )
+
+
+def foreign_problem(path):
+    """Why ``path`` is not a file skloes may replace, or None (absent, or a
+    regular file). Never follows a link and never opens the file (a named
+    pipe would block)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be inspected ({exc.strerror or type(exc).__name__})"
+    if stat.S_ISLNK(mode):
+        target = os.readlink(path)
+        dangling = "" if os.path.exists(path) else ", dangling"
+        return f"is a symbolic link (to {target!r}{dangling})"
+    if stat.S_ISDIR(mode):
+        return "is a folder"
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe" if stat.S_ISFIFO(mode) else "a special file"
+        return f"is {kind}, not a regular file"
+    return None
+
+
+def check_replaceable(path):
+    """Raise :class:`ForeignFile` unless ``path`` is absent or a regular file."""
+    problem = foreign_problem(path)
+    if problem:
+        raise ForeignFile(path, problem)
 
 
 def staging_folder(folder: Path, owner: str, prefix=None, error=None) -> Path:
@@ -105,7 +161,9 @@ class WriterLock:
     The lock is the same one :func:`folder_lock` takes, taken without
     waiting: a second writer meets :class:`FolderBusy` at once. A note
     (``.skloes-writer``: pid, host and start time) says who holds it; it is
-    the lock's own file, rewritten by each holder and removed on release.
+    the lock's own file, rewritten whole by each holder and removed on
+    release; a note that is a symbolic link or a special file is never
+    followed nor opened: the folder is refused with :class:`ForeignFile`.
     Where ``flock`` is missing (Windows) the lock is a no-op.
     """
 
@@ -130,12 +188,21 @@ class WriterLock:
             f"pid {os.getpid()} on host {socket.gethostname()}, since "
             f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
         )
-        with contextlib.suppress(OSError):
-            (self.folder / WRITER_NOTE).write_text(self.note, encoding="utf-8")
+        note = self.folder / WRITER_NOTE
+        try:
+            write_whole(note, lambda tmp: tmp.write_text(self.note, encoding="utf-8"))
+        except ForeignFile:
+            self.release()
+            raise
+        except OSError:  # a read-only folder: the caller's writes will say so
+            pass
 
     def _holder(self):
+        note = self.folder / WRITER_NOTE
+        if foreign_problem(note):
+            return "another process"
         try:
-            return (self.folder / WRITER_NOTE).read_text(encoding="utf-8")[:200]
+            return note.read_text(encoding="utf-8")[:200]
         except (OSError, UnicodeDecodeError):
             return "another process"
 
@@ -145,7 +212,10 @@ class WriterLock:
             return
         note = self.folder / WRITER_NOTE
         with contextlib.suppress(OSError, UnicodeDecodeError):
-            if note.read_text(encoding="utf-8") == self.note:
+            if (
+                not foreign_problem(note)
+                and note.read_text(encoding="utf-8") == self.note
+            ):
                 note.unlink()
         os.close(self.fd)
         self.fd = None
@@ -235,6 +305,8 @@ def exchange(a, b) -> bool:
 def write_whole(path, write, prefix=None) -> None:
     """Write a file so that it appears only whole: ``write(tmp)`` fills a
     hidden sibling, which is flushed to disk and renamed onto ``path``.
+    A ``path`` that is a symbolic link or not a regular file is refused
+    (:class:`ForeignFile`) before anything is written.
 
     A crash leaves no file at ``path`` (or the previous one), never part of
     one; the hidden sibling is removed on any error. ``prefix``: the hidden
@@ -243,6 +315,7 @@ def write_whole(path, write, prefix=None) -> None:
     told from any file of the user's.
     """
     path = Path(path)
+    check_replaceable(path)
     prefix = f".{path.name}-" if prefix is None else prefix
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
     os.close(fd)
@@ -258,3 +331,9 @@ def write_whole(path, write, prefix=None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_bytes_whole(path, data: bytes, prefix=None) -> None:
+    """:func:`write_whole` of ``data``, bytes made before anything is written
+    (so that a text that cannot be encoded leaves no file behind)."""
+    write_whole(path, lambda tmp: tmp.write_bytes(data), prefix=prefix)

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from skloes.core._atomic import ForeignFile, check_replaceable, foreign_problem
+
 _FORMAT = 1
 # An entry's trailer: this magic, then the BLAKE2b-128 digest of its settings
 # digest, its key and everything before it (the .npy header, which holds the
@@ -100,6 +102,7 @@ def sealed_key(digest: str, key: str) -> str:
 def _atomic_save(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    check_replaceable(path)  # never through a link, nor into a pipe
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -155,6 +158,8 @@ class HiddenStatesCache:
         trailer, another key's entry) is a miss, recomputed and overwritten
         by the caller.
         """
+        if foreign_problem(self.path(key)):  # a link or a pipe: never opened
+            return None
         try:
             with open(self.path(key), "rb") as handle:
                 data = handle.read()
@@ -186,7 +191,7 @@ class HiddenStatesCache:
             return
         try:
             self._write(key, array)
-        except OSError as exc:
+        except (OSError, ForeignFile) as exc:
             self.write_error = exc
             warnings.warn(
                 f"skloes: cannot write to the hidden-states cache {str(self.folder)!r} "
@@ -258,6 +263,8 @@ def read_output(path: Path, shape, dtype):
     when absent or invalid (its header, size or trailer digest differs)."""
     header = _npy_header(shape, dtype)
     size = len(header) + int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if foreign_problem(path):  # a link or a pipe: never opened
+        return None
     try:
         with open(path, "rb") as handle:
             head = handle.read(len(header))
@@ -301,9 +308,10 @@ def publish_output(tmp, array, path: Path):
         size = os.path.getsize(tmp)
         with open(tmp, "ab") as handle:
             handle.write(_TRAILER_MAGIC + _file_checksum(_output_key(path), tmp, size))
+        check_replaceable(path)
         os.replace(tmp, path)
         return np.load(path, mmap_mode="r", allow_pickle=False)
-    except OSError as exc:
+    except (OSError, ForeignFile) as exc:
         _warn_output(path, exc)
         values = np.array(array)
         del array

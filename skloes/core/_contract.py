@@ -21,6 +21,7 @@ import numpy as np
 from sklearn.utils.validation import check_array, validate_data
 
 from skloes.core._store import is_layer_source
+from skloes.core._targets import refuse_mixed_labels
 
 FLOAT_DTYPES = (np.float64, np.float32, np.float16)
 
@@ -239,6 +240,8 @@ def validate_layers(
         Only returned when ``y`` is not "no_validation".
     """
     name = _name(estimator)
+    if y is not None and not (isinstance(y, str) and y == "no_validation"):
+        refuse_mixed_labels(y, name)
     if is_layer_source(X):
         X.store.require_complete(name)
         if lazy:

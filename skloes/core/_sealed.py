@@ -25,9 +25,10 @@ May import: utils, core._atomic, core._digests.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from skloes.core._atomic import write_whole
+from skloes.core._atomic import foreign_problem, write_whole
 from skloes.core._digests import file_sha256
 
 __all__ = [
@@ -100,20 +101,26 @@ def file_hashes(folder, names) -> dict:
 
 
 def as_recorded(folder, name, sha256) -> bool:
-    """Whether ``folder/name`` is a file whose bytes hash as ``sha256``."""
+    """Whether ``folder/name`` is a regular file (not a link) whose bytes hash
+    as ``sha256``."""
     path = Path(folder) / name
-    return path.is_file() and file_sha256(path) == sha256
+    return (
+        foreign_problem(path) is None
+        and path.is_file()
+        and (isinstance(sha256, str) and file_sha256(path) == sha256)
+    )
 
 
 def changed_files(folder, hashes, names) -> list:
-    """The ``names`` recorded in ``hashes`` that are files in ``folder`` whose
-    bytes no longer hash as recorded, sorted; a name without a hash, or
-    without its file, is not changed."""
+    """The ``names`` in ``folder`` that cannot be told to be as the writer
+    recorded them, sorted: a file whose bytes no longer hash as recorded,
+    one recorded without a hash (a manifest edited to list a user's file),
+    a symbolic link or a special file. Only a name without its file is not
+    changed. A writer replaces or removes none of these."""
     folder = Path(folder)
     return sorted(
         name
         for name in names
-        if name in hashes
-        and (folder / name).is_file()
-        and file_sha256(folder / name) != hashes[name]
+        if os.path.lexists(folder / name)
+        and not as_recorded(folder, name, hashes.get(name))
     )

@@ -48,6 +48,7 @@ def resolve_task(y, task, owner):
         if task == "auto":
             return "label_free", None, None
         raise ValueError(f"{owner}: `y` is required for task={task!r}; got None.")
+    refuse_mixed_labels(y, owner)
     y = check_array(
         y, ensure_2d=False, dtype=None, input_name="y", ensure_all_finite=False
     )
@@ -178,6 +179,42 @@ def plain_labels(y):
     return y
 
 
+def refuse_mixed_labels(y, owner):
+    """Labels as given (a list, or an object array or column) that hold a
+    missing value (None, NaN) among other labels, or text beside numbers,
+    are one error naming ``y`` and the first such row: numpy would turn
+    ``[1, "a"]`` into the text labels ``"1"`` and ``"a"`` without a word,
+    and scikit-learn's message for None names neither."""
+    if isinstance(y, str) or y is None:
+        return
+    values = getattr(y, "values", y)  # a pandas column: its values
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        return
+    flat = np.asarray(values, dtype=object).ravel()
+    has_text = any(isinstance(v, str) for v in flat)
+    text_at = number_at = None
+    for i, value in enumerate(flat):
+        value = value.item() if isinstance(value, np.generic) else value
+        nan = isinstance(value, float) and value != value
+        if value is None or (nan and has_text):
+            raise ValueError(
+                f"{owner}: `y` holds a missing label ({value!r}) at row {i}; "
+                "drop those rows or give every row a label."
+            )
+        if isinstance(value, str):
+            text_at = i if text_at is None else text_at
+        elif isinstance(value, (bool, int, float)):
+            number_at = i if number_at is None else number_at
+        if text_at is not None and number_at is not None:
+            raise ValueError(
+                f"{owner}: `y` mixes text and number labels ({flat[number_at]!r} "
+                f"at row {number_at}, {flat[text_at]!r} at row {text_at}); give "
+                "one type of label (all str, or all numbers)."
+            )
+
+
 def refuse_bytes(y, owner):
     """Labels given as bytes (a column read in binary) are one error naming
     ``y`` and the fix (scikit-learn's says neither)."""
@@ -223,6 +260,7 @@ def check_class_targets(y, owner):
     """
     if y is None:
         raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
+    refuse_mixed_labels(y, owner)
     y = np.asarray(y) if not hasattr(y, "shape") else y
     if len(getattr(y, "shape", ())) == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)

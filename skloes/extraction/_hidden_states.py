@@ -199,17 +199,21 @@ default="auto"
         models only (images and audio batch by ``batch_size``).
 
     max_length : int, default=512
-        Texts longer than this many tokens are truncated (no error), and so
-        is every text at the model's own limit (the tokenizer's
-        ``model_max_length`` and the model's position embeddings), whatever
-        ``max_length`` says. A ``max_length`` that leaves no token of the text
-        after the special tokens the tokenizer adds (below 3 for BERT's
-        ``[CLS] ... [SEP]``) is an error at ``fit``. Ignored for images and
-        audio.
+        Texts longer than this many tokens are truncated (no error). A
+        ``max_length`` up to 512 is capped at the model's own limit (the
+        tokenizer's ``model_max_length`` and the model's position
+        embeddings); a larger one beyond that limit is an error at ``fit``,
+        as is one that leaves no token of the text after the special tokens
+        the tokenizer adds (below 3 for BERT's ``[CLS] ... [SEP]``). Ignored
+        for images and audio.
 
         .. versionchanged:: 0.2
            Refused at ``fit`` when it leaves no room for the text (it turned
            truncation off); truncation always applies at the model's limit.
+
+        .. versionchanged:: 0.3
+           Above 512, a length beyond the model's limit is refused (it was
+           capped at the limit).
 
     device : str or torch.device, default="auto"
         Torch device; ``"auto"`` picks CUDA, then MPS, then CPU. A device that

@@ -83,6 +83,13 @@ def text_limits(tokenizer, config=None) -> tuple:
     return len(added) + 1, (min(limits) if limits else None), list(added)
 
 
+# The largest ``max_length`` that is capped at a model's limit rather than
+# refused: the extractor's default (512), which a model of fewer positions
+# (a test model, an older encoder) takes at its own limit. Above it, a
+# ``max_length`` the model cannot take is a request it cannot honour.
+CAPPED_DEFAULT = 512
+
+
 def check_max_length(max_length: int, limits: tuple, *, owner: str = "skloes") -> int:
     """The length every text is truncated to, or an error naming ``max_length``.
 
@@ -98,9 +105,17 @@ def check_max_length(max_length: int, limits: tuple, *, owner: str = "skloes") -
     Returns
     -------
     length : int
-        ``max_length`` capped at the model's limit.
+        ``max_length`` capped at the model's limit (a ``max_length`` above
+        both that limit and :data:`CAPPED_DEFAULT` is an error).
     """
     minimum, limit, added = limits
+    if limit is not None and max_length > max(limit, CAPPED_DEFAULT):
+        raise ValueError(
+            f"{owner}: `max_length` must be at most {limit}, the longest input "
+            "this model takes (its position embeddings or its tokenizer's "
+            f"model_max_length); got {max_length}. Texts longer than that are "
+            "truncated to it."
+        )
     if max_length < minimum:
         raise ValueError(
             f"{owner}: `max_length` must be at least {minimum} for this tokenizer, "

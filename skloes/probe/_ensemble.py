@@ -29,8 +29,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.pipeline import Pipeline
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, check_random_state
+from sklearn.utils.validation import (
+    check_is_fitted,
+    check_random_state,
+    has_fit_parameter,
+)
 
 from skloes.core._contract import validate_layers
 from skloes.core._fusion import CANDIDATES
@@ -115,6 +120,35 @@ def _meta_features(outputs, classes):
 
 def _fit_one(estimator, X, y, fit_params):
     return estimator.fit(X, y, **fit_params)
+
+
+def _routed(estimator, fit_params, owner):
+    """``fit_params`` for each layer's ``estimator``: to a pipeline (the house
+    probe), a plain name (``sample_weight``) goes to every step whose ``fit``
+    takes it (the scaler and the model alike, as if the rows were repeated);
+    one the final step's ``fit`` does not take is one error naming it."""
+    if not fit_params:
+        return {}
+    steps = estimator.steps if isinstance(estimator, Pipeline) else [("", estimator)]
+    out = {}
+    for key, value in fit_params.items():
+        if "__" in key and isinstance(estimator, Pipeline):
+            out[key] = value  # the user routed it to a step already
+            continue
+        if not has_fit_parameter(steps[-1][1], key):
+            raise ValueError(
+                f"{owner}: the fit parameter `{key}` is not taken by each "
+                f"layer's estimator ({type(steps[-1][1]).__name__}.fit); give "
+                "only parameters its fit takes (e.g. sample_weight for "
+                "LogisticRegression or RidgeCV)."
+            )
+        if not isinstance(estimator, Pipeline):
+            out[key] = value
+            continue
+        for name, step in steps:
+            if step != "passthrough" and has_fit_parameter(step, key):
+                out[f"{name}__{key}"] = value
+    return out
 
 
 def _rows(params, rows, n):
@@ -513,6 +547,7 @@ class _BaseLayerEnsemble(BaseEstimator):
                     "probabilities and needs an `estimator` with predict_proba; "
                     f"got {type(estimator).__name__}. Use combine='stack'."
                 )
+        fit_params = _routed(estimator, fit_params, type(self).__name__)
         parallel = Parallel(n_jobs=self.n_jobs)
         self.estimators_ = parallel(
             delayed(_fit_one)(clone(estimator), layer, y, fit_params) for layer in stack

@@ -61,7 +61,16 @@ def check_about(about, owner="LayerReport.save"):
             f"{owner}: `about` must be a dict of str to values shown as text "
             f"(data, model, ...); got {type(about).__name__}."
         )
-    return {k: str(v) for k, v in about.items()}
+    about = {k: str(v) for k, v in about.items()}
+    for key, value in about.items():
+        try:
+            (key + value).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{owner}: `about` entry {key!r} holds text that is not valid "
+                "Unicode (a lone surrogate?); give it as valid text."
+            ) from None
+    return about
 
 
 # ---------------------------------------------------------------- numbers

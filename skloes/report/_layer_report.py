@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from numbers import Integral, Real
 
 import numpy as np
@@ -28,7 +29,12 @@ import skloes.report._presenting as _presenting
 from skloes.core._contract import validate_layers
 from skloes.core._fusion import DEFAULT_FUSION, FUSIONS
 from skloes.core._routing import check_groups_array
-from skloes.core._targets import check_classes, check_continuous_target, task_of
+from skloes.core._targets import (
+    check_classes,
+    check_continuous_target,
+    plain_labels,
+    task_of,
+)
 from skloes.metrics._registry import METRICS
 from skloes.metrics._stability import selection_stability
 from skloes.probe._ensemble import layer_outputs
@@ -37,6 +43,7 @@ from skloes.report._comparison import compare_methods
 from skloes.report._methods import BASELINES, DEFAULT_BASELINES, method_selector
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._validation import check_bool
 
 __all__ = ["LayerReport", "layer_report"]
 
@@ -375,6 +382,7 @@ class LayerReport(BaseEstimator):
 
     def _resolve_task(self, owner, y):
         """``task_`` and ``y`` for it (float64 for regression)."""
+        y = plain_labels(y)  # an object column of numbers: those numbers
         found = task_of(y, owner, multioutput=False)
         if self.task == "auto":
             return found, y
@@ -407,9 +415,37 @@ class LayerReport(BaseEstimator):
                     )
 
     def _check_extra(self, owner, extra_metrics, n_layers):
+        if extra_metrics is not None and not isinstance(extra_metrics, Mapping):
+            raise TypeError(
+                f"{owner}: `extra_metrics` must be a dict of metric name to one "
+                f"value per layer; got {type(extra_metrics).__name__}."
+            )
+        names = [str(key) for key in extra_metrics or {}]
+        taken = sorted(
+            {n for n in names if n in _presenting.REPORT_COLUMNS or not n.strip()}
+        )
+        if taken:
+            raise ValueError(
+                f"{owner}: `extra_metrics` keys {taken} are the report's own "
+                f"columns ({', '.join(_presenting.REPORT_COLUMNS)}) or empty; "
+                "rename them."
+            )
+        twins = sorted({n for n in names if names.count(n) > 1})
+        if twins:
+            raise ValueError(
+                f"{owner}: `extra_metrics` keys {twins} name one column twice "
+                "(keys are compared as text, e.g. 1 and '1'); rename them."
+            )
         out = {}
         for key, values in (extra_metrics or {}).items():
-            values = np.asarray(values, dtype=np.float64).ravel()
+            try:
+                values = np.asarray(values, dtype=np.float64).ravel()
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{owner}: `extra_metrics[{key!r}]` must hold one number per "
+                    f"layer ({n_layers}); got {type(values).__name__} that is not "
+                    "numeric."
+                ) from None
             if values.shape != (n_layers,):
                 raise ValueError(
                     f"{owner}: `extra_metrics[{key!r}]` must hold one value per layer "
@@ -787,7 +823,7 @@ class LayerReport(BaseEstimator):
         check_is_fitted(self, "summary_")
         return plot_budget_curve(self.selector_, ax=ax, figsize=figsize)
 
-    def save(self, folder, *, about=None):
+    def save(self, folder, *, about=None, overwrite=False):
         """Write ``report.html``, ``layers.csv``, ``profile.png``, ``selection.json``.
 
         With a ``LOESSelectorCV`` selector, also ``budget.png``, its
@@ -795,17 +831,27 @@ class LayerReport(BaseEstimator):
         is one self-contained page (no network, scripts optional) that shows
         every number of the other files (see :ref:`report_page`).
 
+        Each file is made in memory, then written whole; a report never
+        writes through a symbolic link or into a special file, and never
+        touches a file of the folder other than those above.
+
         .. versionchanged:: 0.3
-           Writes ``report.html`` too; ``about`` added.
+           Writes ``report.html`` too; ``about`` and ``overwrite`` added.
 
         Parameters
         ----------
         folder : str or os.PathLike
-            Created if missing.
+            Created if missing. A folder that already holds one of the
+            files above is refused unless ``overwrite``; one where such a
+            name is a symbolic link or not a regular file is always refused.
         about : dict of str to object or None, default=None
             What the report was made from (``{"data": ..., "model": ...}``),
             shown as text on ``report.html``; ``skloes probe`` gives the data,
             the model and the extraction settings.
+        overwrite : bool, default=False
+            Replace the report files already in ``folder`` (and remove an
+            earlier ``budget.png`` this report has no curve for), as
+            ``skloes probe --force`` does.
 
         Returns
         -------
@@ -815,7 +861,8 @@ class LayerReport(BaseEstimator):
         check_is_fitted(self, "comparison_")
         from skloes.report._folder import write_report
 
-        return write_report(self, folder, about=about)
+        overwrite = check_bool(overwrite, "LayerReport.save", "overwrite")
+        return write_report(self, folder, about=about, overwrite=overwrite)
 
     def to_html(self, about=None):
         """The report as one self-contained HTML page (``report.html``).

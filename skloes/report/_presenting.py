@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "REPORT_COLUMNS",
     "REPORT_FILES",
     "format_summary",
     "fusion_text",
@@ -128,6 +129,17 @@ def _fmt(value, width=9):
     if abs(value) >= 1000 or (value != 0 and abs(value) < 1e-3):
         return f"{value:.3g}".rjust(width)
     return f"{value:.4f}".rjust(width)
+
+
+# The per-layer table's own columns, before the metrics: no metric may take
+# one of these names (``LayerReport.fit`` refuses an ``extra_metrics`` key).
+REPORT_COLUMNS = (
+    "layer",
+    "probe_score",
+    "probe_score_std",
+    "selected",
+    "selection_frequency",
+)
 
 
 def layer_columns(report):

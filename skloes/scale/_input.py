@@ -203,6 +203,8 @@ class InputSource:
             if not len(table):
                 continue
             table = _normalised(table, ids, self)
+            if pending:
+                table = _same_types(table, pending[0].schema, self)
             pending.append(table)
             n_pending += len(table)
             while n_pending >= size:
@@ -251,6 +253,8 @@ def _normalised(table, ids, source):
     """``row_id``, ``text`` and the kept columns, the texts checked."""
     pa = _pa()
     texts = table.column(source.text_column)
+    if pa.types.is_dictionary(texts.type) and _is_text_type(texts.type.value_type):
+        texts = texts.cast(texts.type.value_type)  # a categorical column: its texts
     if not pa.types.is_string(texts.type) and not pa.types.is_large_string(texts.type):
         if texts.null_count != len(texts):  # all-null columns fall to the check
             raise ValueError(
@@ -267,6 +271,37 @@ def _normalised(table, ids, source):
     for column in source.kept:
         data[column] = table.column(column)
     return pa.table(data)
+
+
+def _is_text_type(kind):
+    pa = _pa()
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _same_types(table, schema, source):
+    """``table`` in the column types of the first part read (``schema``):
+    text of either Arrow width is one type; other types that differ between
+    the files of a folder (ids as text in a CSV, as numbers in a JSONL) are
+    one error naming the column and both types."""
+    if table.schema.equals(schema):
+        return table
+    for i, field in enumerate(schema):
+        got = table.schema.field(i).type
+        if got == field.type:
+            continue
+        if _is_text_type(got) and _is_text_type(field.type):
+            table = table.set_column(i, field.name, table.column(i).cast(field.type))
+            continue
+        if table.column(i).null_count == len(table):  # an all-empty column
+            table = table.set_column(i, field.name, table.column(i).cast(field.type))
+            continue
+        raise ValueError(
+            f"{source.owner}: column {field.name!r} holds {field.type} values in "
+            f"one part of {source.name} and {got} values in another (the files of "
+            "a folder must agree: e.g. ids written as text in every file, or as "
+            "numbers in every file)."
+        )
+    return table
 
 
 def _text_array(texts, start, source):

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from skloes.core._atomic import foreign_problem
 from skloes.core._store import settings_digest
 from skloes.scale._engines import run_tasks
 from skloes.scale._extract import ENGINES, _check_positive, _Shards
@@ -147,8 +148,14 @@ def _check_out(out, overwrite, owner):
     path = Path(out)
     if path.suffix.lower() not in (".parquet", ".pq"):
         raise ValueError(f"{owner}: `out` must be a .parquet file; got {str(out)!r}.")
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise ValueError(f"{owner}: `out` {str(out)!r} is a folder; give a file name.")
+    problem = foreign_problem(path)
+    if problem:  # never written through a link, nor into a pipe
+        raise ValueError(
+            f"{owner}: `out` {str(out)!r} {problem}; skloes writes only regular "
+            "files: give another file name."
+        )
     if path.exists() and not overwrite:
         raise ValueError(
             f"{owner}: `out` {str(out)!r} exists; pass overwrite=True to replace it."

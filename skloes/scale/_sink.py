@@ -35,7 +35,13 @@ from pathlib import Path
 import numpy as np
 
 import skloes.core._sealed as sealed
-from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock, write_whole
+from skloes.core._atomic import (
+    WRITER_NOTE,
+    FolderBusy,
+    ForeignFile,
+    WriterLock,
+    write_whole,
+)
 from skloes.core._digests import file_sha256
 from skloes.core._store import (
     FOOTER_KEY,
@@ -198,17 +204,29 @@ class ShardSink:
         self : ShardSink
             The started sink.
         """
-        self.path.mkdir(parents=True, exist_ok=True)
-        try:  # one writer per folder, told at once
-            self.lock = WriterLock(self.path)
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(self.path, "is a file; give a folder.")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.lock = WriterLock(self.path)  # one writer per folder, told at once
         except FolderBusy as busy:
             raise StoreError(
                 self.path,
                 f"is being written by another job ({busy.holder}); one job writes "
                 "a folder at a time: wait for it, or stop it and run this again.",
             ) from None
+        except ForeignFile as exc:
+            raise StoreError(self.path, _foreign_text(exc)) from None
+        except OSError as exc:
+            raise StoreError(self.path, _unwritable_text(exc)) from None
         try:
             self._open(manifest)
+        except ForeignFile as exc:
+            self.release()
+            raise StoreError(self.path, _foreign_text(exc)) from None
+        except OSError as exc:
+            self.release()
+            raise StoreError(self.path, _unwritable_text(exc)) from None
         except BaseException:
             self.release()
             raise
@@ -499,3 +517,21 @@ class PartsSink(ShardSink):
         for entry in self.manifest["shards"]:
             (self.path / entry["file"]).unlink(missing_ok=True)
         (self.path / MANIFEST_FILE).unlink(missing_ok=True)
+
+
+def _foreign_text(exc):
+    """A store's :class:`~skloes.core._atomic.ForeignFile`, as a sentence."""
+    return (
+        f"holds {exc.path.name!r}, which {exc.problem}: a job writes only "
+        "regular files of its own, never through a link or into a special file; "
+        "move it away, or give an empty or new folder."
+    )
+
+
+def _unwritable_text(exc):
+    """A folder the system will not let the job write, as a sentence."""
+    return (
+        f"cannot be written ({exc.strerror or type(exc).__name__}"
+        f"{' on ' + repr(exc.filename) if exc.filename else ''}): give a folder "
+        "you can write to."
+    )

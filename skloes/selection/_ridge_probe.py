@@ -30,6 +30,7 @@ from skloes.core._targets import (
     check_class_targets,
     check_classes,
     check_continuous_target,
+    refuse_mixed_labels,
 )
 from skloes.utils._deprecation import renamed_params, warn_renamed
 from skloes.utils._docstrings import fill_doc
@@ -350,6 +351,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
             The fitted probe.
         """
         width = self._block_width(X)
+        refuse_mixed_labels(y, type(self).__name__)  # before numpy makes them text
         with one_line_input_errors(type(self).__name__):
             X, y = validate_data(self, X, y, dtype=np.float64)
         y = check_class_targets(y, type(self).__name__)

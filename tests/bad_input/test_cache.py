@@ -765,7 +765,7 @@ def test_memory_with_labels_of_every_dtype(tmp_path, kind):
     [
         pytest.param(
             np.array([0, "a"] * 20, dtype=object),
-            r"`y` must hold class labels or continuous targets",
+            r"`y` mixes text and number labels \(0 at row 0, 'a' at row 1\)",
             id="mixed_int_str",
         ),
         pytest.param(

@@ -622,3 +622,85 @@ def test_skloes_predict_options(
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0] == "prediction,proba_neg,proba_pos"
     assert [r.split(",")[0] for r in rows[1:]] == probe.predict(PROBE_NEW).tolist()
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: --out with a report name that is a link or a special
+# file is refused before any work, --force or not; nothing outside changes.
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+@pytest.mark.parametrize("name", ["report.html", "layers.csv", "selection.json"])
+def test_skloes_probe_out_never_writes_through_a_link(
+    tmp_path, capsys, monkeypatch, name, kind, force
+):
+    import skloes.cli._probe
+
+    def boom(*args, **kwargs):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr(skloes.cli._probe, "load_data", boom)
+    out, outside = tmp_path / "out", tmp_path / "outside.html"
+    out.mkdir()
+    outside.write_text("outside")
+    if kind == "link":
+        (out / name).symlink_to(outside)
+    elif kind == "dangling":
+        (out / name).symlink_to(tmp_path / "nowhere")
+    else:
+        os.mkfifo(out / name)
+    cli_error(
+        ["probe", "--out", str(out), *force],
+        rf"--out .* holds {re.escape(name)}, which is a .*never through a link",
+        capsys,
+    )
+    assert outside.read_text() == "outside" and not (tmp_path / "nowhere").exists()
+    assert [p.name for p in out.iterdir()] == [name]
+
+
+def _out_kind(tmp_path, name, kind):
+    out, outside = tmp_path / name, tmp_path / "outside.txt"
+    outside.write_text("outside")
+    if kind == "link":
+        out.symlink_to(outside)
+    elif kind == "dangling":
+        out.symlink_to(tmp_path / "nowhere")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "folder":
+        out.mkdir()
+    return out, outside
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "folder"])
+@pytest.mark.parametrize("name", ["p.csv", "p.parquet"])
+def test_skloes_predict_out_never_writes_through_a_link_or_into_a_folder(
+    exported_probe, tmp_path, capsys, name, kind, force
+):
+    _, folder = exported_probe
+    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in PROBE_NEW])
+    out, outside = _out_kind(tmp_path, name, kind)
+    needle = {
+        "folder": r"--out .* is a folder; give a file name",
+        "fifo": r"--out .* is a named pipe, not a regular file; skloes writes only",
+    }.get(kind, r"--out .* is a symbolic link \(to .*\); skloes writes only")
+    cli_error(
+        ["predict", str(folder), "--data", data, "--out", str(out), *force],
+        needle,
+        capsys,
+    )
+    assert outside.read_text() == "outside" and not (tmp_path / "nowhere").exists()
+
+
+def test_skloes_predict_out_is_written_whole(exported_probe, tmp_path, capsys):
+    """--force replaces a file of the user's whole: no hidden file is left."""
+    probe, folder = exported_probe
+    data = _write(tmp_path / "new.csv", ["text"], [[t] for t in PROBE_NEW])
+    out = tmp_path / "p.csv"
+    out.write_text("old")
+    argv = ["predict", str(folder), "--data", data, "--out", str(out), "--force"]
+    assert main(argv) == 0, capsys.readouterr().err
+    rows = out.read_text().strip().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == probe.predict(PROBE_NEW).tolist()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -102,7 +102,7 @@ HST_PARAM_CASES = [
     ("batch_size_0", {"batch_size": 0}, err("batch_size")),
     ("max_length_0", {"max_length": 0}, err("max_length")),
     ("max_length_1", {"max_length": 1}, err(r"`max_length` must be at least 3")),
-    ("max_length_huge", {"max_length": 10**9}, ok(finite)),
+    ("max_length_huge", {"max_length": 10**9}, err(r"`max_length` must be at most 64")),
     ("pooling", {"pooling": "median"}, err("pooling")),
     ("callable_pooling_bad_shape", {"pooling": lambda h, m: h}, err("pooling")),
     ("output", {"output": "table"}, err("output")),
@@ -204,11 +204,34 @@ MAX_LENGTH_CASES = [
     (
         "no_tokenizer_limit_long_text",
         "bert_unbounded",
-        {"max_length": 10**6},
+        {"max_length": 512},
         ["good " * 600],
         ok(n_rows(1)),
     ),
-    ("llama_long_text", "llama", {"max_length": 10**6}, ["fun " * 600], ok(n_rows(1))),
+    ("llama_long_text", "llama", {"max_length": 512}, ["fun " * 600], ok(n_rows(1))),
+    # New in issue 55: above the default, a length the model cannot take is
+    # refused (it was capped: 50,000 on Qwen2's 32,768 positions went on).
+    (
+        "no_tokenizer_limit_beyond_positions",
+        "bert_unbounded",
+        {"max_length": 10**6},
+        ["good " * 600],
+        err(r"`max_length` must be at most 64, the longest input .*got 1000000"),
+    ),
+    (
+        "llama_beyond_positions",
+        "llama",
+        {"max_length": 513},
+        WORDS,
+        err(r"`max_length` must be at most 64.*got 513"),
+    ),
+    (
+        "bert_beyond_tokenizer_limit",
+        "bert",
+        {"max_length": 50_000},
+        WORDS,
+        err(r"`max_length` must be at most 64"),
+    ),
 ]
 
 
@@ -221,15 +244,16 @@ def test_max_length(text_models, model, params, texts, outcome):
 
 
 @pytest.mark.parametrize("model", ["bert", "bert_unbounded", "llama"])
-def test_max_length_beyond_the_model_limit_is_the_limit(text_models, model):
-    """Positions 64: max_length 10**6 truncates where max_length 64 does."""
+def test_the_default_max_length_beyond_the_model_limit_is_the_limit(text_models, model):
+    """Positions 64: the default 512 truncates where max_length 64 does
+    (above 512 a length beyond the model's is refused: test_max_length)."""
     texts = ["good " * 200, "fun film"]
-    huge = quiet_hst(text_models[model], max_length=10**6)
+    default = quiet_hst(text_models[model], max_length=512)
     np.testing.assert_array_equal(
-        huge.fit_transform(texts),
+        default.fit_transform(texts),
         quiet_hst(text_models[model], max_length=64).fit_transform(texts),
     )
-    assert huge.max_length_ == 64
+    assert default.max_length_ == 64
 
 
 def test_max_length_refused_by_every_text_estimator(tiny_model_path):

@@ -1016,7 +1016,7 @@ TARGET_CASES = [  # (id, make, y, outcome): a regressor or task given text...
         "loes_mixed_labels",
         lambda: LOESSelector(n_layers_to_select=1),
         np.array([0, "a"] * 6, dtype=object),
-        err(r"LOESSelector: `y` must hold class labels or continuous targets"),
+        err(r"LOESSelector: `y` mixes text and number labels \(0 at row 0"),
     ),
     (
         "ridge_regressor_numeric_text",

@@ -482,7 +482,7 @@ TARGETS = [  # (id, cls, y, outcome)
         "classifier_mixed_types",
         LayerProbeClassifier,
         np.array([0, "a"] * 6, dtype=object),
-        err(r"`y` must hold class labels; got unknown values"),
+        err(r"`y` mixes text and number labels \(0 at row 0, 'a' at row 1\)"),
     ),
     ("classifier_one_class", LayerProbeClassifier, [1] * 12, err(r"at least two")),
     ("classifier_string_labels", LayerProbeClassifier, ["neg", "pos"] * 6, ok()),
@@ -670,3 +670,111 @@ def test_sample_weight_routed_to_the_head(tiny_model_path):
         estimator=LogisticRegression(),
     ).fit(PROBE_TEXTS, PROBE_Y)
     assert not np.allclose(weighted.estimator_.coef_, plain.estimator_.coef_)
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: labels of mixed types or missing are one error naming the
+# row (numpy turned [1, "a"] into the text labels "1" and "a" without a
+# word, and None met scikit-learn's "Unknown label type"), in every class
+# estimator and selector; an ensemble's sample_weight reaches its house
+# probe (a Pipeline, which refused it with scikit-learn's routing message).
+# --------------------------------------------------------------------------
+def _label_takers():
+    from skloes.probe import LayerEnsembleClassifier
+    from skloes.report import LayerReport
+    from skloes.selection import (
+        BestSingleLayerSelector,
+        LOESSelector,
+        RidgeProbeClassifier,
+    )
+
+    return {
+        "ensemble": lambda X, y: LayerEnsembleClassifier().fit(X, y),
+        "report": lambda X, y: LayerReport(metrics=(), cv=2).fit(X, y),
+        "loes": lambda X, y: LOESSelector().fit(X, y),
+        "ridge_probe": lambda X, y: RidgeProbeClassifier().fit(
+            X.transpose(1, 0, 2).reshape(X.shape[1], -1), y
+        ),
+        "best_single": lambda X, y: BestSingleLayerSelector().fit(X, y),
+    }
+
+
+def _object(values):
+    return np.asarray(values, dtype=object)
+
+
+BAD_LABELS = [  # (id, labels of 20 rows, needle)
+    ("int_and_str", [1, "a"] * 10, r"mixes text and number labels \(1 at row 0, 'a'"),
+    ("str_then_float", ["a", 2.5] * 10, r"mixes text and number.*2\.5 at row 1"),
+    ("bool_and_str", ["yes", True] * 10, r"mixes text and number"),
+    ("numpy_int_and_str", _object([np.int64(3), "b"] * 10), r"mixes text and number"),
+    (
+        "none_among_str",
+        ["a", "b"] * 9 + ["a", None],
+        r"missing label \(None\) at row 19",
+    ),
+    ("none_among_ints", [0, 1] * 9 + [None, 1], r"missing label \(None\) at row 18"),
+    ("nan_among_str", ["a", "b"] * 9 + [float("nan"), "a"], r"missing label \(nan\)"),
+    ("all_none", [None] * 20, r"missing label \(None\) at row 0"),
+]
+
+
+@pytest.mark.parametrize(
+    "taker", ["ensemble", "report", "loes", "ridge_probe", "best_single"]
+)
+@pytest.mark.parametrize(
+    "labels, needle", [pytest.param(lab, n, id=i) for i, lab, n in BAD_LABELS]
+)
+def test_mixed_or_missing_labels_are_one_error_naming_the_row(taker, labels, needle):
+    X = np.random.RandomState(0).randn(3, 20, 4)
+    err(rf"`y` .*{needle}|`y` {needle}").check(
+        lambda: _label_takers()[taker](X, labels)
+    )
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param(["a", "b"] * 10, id="str"),
+        pytest.param(_object(["a", "b"] * 10), id="object_str"),
+        pytest.param(_object([0, 1] * 10), id="object_ints"),
+        pytest.param([True, False] * 10, id="bools"),
+    ],
+)
+def test_labels_of_one_type_are_fine(labels):
+    X = np.random.RandomState(0).randn(3, 20, 4)
+    for taker in _label_takers().values():
+        taker(X, labels)
+
+
+def test_ensemble_sample_weight_reaches_the_house_probe():
+    """Zero weights equal dropping the rows (the scaler and the model alike)."""
+    from skloes.probe import LayerEnsembleClassifier, LayerEnsembleRegressor
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(3, 30, 4), np.arange(30) % 2
+    w = np.r_[np.zeros(6), np.ones(24)]
+    weighted = LayerEnsembleClassifier(combine="average").fit(X, y, sample_weight=w)
+    dropped = LayerEnsembleClassifier(combine="average").fit(X[:, 6:], y[6:])
+    np.testing.assert_allclose(
+        weighted.predict_proba(X), dropped.predict_proba(X), atol=1e-4
+    )
+    stacked = LayerEnsembleClassifier().fit(X, y, sample_weight=w)
+    assert stacked.predict(X).shape == (30,)
+    LayerEnsembleRegressor().fit(X, rng.randn(30), sample_weight=w)
+
+
+def test_ensemble_fit_parameter_its_estimator_does_not_take():
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from skloes.probe import LayerEnsembleClassifier
+
+    X, y = np.random.RandomState(0).randn(3, 20, 4), np.arange(20) % 2
+    err(r"fit parameter `sample_weight` is not taken .*KNeighborsClassifier").check(
+        lambda: LayerEnsembleClassifier(estimator=KNeighborsClassifier()).fit(
+            X, y, sample_weight=np.ones(20)
+        )
+    )
+    err(r"fit parameter `bogus` is not taken .*LogisticRegression").check(
+        lambda: LayerEnsembleClassifier().fit(X, y, bogus=1)
+    )

@@ -400,3 +400,156 @@ def test_comparison_objects(build, outcome):
 def test_report_groups(groups, outcome):
     report = LayerReport(n_layers_to_select=2, metrics=(), random_state=0)
     outcome.check(lambda: report.fit(REPORT_STACK, REPORT_Y, groups=groups))
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: the report's own column names, and the report folder's
+# rule (it writes only its own files, whole, never through a link).
+# --------------------------------------------------------------------------
+RESERVED = [  # (id, extra_metrics, outcome)
+    *[
+        (name, {name: np.ones(5)}, err(rf"`extra_metrics` keys \['{name}'\] are the"))
+        for name in (
+            "layer",
+            "probe_score",
+            "probe_score_std",
+            "selected",
+            "selection_frequency",
+        )
+    ],
+    ("empty_name", {"": np.ones(5)}, err(r"`extra_metrics` keys \[''\] .* or empty")),
+    ("blank_name", {"  ": np.ones(5)}, err(r"or empty")),
+    ("text_twins", {1: np.ones(5), "1": np.ones(5)}, err(r"keys \['1'\] name one")),
+    ("not_a_dict", [("m", np.ones(5))], err(r"`extra_metrics` must be a dict")),
+    ("not_numbers", {"m": list("abcde")}, err(r"`extra_metrics\['m'\]` must hold")),
+    (
+        "near_names_are_fine",
+        {"Probe_Score": np.arange(5.0), "layers": np.ones(5)},
+        ok(
+            lambda r: list(r.to_frame()["Probe_Score"]) == [0, 1, 2, 3, 4]
+            and r.to_frame()["probe_score"].tolist() == r.probe_scores_.tolist()
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "extra, outcome", [pytest.param(e, o, id=i) for i, e, o in RESERVED]
+)
+def test_a_metric_never_takes_a_column_of_the_report(extra, outcome):
+    report = LayerReport(n_layers_to_select=2, metrics=(), random_state=0)
+    outcome.check(lambda: report.fit(REPORT_STACK, REPORT_Y, extra_metrics=extra))
+
+
+def _place(folder, name, kind, outside):
+    """Put at ``folder/name`` what a user may have there."""
+    path = folder / name
+    if kind == "user_file":
+        path.write_bytes(b"the user's own")
+    elif kind == "link":
+        path.symlink_to(outside)
+    elif kind == "dangling":
+        path.symlink_to(folder.parent / "nowhere")
+    elif kind == "fifo":
+        import os
+
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+        (path / "x").write_text("x")
+    return path
+
+
+REPORT_NAMES = (
+    "report.html",
+    "layers.csv",
+    "profile.png",
+    "selection.json",
+    "budget.png",
+)
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["default", "overwrite"])
+@pytest.mark.parametrize("kind", ["user_file", "link", "dangling", "fifo", "folder"])
+@pytest.mark.parametrize("name", REPORT_NAMES)
+def test_save_leaves_what_it_did_not_write_alone(
+    fitted_report, tmp_path, name, kind, overwrite
+):
+    """Without ``overwrite`` any report name already there refuses the
+    folder; with it, only regular files are replaced: a link (to a file
+    outside, or dangling), a pipe or a folder is refused whatever the flag,
+    named, and nothing of the folder or outside it changes."""
+    from _support.outcomes import snapshot
+
+    folder, outside = tmp_path / "out", tmp_path / "outside.txt"
+    folder.mkdir()
+    outside.write_text("outside")
+    (folder / "notes.txt").write_text("mine")
+    path = _place(folder, name, kind, outside)
+    before = snapshot(tmp_path)
+    if kind == "user_file" and overwrite:  # replaced, as asked (budget.png:
+        fitted_report.save(folder, overwrite=True)  # this report draws none)
+        if name == "budget.png":
+            assert not path.exists()
+        else:
+            assert path.is_file() and path.read_bytes() != b"the user's own"
+        assert (folder / "notes.txt").read_text() == "mine"
+        return
+    needle = "already holds" if kind == "user_file" else "never through a link"
+    err(rf"`folder` .*out'.* {needle}" if kind == "user_file" else needle).check(
+        lambda: fitted_report.save(folder, overwrite=overwrite)
+    )
+    assert name in str(pytest.raises(ValueError, fitted_report.save, folder).value)
+    assert snapshot(tmp_path) == before
+    assert not (tmp_path / "nowhere").exists()
+    assert sorted(p.name for p in folder.iterdir()) == sorted({"notes.txt", name})
+
+
+@pytest.mark.parametrize(
+    "about, needle",
+    [
+        ({"data": "bad \udcff text"}, r"`about` entry 'data' holds text that is not"),
+        ({"mo\ud800del": "x"}, r"`about` entry .* not valid Unicode"),
+        ({"data": 3, 4: "x"}, r"`about` must be a dict of str"),
+    ],
+    ids=["surrogate_value", "surrogate_key", "key_not_text"],
+)
+def test_save_with_text_it_cannot_write_leaves_no_file(
+    fitted_report, tmp_path, about, needle
+):
+    err(needle).check(lambda: fitted_report.save(tmp_path / "out", about=about))
+    assert not (tmp_path / "out").exists()
+
+
+def test_save_with_a_metric_name_it_cannot_write_leaves_no_file(tmp_path):
+    """A surrogate in a metric's name reaches the page and the table: refused
+    before any file is written, naming the text."""
+    report = LayerReport(n_layers_to_select=2, metrics=(), random_state=0)
+    report.fit(REPORT_STACK, REPORT_Y, extra_metrics={"m \udcff": np.ones(5)})
+    err(r"not valid Unicode .*Nothing was written").check(
+        lambda: report.save(tmp_path / "out")
+    )
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("flag", [1, "yes", None])
+def test_save_overwrite_must_be_a_bool(fitted_report, tmp_path, flag):
+    err(r"`overwrite` must be").check(
+        lambda: fitted_report.save(tmp_path, overwrite=flag)
+    )
+
+
+def test_save_into_a_read_only_folder_is_a_clear_error(fitted_report, tmp_path):
+    import os
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o500)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("running as a user that writes anywhere")
+        err(r"`folder` .*'ro'.* cannot be written \(Permission denied").check(
+            lambda: fitted_report.save(folder)
+        )
+    finally:
+        os.chmod(folder, 0o700)

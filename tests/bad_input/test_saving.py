@@ -759,7 +759,7 @@ def test_a_probe_folder_inside_a_report_folder_survives_the_report(fitted, tmp_p
     report.save(tmp_path / "rep")
     probe = save_probe(fitted[1], tmp_path / "rep" / "probe")
     before = snapshot(probe)
-    report.save(tmp_path / "rep")
+    report.save(tmp_path / "rep", overwrite=True)
     assert snapshot(probe) == before
     assert _layers_at(probe) == fitted[1].selected_layers_.tolist()
 
@@ -1031,3 +1031,56 @@ def test_skloes_probe_save_on_a_full_disk_is_one_line(
     cli_error(argv, r"cannot write the probe to .*No space left on device", capsys)
     assert not (tmp_path / "probe").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: a manifest entry the save cannot tell its own (no hash, a
+# hash of another type, a file replaced by a link to the very bytes) is the
+# user's: ``overwrite=True`` refuses the folder naming it, and deletes nothing.
+# --------------------------------------------------------------------------
+def _listing_a_user_file(*hash_entry):
+    """The manifest lists notes.txt, with ``hash_entry`` (none if empty)."""
+
+    def setup(folder, fitted):
+        save_probe(fitted[0], folder)
+        (folder / "notes.txt").write_text("the user's notes")
+        manifest = json.loads((folder / "manifest.json").read_text())
+        manifest["files"].append("notes.txt")
+        if hash_entry:
+            manifest["sha256"]["notes.txt"] = hash_entry[0]
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+        return folder
+
+    return setup
+
+
+def _estimator_a_link_to_its_own_bytes(folder, fitted):
+    save_probe(fitted[0], folder)
+    copy = folder.parent / "copy.skops"
+    copy.write_bytes((folder / "estimator.skops").read_bytes())
+    (folder / "estimator.skops").unlink()
+    (folder / "estimator.skops").symlink_to(copy)
+    return folder
+
+
+UNTOLD_RECORDS = [  # (id, setup, needle)
+    ("no_hash", _listing_a_user_file(), r"whose notes\.txt changed since"),
+    ("null_hash", _listing_a_user_file(None), r"whose notes\.txt"),
+    ("number_hash", _listing_a_user_file(12), r"whose notes\.txt changed since"),
+    ("empty_hash", _listing_a_user_file(""), r"whose notes\.txt changed since"),
+    (
+        "link_to_same_bytes",
+        _estimator_a_link_to_its_own_bytes,
+        r"whose estimator\.skops changed since",
+    ),
+]
+
+
+@pytest.mark.parametrize("setup, needle", cases(UNTOLD_RECORDS))
+def test_a_record_the_save_cannot_tell_its_own_is_never_removed(
+    fitted, tmp_path, setup, needle
+):
+    folder = setup(tmp_path / "p", fitted)
+    before = snapshot(tmp_path)
+    err(needle).check(lambda: save_probe(fitted[1], folder, overwrite=True))
+    assert snapshot(tmp_path) == before and _hidden(folder) == []

@@ -1226,3 +1226,157 @@ def test_probe_folder_card_of_a_folder_without_hashes(probe_dir, tmp_path):
         lambda: save_probe(probe, folder, overwrite=True),
         after=lambda: (folder / "README.md").read_text() == "# my own card\n",
     )
+
+
+# ======================================================================
+# New in issue 55: the store, the prediction parts and their writer note
+# write only regular files of their own; a folder that cannot be written
+# is one line naming it.
+# ======================================================================
+def _foreign_note(folder, kind, outside):
+    folder.mkdir(parents=True, exist_ok=True)
+    note = folder / ".skloes-writer"
+    if kind == "link":
+        note.symlink_to(outside)
+    elif kind == "dangling":
+        note.symlink_to(folder.parent / "nowhere")
+    else:
+        os.mkfifo(note)
+    return note
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_files_writer_note_of_a_store_is_never_followed(kind, extract, texts, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside")
+    store = tmp_path / "store"
+    _foreign_note(store, kind, outside)
+    check(
+        "files",
+        err(r"store.*holds '\.skloes-writer', which is a .*never through a link"),
+        lambda: extract(texts, store),
+        after=lambda: outside.read_text() == "outside"
+        and not (tmp_path / "nowhere").exists()
+        and [p.name for p in store.iterdir()] == [".skloes-writer"],
+    )
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_files_writer_note_of_the_prediction_parts_is_never_followed(
+    kind, probe_dir, texts, tmp_path
+):
+    from skloes.scale import predict_to_parquet
+    from skloes.scale._sink import PartsSink
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside")
+    out = tmp_path / "preds.parquet"
+    _foreign_note(PartsSink.parts_folder(out), kind, outside)
+    check(
+        "files",
+        err(r"holds '\.skloes-writer', which is a"),
+        lambda: predict_to_parquet(probe_dir, texts, out, verbose=0),
+        after=lambda: outside.read_text() == "outside" and not out.exists(),
+    )
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_files_predictions_out_is_never_written_through(
+    kind, probe_dir, texts, tmp_path
+):
+    from skloes.scale import predict_to_parquet
+
+    outside = tmp_path / "outside.parquet"
+    outside.write_text("outside")
+    out = tmp_path / "preds.parquet"
+    if kind == "link":
+        out.symlink_to(outside)
+    elif kind == "dangling":
+        out.symlink_to(tmp_path / "nowhere.parquet")
+    else:
+        os.mkfifo(out)
+    check(
+        "files",
+        err(r"`out` .*preds\.parquet' is a .*regular files"),
+        lambda: predict_to_parquet(probe_dir, texts, out, overwrite=True, verbose=0),
+        after=lambda: outside.read_text() == "outside"
+        and not (tmp_path / "nowhere.parquet").exists(),
+    )
+
+
+def test_raw_a_store_folder_that_cannot_be_written(
+    extract, texts, tmp_path, monkeypatch
+):
+    """A read-only folder (simulated: the tests may run as root, who writes
+    anywhere): one line naming the store and the system's reason."""
+    import types
+
+    from skloes.core import _atomic
+
+    def refuse(*args, dir=None, **kwargs):
+        raise PermissionError(13, "Permission denied", str(dir))
+
+    monkeypatch.setattr(
+        _atomic, "tempfile", types.SimpleNamespace(mkstemp=refuse, mkdtemp=refuse)
+    )
+    check(
+        "raw",
+        err(r"store.* cannot be written \(Permission denied on .*store"),
+        lambda: extract(texts, tmp_path / "store"),
+    )
+
+
+def test_raw_a_folder_whose_files_disagree_on_a_column_type(extract, tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,text\n1,good film\n2,dull plot\n")
+    rows = [{"id": 3, "text": "fun story"}, {"id": 4, "text": "awful actor"}]
+    (folder / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    check(
+        "raw",
+        err(r"column 'id' holds \w*string values in one part of .*mixed.* and int64"),
+        lambda: extract(str(folder), tmp_path / "store", id_column="id"),
+    )
+
+
+def test_values_text_of_either_arrow_width_in_a_folder_is_one_type(extract, tmp_path):
+    """A CSV (large strings) and a JSONL (strings) of text ids: one store."""
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,text\nx1,good film\nx2,dull plot\n")
+    rows = [{"id": "x3", "text": "fun story"}]
+    (folder / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    check(
+        "values",
+        ok(lambda s: sorted(s.column("id").tolist()) == ["x1", "x2", "x3"]),
+        lambda: extract(str(folder), tmp_path / "store", id_column="id"),
+    )
+
+
+@pytest.mark.parametrize("index_type", ["int8", "int32"])
+def test_values_a_dictionary_encoded_text_column_is_its_texts(
+    extract, texts, tmp_path, index_type
+):
+    """A pandas categorical written to Parquet: its texts, embedded as plain."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    column = pa.array(texts[:8]).dictionary_encode()
+    column = column.cast(pa.dictionary(getattr(pa, index_type)(), pa.string()))
+    pq.write_table(pa.table({"text": column}), tmp_path / "cat.parquet")
+    plain = extract(texts[:8], tmp_path / "plain")
+    check(
+        "values",
+        ok(lambda s: np.array_equal(s.read(), plain.read())),
+        lambda: extract(str(tmp_path / "cat.parquet"), tmp_path / "store"),
+    )
+
+
+def test_raw_a_store_path_that_is_a_file_or_not_a_path(extract, texts, tmp_path):
+    from skloes.scale import LayerStore
+
+    file = tmp_path / "store"
+    file.write_text("mine")
+    check("raw", err(r"store': is a file; give a folder"), lambda: extract(texts, file))
+    assert file.read_text() == "mine"
+    check("raw", err(r"`path` must be a store folder .*got int"), lambda: LayerStore(3))

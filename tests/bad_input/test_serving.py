@@ -559,3 +559,244 @@ def test_open_exported_checks_its_batch_size(exported):
         lambda: open_exported(folder, export, batch_size=0, owner="me")
     )
     assert isinstance(open_exported(folder, export, owner="me"), ExportedProbe)
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: a head's arrays are checked at load, whatever their hash
+# says: dtype, shape, finiteness, names; each refusal names the array.
+# --------------------------------------------------------------------------
+def _rewrite_head(folder, edit):
+    """``edit(arrays)`` on head.npz, written back with its hash sealed (a
+    tamperer, or another writer, who also records the hash)."""
+    with np.load(folder / "head.npz") as data:
+        arrays = dict(data)
+    edit(arrays)
+    np.savez(folder / "head.npz", **arrays)
+    manifest = _manifest(folder)
+    manifest["export"]["head"]["sha256"] = hashlib.sha256(
+        (folder / "head.npz").read_bytes()
+    ).hexdigest()
+    probe_folder.seal_export(manifest["export"])
+    _write_manifest(folder, manifest)
+
+
+def _put(name, value):
+    def edit(arrays):
+        arrays[name] = value(arrays[name]) if callable(value) else value
+
+    return edit
+
+
+def _nan_at(a):
+    a = a.copy()
+    a.flat[0] = np.nan
+    return a
+
+
+HEAD_EDITS = [  # (id, edit, needle)
+    (
+        "coef_ints",
+        _put("coef", lambda a: np.round(a * 10).astype(np.int64)),
+        r"'coef' must hold float32 or float64 numbers; got int64",
+    ),
+    ("coef_bools", _put("coef", lambda a: a > 0), r"'coef' must hold float.*got bool"),
+    (
+        "coef_complex",
+        _put("coef", lambda a: a.astype(complex)),
+        r"'coef' must hold float.*complex",
+    ),
+    ("coef_nan", _put("coef", _nan_at), r"'coef' holds NaN or infinite"),
+    ("coef_inf", _put("coef", lambda a: a * np.inf), r"'coef' holds NaN or infinite"),
+    ("intercept_nan", _put("intercept", _nan_at), r"'intercept' holds NaN"),
+    ("coef_1d", _put("coef", lambda a: a.ravel()), r"'coef' must be 2-D"),
+    (
+        "coef_short",
+        _put("coef", lambda a: a[:, :-1]),
+        r"'fusion_mean' must be 2-D .* with \d+ values|'scaler_mean' must have shape",
+    ),
+    (
+        "intercept_long",
+        _put("intercept", lambda a: np.r_[a, a]),
+        r"'intercept' must have shape \(1,\)",
+    ),
+    (
+        "intercept_scalar",
+        _put("intercept", lambda a: a[0]),
+        r"'intercept' must have shape \(1,\); got \(\)",
+    ),
+    ("no_coef", lambda arrays: arrays.pop("coef"), r"lacks the array\(s\) \['coef'\]"),
+    (
+        "an_extra_array",
+        _put("payload", np.zeros(3)),
+        r"holds array\(s\) \['payload'\] that no logistic head has",
+    ),
+]
+
+
+def _scaler_edits(folder):
+    with np.load(folder / "head.npz") as data:
+        names = set(data)
+    cases = []
+    for name in sorted(
+        names & {"fusion_scale", "scaler_scale", "fusion_mean", "scaler_mean"}
+    ):
+        cases.append((f"{name}_nan", _put(name, _nan_at), rf"'{name}' holds NaN"))
+        if name.endswith("scale"):
+            cases.append(
+                (f"{name}_zero", _put(name, lambda a: a * 0), rf"'{name}' holds a zero")
+            )
+        cases.append(
+            (f"{name}_short", _put(name, lambda a: a.ravel()[:-1]), rf"'{name}' must")
+        )
+    return cases
+
+
+@pytest.mark.parametrize(
+    "edit, needle", [pytest.param(e, n, id=i) for i, e, n in HEAD_EDITS]
+)
+@pytest.mark.parametrize("reader", ["load_exported", "load_probe"])
+def test_a_head_whose_arrays_are_not_its_kinds_is_refused_naming_the_array(
+    copy_of, reader, edit, needle
+):
+    folder = copy_of()
+    _rewrite_head(folder, edit)
+    read = load_exported if reader == "load_exported" else load_probe
+    _loads_nothing_written(folder, lambda: read(folder), err(rf"head\.npz .*{needle}"))
+
+
+def test_a_head_whose_scalers_are_damaged_is_refused_naming_them(copy_of):
+    folder = copy_of()
+    cases = _scaler_edits(folder)
+    assert cases, "the exported head has no scaler to damage"
+    for _, edit, needle in cases:
+        shutil.rmtree(folder)
+        folder = copy_of()
+        _rewrite_head(folder, edit)
+        err(rf"head\.npz .*{needle}").check(lambda f=folder: load_exported(f))
+
+
+def test_a_float32_head_still_serves(copy_of, exported):
+    """The check is of kind, not of one dtype: float32 arrays serve."""
+    folder = copy_of()
+    _rewrite_head(
+        folder,
+        lambda arrays: arrays.update(
+            {k: v.astype(np.float32) for k, v in arrays.items()}
+        ),
+    )
+    probe = load_exported(folder)
+    assert (probe.predict(NEW) == exported["clf"][0].predict(NEW)).all()
+
+
+def _ensemble_arrays(n_layers=3, rows=1, dim=4, final=True):
+    rng = np.random.RandomState(0)
+    arrays = {
+        "layer_coef": rng.randn(n_layers, rows, dim),
+        "layer_intercept": rng.randn(n_layers, rows),
+        "layer_scaler_mean": rng.randn(n_layers, dim),
+        "layer_scaler_scale": rng.rand(n_layers, dim) + 0.5,
+        "fusion_mean": rng.randn(n_layers, dim),
+        "fusion_scale": rng.rand(n_layers, dim) + 0.5,
+    }
+    if final:
+        arrays["final_coef"] = rng.randn(1, n_layers)
+        arrays["final_intercept"] = rng.randn(1)
+    return arrays
+
+
+ENSEMBLE_EDITS = [  # (id, kind, n_outputs, edit, needle or None for fine)
+    ("stack_fine", "stack", 2, lambda a: None, None),
+    (
+        "average_fine",
+        "average",
+        2,
+        lambda a: [a.pop("final_coef"), a.pop("final_intercept")],
+        None,
+    ),
+    ("regression_fine", "stack", None, lambda a: None, None),
+    (
+        "layer_coef_2d",
+        "stack",
+        2,
+        _put("layer_coef", lambda a: a[0]),
+        r"'layer_coef' must be 3-D",
+    ),
+    (
+        "layer_intercept_flat",
+        "stack",
+        2,
+        _put("layer_intercept", lambda a: a.ravel()),
+        r"'layer_intercept' must have shape \(3, 1\)",
+    ),
+    (
+        "layer_scale_of_one_layer",
+        "stack",
+        2,
+        _put("layer_scaler_scale", lambda a: a[:1]),
+        r"'layer_scaler_scale' must have shape \(3, 4\)",
+    ),
+    (
+        "final_coef_wide",
+        "stack",
+        2,
+        _put("final_coef", lambda a: np.c_[a, a]),
+        r"'final_coef' must have shape \(1, 3\)",
+    ),
+    (
+        "final_without_intercept",
+        "stack",
+        2,
+        lambda a: a.pop("final_intercept"),
+        r"only one of 'final_coef'",
+    ),
+    (
+        "fusion_of_other_width",
+        "stack",
+        2,
+        _put("fusion_mean", lambda a: a[:, :-1]),
+        r"'fusion_mean' must be 2-D .* 12 values",
+    ),
+    (
+        "layer_coef_float16",
+        "stack",
+        2,
+        _put("layer_coef", lambda a: a.astype(np.float16)),
+        r"'layer_coef' must hold float32 or float64",
+    ),
+    (
+        "final_nan",
+        "stack",
+        2,
+        _put("final_intercept", _nan_at),
+        r"'final_intercept' holds NaN",
+    ),
+    (
+        "layer_scale_zero",
+        "average",
+        2,
+        _put("layer_scaler_scale", lambda a: a * 0),
+        r"'layer_scaler_scale' holds a zero",
+    ),
+    (
+        "linear_arrays_in_an_ensemble",
+        "stack",
+        2,
+        _put("coef", np.ones((1, 12))),
+        r"\['coef'\] that no stack head has",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "kind, n_outputs, edit, needle",
+    [pytest.param(k, o, e, n, id=i) for i, k, o, e, n in ENSEMBLE_EDITS],
+)
+def test_the_arrays_of_an_ensemble_head_are_checked(kind, n_outputs, edit, needle):
+    from skloes.serving import check_head_arrays
+
+    arrays = _ensemble_arrays()
+    edit(arrays)
+    if needle is None:
+        check_head_arrays(arrays, kind, n_outputs)
+    else:
+        err(needle).check(lambda: check_head_arrays(arrays, kind, n_outputs))

@@ -154,3 +154,62 @@ def test_publish_puts_a_folder_in_place_and_a_racing_twin_wins(tmp_path):
     with pytest.raises(OSError):
         _atomic.publish(other, target, lambda folder: False)
     assert (other / "c").is_file() and (target / "a").is_file()
+
+
+def _foreign(tmp_path, name, kind):
+    """``name`` in ``tmp_path`` as something skloes did not write; the file
+    outside that a link points to, if any."""
+    path, outside = tmp_path / name, tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.write_text("user's")
+    if kind == "link":
+        path.symlink_to(outside)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path.parent / f"{tmp_path.name}-nowhere")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    return path, outside
+
+
+FOREIGN = ["link", "dangling", "fifo", "folder"]
+
+
+@pytest.mark.parametrize("kind", FOREIGN)
+def test_write_whole_never_writes_through_a_link_or_into_a_special_file(tmp_path, kind):
+    path, outside = _foreign(tmp_path, "shard.parquet", kind)
+    with pytest.raises(_atomic.ForeignFile, match=r"shard\.parquet'.* is a"):
+        _atomic.write_whole(path, lambda tmp: tmp.write_text("ours"))
+    assert outside.read_text() == "user's"
+    assert not (tmp_path.parent / f"{tmp_path.name}-nowhere").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["shard.parquet"]  # nothing left
+
+
+@pytest.mark.parametrize("kind", FOREIGN)
+def test_the_writer_note_is_never_followed_nor_opened(tmp_path, kind):
+    """A ``.skloes-writer`` carried in (a tarball, a shared disk) that is a
+    link or a special file refuses the folder naming it, writes nothing
+    outside, never blocks on a pipe, and leaves the lock free."""
+    path, outside = _foreign(tmp_path, _atomic.WRITER_NOTE, kind)
+    with pytest.raises(_atomic.ForeignFile, match=r"\.skloes-writer'.* is a"):
+        _atomic.WriterLock(tmp_path)
+    assert outside.read_text() == "user's"
+    assert not (tmp_path.parent / f"{tmp_path.name}-nowhere").exists()
+    assert os.path.lexists(path)
+    path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
+    lock = _atomic.WriterLock(tmp_path)  # the lock was released
+    assert (tmp_path / _atomic.WRITER_NOTE).read_text().startswith("pid ")
+    lock.release()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_busy_folder_whose_note_is_a_pipe_names_no_holder_without_blocking(
+    tmp_path,
+):
+    lock = _atomic.WriterLock(tmp_path)
+    (tmp_path / _atomic.WRITER_NOTE).unlink()
+    os.mkfifo(tmp_path / _atomic.WRITER_NOTE)
+    with pytest.raises(_atomic.FolderBusy, match="another process"):
+        _atomic.WriterLock(tmp_path)
+    lock.release()  # does not open the pipe either
+    assert (tmp_path / _atomic.WRITER_NOTE).exists()

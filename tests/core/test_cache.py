@@ -386,3 +386,31 @@ def test_prune_validates_its_arguments(tmp_path):
     with pytest.raises(ValueError, match="`path`.*not a skloes cache"):
         (tmp_path / "file.txt").write_text("x")
         prune_cache(tmp_path / "file.txt", max_bytes=0)
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_an_entry_name_that_is_a_link_or_a_pipe_is_a_miss_never_followed(
+    tmp_path, kind
+):
+    """Reading never opens it (a pipe would block); writing refuses it with
+    the cache's warning and writes nothing outside the cache (issue 55)."""
+    store = HiddenStatesCache(tmp_path / "c", SETTINGS, (2, 3), "float32")
+    value = np.ones((2, 3), dtype=np.float32)
+    store.write(content_key("other"), value)  # the settings folder exists
+    key, outside = content_key("a text"), tmp_path / "outside.npy"
+    other = HiddenStatesCache(tmp_path / "c", SETTINGS, (2, 3), "float32")
+    other.write(key, value)
+    outside.write_bytes(store.path(key).read_bytes())  # the very bytes
+    store.path(key).unlink()
+    if kind == "link":
+        store.path(key).symlink_to(outside)
+    elif kind == "dangling":
+        store.path(key).symlink_to(tmp_path / "nowhere")
+    else:
+        os.mkfifo(store.path(key))
+    assert store.read(key) is None
+    before = outside.read_bytes()
+    with pytest.warns(UserWarning, match="cannot write to the hidden-states cache"):
+        store.write(key, 2 * value)
+    assert outside.read_bytes() == before and not (tmp_path / "nowhere").exists()
+    assert os.path.lexists(store.path(key))

@@ -8,6 +8,7 @@ it; what each folder's manifest must hold is tested with the folder
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -84,9 +85,34 @@ def test_the_recorded_files_hash_and_tell_which_changed(tmp_path):
     assert sealed.changed_files(tmp_path, hashes, ["a", "b", "c"]) == []
     (tmp_path / "b").write_text("edited")
     (tmp_path / "c").unlink()
-    # A missing file, or one without a hash, is not a changed one.
+    # A missing file is not a changed one; a file recorded without a hash
+    # (a manifest edited to list a user's file) cannot be told ours: changed.
     (tmp_path / "d").write_text("d")
-    assert sealed.changed_files(tmp_path, hashes, ["a", "b", "c", "d"]) == ["b"]
+    assert sealed.changed_files(tmp_path, hashes, ["a", "b", "c", "d"]) == ["b", "d"]
     assert sealed.as_recorded(tmp_path, "a", hashes["a"])
     assert not sealed.as_recorded(tmp_path, "b", hashes["b"])
     assert not sealed.as_recorded(tmp_path, "c", hashes["c"])
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "folder"])
+def test_a_recorded_name_that_is_no_regular_file_is_never_as_recorded(tmp_path, kind):
+    """Whatever stands at a recorded name that is not a regular file (a link
+    to the very bytes recorded included) is not the writer's: it counts as
+    changed, so that no later save replaces or removes it."""
+    outside = tmp_path / "outside"
+    outside.write_text("a")
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "a").write_text("a")
+    hashes = sealed.file_hashes(folder, ["a"])
+    (folder / "a").unlink()
+    if kind == "link":
+        (folder / "a").symlink_to(outside)
+    elif kind == "dangling":
+        (folder / "a").symlink_to(tmp_path / "nowhere")
+    elif kind == "fifo":
+        os.mkfifo(folder / "a")
+    else:
+        (folder / "a").mkdir()
+    assert sealed.changed_files(folder, hashes, ["a"]) == ["a"]
+    assert not sealed.as_recorded(folder, "a", hashes["a"])

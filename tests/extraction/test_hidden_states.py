@@ -269,8 +269,11 @@ def test_long_text_is_truncated_at_max_length(tiny_model_path):
         hst.transform([" ".join(["good"] * 6)]),
         atol=1e-6,
     )
-    # The tokenizer's own limit (64 positions) applies above max_length.
-    assert HST(tiny_model_path, max_length=10_000).fit_transform([long_text]).shape
+    # The tokenizer's own limit (64 positions) applies under the default 512;
+    # a max_length above both is refused.
+    assert HST(tiny_model_path, max_length=512).fit([long_text]).max_length_ == 64
+    with pytest.raises(ValueError, match=r"`max_length` must be at most 64"):
+        HST(tiny_model_path, max_length=10_000).fit([long_text])
 
 
 def test_callable_pooling_width_and_validation(tiny_model_path):

@@ -218,3 +218,114 @@ def test_the_page_of_a_real_minilm_report(browser, minilm_report, tmp_path):
     assert _pixels(page.screenshot()).std() > 0.05
     assert errors == []
     page.context.close()
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: the page and the notebook display stay inert whatever the
+# user's strings (class labels, metric names, data and model names, about):
+# nothing of a payload runs, and no request leaves the page.
+# --------------------------------------------------------------------------
+def _payloads(leak):
+    """Strings that would run code or fetch ``leak`` if written as markup."""
+    run = "window.__pwned=(window.__pwned||0)+1"
+    return [
+        f"<script>{run}</script>",
+        f"<img src=x onerror='{run}'>",
+        f'"><svg onload="{run}">',
+        f"</script><script>{run}</script>",
+        f"</style><script>{run}</script><style>",
+        f'<iframe src="javascript:parent.{run.split("=")[0]}=1"></iframe>',
+        f'<img src="{leak}/img">',
+        f'<link rel=stylesheet href="{leak}/css">',
+        f"<style>@import '{leak}/import';</style>",
+        f"javascript:{run}",
+        f"{{{{constructor.constructor('{run}')()}}}}",
+        "${" + run + "}",
+        f"<template><script>{run}</script></template>",
+        f'<a href="{leak}/a" id="leak">click</a>',
+    ]
+
+
+LEAK = "http://127.0.0.1:9"
+
+
+@pytest.fixture(scope="module")
+def hostile_report():
+    """A report whose every user string is a payload: labels, metric names."""
+    from skloes.report import LayerReport
+
+    payloads = _payloads(LEAK)
+    rng = np.random.RandomState(0)
+    y = np.asarray([payloads[0], payloads[1]])[np.repeat([0, 1], 30)]
+    H = rng.normal(size=(4, 60, 3))
+    H[3, :, 0] += 2.0 * (y == payloads[1])
+    extra = {p: np.arange(4.0) + i for i, p in enumerate(payloads[2:])}
+    report = LayerReport(n_layers_to_select=2, metrics=("isotropy",), random_state=0)
+    return report.fit(H, y, extra_metrics=extra)
+
+
+def _hostile_about():
+    payloads = _payloads(LEAK)
+    about = {"data": payloads[0], "model": payloads[1], "seed": payloads[3]}
+    about.update({f"k{i} {p}": p for i, p in enumerate(payloads)})
+    return about
+
+
+# Elements a payload would have made, in the page and in any shadow root.
+_MADE = """() => {
+  const roots = [document, ...[...document.querySelectorAll('*')]
+    .filter(e => e.shadowRoot).map(e => e.shadowRoot)];
+  const made = 'iframe, svg[onload], img[onerror], img[src], link[href], #leak';
+  return roots.reduce((n, r) => n + r.querySelectorAll(made).length, 0);
+}"""
+
+
+def _assert_inert(page, errors):
+    page.wait_for_timeout(300)  # let any onload/onerror fire
+    assert page.evaluate("window.__pwned === undefined"), "a payload ran"
+    assert page.evaluate(_MADE) == 0, "a payload became markup"
+    assert not [e for e in errors if e.startswith("fetched")], errors
+
+
+@pytest.mark.parametrize("scripts", [True, False], ids=["scripts", "no_scripts"])
+def test_the_page_stays_inert_with_hostile_strings(
+    browser, hostile_report, tmp_path, scripts
+):
+    pytest.importorskip("matplotlib")
+    folder = hostile_report.save(tmp_path / "r", about=_hostile_about())
+    page, errors = _open(
+        browser, (folder / "report.html").as_uri(), java_script_enabled=scripts
+    )
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    if scripts:  # the page's own scripts work on the payload names
+        page.locator('th[data-col="probe_score"] button').click()
+        page.locator('rect.hit[data-layer="2"]').hover()
+        _assert_inert(page, errors)
+        assert [e for e in errors if not e.startswith("fetched")] == []
+    else:
+        assert page.evaluate(_MADE) == 0, "a payload became markup"
+        assert not [e for e in errors if e.startswith("fetched")], errors
+    text = page.locator("body").inner_text()
+    for payload in _payloads(LEAK)[:3]:  # shown as text, as given
+        assert payload in text
+    assert page.locator("#leak").count() == 0 and dialogs == []
+    page.context.close()
+
+
+def test_the_notebook_display_stays_inert_with_hostile_strings(
+    browser, hostile_report, tmp_path
+):
+    path = tmp_path / "notebook.html"
+    cell = notebook_html(hostile_report)
+    body = f"<!DOCTYPE html><html><body><p id='cell'>cell</p>{cell}</body></html>"
+    path.write_text(body, encoding="utf-8")
+    page, errors = _open(browser, path.as_uri())
+    host = page.locator(".skloes-report-host")
+    host.locator('th[data-col="probe_score"] button').click()
+    host.locator('rect.hit[data-layer="1"]').hover()
+    _assert_inert(page, errors)
+    assert [e for e in errors if not e.startswith("fetched")] == []
+    shown = host.locator("table.layers").inner_text()  # pierces the shadow root
+    assert _payloads(LEAK)[2] in shown  # a metric's name, as text
+    page.context.close()

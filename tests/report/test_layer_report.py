@@ -337,7 +337,9 @@ def test_budget_curve_of_a_cv_selector_in_the_report_and_as_a_function(
     folder = auto.save(tmp_path / "auto")
     assert (folder / "budget.png").stat().st_size > 5_000
     fixed = LayerReport(n_layers_to_select=2, metrics=("isotropy",)).fit(H, y)
-    fixed.save(folder)  # a fixed budget has no curve: the earlier one goes
+    fixed.save(
+        folder, overwrite=True
+    )  # a fixed budget has no curve: the earlier one goes
     assert not (folder / "budget.png").exists()
     with pytest.raises(ValueError, match="fitted LOESSelectorCV"):
         fixed.plot_budget()

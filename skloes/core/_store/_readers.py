@@ -358,6 +358,11 @@ class LayerStore(StoreView):
     """
 
     def __init__(self, path):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(
+                "LayerStore: `path` must be a store folder (a str or "
+                f"os.PathLike); got {type(path).__name__}."
+            )
         self.path = Path(path)
         self._manifest = read_manifest(self.path)
         m = self._manifest
