@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _support.clusters import ROOT
+from _support.rounding import assert_same_states, forward_terms
 
 from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock
 from skloes.core._store import (
@@ -133,6 +134,10 @@ def test_writer_lock_one_holder_named_then_taken_over_when_it_dies(tmp_path):
 
 
 # ------------------------------------------------------ MiniLM, real text
+# MiniLM's feed-forward width, through the embeddings and blocks 1 to 4
+MINILM_TERMS = forward_terms(1536, 5)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("engine", ["local", "ray"])
 def test_minilm_store_keeps_the_rules(
@@ -171,7 +176,10 @@ def test_minilm_store_keeps_the_rules(
     expected = np.concatenate(
         [hst.transform(texts[i : i + 16]) for i in range(0, 48, 16)], axis=1
     )
-    np.testing.assert_array_equal(store.read(), expected)
+    if engine == "local":  # the same shards through the same kernels
+        np.testing.assert_array_equal(store.read(), expected)
+    else:  # a Ray worker's thread count splits the sums another way
+        assert_same_states(store.read(), expected, terms=MINILM_TERMS)
     assert store.column("text").tolist() == ids  # strings, as written
     assert store.column("y").tolist() == ["NA", None] * 24  # "" is missing
     assert store.verify() is store
