@@ -468,6 +468,30 @@ def test_version_prints_the_package_version(capsys):
     assert capsys.readouterr().out == f"skloes {VERSION}\n"
 
 
+def test_probe_says_when_a_decoder_is_converted_on_first_use(
+    tmp_path, monkeypatch, capsys
+):
+    from skloes.cli._probe import _first_use_note
+    from skloes.models import _registry
+
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(_registry, "_installed", lambda requirement: True)
+    _first_use_note("google/gemma-3-270m")
+    out = capsys.readouterr().out
+    assert "model: converting the offline gemma3 bundle into the user cache" in out
+    assert "`skloes models --prepare gemma3` does it ahead" in out
+    prepared = _registry._gguf_target(
+        _registry.GEMMA3_GGUF, _registry.GEMMA3_GGUF_SHA256
+    )
+    prepared.mkdir(parents=True)
+    (prepared / "config.json").write_text("{}")
+    (prepared / _registry._DONE).write_text("{}")
+    for model in ("google/gemma-3-270m", "sentence-transformers/all-MiniLM-L6-v2"):
+        _first_use_note(model)  # prepared already; not a converted bundle
+    _first_use_note(None)  # the default, SmolLM2, which the set-up prepares
+    assert capsys.readouterr().out == ""
+
+
 def test_models_rejects_unknown_options(capsys):
     assert main(["models", "--bogus"]) == 2
     assert "skloes models: error" in capsys.readouterr().err
