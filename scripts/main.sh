@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The main job: set up, then probe every layer of the embedded default model
-# (the offline SmolLM2 decoder, 500 texts) on the default data (Rotten Tomatoes)
-# and write a report.
+# The main job: set up only what it needs (scripts/setup.sh --main), then probe
+# every layer of the embedded default model (the offline SmolLM2 decoder, 500
+# texts) on the default data (Rotten Tomatoes) and write a report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --main
 export HF_HUB_OFFLINE=1
 # The job's own default folder (./skloes_report) is rewritten on every run, with
 # the fitted probe saved in skloes_report/probe (run it on new texts with

@@ -12,22 +12,38 @@ from skloes.cli._args import UserError, _first_line, _quiet_libraries
 
 
 def run_models(args):
-    """Run ``skloes models [--prepare]`` for parsed arguments."""
+    """Run ``skloes models [--prepare [NAME ...]]`` for parsed arguments."""
     from skloes.models._registry import bundle_path, offline_models, skloes_home
 
+    prepare = args.prepare is not None  # a list of names; empty: every bundle
+    models = offline_models()
     if args.prepare:
+        known = {model.name: model for model in models}
+        unknown = [name for name in args.prepare if name not in known]
+        if unknown:
+            raise UserError(
+                f"unknown bundle {unknown[0]!r}; use one of {', '.join(known)}"
+            )
+        missing = [known[name] for name in args.prepare if not known[name].installed]
+        if missing:
+            raise UserError(
+                f"{missing[0].name} is not installed; install it with "
+                f"`{missing[0].install}`"
+            )
+        models = [known[name] for name in dict.fromkeys(args.prepare)]
+    if prepare:
         _quiet_libraries()
-    for model in offline_models():
+    for model in models:
         state = "installed" if model.installed else f"not installed: {model.install}"
         print(f"{model.name:8} {model.hub_id:42} {state} (weights: {model.license})")
-        if args.prepare and model.installed:
+        if prepare and model.installed:
             start = time.perf_counter()
             try:
                 path = bundle_path(model, owner="skloes models")
             except (ValueError, OSError) as exc:  # e.g. SKLOES_HOME unwritable
                 raise UserError(_first_line(exc)) from None
             print(f"{'':8} ready in {path} ({time.perf_counter() - start:.1f} s)")
-    if args.prepare:
+    if prepare:
         print(f"user cache: {skloes_home()}")
 
 

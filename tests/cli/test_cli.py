@@ -434,6 +434,64 @@ def test_models_prepare_reuses_the_converted_smollm2(smollm2_path, capsys):
     assert f"ready in {smollm2_path} (" in out
 
 
+@pytest.mark.integration
+def test_models_prepare_name_prepares_that_bundle_only(smollm2_path, capsys):
+    # scripts/setup.sh --main converts SmolLM2 alone for the main job
+    assert main(["models", "--prepare", "smollm2"]) == 0
+    out = capsys.readouterr().out
+    assert f"ready in {smollm2_path} (" in out
+    assert out.count("ready in ") == 1
+    assert out.splitlines()[0].split()[0] == "smollm2"
+
+
+def test_models_prepare_rejects_an_unknown_name(capsys):
+    assert main(["models", "--prepare", "smollm2", "gpt5"]) == 2
+    err = capsys.readouterr().err
+    assert "skloes models: error: unknown bundle 'gpt5'; use one of minilm" in err
+
+
+def test_models_prepare_names_the_pip_line_of_a_missing_bundle(monkeypatch, capsys):
+    from skloes.models import _registry
+
+    monkeypatch.setattr(_registry, "_installed", lambda requirement: False)
+    assert main(["models", "--prepare", "gemma3"]) == 2
+    err = capsys.readouterr().err
+    assert "error: gemma3 is not installed; install it with `pip install" in err
+
+
+def test_version_prints_the_package_version(capsys):
+    from skloes.utils._version import VERSION
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"skloes {VERSION}\n"
+
+
+def test_probe_says_when_a_decoder_is_converted_on_first_use(
+    tmp_path, monkeypatch, capsys
+):
+    from skloes.cli._probe import _first_use_note
+    from skloes.models import _registry
+
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(_registry, "_installed", lambda requirement: True)
+    _first_use_note("google/gemma-3-270m")
+    out = capsys.readouterr().out
+    assert "model: converting the offline gemma3 bundle into the user cache" in out
+    assert "`skloes models --prepare gemma3` does it ahead" in out
+    prepared = _registry._gguf_target(
+        _registry.GEMMA3_GGUF, _registry.GEMMA3_GGUF_SHA256
+    )
+    prepared.mkdir(parents=True)
+    (prepared / "config.json").write_text("{}")
+    (prepared / _registry._DONE).write_text("{}")
+    for model in ("google/gemma-3-270m", "sentence-transformers/all-MiniLM-L6-v2"):
+        _first_use_note(model)  # prepared already; not a converted bundle
+    _first_use_note(None)  # the default, SmolLM2, which the set-up prepares
+    assert capsys.readouterr().out == ""
+
+
 def test_models_rejects_unknown_options(capsys):
     assert main(["models", "--bogus"]) == 2
     assert "skloes models: error" in capsys.readouterr().err
