@@ -366,6 +366,15 @@ def cv_agreement(f32, i8, y, seed=0):
     return folds
 
 
+def _int8_rule(graph):
+    """The int8 rule a quality record was measured with, in words."""
+    if graph is None:
+        return "int8 rule not recorded (before 0.3: 8-bit weights)."
+    if graph.get("weight_max"):
+        return f"int8 rule: weights within ±{graph['weight_max']} (no saturation)."
+    return "int8 rule: 8-bit weights (exact only on a CPU with VNNI)."
+
+
 def quality(args):
     out = {"model": args.model, "n": args.n, "machine": machine(), "sets": {}}
     if tuple(args.datasets) != DATASETS:
@@ -376,6 +385,7 @@ def quality(args):
         graph = graph or full_graph(args.model, texts)
         f32 = float_stack(args.model, name, texts)
         i8 = int8_stack(graph, args.model, texts)
+        out["graph"] = json.loads((graph.parent / "graph.json").read_text())
         folds = cv_agreement(f32, i8, y)
         diff = [100 * (f["acc_float32"] - f["acc_int8"]) for f in folds]
         out["sets"][name] = {
@@ -534,6 +544,8 @@ def table():
             "",
             *([f"Partial: {r['partial']}.", ""] if r.get("partial") else []),
             machine_line(r.get("machine")),
+            "",
+            _int8_rule(r.get("graph")),
             "",
             "| data | acc. float32 | acc. int8 | diff. mean / worst (points) | "
             "same prediction |",
