@@ -92,6 +92,12 @@ def check_head_arrays(arrays, kind, n_outputs):
     naming the array and what was expected.
     """
     family = "ensemble" if kind in ("average", "stack") else "linear"
+    _check_head_values(arrays, kind, family)
+    _check_head_shapes(arrays, family, n_outputs)
+
+
+def _check_head_values(arrays, kind, family):
+    """The names the kind uses, and float, finite values (no zero scale)."""
     required, optional = _HEAD_ARRAYS[family]
     missing = sorted(required - set(arrays))
     if missing:
@@ -110,6 +116,10 @@ def check_head_arrays(arrays, kind, n_outputs):
     for name in ("fusion_scale", "scaler_scale", "layer_scaler_scale"):
         if name in arrays and not (arrays[name] != 0).all():
             raise ValueError(f"its array {name!r} holds a zero (a division by zero)")
+
+
+def _check_head_shapes(arrays, family, n_outputs):
+    """The arrays' shapes agree with the coefficients and the classes."""
 
     def shape(name, expected):
         got = arrays[name].shape
