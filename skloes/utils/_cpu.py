@@ -56,28 +56,30 @@ _INT8_DOT = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
 @lru_cache(maxsize=1)
-def _flags() -> frozenset | None:
-    """The CPU flags of ``/proc/cpuinfo`` (Linux); None where it is absent."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return None
-
-
-@lru_cache(maxsize=1)
-def _model() -> str:
+def _cpuinfo() -> tuple:
+    """``(model name, flags)`` of ``/proc/cpuinfo`` (Linux), read once; the
+    flags are None where they cannot be read."""
     try:
         text = Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
         text = ""
+    model, flags = None, None
     for line in text.splitlines():
-        if line.startswith("model name"):
-            return line.partition(":")[2].strip()
-    return platform.processor() or platform.machine() or "unknown CPU"
+        key, _, value = line.partition(":")
+        if model is None and key.strip() == "model name":
+            model = value.strip()
+        elif flags is None and key.strip() == "flags":
+            flags = frozenset(value.split())
+    return model or platform.processor() or platform.machine() or "unknown CPU", flags
+
+
+def _flags() -> frozenset | None:
+    """The CPU flags; None where they cannot be read."""
+    return _cpuinfo()[1]
+
+
+def _model() -> str:
+    return _cpuinfo()[0]
 
 
 def cpu_description() -> dict:
