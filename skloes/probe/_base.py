@@ -40,6 +40,19 @@ from skloes.utils._param_validation import Interval, StrOptions
 
 __all__ = ["LayerPipelineBase", "check_extractor_params"]
 
+#: The ``pooling`` parameter of every estimator here, for their docstrings.
+POOLING_DOC = """
+    pooling : {"mean", "auto", "cls", "first", "last", "max"}, default="mean"
+        Token pooling of the extractor. ``"auto"`` is the model family's
+        choice (the class token of a ViT, DeiT or DINOv2, the mean of the
+        patch tokens of CLIP, SigLIP, ViT-MAE and BEiT, ``"mean"`` for text;
+        see :ref:`vision-families`); ``"mean"`` of an image model averages
+        its patch tokens only.
+
+        .. versionchanged:: 0.3
+           ``"auto"`` accepted.
+""".lstrip("\n")
+
 # HiddenStatesTransformer parameters that are parameters of the estimator
 # too: ``extractor_params`` may not set them (nor ``layers`` and ``output``,
 # which it sets: it extracts every layer as a stack, then prunes).

@@ -25,7 +25,7 @@ from skloes.core._frames import (
     series_name,
 )
 from skloes.core._torch import may_use_accelerator
-from skloes.probe._base import LayerPipelineBase
+from skloes.probe._base import POOLING_DOC, LayerPipelineBase
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import _fit_context
 
@@ -44,15 +44,7 @@ _PARAMS_DOC = """
         which keeps 4 layers. Its parameters are nested:
         ``selector__n_layers_to_select``.
 
-    pooling : {"mean", "auto", "cls", "first", "last", "max"}, default="mean"
-        Token pooling of the extractor. ``"auto"`` is the model family's
-        choice (the class token of a ViT, DeiT or DINOv2, the mean of the
-        patch tokens of CLIP, SigLIP, ViT-MAE and BEiT, ``"mean"`` for text;
-        see :ref:`vision-families`); ``"mean"`` of an image model averages
-        its patch tokens only.
-
-        .. versionchanged:: 0.3
-           ``"auto"`` accepted.
+{POOLING}
 
     max_length : int, default=128
         Tokens kept per text, capped at the model's limit.
@@ -79,7 +71,7 @@ _PARAMS_DOC = """
         Seeds the default selector.
 
     verbose : int, default=0
-        Progress bars of the forward passes."""
+        Progress bars of the forward passes.""".replace("{POOLING}\n", POOLING_DOC)
 
 
 @fill_doc(PARAMS=_PARAMS_DOC)

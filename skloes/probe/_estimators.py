@@ -28,7 +28,7 @@ from skloes.core._targets import (
     check_regression_target,
 )
 from skloes.core._torch import may_use_accelerator
-from skloes.probe._base import LayerPipelineBase, check_every_layer
+from skloes.probe._base import POOLING_DOC, LayerPipelineBase, check_every_layer
 from skloes.probe._house import default_head
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import HasMethods, StrOptions, _fit_context
@@ -71,15 +71,7 @@ _PARAMS_DOC = """
 
         .. versionadded:: 0.3
 
-    pooling : {"mean", "auto", "cls", "first", "last", "max"}, default="mean"
-        Token pooling of the extractor. ``"auto"`` is the model family's
-        choice (the class token of a ViT, DeiT or DINOv2, the mean of the
-        patch tokens of CLIP, SigLIP, ViT-MAE and BEiT, ``"mean"`` for text;
-        see :ref:`vision-families`); ``"mean"`` of an image model averages
-        its patch tokens only.
-
-        .. versionchanged:: 0.3
-           ``"auto"`` accepted.
+{POOLING}
 
     max_length : int, default=128
         Tokens kept per text, capped at the model's limit; one that leaves no
@@ -130,7 +122,7 @@ _PARAMS_DOC = """
         .. versionadded:: 0.3
 
     verbose : int, default=0
-        Progress bars of the forward passes."""
+        Progress bars of the forward passes.""".replace("{POOLING}\n", POOLING_DOC)
 
 _ATTRS_DOC = """
     selected_layers_ : ndarray of int
