@@ -29,23 +29,18 @@ from sklearn.model_selection import cross_validate
 from sklearn.pipeline import make_pipeline
 
 from skloes.core._contract import fuse_layers, mark_layers
-from skloes.core._fusion import CANDIDATES
+from skloes.core._fusion import CANDIDATES, average_outputs, meta_features
 from skloes.core._noise import cheapest_within_noise, within_noise
 from skloes.core._routing import fit_takes, routing_enabled
-from skloes.probe._ensemble import (
-    LayerEnsembleClassifier,
-    LayerEnsembleRegressor,
-    _meta_features,
+from skloes.probe._auto_fusion import (
     auto_fusion,
     check_inner_split,
-    combine_outputs,
-    final_model,
-    inner_folds,
     inner_split_count,
     inner_split_problem,
-    layer_outputs,
     score_predictions,
 )
+from skloes.probe._ensemble import layer_outputs
+from skloes.probe._house import final_model
 from skloes.report._methods import FIXED, method_selector
 
 __all__ = ["MethodComparison", "MethodScore", "Recommendation", "compare_methods"]
@@ -435,9 +430,7 @@ class _Comparer:
                 inner_cv=self.inner_cv,
                 splitter=report._splitter,
                 groups=report._groups,
-                reuse_layer_outputs=report._reuse_layer_outputs,
                 n_jobs=report.n_jobs,
-                random_state=report.random_state,
             )
         )
 
@@ -621,7 +614,7 @@ class _FoldFusion:
     the layers' out-of-fold outputs over the fold's training rows, applied to
     their held-out outputs. ``"auto"``: the fusion the probe would choose on
     the fold's training rows (the closed-form leave-one-out scores of
-    :func:`~skloes.probe._ensemble.loo_fusion_scores`, nothing fitted), then
+    :func:`~skloes.probe._auto_fusion.loo_fusion_scores`, nothing fitted), then
     scored as that fusion. The inner folds of fold ``i`` are the other folds: the
     probe fitted on the rows outside folds ``i`` and ``j`` gives fold ``i``
     its out-of-fold outputs on fold ``j`` and fold ``j`` its outputs on fold
@@ -630,9 +623,7 @@ class _FoldFusion:
 
     It reads nothing of the report but what it is given: the per-layer
     table's held-out ``layer_outputs`` and ``layer_fold_scores``, the inner
-    ``splitter(n_splits)`` and ``groups``, and whether the per-layer outputs
-    are reused (``reuse_layer_outputs=False`` refits every fusion, for timing
-    and checks).
+    ``splitter(n_splits)`` and ``groups``.
     """
 
     def __init__(
@@ -649,17 +640,14 @@ class _FoldFusion:
         inner_cv,
         splitter,
         groups=None,
-        reuse_layer_outputs=True,
         n_jobs=None,
-        random_state=None,
     ):
         self.stack, self.y, self.probe, self.folds = stack, y, probe, folds
         self.fusion, self.classes = fusion, classes
         self.outputs = layer_outputs  # (n_layers, n_samples, m)
         self.layer_fold_scores = layer_fold_scores  # (n_layers, n_folds)
         self.splitter, self.groups = splitter, groups
-        self.reuse = reuse_layer_outputs
-        self.n_jobs, self.random_state = n_jobs, random_state
+        self.n_jobs = n_jobs
         self.inner = [self._inner(i, inner_cv) for i in range(len(folds))]
         self.fits = {}  # (inner key, layer) -> outputs on the rows it left out
         self.concat_outer = {}  # (fold, layers) -> score
@@ -712,8 +700,6 @@ class _FoldFusion:
     def _fit_layers(self, fold_layers):
         """Fit, in parallel, the per-layer inner probes these folds need (the
         stacks' meta models' inputs)."""
-        if not self.reuse:
-            return
         todo = {}
         for i, layers in enumerate(fold_layers):
             if len(layers) < 2:
@@ -758,13 +744,6 @@ class _FoldFusion:
                 out[k, at] = self._left_out(self.fits, (key, layer), test)
         return out
 
-    def _relative_inner(self, i):
-        train_i = self.folds[i][0]
-        return [
-            (np.searchsorted(train_i, a), np.searchsorted(train_i, b))
-            for _, a, b in self.inner[i]
-        ]
-
     # ----------------------------------------------------------- the scores
     def _fusion(self, i, layers):
         """The fusion of ``layers`` on fold ``i``: the report's, or the one
@@ -773,15 +752,15 @@ class _FoldFusion:
             return None
         if self.fusion != "auto":
             return self.fusion
-        if self.inner[i] is None:  # the fold's rows allow no inner folds
-            return "concatenate"
+        problem = None if self.inner[i] else "the fold's rows allow no inner folds"
         train = self.folds[i][0]
-        fusion, _ = auto_fusion(
+        fusion, _, _ = auto_fusion(
             fuse_layers(self.stack, sorted(layers))[train],
             self.y[train],
             layer_dim=self.stack.shape[2],
             classes=self.classes,
             estimator=self.probe,
+            problem=problem,
         )
         return fusion
 
@@ -800,54 +779,25 @@ class _FoldFusion:
                 "training fold, and its groups allow none; average the "
                 "layers instead, or give more groups."
             )
-        if not self.reuse:
-            return self._refit(i, layers, fusion)
         if fusion == "stack":
             return self._stack(i, layers, self._oof(i, layers)), fusion
         return self._concatenate(i, layers), fusion
-
-    def _refit(self, i, layers, fusion):
-        """Without the reuse (for timing and checks): ``fusion`` fitted on
-        the fold's training rows from scratch, as the probe fits it, with its
-        own 5 inner folds."""
-        train, test = self.folds[i]
-        fused = fuse_layers(self.stack, sorted(layers))
-        dim, y = self.stack.shape[2], self.y
-        folds = inner_folds(y[train], self._task(), 5, self.random_state)
-        model = self.probe
-        if fusion != "concatenate":
-            kind = (
-                LayerEnsembleRegressor
-                if self.classes is None
-                else LayerEnsembleClassifier
-            )
-            model = kind(self.probe, combine=fusion, layer_dim=dim, cv=folds)
-        pred = _fit_predict(model, fused, train, test, y)
-        return score_predictions(y[test], pred, self.classes), fusion
 
     def _task(self):
         return "regression" if self.classes is None else "classification"
 
     def _average(self, i, layers):
         test = self.folds[i][1]
-        if self.reuse:
-            mean = self.outputs[np.asarray(layers)][:, test]
-            pred = combine_outputs(mean, self.classes)[1]
-            return score_predictions(self.y[test], pred, self.classes)
-        kind = (
-            LayerEnsembleRegressor if self.classes is None else LayerEnsembleClassifier
-        )
-        ens = kind(clone(self.probe), layer_dim=self.stack.shape[2])
-        fused = fuse_layers(self.stack, layers)
-        pred = _fit_predict(ens, fused, self.folds[i][0], test, self.y)
+        held = self.outputs[np.asarray(layers)][:, test]
+        pred = average_outputs(held, self.classes)[1]
         return score_predictions(self.y[test], pred, self.classes)
 
     def _stack(self, i, layers, oof):
         train, test = self.folds[i]
         task = "regression" if self.classes is None else "classification"
-        meta = final_model(task).fit(_meta_features(oof, self.classes), self.y[train])
+        meta = final_model(task).fit(meta_features(oof, self.classes), self.y[train])
         held = self.outputs[np.asarray(layers)][:, test]
-        pred = meta.predict(_meta_features(held, self.classes))
+        pred = meta.predict(meta_features(held, self.classes))
         return score_predictions(self.y[test], pred, self.classes)
 
     def _concatenate(self, i, layers):

@@ -525,12 +525,6 @@ class LayerReport(BaseEstimator):
         )["test_score"]
         return np.asarray(scores, dtype=np.float64)
 
-    # Reuse the per-layer table's fits (average: its held-out outputs; stack
-    # and auto: out-of-fold outputs from fits shared by pairs of folds). Off:
-    # every fold refits its fusion from scratch, as the probe does (for the
-    # checks and the timing of benchmarks/bench_report_time.py).
-    _reuse_layer_outputs = True
-
     def _score_layers(self, stack, y, probe, folds):
         """The per-layer table: each layer's probe on each fold, and (for the
         per-layer fusions) its held-out outputs, which score any set of
