@@ -346,6 +346,14 @@ def test_budget_curve_of_a_cv_selector_in_the_report_and_as_a_function(
 
 
 # --------------------------------------------------------------- fusion
+def _outer_folds(report, y):
+    """The outer folds a fitted report (without groups) split ``y`` into."""
+    from skloes.report._layer_scoring import FoldSplitter, outer_folds
+
+    splitter = FoldSplitter(report.task_, False, report.random_state)
+    return outer_folds(y, splitter, report.n_splits_, None, "LayerReport")
+
+
 def _method_scores(report):
     return {e["method"]: np.asarray(e["fold_scores"]) for e in report.summary_}
 
@@ -368,7 +376,7 @@ def test_averaged_methods_reuse_the_per_layer_probes_with_the_same_scores(
         y = H[3, :, 0] + 0.5 * H[2, :, 1]
     params = dict(n_layers_to_select=2, metrics=(), fusion="average", task=task)
     report = LayerReport(**params).fit(H, y)
-    folds = report._folds("LayerReport", y)
+    folds = _outer_folds(report, y)
     kind = (
         LayerEnsembleClassifier
         if task == "classification"
@@ -412,7 +420,7 @@ def test_every_method_is_scored_under_the_chosen_fusion():
     for fusion in ("concatenate", "average", "stack"):
         report = LayerReport(n_layers_to_select=2, metrics=(), fusion=fusion)
         by[fusion] = _method_scores(report.fit(H, y))
-        folds = report._folds("LayerReport", y)
+        folds = _outer_folds(report, y)
         flat = H.transpose(1, 0, 2).reshape(90, -1)
         head = make_pipeline(
             StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)
@@ -460,7 +468,7 @@ def test_auto_chooses_in_each_fold_by_the_probes_rule_on_its_training_rows(task)
         y = H[3, :, 0] + 0.02 * H[1, :, 0] + rng.normal(size=90)
     report = LayerReport(n_layers_to_select=2, metrics=(), fusion="auto", task=task)
     report.fit(H, y)
-    folds = report._folds("LayerReport", y)
+    folds = _outer_folds(report, y)
     flat = H.transpose(1, 0, 2).reshape(90, -1)
     if task == "classification":
         head = make_pipeline(
