@@ -8,7 +8,7 @@ Two parts, on the 14 stacks of ``benchmarks/bench_fusion.py``
 - **accuracy** (``--part accuracy``): for every outer fold of the
   ``bench_fusion.py`` records (``results/fusion/*.json``), the fusion the
   library's ``fusion="auto"`` now chooses on the fold's training rows, from
-  LOES's recorded layers (:func:`skloes.probe._ensemble.loo_fusion_scores`
+  LOES's recorded layers (:func:`skloes.probe._auto_fusion.loo_fusion_scores`
   with the head's penalty, as ``LayerProbeClassifier`` calls it). Its held-out
   accuracy is the recorded accuracy of that fusion on that fold (the same
   probes: a chosen stack is scored with the record's inner folds, where the
@@ -71,7 +71,8 @@ def _outer_train(y, repeats):
 
 
 def accuracy():
-    from skloes.probe._ensemble import choose_fusion, loo_fusion_scores, ridge_penalty
+    from skloes.core._fusion import choose_fusion
+    from skloes.probe._auto_fusion import loo_fusion_scores, ridge_penalty
     from skloes.probe._house import default_head
 
     alpha = ridge_penalty(default_head("classification"))

@@ -100,7 +100,10 @@ def head_score(stack, y, layers, train, test, C, fusion="concatenate", record=No
 def auto_fusion(stack, y, layers, train, C):
     """The fusion ``fusion="auto"`` chooses on the training rows (the
     library's inner folds and scores, seed 0)."""
-    from skloes.probe._ensemble import choose_fusion, fusion_cv, inner_folds
+    from _fusion_cv import fusion_cv
+
+    from skloes.core._fusion import choose_fusion
+    from skloes.probe._ensemble import inner_folds
 
     folds = inner_folds(y[train], "classification", 5, 0)
     scores, _ = fusion_cv(

@@ -62,7 +62,7 @@ CHECK_SETS = ("vader_amazon3", "chatterbot_topics", "warriner_valence3")
 
 
 def house():
-    from skloes.probe._ensemble import house_probe
+    from skloes.probe._house import house_probe
 
     return house_probe("classification")
 
@@ -72,17 +72,11 @@ def _acc(proba, classes, y):
 
 
 def _fold(stack, y, train, test, seed):
+    from _fusion_cv import concat_fold, fusion_scores
     from sklearn.linear_model import LogisticRegression
 
-    from skloes.probe._ensemble import (
-        _concat_fold,
-        _meta_features,
-        _oof_one,
-        choose_fusion,
-        fusion_scores,
-        inner_folds,
-        layer_outputs,
-    )
+    from skloes.core._fusion import choose_fusion, meta_features
+    from skloes.probe._ensemble import _oof_one, inner_folds, layer_outputs
     from skloes.selection import LOESSelector
 
     L = stack.shape[0]
@@ -116,7 +110,7 @@ def _fold(stack, y, train, test, seed):
         return np.concatenate([stack[l][rows] for l in layers], axis=1)
 
     def meta(P, layers):
-        return _meta_features(P[layers], classes)
+        return meta_features(P[layers], classes)
 
     for name, layers in layer_sets.items():
         start = time.perf_counter()
@@ -133,7 +127,7 @@ def _fold(stack, y, train, test, seed):
         start = time.perf_counter()
         Xtr = concat(layers, train)
         concat_inner = np.mean(
-            [_concat_fold(house(), Xtr, ytr, a, b, classes, {}) for a, b in inner]
+            [concat_fold(house(), Xtr, ytr, a, b, classes, {}) for a, b in inner]
         )
         scores = fusion_scores(
             P_oof[layers], ytr, inner, classes, concatenate=concat_inner

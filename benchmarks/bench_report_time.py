@@ -10,13 +10,11 @@ machine's load falls on every arm alike:
 - ``main``: the library of the branch ``--base`` (default ``main``),
   exported with ``git archive`` into a temporary folder: today's report;
 - ``concatenate``, ``average``, ``stack``, ``auto``: this checkout's report
-  with that ``fusion`` (``auto`` is the default);
-- ``average_refit`` and ``auto_refit``: the same fusions without the reuse
-  (``LayerReport._reuse_layer_outputs = False``): every fold refits its
-  per-layer probes, and ``auto`` chooses by 5 inner folds of its own as
-  ``LayerProbeClassifier(fusion="auto")`` does, instead of the fits shared
-  by pairs of outer folds. The difference to ``average``/``auto`` is the
-  time the reuse saves (part 4 of the issue).
+  with that ``fusion`` (``auto`` is the default).
+
+(The ``average_refit`` and ``auto_refit`` arms of the recorded results timed
+the report without reusing the per-layer table's fits; that switch was a
+private test hook and is gone since issue 57, so the arms are too.)
 
 Writes ``benchmarks/results/fusion/report_time.json`` (each arm's seconds per
 round, the median, the ratio of each median to ``main``'s, the spread, the
@@ -53,8 +51,6 @@ ARMS = (
     "average",
     "auto",
     "stack",
-    "average_refit",
-    "auto_refit",
 )
 THREADS = {
     k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -74,10 +70,8 @@ def one_fit(arm, model, name, n):
     from skloes.report import LayerReport
 
     stack, y, _ = _stacks.stack(model, name, n, 64)
-    params = {} if arm == "main" else {"fusion": arm.removesuffix("_refit")}
+    params = {} if arm == "main" else {"fusion": arm}
     report = LayerReport(**params)
-    if arm.endswith("_refit"):
-        report._reuse_layer_outputs = False
     load = _load()
     start = time.perf_counter()
     with warnings.catch_warnings():

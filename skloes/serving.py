@@ -34,6 +34,7 @@ import numpy as np
 
 import skloes.probe_folder as probe_folder
 from skloes.core._batching import token_batches
+from skloes.core._fusion import average_outputs, meta_columns, meta_features
 from skloes.core._texts import check_texts
 from skloes.utils._cpu import cpu_description, has_int8_dot_product
 from skloes.utils._docstrings import fill_x_doc
@@ -151,7 +152,7 @@ def _check_head_shapes(arrays, family, n_outputs):
         if ("final_coef" in arrays) != ("final_intercept" in arrays):
             raise ValueError("it holds only one of 'final_coef' and 'final_intercept'")
         if "final_coef" in arrays:
-            per_layer = 1 if n_outputs in (None, 1, 2) else n_outputs
+            per_layer = meta_columns(n_outputs)
             final_rows = 1 if n_outputs in (None, 2) else n_outputs
             shape("final_coef", (final_rows, n_layers * per_layer))
             shape("final_intercept", (final_rows,))
@@ -312,15 +313,10 @@ class _EnsembleHead(_LinearHead):
             out.append(_proba(scores) if self.classes_ is not None else scores)
         return np.asarray(out, dtype=np.float64)
 
-    def _meta(self, outputs):
-        """The meta model's input: each layer's outputs side by side (the
-        positive class's probability only, for two classes)."""
-        if self.classes_ is not None and len(self.classes_) == 2:
-            outputs = outputs[:, :, 1:]
-        return np.concatenate(list(outputs), axis=1)
-
     def _final(self, outputs):
-        return _scores(self._meta(outputs), self.final_coef, self.final_intercept)
+        """The meta model's scores of the layers' outputs."""
+        meta = meta_features(outputs, self.classes_)
+        return _scores(meta, self.final_coef, self.final_intercept)
 
     def _stacked(self):
         return self.final_coef is not None
@@ -345,18 +341,15 @@ class _EnsembleHead(_LinearHead):
     def predict_proba(self, stack):
         outputs = self._outputs(stack)
         if not self._stacked():
-            return outputs.mean(axis=0)
+            return average_outputs(outputs, self.classes_)[0]
         return _proba(self._final(outputs))
 
     def predict(self, stack):
         outputs = self._outputs(stack)
-        if self.classes_ is None:
-            if not self._stacked():
-                return outputs.mean(axis=0)[:, 0]
-            return self._final(outputs)[:, 0]
         if not self._stacked():
-            mean = outputs.mean(axis=0)
-            return self.classes_[np.argmax(mean, axis=1)]
+            return average_outputs(outputs, self.classes_)[1]
+        if self.classes_ is None:
+            return self._final(outputs)[:, 0]
         return self.classes_[_label_index(self._final(outputs))]
 
 

@@ -202,7 +202,7 @@ def test_cli_k_is_n_layers_to_select_with_a_warning():
 
 # ----------------------------------------------------------- one registry
 def test_report_and_metric_top_k_read_one_metric_registry():
-    from skloes.report._layer_report import DATASET_METRICS
+    from skloes.report._report_inputs import DATASET_METRICS
 
     assert set(DATASET_METRICS) == set(METRICS)
     top_k = MetricTopKSelector._parameter_constraints["metric"][0]

@@ -169,3 +169,43 @@ def test_machine_records_this_machine_as_json():
     record = json.loads(json.dumps(machine.machine()))
     assert {"model", "extensions", "summary", "cores", "kernels"} <= set(record)
     assert machine.machine_line(record).startswith("Measured on ")
+
+
+def _fusion_cv_module():
+    name = "skloes_benchmarks_fusion_cv"
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / "_fusion_cv.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fusion_cv_scores_each_fusion_by_the_heads_inner_folds():
+    """The benchmarks' reference for ``fusion="auto"``: each fusion's mean
+    score over inner folds, from the layers' out-of-fold outputs."""
+    import numpy as np
+    import pytest
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skloes.probe._ensemble import inner_folds
+
+    rng = np.random.RandomState(0)
+    y = np.repeat(["a", "b", "c"], 30)
+    stack = rng.normal(size=(3, 90, 4))
+    stack[0, :, 0] += 4.0 * (y == "b")
+    stack[2, :, 1] += 4.0 * (y == "c")
+    flat = stack.transpose(1, 0, 2).reshape(90, -1)
+    folds = inner_folds(y, "classification", 5, 0)
+    head = make_pipeline(StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
+    scores, oof = _fusion_cv_module().fusion_cv(
+        head, flat, y, folds, layer_dim=4, classes=np.unique(y)
+    )
+    assert list(scores) == ["concatenate", "average", "stack"]
+    assert oof.shape == (3, 90, 3)
+    # the average's score is the accuracy of the mean out-of-fold probability
+    mean = oof.mean(axis=0)
+    by_fold = [
+        np.mean(np.unique(y)[mean[test].argmax(axis=1)] == y[test]) for _, test in folds
+    ]
+    assert scores["average"] == pytest.approx(np.mean(by_fold))

@@ -7,13 +7,11 @@ predicted probabilities (predictions, for a regressor) or by a stacked meta
 model fitted on their out-of-fold predictions (Wolpert, 1992). They are what
 ``fusion="average"`` and ``fusion="stack"`` put after the fused layers of
 :class:`~skloes.probe.LayerProbeClassifier`, so a pruned, saved or exported
-probe holds them like any other head. :func:`layer_oof_predictions` gives the
-per-layer out-of-fold predictions a report or a budget rule reuses instead of
-refitting a head for every subset of layers; :func:`loo_fusion_scores`
-scores the three fusions of some layers in closed form and
-:func:`choose_fusion` picks one (``fusion="auto"``). :func:`fusion_cv`, the
-same scores by inner cross-validation of the real heads, is the reference
-the benchmarks compare that choice with.
+probe holds them like any other head. :func:`layer_outputs` is what a fitted
+per-layer estimator passes on (the report reuses it on its per-layer
+table), :func:`inner_folds` the folds of a stack. The combining itself (the
+average, the meta features) is :mod:`skloes.core._fusion`'s; the choice of
+``fusion="auto"`` is :mod:`skloes.probe._auto_fusion`'s.
 """
 
 # Authors: The skloes developers
@@ -21,13 +19,11 @@ the benchmarks compare that choice with.
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
-from sklearn.linear_model import LogisticRegression, RidgeCV
-from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.utils.metaestimators import available_if
@@ -38,21 +34,15 @@ from sklearn.utils.validation import (
 )
 
 from skloes.core._contract import validate_layers
-from skloes.core._fusion import CANDIDATES
-from skloes.core._geometry import thin_svd
-from skloes.core._ridge import (
-    LOO_FLOOR,
-    ridge_fit_gram,
-    ridge_loo_predictions,
-    ridge_svd,
-)
+from skloes.core._fusion import average_outputs, meta_features
 from skloes.core._targets import (
     check_class_targets,
     check_classes,
     check_regression_target,
     target_seed,
 )
-from skloes.probe._house import RIDGE_ALPHAS, house_probe
+from skloes.probe._auto_fusion import check_inner_split, inner_split_count
+from skloes.probe._house import final_model, house_probe
 from skloes.utils._docstrings import fill_doc
 from skloes.utils._param_validation import (
     HasMethods,
@@ -64,24 +54,9 @@ from skloes.utils._param_validation import (
 __all__ = [
     "LayerEnsembleClassifier",
     "LayerEnsembleRegressor",
-    "auto_fusion",
-    "choose_fusion",
-    "combine_outputs",
-    "fusion_cv",
     "inner_folds",
     "layer_outputs",
 ]
-
-# The meta model of ``combine="stack"``: few inputs (one block of
-# probabilities per layer), so scikit-learn's default strength.
-STACK_C = 1.0
-
-
-def final_model(task):
-    """The default meta model of ``combine="stack"``."""
-    if task == "classification":
-        return LogisticRegression(C=STACK_C, max_iter=1000)
-    return RidgeCV(alphas=RIDGE_ALPHAS)
 
 
 def layer_outputs(estimator, X, classes=None):
@@ -97,25 +72,6 @@ def layer_outputs(estimator, X, classes=None):
         return out
     scores = np.asarray(estimator.decision_function(X), dtype=np.float64)
     return scores.reshape(scores.shape[0], -1)
-
-
-def combine_outputs(outputs, classes=None):
-    """The average fusion of per-layer outputs ``(n_layers, n_samples, m)``:
-    the mean probabilities (or predictions), and for classes the label."""
-    mean = np.mean(outputs, axis=0)
-    if classes is None:
-        return mean, mean[:, 0]
-    if mean.shape[1] == 1:  # two-class decision scores
-        return mean, classes[(mean[:, 0] > 0).astype(int)]
-    return mean, classes[np.argmax(mean, axis=1)]
-
-
-def _meta_features(outputs, classes):
-    """The meta model's input: each layer's outputs, side by side (one
-    column per layer for two classes: the probabilities sum to one)."""
-    if classes is not None and len(classes) == 2 and outputs.shape[2] == 2:
-        outputs = outputs[:, :, 1:]
-    return np.concatenate(list(outputs), axis=1)
 
 
 def _fit_one(estimator, X, y, fit_params):
@@ -172,46 +128,6 @@ def _oof_one(estimator, X, y, folds, classes, fit_params):
     return out
 
 
-def inner_split_problem(y, task):
-    """Why the rows of ``y`` allow no inner folds, or ``None`` when they do.
-
-    Every inner training split must hold every class (each needs 2 rows);
-    a regression needs 4 rows (2 folds of 2: the R² of one row is undefined).
-    """
-    y = np.asarray(y)
-    if task == "classification":
-        classes, counts = np.unique(y, return_counts=True)
-        if counts.min() < 2:
-            label = classes[counts.argmin()]
-            label = label.item() if isinstance(label, np.generic) else label
-            return f"class {label!r} has 1 sample (each class needs 2)"
-        return None
-    if len(y) < 4:
-        rows = f"{len(y)} sample" + ("s" if len(y) != 1 else "")
-        return f"{rows} (a regression needs 4)"
-    return None
-
-
-def inner_split_count(y, task, cv):
-    """How many inner folds the rows of ``y`` allow, at most ``cv``: fewer
-    when the smallest class (half the rows, for regression) has fewer rows."""
-    if task == "classification":
-        return int(min(cv, np.unique(y, return_counts=True)[1].min()))
-    return int(min(cv, len(y) // 2))
-
-
-def check_inner_split(y, task, owner, parameter="combine"):
-    """Refuse rows that allow no inner folds for a stack (one error naming
-    ``owner`` and its ``parameter``)."""
-    problem = inner_split_problem(y, task)
-    if problem is not None:
-        raise ValueError(
-            f"{owner}: {parameter}='stack' fits its meta model on out-of-fold "
-            f"outputs of inner folds, which these rows do not allow: {problem}. "
-            "Average the layers instead, or give more rows."
-        )
-
-
 def inner_folds(y, task, cv=5, random_state=None, *, owner="LayerEnsemble"):
     """The inner folds of ``combine="stack"`` and of ``fusion="auto"``.
 
@@ -221,7 +137,8 @@ def inner_folds(y, task, cv=5, random_state=None, *, owner="LayerEnsemble"):
     the targets themselves (:func:`~skloes.core._targets.target_seed`: the
     same rows always get the same folds); an iterable of
     ``(train, test)`` index pairs is returned as a list. Rows that allow no
-    inner folds (:func:`inner_split_problem`) are one error naming ``owner``.
+    inner folds (:func:`~skloes.probe._auto_fusion.inner_split_problem`) are
+    one error naming ``owner``.
     """
     if not isinstance(cv, Integral):
         return [(np.asarray(a), np.asarray(b)) for a, b in cv]
@@ -234,237 +151,6 @@ def inner_folds(y, task, cv=5, random_state=None, *, owner="LayerEnsemble"):
     kind = StratifiedKFold if task == "classification" else KFold
     splitter = kind(n_splits, shuffle=True, random_state=seed)
     return list(splitter.split(np.zeros((len(y), 1)), y))
-
-
-def score_predictions(y_true, y_pred, classes):
-    """Accuracy of labels (``classes`` given) or R² of values."""
-    if classes is None:
-        return float(r2_score(y_true, y_pred)) if len(y_true) > 1 else np.nan
-    return float(np.mean(np.asarray(y_pred) == np.asarray(y_true)))
-
-
-def fusion_scores(oof, y, folds, classes=None, *, concatenate=None, final=None):
-    """Inner-CV scores of the per-layer fusions, from per-layer out-of-fold
-    outputs ``oof`` ``(n_layers, n_samples, m)`` over ``folds``.
-
-    ``"average"``: the mean over the folds of the score of the layers' mean
-    output on each fold's rows; ``"stack"``: of the meta model (``final``,
-    else the default one) fitted on the other folds' rows of the outputs
-    side by side; ``"concatenate"``: ``concatenate`` when given (the
-    caller's score of one probe on the concatenated layers over the same
-    folds). Ordered as :data:`~skloes.core._fusion.CANDIDATES`.
-    """
-    task = "regression" if classes is None else "classification"
-    final = final_model(task) if final is None else final
-    meta = _meta_features(oof, classes)
-    average, stack = [], []
-    for train, test in folds:
-        average.append(
-            score_predictions(
-                y[test], combine_outputs(oof[:, test], classes)[1], classes
-            )
-        )
-        model = clone(final).fit(meta[train], y[train])
-        stack.append(score_predictions(y[test], model.predict(meta[test]), classes))
-    scores = {"average": float(np.mean(average)), "stack": float(np.mean(stack))}
-    if concatenate is not None:
-        scores["concatenate"] = float(concatenate)
-    return {name: scores[name] for name in CANDIDATES if name in scores}
-
-
-def choose_fusion(scores):
-    """The fusion of the best score (a NaN never wins; ties go to
-    the first of :data:`~skloes.core._fusion.CANDIDATES`: concatenation,
-    then the average, then the stack)."""
-    finite = {k: v for k, v in scores.items() if np.isfinite(v)}
-    if not finite:
-        return next(name for name in CANDIDATES if name in scores)
-    best = max(finite.values())
-    return next(name for name in CANDIDATES if finite.get(name, -np.inf) >= best)
-
-
-def auto_fusion(X, y, *, layer_dim, classes, estimator):
-    """``(fusion, scores)`` that ``fusion="auto"`` gives the layer blocks of
-    ``X`` (width ``layer_dim``) on the rows ``y``: the closed-form
-    leave-one-out scores of :func:`loo_fusion_scores`, the head
-    ``estimator`` read by :func:`ridge_penalty`, and the best of them by
-    :func:`choose_fusion`. The one home of the choice: the probes' fit and
-    the report's folds both call it (each on its own training rows)."""
-    scores = loo_fusion_scores(
-        X,
-        y,
-        layer_dim=layer_dim,
-        classes=classes,
-        alpha=ridge_penalty(estimator),
-    )
-    return choose_fusion(scores), scores
-
-
-def ridge_penalty(estimator):
-    """The ridge penalty that stands in for ``estimator`` in
-    :func:`loo_fusion_scores`: ``1 / C`` for a model with an inverse
-    strength ``C`` (the same objective with the squared loss in place of
-    the log loss), its ``alpha`` for a ridge-like model, else ``"gcv"`` (the
-    penalty by generalized cross-validation, as ``RidgeCV`` chooses its own).
-    A pipeline is read by its last step."""
-    if hasattr(estimator, "steps"):
-        estimator = estimator.steps[-1][1]
-    get_params = getattr(estimator, "get_params", None)
-    params = get_params(deep=False) if get_params is not None else {}
-    for name, penalty in (("C", lambda v: 1.0 / v), ("alpha", lambda v: v)):
-        value = params.get(name)
-        if isinstance(value, Real) and not isinstance(value, bool) and value > 0:
-            return float(penalty(value))
-    return "gcv"
-
-
-def _loo(A, T, alpha, gram=None, n_features=None):
-    """Leave-one-out predictions of a ridge of ``T`` on the centred ``A``
-    (or its Gram, of ``n_features`` columns): fixed ``alpha`` by Cholesky,
-    ``"gcv"`` by the factors."""
-    if alpha != "gcv":
-        return ridge_loo_predictions(A, T, alpha, gram=gram)
-    if gram is not None:
-        sol = ridge_fit_gram(gram, T, centered=True, n_features=n_features)
-    else:
-        U, s = thin_svd(A, center=False)
-        sol = ridge_svd(U, s, T, n_features=A.shape[1])
-    return T - (T - sol.fitted) / np.maximum(1.0 - sol.hat, LOO_FLOOR)[:, None]
-
-
-def loo_fusion_scores(X, y, *, layer_dim, classes=None, alpha=100.0):
-    """Leave-one-out scores of concatenation, average and stack of the layer
-    blocks of ``X``, in closed form (``fusion="auto"``).
-
-    Each fusion is scored with a ridge model standing in for the head (the
-    penalty ``alpha``, :func:`ridge_penalty`; targets one-hot for classes)
-    on the standardized columns: ``"concatenate"``, the leave-one-out
-    predictions of one ridge on all blocks (one Cholesky factor of the sum of
-    the blocks' Grams, or of the covariance when rows outnumber columns);
-    ``"average"``, the mean of each block's own leave-one-out predictions;
-    ``"stack"``, the leave-one-out predictions of a ridge meta model (standing
-    in for the stack's own, :func:`final_model`) on those per-block
-    predictions side by side. No head is fitted and no fold drawn: the same
-    rows always give the same scores, at
-    about the cost of one fit of the head on the concatenation (user guide:
-    :ref:`fusion`).
-
-    Returns
-    -------
-    scores : dict
-        Accuracy (classes) or R² of each fusion, ordered as
-        :data:`~skloes.core._fusion.CANDIDATES`.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    X = X - X.mean(axis=0)
-    scale = np.sqrt(np.mean(X**2, axis=0))
-    X = X / np.where(scale > 0, scale, 1.0)
-    n, width = X.shape
-    if classes is None:
-        T = np.asarray(y, dtype=np.float64).reshape(n, 1)
-    else:
-        T = (np.asarray(y)[:, None] == np.asarray(classes)[None, :]).astype(float)
-    dual = n <= width  # the concatenation through the sum of the Grams
-    gram = np.zeros((n, n)) if dual else None
-    outputs = []
-    for start in range(0, width, layer_dim):
-        block = X[:, start : start + layer_dim]
-        block_gram = block @ block.T if dual else None
-        if dual:
-            gram += block_gram
-        # a block narrower than the rows: its own, smaller covariance
-        wide = block_gram if n <= layer_dim else None
-        outputs.append(_loo(block, T, alpha, wide, n_features=layer_dim))
-    outputs = np.asarray(outputs)
-    concat = _loo(None if dual else X, T, alpha, gram, n_features=width)
-    meta = _meta_features(outputs, classes)
-    task = "regression" if classes is None else "classification"
-    stack = _loo(meta - meta.mean(axis=0), T, ridge_penalty(final_model(task)))
-
-    def score(out):
-        if classes is None:
-            return score_predictions(y, out[:, 0], None)
-        labels = np.asarray(classes)[np.argmax(out, axis=1)]
-        return score_predictions(y, labels, classes)
-
-    scores = {
-        "concatenate": score(concat),
-        "average": score(outputs.mean(axis=0)),
-        "stack": score(stack),
-    }
-    return {name: scores[name] for name in CANDIDATES}
-
-
-def _concat_fold(estimator, X, y, train, test, classes, fit_params):
-    fitted = clone(estimator).fit(
-        X[train], y[train], **_rows(fit_params, train, len(y))
-    )
-    return score_predictions(y[test], fitted.predict(X[test]), classes)
-
-
-def fusion_cv(
-    estimator,
-    X,
-    y,
-    folds,
-    *,
-    layer_dim,
-    classes=None,
-    fit_params=None,
-    final=None,
-    n_jobs=None,
-):
-    """Score concatenation, average and stack of the layer blocks of ``X`` by
-    inner cross-validation on its rows (``fusion="auto"``).
-
-    Parameters
-    ----------
-    estimator : estimator
-        Fitted on each ``layer_dim``-wide block (the per-layer fusions) and
-        on all of ``X`` (the concatenation), a clone per fit.
-    X : ndarray of shape (n_samples, n_layers * layer_dim)
-        The layers side by side.
-    y : ndarray of shape (n_samples,)
-        The target.
-    folds : list of (train, test)
-        The inner folds (:func:`inner_folds`).
-    layer_dim : int
-        Width of a block.
-    classes : ndarray or None, default=None
-        The classes (None: regression).
-    fit_params : dict or None, default=None
-        Passed to every fit of ``estimator`` (sliced to its rows).
-    final : estimator or None, default=None
-        The meta model of the stack.
-    n_jobs : int or None, default=None
-        Fits run in parallel with joblib.
-
-    Returns
-    -------
-    scores : dict
-        Mean score of each fusion over the folds (accuracy or R²).
-    oof : ndarray of shape (n_layers, n_samples, m)
-        Each layer's out-of-fold outputs over ``folds`` (what a stack over
-        the same folds fits its meta model on).
-    """
-    fit_params = fit_params or {}
-    n_layers = X.shape[1] // layer_dim
-    blocks = [X[:, i * layer_dim : (i + 1) * layer_dim] for i in range(n_layers)]
-    parallel = Parallel(n_jobs=n_jobs)
-    oof = np.asarray(
-        parallel(
-            delayed(_oof_one)(estimator, block, y, folds, classes, fit_params)
-            for block in blocks
-        )
-    )
-    concat = parallel(
-        delayed(_concat_fold)(estimator, X, y, a, b, classes, fit_params)
-        for a, b in folds
-    )
-    scores = fusion_scores(
-        oof, y, folds, classes, concatenate=float(np.mean(concat)), final=final
-    )
-    return scores, oof
 
 
 def _has_stack_scores(ensemble):
@@ -531,11 +217,6 @@ class _BaseLayerEnsemble(BaseEstimator):
         self : object
             The fitted ensemble.
         """
-        return self._fit(X, y, fit_params)
-
-    def _fit(self, X, y, fit_params, oof=None):
-        """``fit``; ``oof``: the layers' out-of-fold outputs over this
-        ensemble's own inner folds, computed already (``fusion="auto"``)."""
         stack, y = self._stack(X, y)
         y = self._check_y(y)
         classes = getattr(self, "classes_", None)
@@ -554,13 +235,12 @@ class _BaseLayerEnsemble(BaseEstimator):
         )
         self.final_estimator_ = None
         if self.combine == "stack" and len(stack) > 1:  # one layer: its probe
-            if oof is None:
-                folds = self._folds(y)
-                oof = parallel(
-                    delayed(_oof_one)(estimator, layer, y, folds, classes, fit_params)
-                    for layer in stack
-                )
-            meta = _meta_features(np.asarray(oof), classes)
+            folds = self._folds(y)
+            oof = parallel(
+                delayed(_oof_one)(estimator, layer, y, folds, classes, fit_params)
+                for layer in stack
+            )
+            meta = meta_features(np.asarray(oof), classes)
             final = self.final_estimator
             final = final_model(self._task) if final is None else clone(final)
             self.final_estimator_ = final.fit(meta, y)
@@ -737,8 +417,8 @@ class LayerEnsembleClassifier(ClassifierMixin, _BaseLayerEnsemble):
         """
         outputs = self._outputs(X)
         if self.final_estimator_ is None:
-            return combine_outputs(outputs, self.classes_)[0]
-        meta = _meta_features(outputs, self.classes_)
+            return average_outputs(outputs, self.classes_)[0]
+        meta = meta_features(outputs, self.classes_)
         return self.final_estimator_.predict_proba(meta)
 
     @available_if(_has_stack_scores)
@@ -763,7 +443,7 @@ class LayerEnsembleClassifier(ClassifierMixin, _BaseLayerEnsemble):
             stack = self._stack(X, reset=False)
             return self.estimators_[0].decision_function(stack[0])
         return self.final_estimator_.decision_function(
-            _meta_features(outputs, self.classes_)
+            meta_features(outputs, self.classes_)
         )
 
     def predict(self, X):
@@ -782,8 +462,8 @@ class LayerEnsembleClassifier(ClassifierMixin, _BaseLayerEnsemble):
         """
         outputs = self._outputs(X)
         if self.final_estimator_ is None:
-            return combine_outputs(outputs, self.classes_)[1]
-        return self.final_estimator_.predict(_meta_features(outputs, self.classes_))
+            return average_outputs(outputs, self.classes_)[1]
+        return self.final_estimator_.predict(meta_features(outputs, self.classes_))
 
 
 @fill_doc(
@@ -851,5 +531,5 @@ class LayerEnsembleRegressor(RegressorMixin, _BaseLayerEnsemble):
         """
         outputs = self._outputs(X)
         if self.final_estimator_ is None:
-            return combine_outputs(outputs)[1]
-        return self.final_estimator_.predict(_meta_features(outputs, None))
+            return average_outputs(outputs)[1]
+        return self.final_estimator_.predict(meta_features(outputs, None))

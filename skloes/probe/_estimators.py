@@ -300,7 +300,7 @@ class _BaseLayerProbe(LayerPipelineBase):
         fit_params = routed.estimator.fit
         self.fusion_, self.fusion_scores_ = self._choose_fusion(fused, y, dim)
         if self.fusion_ == "stack" and fused.shape[1] // dim > 1:
-            from skloes.probe._ensemble import check_inner_split
+            from skloes.probe._auto_fusion import check_inner_split
 
             check_inner_split(y, self._task, type(self).__name__, "fusion")
         head = self._head(dim, self.fusion_)
@@ -316,33 +316,26 @@ class _BaseLayerProbe(LayerPipelineBase):
         return "concatenate" if self.fusion == "auto" else self.fusion
 
     def _choose_fusion(self, fused, y, dim):
-        """``(fusion_, fusion_scores_)``: ``fusion``, or the one whose
-        closed-form leave-one-out score on the training rows is best
-        (:func:`~skloes.probe._ensemble.loo_fusion_scores`: no head is
-        fitted to choose)."""
+        """``(fusion_, fusion_scores_)``: ``fusion``, or what ``"auto"``
+        chooses on the training rows by the rules of
+        :func:`~skloes.probe._auto_fusion.auto_fusion` (closed-form
+        leave-one-out scores: no head is fitted to choose), warning when the
+        rows allow no inner folds."""
         if self.fusion != "auto":
             return self.fusion, None
-        if fused.shape[1] // dim < 2:  # one layer: its own estimator
-            return "concatenate", None
-        from skloes.probe._ensemble import auto_fusion, inner_split_problem
+        from skloes.probe._auto_fusion import auto_fusion, inner_split_problem
 
-        problem = inner_split_problem(y, self._task)
-        if problem is not None:
-            warnings.warn(
-                f"{type(self).__name__}: fusion='auto' chooses by inner folds of "
-                f"the training rows, which they do not allow ({problem}); the "
-                "layers are concatenated.",
-                UserWarning,
-                stacklevel=3,
-            )
-            return "concatenate", None
-        return auto_fusion(
+        fusion, scores, reason = auto_fusion(
             fused,
             y,
             layer_dim=dim,
             classes=getattr(self, "classes_", None),
             estimator=self._nested("estimator"),
+            problem=inner_split_problem(y, self._task),
         )
+        if reason is not None:
+            warnings.warn(f"{type(self).__name__}: {reason}", UserWarning, stacklevel=3)
+        return fusion, scores
 
     def _head(self, dim, fusion=None):
         """The final estimator under ``fusion`` (default: the parameter, with

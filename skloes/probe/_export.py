@@ -31,6 +31,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skloes.probe_folder as probe_folder
 from skloes.core._digests import file_sha256
+from skloes.core._fusion import meta_columns
 from skloes.probe._concatenation import SelectedLayerConcatenation
 from skloes.serving import open_exported
 from skloes.utils._cpu import cpu_description
@@ -105,7 +106,9 @@ def _ensemble_arrays(ensemble):
     averaged or stacked by a linear meta model (``fusion="average"`` or
     ``"stack"``), or None for another one: each layer's scaler, coefficients
     and intercepts stacked along a first axis of layers, and the meta
-    model's coefficients and intercepts."""
+    model's coefficients and intercepts, which score the meta features the
+    server computes (:func:`~skloes.core._fusion.meta_features`, of
+    :func:`~skloes.core._fusion.meta_columns` columns per layer)."""
     from skloes.probe._ensemble import LayerEnsembleClassifier, LayerEnsembleRegressor
 
     if type(ensemble) not in (LayerEnsembleClassifier, LayerEnsembleRegressor):
@@ -149,7 +152,11 @@ def _ensemble_arrays(ensemble):
             return None
         if classes is not None and not np.array_equal(final.classes_, classes):
             return None
-        arrays.update(_model_arrays(final, "final_"))
+        final_arrays = _model_arrays(final, "final_")
+        n_classes = None if classes is None else len(classes)
+        if final_arrays["final_coef"].shape[1] != len(layers) * meta_columns(n_classes):
+            return None  # not the meta features the server computes
+        arrays.update(final_arrays)
     return arrays, ensemble.combine
 
 

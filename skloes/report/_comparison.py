@@ -6,7 +6,9 @@ the same outer folds (each method selecting its layers inside every fold when
 :meth:`MethodComparison.recommend` gives the :class:`Recommendation`, the
 cheapest method within noise of the best (see :ref:`report_recommendation`).
 Every multi-layer method is scored under the report's ``fusion``
-(:class:`_FoldFusion` for the per-layer fusions and ``"auto"``). The report,
+(:class:`~skloes.report._fold_fusion.FoldFusion` for the per-layer fusions
+and ``"auto"``), from the per-layer table's
+:class:`~skloes.report._layer_scoring.LayerScores`. The report,
 the command line and the model card read these objects; how they are shown
 lives in :mod:`skloes.report._presenting`.
 """
@@ -23,7 +25,6 @@ from dataclasses import dataclass, fields
 from numbers import Integral
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.base import clone
 from sklearn.model_selection import cross_validate
 from sklearn.pipeline import make_pipeline
@@ -32,20 +33,8 @@ from skloes.core._contract import fuse_layers, mark_layers
 from skloes.core._fusion import CANDIDATES
 from skloes.core._noise import cheapest_within_noise, within_noise
 from skloes.core._routing import fit_takes, routing_enabled
-from skloes.probe._ensemble import (
-    LayerEnsembleClassifier,
-    LayerEnsembleRegressor,
-    _meta_features,
-    auto_fusion,
-    check_inner_split,
-    combine_outputs,
-    final_model,
-    inner_folds,
-    inner_split_count,
-    inner_split_problem,
-    layer_outputs,
-    score_predictions,
-)
+from skloes.report._fold_fusion import FoldFusion
+from skloes.report._layer_scoring import cross_val_scores
 from skloes.report._methods import FIXED, method_selector
 
 __all__ = ["MethodComparison", "MethodScore", "Recommendation", "compare_methods"]
@@ -376,22 +365,24 @@ class MethodComparison:
         )
 
 
-def compare_methods(report, stack, y, probe, folds, *, progress=iter):
-    """Score LOES and the report's baselines on the shared ``folds``.
+def compare_methods(report, scores, stack, y, probe, *, progress=iter):
+    """Score LOES and the report's baselines on the shared folds.
 
     Parameters
     ----------
     report : LayerReport
-        Being fitted: its settings (budget, selector, baselines, ``nested``,
-        seed, jobs), its task, groups, scoring and per-layer fold scores.
+        Being fitted: its settings (budget, selector, baselines, ``fusion``,
+        ``nested``, seed, jobs), its task, scoring, number of folds and
+        per-layer scores (public attributes only).
+    scores : LayerScores
+        What the per-layer scoring produced: the shared folds, the groups
+        and splitter, each layer's fold scores and held-out outputs.
     stack : ndarray of shape (n_layers, n_samples, dim)
         The layers.
     y : ndarray of shape (n_samples,)
         The target.
     probe : estimator
         The probe every method is scored with.
-    folds : list of (train, test)
-        The outer folds.
     progress : callable, default=iter
         Wraps the loop over methods (a progress bar).
 
@@ -403,16 +394,16 @@ def compare_methods(report, stack, y, probe, folds, *, progress=iter):
     inner_cv : int or splitter
         The selectors' own folds.
     """
-    return _Comparer(report, stack, y, probe, folds).run(progress)
+    return _Comparer(report, scores, stack, y, probe).run(progress)
 
 
 class _Comparer:
     """One comparison's state: the flat table, the inner folds, a cache of
     fixed layers' scores."""
 
-    def __init__(self, report, stack, y, probe, folds):
-        self.report, self.stack, self.y = report, stack, y
-        self.probe, self.folds = probe, folds
+    def __init__(self, report, scores, stack, y, probe):
+        self.report, self.scores, self.stack, self.y = report, scores, stack, y
+        self.probe, self.folds, self.groups = probe, scores.folds, scores.groups
         L, n, d = stack.shape
         flat = np.ascontiguousarray(stack.transpose(1, 0, 2)).reshape(n, L * d)
         self.flat = mark_layers(flat, d)
@@ -420,26 +411,17 @@ class _Comparer:
         self.k = min(k, L) if k != "auto" else k
         self.inner_cv = self._inner_cv()
         self.cache = {}
-        self.fused = (
-            None
-            if report.fusion == "concatenate"
-            else _FoldFusion(
+        self.fused = None
+        if report.fusion != "concatenate":
+            self.fused = FoldFusion(
+                scores,
                 stack,
                 y,
                 probe,
-                folds,
                 fusion=report.fusion,
-                classes=report._classes,
-                layer_outputs=report._layer_outputs,
-                layer_fold_scores=report._layer_fold_scores,
                 inner_cv=self.inner_cv,
-                splitter=report._splitter,
-                groups=report._groups,
-                reuse_layer_outputs=report._reuse_layer_outputs,
                 n_jobs=report.n_jobs,
-                random_state=report.random_state,
             )
-        )
 
     def run(self, progress):
         report = self.report
@@ -492,7 +474,7 @@ class _Comparer:
         holds fewer rows of a class (at least 2), or of groups; a grouped
         splitter of that many folds with ``groups``."""
         n = 5 if not self.report.nested else self._inner_n_splits()
-        return n if self.report._groups is None else self.report._splitter(n)
+        return n if self.groups is None else self.scores.splitter(n)
 
     def _inner_n_splits(self):
         report, y = self.report, self.y
@@ -511,15 +493,15 @@ class _Comparer:
                 np.unique(y[train], return_counts=True)[1].min() for train in trains
             )
         )
-        if report._groups is not None:
-            groups = min(len(np.unique(report._groups[train])) for train in trains)
+        if self.groups is not None:
+            groups = min(len(np.unique(self.groups[train])) for train in trains)
             smallest = min(smallest, groups)
         return int(max(2, min(5, smallest)))
 
     def _grouped(self, selector):
         """With ``groups``, a selector that cross-validates by a number of
         folds (``cv`` an int or None) splits by the groups instead."""
-        if self.report._groups is None or "cv" not in selector.get_params(deep=False):
+        if self.groups is None or "cv" not in selector.get_params(deep=False):
             return selector
         cv = selector.get_params(deep=False)["cv"]
         if cv is None or isinstance(cv, Integral):
@@ -528,7 +510,7 @@ class _Comparer:
 
     def _selector_params(self, selector):
         """The ``fit`` metadata of a selector: ``groups`` when it splits."""
-        groups = self.report._groups
+        groups = self.groups
         if groups is None or not fit_takes(selector, "groups"):
             return {}
         return {"groups": groups}
@@ -586,11 +568,18 @@ class _Comparer:
         if key not in self.cache:
             n = len(self.folds)
             if len(layers) == 1:
-                scores = self.report._layer_fold_scores[layers[0]]
+                scores = self.scores.fold_scores[layers[0]]
                 self.cache[key] = scores, [None] * n
             elif self.fused is None:
                 fused = fuse_layers(self.stack, layers)
-                scores = self.report._cv(self.probe, fused, self.y, self.folds)
+                scores = cross_val_scores(
+                    self.probe,
+                    fused,
+                    self.y,
+                    self.folds,
+                    self.report.scoring_,
+                    self.report.n_jobs,
+                )
                 self.cache[key] = scores, ["concatenate"] * n
             else:
                 self.cache[key] = self.fused.score([list(layers)] * n)
@@ -599,262 +588,3 @@ class _Comparer:
 
 def _one_or(layers, fusion):
     return None if len(layers) == 1 else fusion
-
-
-def _fit_outputs(probe, X, train, rows, y, classes):
-    """A probe fitted on ``train`` rows of ``X``, its outputs on ``rows``."""
-    fitted = clone(probe).fit(X[train], y[train])
-    return layer_outputs(fitted, X[rows], classes)
-
-
-def _fit_predict(probe, X, train, rows, y):
-    fitted = clone(probe).fit(X[train], y[train])
-    return np.asarray(fitted.predict(X[rows]))
-
-
-class _FoldFusion:
-    """Scores of sets of layers, fold by fold, under a per-layer fusion or
-    ``"auto"``, from the per-layer table's fitted probes.
-
-    ``"average"``: the mean of the layers' held-out outputs on the fold
-    (the per-layer table's), no refit. ``"stack"``: a meta model fitted on
-    the layers' out-of-fold outputs over the fold's training rows, applied to
-    their held-out outputs. ``"auto"``: the fusion the probe would choose on
-    the fold's training rows (the closed-form leave-one-out scores of
-    :func:`~skloes.probe._ensemble.loo_fusion_scores`, nothing fitted), then
-    scored as that fusion. The inner folds of fold ``i`` are the other folds: the
-    probe fitted on the rows outside folds ``i`` and ``j`` gives fold ``i``
-    its out-of-fold outputs on fold ``j`` and fold ``j`` its outputs on fold
-    ``i`` (one fit per layer and pair of folds). With 2 folds, each fold's
-    training rows are split by the report's inner folds instead.
-
-    It reads nothing of the report but what it is given: the per-layer
-    table's held-out ``layer_outputs`` and ``layer_fold_scores``, the inner
-    ``splitter(n_splits)`` and ``groups``, and whether the per-layer outputs
-    are reused (``reuse_layer_outputs=False`` refits every fusion, for timing
-    and checks).
-    """
-
-    def __init__(
-        self,
-        stack,
-        y,
-        probe,
-        folds,
-        *,
-        fusion,
-        classes,
-        layer_outputs,
-        layer_fold_scores,
-        inner_cv,
-        splitter,
-        groups=None,
-        reuse_layer_outputs=True,
-        n_jobs=None,
-        random_state=None,
-    ):
-        self.stack, self.y, self.probe, self.folds = stack, y, probe, folds
-        self.fusion, self.classes = fusion, classes
-        self.outputs = layer_outputs  # (n_layers, n_samples, m)
-        self.layer_fold_scores = layer_fold_scores  # (n_layers, n_folds)
-        self.splitter, self.groups = splitter, groups
-        self.reuse = reuse_layer_outputs
-        self.n_jobs, self.random_state = n_jobs, random_state
-        self.inner = [self._inner(i, inner_cv) for i in range(len(folds))]
-        self.fits = {}  # (inner key, layer) -> outputs on the rows it left out
-        self.concat_outer = {}  # (fold, layers) -> score
-
-    def _inner(self, i, inner_cv):
-        """Inner folds of fold ``i``: ``(key, train rows, test rows)``, rows
-        as indices of all rows; ``key`` names the fit (shared by a pair)."""
-        train_i = self.folds[i][0]
-        if len(self.folds) >= 3:
-            return [
-                (frozenset((i, j)), np.setdiff1d(train_i, test_j), test_j)
-                for j, (_, test_j) in enumerate(self.folds)
-                if j != i
-            ]
-        y_i, groups = self.y[train_i], self.groups
-        if inner_split_problem(y_i, self._task()) is not None:
-            return None  # "auto" concatenates; "stack" is refused (_fold)
-        splitter = inner_cv
-        if isinstance(inner_cv, Integral):
-            n = inner_split_count(y_i, self._task(), inner_cv)
-            if groups is not None:
-                n = min(n, np.unique(groups[train_i]).size)
-            if n < 2:
-                return None
-            splitter = self.splitter(n)
-        split = splitter.split(
-            np.zeros((train_i.size, 1)),
-            self.y[train_i],
-            None if groups is None else groups[train_i],
-        )
-        return [((i, k), train_i[a], train_i[b]) for k, (a, b) in enumerate(split)]
-
-    def score(self, fold_layers):
-        """Per-fold scores and fusions of each fold's ``layers``."""
-        fusions = [self._fusion(i, layers) for i, layers in enumerate(fold_layers)]
-        self._fit_layers(
-            [
-                layers if fusion == "stack" else []
-                for layers, fusion in zip(fold_layers, fusions, strict=True)
-            ]
-        )
-        out = [
-            self._fold(i, layers, fusion)
-            for i, (layers, fusion) in enumerate(zip(fold_layers, fusions, strict=True))
-        ]
-        scores = np.asarray([score for score, _ in out], dtype=np.float64)
-        return scores, [fusion for _, fusion in out]
-
-    # ------------------------------------------------------------ the fits
-    def _fit_layers(self, fold_layers):
-        """Fit, in parallel, the per-layer inner probes these folds need (the
-        stacks' meta models' inputs)."""
-        if not self.reuse:
-            return
-        todo = {}
-        for i, layers in enumerate(fold_layers):
-            if len(layers) < 2:
-                continue
-            for key, train, _ in self.inner[i] or ():
-                for layer in layers:
-                    if (key, layer) not in self.fits:
-                        todo[(key, layer)] = train
-        if not todo:
-            return
-        n = len(self.y)
-        jobs = list(todo.items())
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=UserWarning)
-            outs = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_outputs)(
-                    self.probe,
-                    self.stack[layer],
-                    train,
-                    np.setdiff1d(np.arange(n), train),
-                    self.y,
-                    self.classes,
-                )
-                for (_, layer), train in jobs
-            )
-        for ((key, layer), train), part in zip(jobs, outs, strict=True):
-            self.fits[(key, layer)] = (np.setdiff1d(np.arange(n), train), part)
-
-    def _left_out(self, store, key, rows):
-        """What ``store[key]`` holds for ``rows`` (rows it left out)."""
-        held, values = store[key]
-        return values[np.searchsorted(held, rows)]
-
-    def _oof(self, i, layers):
-        """``(n_layers, n_train, m)`` out-of-fold outputs of the layers over
-        fold ``i``'s inner folds, rows in the order of its training rows."""
-        train_i = self.folds[i][0]
-        out = np.zeros((len(layers), train_i.size, self.outputs.shape[2]))
-        for key, _, test in self.inner[i]:
-            at = np.searchsorted(train_i, test)
-            for k, layer in enumerate(layers):
-                out[k, at] = self._left_out(self.fits, (key, layer), test)
-        return out
-
-    def _relative_inner(self, i):
-        train_i = self.folds[i][0]
-        return [
-            (np.searchsorted(train_i, a), np.searchsorted(train_i, b))
-            for _, a, b in self.inner[i]
-        ]
-
-    # ----------------------------------------------------------- the scores
-    def _fusion(self, i, layers):
-        """The fusion of ``layers`` on fold ``i``: the report's, or the one
-        ``"auto"`` chooses on the fold's training rows (None: one layer)."""
-        if len(layers) == 1:
-            return None
-        if self.fusion != "auto":
-            return self.fusion
-        if self.inner[i] is None:  # the fold's rows allow no inner folds
-            return "concatenate"
-        train = self.folds[i][0]
-        fusion, _ = auto_fusion(
-            fuse_layers(self.stack, sorted(layers))[train],
-            self.y[train],
-            layer_dim=self.stack.shape[2],
-            classes=self.classes,
-            estimator=self.probe,
-        )
-        return fusion
-
-    def _fold(self, i, layers, fusion):
-        """Score of ``layers`` on fold ``i`` under ``fusion``, and ``fusion``."""
-        if fusion is None:
-            return float(self.layer_fold_scores[layers[0]][i]), None
-        if fusion == "average":
-            return self._average(i, layers), fusion
-        if fusion == "stack" and self.inner[i] is None:
-            check_inner_split(
-                self.y[self.folds[i][0]], self._task(), "LayerReport", "fusion"
-            )
-            raise ValueError(  # grouped rows: too few groups
-                "LayerReport: fusion='stack' needs inner folds of every "
-                "training fold, and its groups allow none; average the "
-                "layers instead, or give more groups."
-            )
-        if not self.reuse:
-            return self._refit(i, layers, fusion)
-        if fusion == "stack":
-            return self._stack(i, layers, self._oof(i, layers)), fusion
-        return self._concatenate(i, layers), fusion
-
-    def _refit(self, i, layers, fusion):
-        """Without the reuse (for timing and checks): ``fusion`` fitted on
-        the fold's training rows from scratch, as the probe fits it, with its
-        own 5 inner folds."""
-        train, test = self.folds[i]
-        fused = fuse_layers(self.stack, sorted(layers))
-        dim, y = self.stack.shape[2], self.y
-        folds = inner_folds(y[train], self._task(), 5, self.random_state)
-        model = self.probe
-        if fusion != "concatenate":
-            kind = (
-                LayerEnsembleRegressor
-                if self.classes is None
-                else LayerEnsembleClassifier
-            )
-            model = kind(self.probe, combine=fusion, layer_dim=dim, cv=folds)
-        pred = _fit_predict(model, fused, train, test, y)
-        return score_predictions(y[test], pred, self.classes), fusion
-
-    def _task(self):
-        return "regression" if self.classes is None else "classification"
-
-    def _average(self, i, layers):
-        test = self.folds[i][1]
-        if self.reuse:
-            mean = self.outputs[np.asarray(layers)][:, test]
-            pred = combine_outputs(mean, self.classes)[1]
-            return score_predictions(self.y[test], pred, self.classes)
-        kind = (
-            LayerEnsembleRegressor if self.classes is None else LayerEnsembleClassifier
-        )
-        ens = kind(clone(self.probe), layer_dim=self.stack.shape[2])
-        fused = fuse_layers(self.stack, layers)
-        pred = _fit_predict(ens, fused, self.folds[i][0], test, self.y)
-        return score_predictions(self.y[test], pred, self.classes)
-
-    def _stack(self, i, layers, oof):
-        train, test = self.folds[i]
-        task = "regression" if self.classes is None else "classification"
-        meta = final_model(task).fit(_meta_features(oof, self.classes), self.y[train])
-        held = self.outputs[np.asarray(layers)][:, test]
-        pred = meta.predict(_meta_features(held, self.classes))
-        return score_predictions(self.y[test], pred, self.classes)
-
-    def _concatenate(self, i, layers):
-        key = (i, tuple(layers))
-        if key not in self.concat_outer:
-            train, test = self.folds[i]
-            fused = fuse_layers(self.stack, layers)
-            pred = _fit_predict(self.probe, fused, train, test, self.y)
-            self.concat_outer[key] = score_predictions(self.y[test], pred, self.classes)
-        return self.concat_outer[key]

@@ -3,7 +3,9 @@
 :func:`report_page` renders a fitted :class:`~skloes.report.LayerReport` as a
 standalone page (``report.html`` of a report folder): inline CSS, inline SVG
 written here (no plotting library), a small hand-written script, nothing
-fetched. :func:`notebook_html` renders the same content for a notebook cell,
+fetched. The styles and the script are package data files
+(``skloes/report/_static/report.css`` and ``report.js``), inlined as read.
+:func:`notebook_html` renders the same content for a notebook cell,
 moved into a shadow DOM by its script so that the notebook's styles and the
 report's do not meet; without scripts the same markup shows, its styles
 scoped under its own class. (A fitted probe's display, its layers and
@@ -24,11 +26,14 @@ between keys and list positions). Every string comes out HTML-escaped.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from html import escape
+from importlib.resources import files
 
 import numpy as np
 
@@ -386,90 +391,125 @@ def _frequency_bars(freq, xs, band, top):
     )
 
 
-def _profile(report, uid):
-    cols = _presenting.layer_columns(report)
-    L = len(cols["layer"])
-    band = (_W - _LEFT - _RIGHT) / L
-    xs = [_LEFT + (i + 0.5) * band for i in range(L)]
+@dataclass(frozen=True)
+class _Frame:
+    """Where the profile draws: one band per layer (centres ``xs``), the
+    score panel from ``top`` (scores ``lo`` to ``hi``), the metric panel
+    from ``bottom_top``, the layer axis at the foot of ``height``."""
+
+    xs: list
+    band: float
+    lo: float
+    hi: float
+    top: int
+    bottom_top: int
+    height: int
+
+    @classmethod
+    def of(cls, cols, has_metrics):
+        n_layers = len(cols["layer"])
+        band = (_W - _LEFT - _RIGHT) / n_layers
+        score = np.asarray(cols["probe_score"])
+        std = np.asarray(cols["probe_score_std"])
+        lo, hi = _range(np.concatenate([score - std, score + std]))
+        top = 12
+        bottom_top = top + _TOP_H + _GAP
+        height = bottom_top + (_BOTTOM_H + _GAP if has_metrics else 0) + _AXIS
+        xs = [_LEFT + (i + 0.5) * band for i in range(n_layers)]
+        return cls(xs, band, lo, hi, top, bottom_top, height)
+
+    def score_y(self, v):
+        """The height of score ``v`` in the top panel."""
+        return self.top + _TOP_H - (v - self.lo) / (self.hi - self.lo) * _TOP_H
+
+
+def _score_panel(frame, cols, rec, scoring):
+    """The top panel: the score axis, the folds' picks (bars), the score's
+    fold spread (band), its line and marks (large: LOES's layers), and the
+    recommended method's layers (triangles under the panel)."""
+    top, xs, sy = frame.top, frame.xs, frame.score_y
     score, std = np.asarray(cols["probe_score"]), np.asarray(cols["probe_score_std"])
-    lo, hi = _range(np.concatenate([score - std, score + std]))
-    top = 12
-    sy = lambda v: top + _TOP_H - (v - lo) / (hi - lo) * _TOP_H  # noqa: E731
-    metrics = [c for c in report.metrics_]
-    bottom_top = top + _TOP_H + _GAP
-    height = bottom_top + (_BOTTOM_H + _GAP if metrics else 0) + _AXIS
-    svg = [
-        f'<svg class="profile-svg" viewBox="0 0 {_W} {height}" role="img" '
-        f'aria-label="probe score and metrics against the layer" '
-        f'xmlns="http://www.w3.org/2000/svg">',
-        _axis_y(_LEFT, top, _TOP_H, lo, hi),
+    parts = [
+        _axis_y(_LEFT, top, _TOP_H, frame.lo, frame.hi),
         f'<text class="label" x="14" y="{top + _TOP_H / 2:.0f}" '
         f'transform="rotate(-90 14 {top + _TOP_H / 2:.0f})" text-anchor="middle">'
-        f"{escape(report.scoring_)} (CV)</text>",
+        f"{escape(scoring)} (CV)</text>",
     ]
     freq = cols.get("selection_frequency")
     if freq is not None:
-        svg.append(_frequency_bars(freq, xs, band, top))
+        parts.append(_frequency_bars(freq, xs, frame.band, top))
     upper = [f"{x:.1f},{sy(v):.1f}" for x, v in zip(xs, score + std, strict=True)]
     lower = [f"{x:.1f},{sy(v):.1f}" for x, v in zip(xs, score - std, strict=True)]
-    svg.append(
+    parts.append(
         f'<polygon class="band" points="{" ".join(upper + lower[::-1])}"/>'
         f'<path class="score line" d="{_path(xs, [sy(v) for v in score])}"/>'
     )
-    marks = []
-    for i in range(L):
-        klass = "mark sel" if cols["selected"][i] else "mark"
-        marks.append(
-            f'<circle class="{klass}" data-layer="{i}" cx="{xs[i]:.1f}" '
-            f'cy="{sy(score[i]):.1f}" r="{5 if cols["selected"][i] else 3.2}"/>'
+    marks = [
+        f'<circle class="{"mark sel" if picked else "mark"}" data-layer="{i}" '
+        f'cx="{xs[i]:.1f}" cy="{sy(score[i]):.1f}" r="{5 if picked else 3.2}"/>'
+        for i, picked in enumerate(cols["selected"])
+    ]
+    parts.append(f'<g class="score">{"".join(marks)}</g>')
+    parts.append(
+        "".join(
+            f'<path class="rec" data-layer="{i}" d="M{xs[i]:.1f},'
+            f'{top + _TOP_H + 3:.1f} l-5,9 h10 z"><title>recommended: '
+            f"{escape(rec.method)}</title></path>"
+            for i in rec.layers
         )
-    svg.append(f'<g class="score">{"".join(marks)}</g>')
-    rec = report.recommendation_
-    tri = "".join(  # the recommended method's layers, under the top panel
-        f'<path class="rec" data-layer="{i}" d="M{xs[i]:.1f},{top + _TOP_H + 3:.1f} '
-        f'l-5,9 h10 z"><title>recommended: {escape(rec.method)}</title></path>'
-        for i in rec.layers
     )
-    svg.append(tri)
-    for j, name in enumerate(metrics):
-        values = np.asarray(cols[name], dtype=float)
-        mlo, mhi = _range(values)
-        my = [
-            bottom_top + _BOTTOM_H - (v - mlo) / (mhi - mlo) * _BOTTOM_H
-            if np.isfinite(v)
-            else np.nan
-            for v in values
-        ]
-        dots = "".join(
-            f'<circle class="mdot" data-layer="{i}" cx="{xs[i]:.1f}" cy="{y:.1f}" '
-            'r="2.8"/>'
-            for i, y in enumerate(my)
-            if np.isfinite(y)
-        )
-        svg.append(
-            f'<g class="metric mk{j}" data-metric="{escape(name)}">'
-            f"{_axis_y(_LEFT, bottom_top, _BOTTOM_H, mlo, mhi)}"
-            f'<path class="mline" d="{_path(xs, my)}"/>{dots}'
-            f'<text class="label" x="14" y="{bottom_top + _BOTTOM_H / 2:.0f}" '
-            f'transform="rotate(-90 14 {bottom_top + _BOTTOM_H / 2:.0f})" '
-            f'text-anchor="middle">{escape(name)}</text></g>'
-        )
+    return parts
+
+
+def _metric_panel(frame, j, name, values):
+    """The bottom panel's drawing of metric ``j`` (shown when chosen)."""
+    top, xs = frame.bottom_top, frame.xs
+    values = np.asarray(values, dtype=float)
+    mlo, mhi = _range(values)
+    my = [
+        top + _BOTTOM_H - (v - mlo) / (mhi - mlo) * _BOTTOM_H
+        if np.isfinite(v)
+        else np.nan
+        for v in values
+    ]
+    dots = "".join(
+        f'<circle class="mdot" data-layer="{i}" cx="{xs[i]:.1f}" cy="{y:.1f}" r="2.8"/>'
+        for i, y in enumerate(my)
+        if np.isfinite(y)
+    )
+    return (
+        f'<g class="metric mk{j}" data-metric="{escape(name)}">'
+        f"{_axis_y(_LEFT, top, _BOTTOM_H, mlo, mhi)}"
+        f'<path class="mline" d="{_path(xs, my)}"/>{dots}'
+        f'<text class="label" x="14" y="{top + _BOTTOM_H / 2:.0f}" '
+        f'transform="rotate(-90 14 {top + _BOTTOM_H / 2:.0f})" '
+        f'text-anchor="middle">{escape(name)}</text></g>'
+    )
+
+
+def _layer_axis(frame):
+    """The layer axis (every layer's index, or every few past 32 layers),
+    and the hidden highlight of the hovered layer's column."""
+    xs, height, top = frame.xs, frame.height, frame.top
     axis_y = height - _AXIS + 14
-    step = max(1, math.ceil(L / 32))
+    step = max(1, math.ceil(len(xs) / 32))
     ticks = "".join(
         f'<text class="tick" x="{xs[i]:.1f}" y="{axis_y}" text-anchor="middle">{i}'
         "</text>"
-        for i in range(0, L, step)
+        for i in range(0, len(xs), step)
     )
-    svg.append(
+    return [
         f'{ticks}<text class="label" x="{(_LEFT + _W - _RIGHT) / 2:.0f}" '
-        f'y="{height - 4}" text-anchor="middle">layer</text>'
-    )
-    svg.append(
-        f'<rect class="hl-col" x="0" y="{top}" width="{band:.1f}" '
-        f'height="{height - _AXIS - top}" visibility="hidden"/>'
-    )
-    for i in range(L):  # hover targets, with the numbers as a native tooltip
+        f'y="{height - 4}" text-anchor="middle">layer</text>',
+        f'<rect class="hl-col" x="0" y="{top}" width="{frame.band:.1f}" '
+        f'height="{height - _AXIS - top}" visibility="hidden"/>',
+    ]
+
+
+def _hover_targets(frame, cols):
+    """One transparent column per layer, its numbers as a native tooltip."""
+    out = []
+    for i, x in enumerate(frame.xs):
         tip = "; ".join(
             f"{c} "
             + (
@@ -479,19 +519,25 @@ def _profile(report, uid):
             )
             for c in cols
         )
-        svg.append(
-            f'<rect class="hit" data-layer="{i}" x="{xs[i] - band / 2:.1f}" '
-            f'y="{top}" width="{band:.1f}" height="{height - _AXIS - top}">'
+        out.append(
+            f'<rect class="hit" data-layer="{i}" x="{x - frame.band / 2:.1f}" '
+            f'y="{frame.top}" width="{frame.band:.1f}" '
+            f'height="{frame.height - _AXIS - frame.top}">'
             f"<title>{escape(tip)}</title></rect>"
         )
-    svg.append("</svg>")
+    return out
+
+
+def _profile_controls(uid, has_freq, metrics):
+    """The switches above the profile (score, spread, picks; one metric at
+    a time) and the styles that show the chosen metric."""
     controls = [
         f'<input type="checkbox" id="{uid}-sw-score" class="sw sw-score" checked>'
         f'<label for="{uid}-sw-score">probe score</label>',
         f'<input type="checkbox" id="{uid}-sw-band" class="sw sw-band" checked>'
         f'<label for="{uid}-sw-band">fold spread (± std)</label>',
     ]
-    if freq is not None:
+    if has_freq:
         controls.append(
             f'<input type="checkbox" id="{uid}-sw-freq" class="sw sw-freq" checked>'
             f'<label for="{uid}-sw-freq">picked by the folds</label>'
@@ -507,16 +553,41 @@ def _profile(report, uid):
         f".skloes-report .sw-m{j}:checked ~ svg .mk{j}{{display:inline}}"
         for j in range(len(metrics))
     )
-    legend = (
+    return "".join(controls), css
+
+
+def _profile_legend(has_freq, has_metrics):
+    return (
         "Probe score per layer with its spread over the folds (band); large "
         "marks: the LOES layers; triangles: the recommended method's layers"
-        + ("; bars: how often the folds picked the layer" if freq is not None else "")
-        + ("; below, the metric chosen above" if metrics else "")
+        + ("; bars: how often the folds picked the layer" if has_freq else "")
+        + ("; below, the metric chosen above" if has_metrics else "")
         + ". Hover a layer for its numbers."
     )
+
+
+def _profile(report, uid):
+    """The profile section (switches, the SVG, its legend) and the styles
+    of its metric switches: probe score and metrics against the layer."""
+    cols = _presenting.layer_columns(report)
+    metrics = list(report.metrics_)
+    frame = _Frame.of(cols, bool(metrics))
+    svg = [
+        f'<svg class="profile-svg" viewBox="0 0 {_W} {frame.height}" role="img" '
+        f'aria-label="probe score and metrics against the layer" '
+        f'xmlns="http://www.w3.org/2000/svg">',
+        *_score_panel(frame, cols, report.recommendation_, report.scoring_),
+        *(_metric_panel(frame, j, name, cols[name]) for j, name in enumerate(metrics)),
+        *_layer_axis(frame),
+        *_hover_targets(frame, cols),
+        "</svg>",
+    ]
+    has_freq = cols.get("selection_frequency") is not None
+    controls, css = _profile_controls(uid, has_freq, metrics)
+    legend = _profile_legend(has_freq, bool(metrics))
     return (
         "<section><h2>Profile</h2>"
-        f'<div class="profile">{"".join(controls)}{"".join(svg)}'
+        f'<div class="profile">{controls}{"".join(svg)}'
         f'<div class="tip" hidden></div></div><p class="sub">{escape(legend)}</p>'
         "</section>",
         css,
@@ -524,138 +595,12 @@ def _profile(report, uid):
 
 
 # --------------------------------------------------------------- the page
-_CSS = """
-.skloes-report{all:initial;display:block;box-sizing:border-box;
---fg:#1d2127;--muted:#5b6470;--bg:#ffffff;--panel:#f5f7fa;--line:#d8dde4;
---accent:#1f6feb;--sel:#d1242f;--band:rgba(31,111,235,.16);--bar:rgba(130,80,223,.22);
---barline:#8250df;--metric:#0b7a5c;--hl:rgba(255,196,0,.28);
-color:var(--fg);background:var(--bg);font:14px/1.45 system-ui,-apple-system,
-"Segoe UI",Roboto,Helvetica,Arial,sans-serif;padding:16px 20px;max-width:1100px}
-@media (prefers-color-scheme: dark){.skloes-report{--fg:#e6e9ee;--muted:#9aa4b1;
---bg:#15181d;--panel:#1f242b;--line:#343b45;--accent:#58a6ff;--sel:#ff7b72;
---band:rgba(88,166,255,.2);--bar:rgba(188,140,255,.25);--barline:#bc8cff;
---metric:#3fb950;--hl:rgba(255,196,0,.18)}}
-.skloes-report *{box-sizing:border-box}
-.skloes-report h1{font-size:22px;margin:0 0 2px}
-.skloes-report h2{font-size:17px;margin:22px 0 6px;border-bottom:1px solid var(--line);
-padding-bottom:3px}
-.skloes-report h1,.skloes-report h2,.skloes-report p,.skloes-report dl{display:block}
-.skloes-report p{margin:4px 0}
-.skloes-report .sub{color:var(--muted);font-size:13px}
-.skloes-report .facts{display:flex;flex-wrap:wrap;gap:4px 18px;margin:8px 0}
-.skloes-report .facts div{display:flex;gap:6px}
-.skloes-report dt{color:var(--muted)}
-.skloes-report dd{margin:0;font-weight:600}
-.skloes-report .about dd{font-weight:400}
-.skloes-report code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
-.skloes-report .rec{background:var(--panel);border-left:4px solid var(--accent);
-padding:4px 14px 8px;margin-top:14px}
-.skloes-report .rec h2{border:0;margin-top:8px}
-.skloes-report .rec-head{font-size:16px}
-.skloes-report .scroll{overflow-x:auto;display:block}
-.skloes-report table{border-collapse:collapse;font-variant-numeric:tabular-nums;
-font-size:13px;margin:6px 0;display:table}
-.skloes-report th,.skloes-report td{border-bottom:1px solid var(--line);
-padding:3px 9px;text-align:left;vertical-align:top}
-.skloes-report .n{text-align:right}
-.skloes-report thead th{background:var(--panel);position:sticky;top:0}
-.skloes-report th button{all:unset;cursor:pointer;font-weight:600}
-.skloes-report th button:focus-visible{outline:2px solid var(--accent)}
-.skloes-report th[aria-sort=ascending] button::after{content:" \\25B2"}
-.skloes-report th[aria-sort=descending] button::after{content:" \\25BC"}
-.skloes-report tr.sel td[data-col=selected]{color:var(--sel);font-weight:700}
-.skloes-report tr.hl td,.skloes-report tr.hl th{background:var(--hl)}
-.skloes-report .profile{position:relative;display:flex;flex-wrap:wrap;gap:4px 6px;
-align-items:center}
-.skloes-report .profile label{margin-right:10px;cursor:pointer}
-.skloes-report .profile input{margin:0;accent-color:var(--accent)}
-.skloes-report .profile-svg{flex-basis:100%;max-width:860px;height:auto;display:block}
-.skloes-report svg text{fill:var(--fg);font-size:11px;font-family:inherit}
-.skloes-report svg .tick{fill:var(--muted);font-size:10px}
-.skloes-report svg .grid{stroke:var(--line);stroke-width:1}
-.skloes-report svg .band{fill:var(--band)}
-.skloes-report svg .line{fill:none;stroke:var(--accent);stroke-width:2}
-.skloes-report svg .mark{fill:var(--accent)}
-.skloes-report svg .mark.sel{fill:var(--sel);stroke:var(--bg);stroke-width:1.5}
-.skloes-report svg .mark.on{stroke:var(--fg);stroke-width:2}
-.skloes-report svg .bar{fill:var(--bar);stroke:var(--barline);stroke-width:.6}
-.skloes-report svg text.freq{fill:var(--barline)}
-.skloes-report svg .metric{display:none}
-.skloes-report svg .mline{fill:none;stroke:var(--metric);stroke-width:1.8}
-.skloes-report svg .mdot{fill:var(--metric)}
-.skloes-report svg .rec{fill:var(--sel);opacity:.85}
-.skloes-report svg .hit{fill:transparent;cursor:crosshair}
-.skloes-report svg .hl-col{fill:var(--hl)}
-.skloes-report .sw-score:not(:checked) ~ svg .score{display:none}
-.skloes-report .sw-band:not(:checked) ~ svg .band{display:none}
-.skloes-report .sw-freq:not(:checked) ~ svg .freq{display:none}
-.skloes-report .tip{position:absolute;z-index:2;pointer-events:none;
-background:var(--panel);border:1px solid var(--line);padding:6px 9px;font-size:12px;
-box-shadow:0 2px 8px rgba(0,0,0,.18);white-space:nowrap}
-.skloes-report .tip[hidden]{display:none}
-.skloes-report .tip b{display:block;margin-bottom:2px}
-.skloes-report footer{color:var(--muted);font-size:12px;margin-top:20px;display:block}
-"""
-
-# Sorting and hovering; the page works without it (tables, native tooltips).
-_JS = r"""
-function skloesReport(root){
-  if(!root||root.dataset.ready)return;root.dataset.ready="1";
-  var num=function(td){var v=parseFloat(td.getAttribute("data-value"));
-    return isNaN(v)?null:v;};
-  root.querySelectorAll("table.sortable").forEach(function(table){
-    var ths=table.querySelectorAll("thead th");
-    ths.forEach(function(th,k){
-      var b=document.createElement("button");b.type="button";
-      b.textContent=th.textContent;th.textContent="";th.appendChild(b);
-      b.addEventListener("click",function(){
-        var asc=th.getAttribute("aria-sort")!=="ascending";
-        ths.forEach(function(o){o.removeAttribute("aria-sort");});
-        th.setAttribute("aria-sort",asc?"ascending":"descending");
-        var body=table.tBodies[0],rows=Array.prototype.slice.call(body.rows);
-        rows.sort(function(r,s){var a=num(r.cells[k]),c=num(s.cells[k]);
-          if(a===null&&c===null)return 0;if(a===null)return 1;if(c===null)return -1;
-          return asc?a-c:c-a;});
-        rows.forEach(function(r){body.appendChild(r);});
-      });
-    });
-  });
-  var table=root.querySelector("table.layers"),tip=root.querySelector(".tip"),
-      box=root.querySelector(".profile"),col=root.querySelector(".hl-col");
-  if(!table||!tip||!box)return;
-  var names=Array.prototype.map.call(table.querySelectorAll("thead th"),
-    function(th){return th.getAttribute("data-col");});
-  var rowOf=function(i){return table.querySelector('tr[data-layer="'+i+'"]');};
-  var mark=function(i){return root.querySelector('circle.mark[data-layer="'+i+'"]');};
-  var off=function(){tip.hidden=true;if(col)col.setAttribute("visibility","hidden");
-    root.querySelectorAll("tr.hl").forEach(function(r){r.classList.remove("hl");});
-    root.querySelectorAll("circle.mark.on").forEach(function(c){c.classList.remove("on");});};
-  var on=function(i,hit){off();var row=rowOf(i);if(!row)return;row.classList.add("hl");
-    var m=mark(i);if(m)m.classList.add("on");
-    if(hit&&col){col.setAttribute("x",hit.getAttribute("x"));
-      col.setAttribute("visibility","visible");}
-    tip.textContent="";var h=document.createElement("b");h.textContent="layer "+i;
-    tip.appendChild(h);
-    Array.prototype.forEach.call(row.cells,function(td,k){
-      if(names[k]==="layer")return;var d=document.createElement("div");
-      d.setAttribute("data-col",names[k]);
-      d.textContent=names[k]+": "+(td.textContent||(names[k]==="selected"?"no":"-"));
-      tip.appendChild(d);});
-    tip.hidden=false;
-    if(hit){var r=hit.getBoundingClientRect(),b=box.getBoundingClientRect();
-      var x=r.left-b.left+r.width+8;
-      if(x+tip.offsetWidth>b.width)x=r.left-b.left-tip.offsetWidth-8;
-      tip.style.left=Math.max(0,x)+"px";tip.style.top=(r.top-b.top+20)+"px";}};
-  root.querySelectorAll("rect.hit").forEach(function(hit){
-    var i=hit.getAttribute("data-layer");
-    hit.addEventListener("mouseenter",function(){on(i,hit);});
-    hit.addEventListener("mouseleave",off);});
-  Array.prototype.forEach.call(table.tBodies[0].rows,function(row){
-    row.addEventListener("mouseenter",function(){var i=row.getAttribute("data-layer");
-      off();row.classList.add("hl");var m=mark(i);if(m)m.classList.add("on");});
-    row.addEventListener("mouseleave",off);});
-}
-"""
+@functools.cache
+def _static(name):
+    """A file of the page kept as package data: ``_static/report.css``, its
+    styles, and ``_static/report.js``, its sorting and hovering (the page
+    works without the script: tables, native tooltips)."""
+    return (files("skloes.report") / "_static" / name).read_text(encoding="utf-8")
 
 
 def _fragment(report, about, uid):
@@ -677,9 +622,8 @@ def _fragment(report, about, uid):
             "report rounds them.</footer>",
         ]
     )
-    return (
-        f'<div class="skloes-report" id="{uid}"><style>{_CSS}{css}</style>{body}</div>'
-    )
+    style = _static("report.css") + css
+    return f'<div class="skloes-report" id="{uid}"><style>{style}</style>{body}</div>'
 
 
 def report_page(report, about=None):
@@ -702,6 +646,7 @@ def report_page(report, about=None):
     about = check_about(about)
     if "data" in about:
         title += f": {about['data']}"
+    start = f'skloesReport(document.getElementById("{uid}"));'
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -710,7 +655,7 @@ def report_page(report, about=None):
         "<style>html,body{margin:0;background:#fff}@media (prefers-color-scheme:"
         " dark){html,body{background:#15181d}}</style></head><body>"
         f"{_fragment(report, about, uid)}"
-        f'<script>{_JS}skloesReport(document.getElementById("{uid}"));</script>'
+        f"<script>{_static('report.js')}{start}</script>"
         "</body></html>\n"
     )
 
@@ -739,7 +684,7 @@ def notebook_html(report, about=None):
     return (
         f'<div class="skloes-report-host" id="{uid}-host">'
         f"{_fragment(report, about, uid)}</div>"
-        f"<script>(function(){{{_JS}"
+        f"<script>(function(){{{_static('report.js')}"
         f'var host=document.getElementById("{uid}-host");'
         "if(!host||host.shadowRoot||!host.attachShadow)return;"
         "var nodes=Array.prototype.slice.call(host.childNodes);"

@@ -23,6 +23,7 @@ __all__ = [
     "has_budget_curve",
     "layer_columns",
     "recommendation_text",
+    "selection_summary",
 ]
 
 # The files :func:`write_report` writes (``budget.png`` only with a
@@ -201,6 +202,46 @@ def format_summary(report):
             "fold, 0 = chance)"
         )
     return "\n".join(lines)
+
+
+def selection_summary(report):
+    """The fitted ``report``'s selection summary, the JSON-ready dict of
+    ``LayerReport.summary()`` (``selection.json``)."""
+    by = {e["method"]: e for e in report.summary_}
+    top = int(np.argmax(report.probe_scores_))
+    best = by.get(
+        "best_single_layer",
+        {"layers": [top], "score": float(report.probe_scores_[top])},
+    )
+    last = by.get("last_layer", {"score": float(report.probe_scores_[-1])})
+    folds = report.fold_selections_
+    freq = report.selection_frequency_
+    stability = report.selection_stability_
+    return {
+        "task": report.task_,
+        "scoring": report.scoring_,
+        "fusion": report.fusion,
+        "fusion_counts": report.fusion_,
+        "nested": bool(report.nested),
+        "n_layers": int(len(report.layers_)),
+        "n_splits": report.n_splits_,
+        "n_groups": report.n_groups_,
+        "selected_layers": [int(v) for v in report.selected_layers_],
+        "selection_order": [int(v) for v in report.selection_order_],
+        "fused_score": by["loes"]["score"],
+        "last_layer_score": last["score"],
+        "best_layer": int(best["layers"][0]),
+        "best_layer_score": best["score"],
+        "profile_best_layer": top,
+        "profile_best_layer_score": float(report.probe_scores_[top]),
+        "fold_selections": (
+            None if folds is None else [[int(v) for v in f] for f in folds]
+        ),
+        "selection_stability": None if np.isnan(stability) else stability,
+        "selection_frequency": None if freq is None else freq.tolist(),
+        "recommendation": report.recommendation_.as_dict(),
+        "methods": report.summary_,
+    }
 
 
 def _csv_value(value):

@@ -143,19 +143,17 @@ def test_regression_report_on_few_rows(rows, nested, outcome):
 
 
 def test_a_report_of_only_nan_scores_is_an_error(monkeypatch):
-    from skloes.report import _layer_report
+    from skloes.report import _comparison, _fold_fusion, _layer_scoring
 
     rng = np.random.RandomState(0)
     stack, y = rng.randn(3, 20, 4), rng.randn(20)
-    from skloes.report import _comparison
-
     # Every way a score is made: the per-layer table's scorer, a method's
     # cross-validation, and the fused methods' scores of held-out outputs.
-    monkeypatch.setattr(_layer_report.LayerReport, "_cv", lambda *a: np.full(5, np.nan))
+    monkeypatch.setattr(_comparison, "cross_val_scores", lambda *a: np.full(5, np.nan))
     monkeypatch.setattr(
-        _layer_report, "check_scoring", lambda *a, **k: lambda *b: np.nan
+        _layer_scoring, "check_scoring", lambda *a, **k: lambda *b: np.nan
     )
-    monkeypatch.setattr(_comparison, "score_predictions", lambda *a: np.nan)
+    monkeypatch.setattr(_fold_fusion, "score_predictions", lambda *a: np.nan)
     for fusion in ("concatenate", "auto"):
         err(r"every r2 score is NaN").check(
             lambda f=fusion: LayerReport(nested=False, fusion=f).fit(stack, y)

@@ -116,9 +116,9 @@ def test_a_stack_has_the_meta_models_decision_scores_an_average_none():
 
 
 def meta_features(ensemble, stack):
-    from skloes.probe._ensemble import _meta_features
+    from skloes.core._fusion import meta_features
 
-    return _meta_features(ensemble._outputs(stack), ensemble.classes_)
+    return meta_features(ensemble._outputs(stack), ensemble.classes_)
 
 
 def test_explicit_inner_folds_are_the_stacks_folds():
@@ -131,22 +131,9 @@ def test_explicit_inner_folds_are_the_stacks_folds():
     np.testing.assert_array_equal(a.predict_proba(stack), b.predict_proba(stack))
 
 
-def test_fusion_cv_scores_each_fusion_and_the_choice_breaks_ties_simply():
-    from skloes.probe._ensemble import choose_fusion, fusion_cv, inner_folds
+def test_the_choice_breaks_ties_simply():
+    from skloes.core._fusion import choose_fusion
 
-    stack, y = _data()
-    flat = stack.transpose(1, 0, 2).reshape(stack.shape[1], -1)
-    folds = inner_folds(y, "classification", 5, 0)
-    head = make_pipeline(StandardScaler(), LogisticRegression(C=0.01, max_iter=1000))
-    scores, oof = fusion_cv(head, flat, y, folds, layer_dim=4, classes=np.unique(y))
-    assert list(scores) == ["concatenate", "average", "stack"]
-    assert oof.shape == (3, 90, 3)
-    # the average's score is the accuracy of the mean out-of-fold probability
-    mean = oof.mean(axis=0)
-    by_fold = [
-        np.mean(np.unique(y)[mean[test].argmax(axis=1)] == y[test]) for _, test in folds
-    ]
-    assert scores["average"] == pytest.approx(np.mean(by_fold))
     assert choose_fusion({"concatenate": 0.7, "average": 0.7, "stack": 0.6}) == (
         "concatenate"
     )
@@ -156,6 +143,7 @@ def test_fusion_cv_scores_each_fusion_and_the_choice_breaks_ties_simply():
     assert choose_fusion({"concatenate": np.nan, "average": 0.5, "stack": 0.4}) == (
         "average"
     )
+    assert choose_fusion({"average": np.nan, "stack": np.nan}) == "average"
 
 
 def _brute_loo(X, T, alpha):
@@ -176,7 +164,7 @@ def test_loo_fusion_scores_are_the_leave_one_out_scores_of_ridge(n):
     """Concatenation and average: the accuracy of brute-force leave-one-out
     ridge predictions on the standardized columns (one-hot targets), whether
     the concatenation goes through the Grams (rows <= columns) or not."""
-    from skloes.probe._ensemble import loo_fusion_scores
+    from skloes.probe._auto_fusion import loo_fusion_scores
 
     stack, y = _data(seed=2, n=n)
     stack = np.concatenate([stack] * 4, axis=2)  # width 16: 48 columns
@@ -201,7 +189,7 @@ def test_loo_fusion_scores_are_the_leave_one_out_scores_of_ridge(n):
 
 
 def test_loo_fusion_scores_of_a_regression_are_r2():
-    from skloes.probe._ensemble import loo_fusion_scores
+    from skloes.probe._auto_fusion import loo_fusion_scores
 
     rng = np.random.RandomState(0)
     flat = rng.normal(size=(60, 6))
@@ -218,7 +206,7 @@ def test_loo_fusion_scores_of_a_regression_are_r2():
 def test_the_ridge_penalty_stands_in_for_the_head():
     from sklearn.linear_model import Ridge, RidgeCV
 
-    from skloes.probe._ensemble import ridge_penalty
+    from skloes.probe._auto_fusion import ridge_penalty
 
     assert ridge_penalty(LogisticRegression(C=0.01)) == pytest.approx(100.0)
     assert ridge_penalty(
@@ -368,7 +356,7 @@ def test_auto_records_its_choice_and_fits_that_fusion(deep_tiny):
     assert probe.fusion_ in scores
     assert scores[probe.fusion_] == max(scores.values())
     # the closed-form scores of the fused training layers, as accuracies
-    from skloes.probe._ensemble import loo_fusion_scores
+    from skloes.probe._auto_fusion import loo_fusion_scores
 
     stack = probe.pipeline_[0].transform(TEXTS)  # the selected layers only
     fused = np.concatenate(list(stack), axis=1)

@@ -96,6 +96,19 @@ def test_the_styles_are_scoped_to_the_report(report):
             assert selector.strip().startswith(".skloes-report"), selector
 
 
+def test_the_styles_and_the_script_are_the_package_data_files(report):
+    """The page inlines ``_static/report.css`` and ``report.js`` whole, as
+    the installed package holds them (package data, not Python strings)."""
+    from importlib.resources import files
+
+    static = files("skloes.report") / "_static"
+    css = (static / "report.css").read_text(encoding="utf-8")
+    js = (static / "report.js").read_text(encoding="utf-8")
+    assert ".skloes-report{" in css and "function skloesReport(root)" in js
+    for html in (report_page(report), notebook_html(report)):
+        assert css in html and js in html
+
+
 def test_light_and_dark_themes(report):
     html = report_page(report)
     assert "@media (prefers-color-scheme: dark)" in html

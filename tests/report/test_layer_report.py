@@ -346,6 +346,14 @@ def test_budget_curve_of_a_cv_selector_in_the_report_and_as_a_function(
 
 
 # --------------------------------------------------------------- fusion
+def _outer_folds(report, y):
+    """The outer folds a fitted report (without groups) split ``y`` into."""
+    from skloes.report._layer_scoring import FoldSplitter, outer_folds
+
+    splitter = FoldSplitter(report.task_, False, report.random_state)
+    return outer_folds(y, splitter, report.n_splits_, None, "LayerReport")
+
+
 def _method_scores(report):
     return {e["method"]: np.asarray(e["fold_scores"]) for e in report.summary_}
 
@@ -355,21 +363,33 @@ def test_averaged_methods_reuse_the_per_layer_probes_with_the_same_scores(
     planted, task
 ):
     """The cheap signal: averaged methods scored from the per-layer table's
-    held-out outputs equal refitting every method's per-layer probes."""
+    held-out outputs equal refitting each fold's per-layer probes."""
+    from sklearn.base import clone
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skloes.probe import LayerEnsembleClassifier, LayerEnsembleRegressor
+    from skloes.probe._house import default_head
+
     H, y = planted
     if task == "regression":
         y = H[3, :, 0] + 0.5 * H[2, :, 1]
     params = dict(n_layers_to_select=2, metrics=(), fusion="average", task=task)
-    cheap = LayerReport(**params).fit(H, y)
-    refit = LayerReport(**params)
-    refit._reuse_layer_outputs = False
-    refit.fit(H, y)
-    assert cheap._layer_outputs is not None
-    a, b = _method_scores(cheap), _method_scores(refit)
-    assert a.keys() == b.keys()
-    for method in a:
-        np.testing.assert_allclose(a[method], b[method], atol=1e-12)
-    assert cheap.recommendation_ == refit.recommendation_
+    report = LayerReport(**params).fit(H, y)
+    folds = _outer_folds(report, y)
+    kind = (
+        LayerEnsembleClassifier
+        if task == "classification"
+        else (LayerEnsembleRegressor)
+    )
+    head = make_pipeline(StandardScaler(), default_head(task))
+    for entry in report.comparison_.methods:
+        expected = []
+        for layers, (train, test) in zip(entry.fold_layers, folds, strict=True):
+            flat = H[layers].transpose(1, 0, 2).reshape(H.shape[1], -1)
+            model = kind(clone(head), layer_dim=H.shape[2]).fit(flat[train], y[train])
+            expected.append(model.score(flat[test], y[test]))
+        np.testing.assert_allclose(entry.fold_scores, expected, atol=1e-12)
 
 
 def _other_folds(folds, i):
@@ -400,7 +420,7 @@ def test_every_method_is_scored_under_the_chosen_fusion():
     for fusion in ("concatenate", "average", "stack"):
         report = LayerReport(n_layers_to_select=2, metrics=(), fusion=fusion)
         by[fusion] = _method_scores(report.fit(H, y))
-        folds = report._folds("LayerReport", y)
+        folds = _outer_folds(report, y)
         flat = H.transpose(1, 0, 2).reshape(90, -1)
         head = make_pipeline(
             StandardScaler(), LogisticRegression(C=0.01, max_iter=1000)
@@ -437,12 +457,9 @@ def test_auto_chooses_in_each_fold_by_the_probes_rule_on_its_training_rows(task)
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    from skloes.core._fusion import choose_fusion
     from skloes.probe import LayerEnsembleClassifier, LayerEnsembleRegressor
-    from skloes.probe._ensemble import (
-        choose_fusion,
-        loo_fusion_scores,
-        ridge_penalty,
-    )
+    from skloes.probe._auto_fusion import loo_fusion_scores, ridge_penalty
 
     rng = np.random.RandomState(1)
     H, y = _planted_layers(rng, [0.0, 0.2, 0.4, 0.6])
@@ -451,7 +468,7 @@ def test_auto_chooses_in_each_fold_by_the_probes_rule_on_its_training_rows(task)
         y = H[3, :, 0] + 0.02 * H[1, :, 0] + rng.normal(size=90)
     report = LayerReport(n_layers_to_select=2, metrics=(), fusion="auto", task=task)
     report.fit(H, y)
-    folds = report._folds("LayerReport", y)
+    folds = _outer_folds(report, y)
     flat = H.transpose(1, 0, 2).reshape(90, -1)
     if task == "classification":
         head = make_pipeline(
