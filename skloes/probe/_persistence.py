@@ -242,7 +242,8 @@ def _write_export(job, staging):
         pipeline, staging, job.export, job.check_texts, job.owner
     )
     job.manifest["export"] = probe_folder.seal_export(entry)
-    return [entry[part]["file"] for part in ("graph", "tokenizer", "head")]
+    parts = ("graph", "tokenizer", "head")  # an image export has no tokenizer
+    return [entry[part]["file"] for part in parts if part in entry]
 
 
 def _write_card(job, staging):
