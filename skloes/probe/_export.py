@@ -393,10 +393,11 @@ def write_export_files(pipeline, folder, export, check_texts, owner) -> dict:
     ort = import_optional("onnxruntime", extra="export")
     extractor = pipeline.steps[0][1]
     _check_exportable(extractor, owner)
-    if extractor.modality_ == "image":  # check_texts are images
-        from skloes.probe._export_images import write_image_export_files
-
-        return write_image_export_files(pipeline, folder, export, check_texts, owner)
+    if extractor.modality_ == "image":
+        raise ValueError(
+            f"{owner}: an image model exports through "
+            "skloes.probe._export_images.write_image_export_files."
+        )
     precision = EXPORTS[export]
     texts = list(check_texts)[:CHECK_MAX_TEXTS]
     reference = _float_reference(extractor)

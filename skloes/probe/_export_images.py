@@ -100,6 +100,7 @@ def write_image_export_files(pipeline, folder, export, check_images, owner) -> d
         CHECK_MAX_TEXTS,
         EXPORTS,
         _check,
+        _check_exportable,
         _float_reference,
         _load_staged,
         _write_graph,
@@ -108,6 +109,7 @@ def write_image_export_files(pipeline, folder, export, check_images, owner) -> d
 
     ort = import_optional("onnxruntime", extra="export")
     extractor = pipeline.steps[0][1]
+    _check_exportable(extractor, owner)
     precision = EXPORTS[export]
     items = check_inputs(list(check_images)[:CHECK_MAX_TEXTS], "image", owner=owner)
     reference = _float_reference(extractor)

@@ -58,7 +58,8 @@ def test_probe_on_a_folder_of_images_writes_the_report_and_a_probe_that_predicts
     from skloes.probe import load_probe
 
     saved = tmp_path / "saved"
-    status = main(_probe(dinov2, image_folder, tmp_path / "out", "--save", str(saved)))
+    options = ["--save", str(saved), "--export", "onnx"]
+    status = main(_probe(dinov2, image_folder, tmp_path / "out", *options))
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert "32 images, 2 classes" in captured.out
@@ -69,11 +70,13 @@ def test_probe_on_a_folder_of_images_writes_the_report_and_a_probe_that_predicts
     page = (tmp_path / "out" / "report.html").read_text()
     assert "32 images" in page
     selection = json.loads((tmp_path / "out" / "selection.json").read_text())
-    probe = load_probe(saved)
+    probe = load_probe(saved, runtime="torch")
     assert probe.selected_layers_.tolist() == selection["recommendation"]["layers"]
+    assert type(load_probe(saved)).__name__ == "ExportedImageProbe"
     assert probe.pipeline_.steps[0][1].pooling_ == "first"
 
-    # predict: a table of image file names, relative to the table's folder
+    # predict (the exported graph, no torch): a table of image file names,
+    # relative to the table's folder
     files = sorted(image_folder.glob("*/*.png"))[::5]
     table = image_folder / "new.csv"
     relative = [str(f.relative_to(image_folder)) for f in files]
