@@ -12,7 +12,8 @@ read. Its files:
 ``README.md``          the model card, written last
 ``graph.onnx`` or      with ``export``: the model cut at its deepest
 ``graph-int8.onnx``    selected block, pooling the selected layers
-``tokenizer.json``     with ``export``: the model's tokenizer
+``tokenizer.json``     with ``export`` of a text model: its tokenizer (an
+                       image model's processor is a spec in the manifest)
 ``head.npz`` or        with ``export``: the head as plain arrays, or as a
 ``head.skops``         skops archive for other heads
 =====================  ====================================================
@@ -385,7 +386,16 @@ class _ExportSchema:
             "a positive int or null",
             "export.batching",
         )
-        self.tokenizer(self.file_entry(export, "tokenizer", {TOKENIZER}))
+        modality = self.require(
+            export,
+            "modality",
+            lambda v: v in (None, "text", "image"),
+            "'text', 'image' or absent (text)",
+        )
+        if modality == "image":  # the image processor's spec, no tokenizer
+            self.image_processor(export)
+        else:
+            self.tokenizer(self.file_entry(export, "tokenizer", {TOKENIZER}))
         self.graph(self.file_entry(export, "graph", {GRAPHS[precision]}))
         self.head(self.file_entry(export, "head", set(HEADS.values())))
         if export.get("digest") != export_digest(export):
@@ -415,6 +425,15 @@ class _ExportSchema:
             f"export.{field}",
         )
         return entry
+
+    def image_processor(self, export):
+        from skloes.core._pixels import check_spec
+
+        self.require(export, "n_prefix_tokens", _is_count, "a count")
+        spec = export.get("image_processor")
+        problem = check_spec(spec)
+        if problem is not None:
+            self.fail("export.image_processor", problem, spec)
 
     def tokenizer(self, entry):
         where = "export.tokenizer"

@@ -40,7 +40,7 @@ from skloes.utils._cpu import cpu_description, has_int8_dot_product
 from skloes.utils._docstrings import fill_x_doc
 from skloes.utils._optional import import_optional
 
-__all__ = ["ExportedProbe", "load_exported", "open_exported"]
+__all__ = ["ExportedImageProbe", "ExportedProbe", "load_exported", "open_exported"]
 
 
 def _tokenizer(path: Path, spec: dict):
@@ -840,7 +840,10 @@ def open_exported(
     n_threads = _check_count(n_threads, "n_threads", owner, none=True)
     batch_size = _check_count(batch_size, "batch_size", owner, none=True)
     graph = probe_folder.checked_file(folder, export["graph"], owner)
-    tokenizer_file = probe_folder.checked_file(folder, export["tokenizer"], owner)
+    image = export.get("modality") == "image"  # preprocessed, not tokenized
+    tokenizer_file = (
+        None if image else probe_folder.checked_file(folder, export["tokenizer"], owner)
+    )
     head_file = probe_folder.checked_file(folder, export["head"], owner)
     kind = export["head"]["kind"]
     if kind == "skops":
@@ -856,6 +859,8 @@ def open_exported(
     _warn_if_saturating(folder, export, owner)
     with _opening(graph, "ONNX graph", owner):
         session = _session(graph, n_threads, export["graph"])
+    if image:
+        return ExportedImageProbe(folder, export, session, head, batch_size)
     with _opening(tokenizer_file, "tokenizer", owner):
         tokenizer = _tokenizer(tokenizer_file, export["tokenizer"])
     pad, size = export["tokenizer"]["pad_token_id"], tokenizer.get_vocab_size()
@@ -905,3 +910,117 @@ def _opening(path, what, owner):
         raise probe_folder.damaged(
             path.parent, path.name, f"is not a readable {what} ({detail})", owner
         ) from None
+
+
+class ExportedImageProbe(ExportedProbe):
+    """A saved image probe served from its exported graph, torch-free.
+
+    Made by :func:`load_exported` for a probe on a vision model: images are
+    read as the extractor reads them (file paths, PIL images, arrays, Hugging
+    Face image dicts; grey and small-range images scaled) and preprocessed
+    with Pillow and numpy as the model's image processor does (resize,
+    centre crop, rescale, normalize: :mod:`skloes.core._pixels`, checked
+    equal to the processor's pixel values when the probe was saved), then
+    run through the vision encoder cut at its deepest selected block, which
+    returns the pooled selected layers, and scored by the probe's head. It
+    imports neither torch nor transformers.
+
+    .. versionadded:: 0.3
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The saved folder.
+    export : dict
+        The manifest's ``export`` entry (its ``image_processor`` spec).
+    session : onnxruntime.InferenceSession
+        The graph, loaded.
+    head : object
+        The head, as for :class:`ExportedProbe`.
+    batch_size : int or None, default=None
+        Images per run of the graph; None is the probe's own, as saved.
+
+    Attributes
+    ----------
+    classes_ : ndarray or None
+        The class labels of a classifier (None for a regressor).
+    selected_layers_ : ndarray of int
+        The layers the graph returns (0 is the embedding output).
+    precision_ : {"float32", "int8"}
+        The arithmetic of the graph.
+    export_check_ : dict
+        The check written when the graph was exported.
+    head_ : object
+        The head.
+
+    See Also
+    --------
+    ExportedProbe : The same for a text probe.
+
+    Examples
+    --------
+    >>> from skloes.serving import load_exported
+    >>> probe = load_exported("my_image_probe")  # doctest: +SKIP
+    >>> probe.predict(["cat.jpg", "dog.png"])  # doctest: +SKIP
+    array(['cat', 'dog'], dtype=object)
+    """
+
+    def __init__(self, folder, export, session, head, batch_size=None):
+        super().__init__(folder, export, session, None, head, batch_size)
+        self._spec = export["image_processor"]
+
+    def __repr__(self):
+        return "ExportedImageProbe" + super().__repr__().removeprefix("ExportedProbe")
+
+    def _texts(self, X):
+        """The images of ``X`` as a list (read in :meth:`transform`)."""
+        from skloes.core._pixels import image_items
+
+        return image_items(X, "ExportedProbe")
+
+    def tokenize(self, X):
+        """Not available: an image probe has no tokenizer.
+
+        Parameters
+        ----------
+        X : object
+            Ignored.
+
+        Raises
+        ------
+        TypeError
+            Always.
+        """
+        raise TypeError("ExportedProbe: an image probe has no tokenizer.")
+
+    def transform(self, X):
+        """The pooled selected layers of the images ``X``, as the graph returns them.
+
+        Parameters
+        ----------
+        X : list, or ndarray of shape (n_samples, ...)
+            Images: file paths, PIL images, 2-D or 3-D arrays, a 3-D or 4-D
+            batch, or Hugging Face ``datasets`` image dicts.
+
+        Returns
+        -------
+        stack : ndarray of shape (n_layers, n_samples, dim)
+            In float32, in the order of ``selected_layers_``.
+        """
+        from skloes.core._pixels import pixel_values
+
+        images = self._texts(X)
+        out = None
+        for start in range(0, len(images), self.batch_size):
+            pixels = pixel_values(
+                images[start : start + self.batch_size], self._spec, "ExportedProbe"
+            )
+            pooled = self._session.run(None, {"pixel_values": pixels})[0]
+            if out is None:
+                out = np.empty(
+                    (pooled.shape[0], len(images), pooled.shape[2]), np.float32
+                )
+            out[:, start : start + len(pixels)] = pooled
+        if not np.isfinite(out).all():
+            raise ValueError("ExportedProbe: the graph produced NaN or inf states.")
+        return out

@@ -157,7 +157,7 @@ def build_parser():
     >>> from skloes.cli._args import build_parser
     >>> args = build_parser().parse_args(["probe", "--n-layers-to-select", "3"])
     >>> args.n_layers_to_select, args.data, args.pooling
-    (3, 'rotten_tomatoes', 'mean')
+    (3, 'rotten_tomatoes', None)
     """
     parser = _Parser(
         prog="skloes",
@@ -201,11 +201,15 @@ def _add_probe_parser(sub):
         required=False,
         default="rotten_tomatoes",
         metavar="NAME_OR_FILE",
-        help=f"built-in data set ({', '.join(BUILTIN_DATA)}) or a "
-        f"{_DATA_FILES} file (default: rotten_tomatoes)",
+        help=f"built-in data set ({', '.join(BUILTIN_DATA)}), a "
+        f"{_DATA_FILES} file, or a folder of images with one subfolder per "
+        "class (default: rotten_tomatoes)",
     )
     _add_option(
-        probe, "--text-column", help="text column of a data file (default: text)"
+        probe,
+        "--text-column",
+        help="text column of a data file; a column of image file names "
+        "(relative to the file's folder) is read as images (default: text)",
     )
     probe.add_argument(
         "--label-column",
@@ -231,7 +235,15 @@ def _add_probe_parser(sub):
         + ", ".join(f"{c} ({d})" for d, c in BUILTIN_GROUPS.items())
         + " (default: none)",
     )
-    _add_option(probe, "--pooling")
+    _add_option(
+        probe,
+        "--pooling",
+        default=None,
+        choices=["auto", *POOLINGS],
+        help="token pooling; auto is the model family's (the class token of a "
+        "ViT, DeiT or DINOv2, the mean of the patches of a CLIP, SigLIP, MAE or "
+        "BEiT) (default: mean for texts, auto for images)",
+    )
     probe.add_argument(
         "--n-layers-to-select",
         type=_n_layers_value,

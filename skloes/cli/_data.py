@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from skloes.cli._args import BUILTIN_DATA, BUILTIN_GROUPS, UserError, _first_line
+from skloes.cli._images import image_paths, read_image_folder
 
 # Byte-order marks, longest first: a file saved by a spreadsheet or an editor
 # on Windows starts with one, which is not part of the first column's name.
@@ -130,8 +131,15 @@ def _stdlib_texts(path, text_column):
 
 
 def read_texts(path, text_column):
-    """Every text of a data file, in row order (``skloes predict``'s input)."""
+    """Every text of a data file, in row order (``skloes predict``'s input);
+    a column of image file names gives image paths (:func:`image_paths`)."""
     path = _existing_file(path)
+    values = _read_inputs(path, text_column)
+    paths = image_paths(values, path, text_column)
+    return values if paths is None else paths
+
+
+def _read_inputs(path, text_column):
     if path.suffix.lower() in (".csv", ".tsv", ".jsonl"):
         try:
             import pandas  # noqa: F401 - the reader of every other path
@@ -276,12 +284,15 @@ def load_data(
 ):
     """Texts, labels, the task and groups of a built-in data set or a data file.
 
-    A built-in set's labels are its class names (``"fresh"``, not ``0``),
-    so a probe fitted on them predicts names.
+    A folder of images (one subfolder per class) gives image paths and the
+    subfolders' names as labels; a data file whose input column holds image
+    file names gives image paths (:mod:`skloes.cli._images`). A built-in
+    set's labels are its class names (``"fresh"``, not ``0``), so a probe
+    fitted on them predicts names.
 
     Returns
     -------
-    texts : ndarray of str objects
+    texts : ndarray of str objects, or of pathlib.Path objects for images
     labels : ndarray
         Class labels, or float64 targets for regression.
     label_names : ndarray or None
@@ -301,10 +312,16 @@ def load_data(
                     "or a data file"
                 )
             raise UserError(f"data file {data!r} does not exist")
-        texts, labels, groups = _read_table(
-            path, text_column, label_column, group_column
-        )
-        task, labels = resolve_task(labels, task, label_column)
+        if path.is_dir():  # a folder of class subfolders of images
+            texts, labels, task = _image_folder(path, task, group_column)
+            groups = None
+        else:
+            texts, labels, groups = _read_table(
+                path, text_column, label_column, group_column
+            )
+            paths = image_paths(texts, path, text_column)
+            texts = texts if paths is None else paths
+            task, labels = resolve_task(labels, task, label_column)
         names = None
     index = _subsample(labels, max_samples, seed, task)
     if index is not None:
@@ -316,6 +333,21 @@ def load_data(
         _check_target(labels)
     _check_groups(groups, group_column)
     return texts, labels, names, task, groups
+
+
+def _image_folder(path, task, group_column):
+    """Images and labels of a folder of class subfolders (classification)."""
+    for option, value in (
+        ("--task regression", task == "regression"),
+        ("--group-column", group_column is not None),
+    ):
+        if value:
+            raise UserError(
+                f"{option}: a folder of images has its classes in its subfolders' "
+                "names, and no other column; use a data file of image paths"
+            )
+    texts, labels = read_image_folder(path)
+    return texts, labels, "classification"
 
 
 def _check_groups(groups, group_column):

@@ -21,6 +21,7 @@ import numpy as np
 
 from skloes.cli._args import UserError, _first_line, as_options, option_values
 from skloes.cli._data import load_data
+from skloes.cli._images import is_image_data
 
 
 def check_out(out, force):
@@ -95,6 +96,8 @@ def _extract(args, texts):
         verbose=1,
     )
     _first_use_note(args.model)
+    if is_image_data(texts):
+        _check_takes_images(hst, args)
     try:
         hst.fit(texts)  # resolves the model folder, its config and the device
     except RemoteCodeError as exc:  # the command has no trust_remote_code
@@ -117,13 +120,39 @@ def _extract(args, texts):
         raise UserError(
             f"cannot load model {args.model or hst.model_path_!r}: {_first_line(exc)}"
         ) from None
-    if hst.modality_ != "text":
-        raise UserError(f"model {hst.model_path_!r} takes {hst.modality_}, not text")
+    wanted = "image" if is_image_data(texts) else "text"
+    if hst.modality_ != wanted:
+        raise UserError(
+            f"model {hst.model_path_!r} takes {hst.modality_} inputs, and "
+            f"--data {args.data!r} holds {wanted}s"
+        )
     stack = hst.transform(list(texts))
     if token is None:
         return hst, stack, None
     stack, metrics = token.split(stack, random_state=args.seed)
     return hst, stack, metrics
+
+
+def _check_takes_images(hst, args):
+    """Refuse, before any loading, a model without an image tower (its
+    config only is read; a config that cannot be read is ``fit``'s error)."""
+    from skloes.models._loading import (
+        detect_modality,
+        is_two_tower,
+        read_config,
+        resolve_model_path,
+    )
+
+    try:
+        config = read_config(resolve_model_path(hst.model))
+    except Exception:  # noqa: BLE001 - fit says what is wrong with the model
+        return
+    modality = "image" if is_two_tower(config) else detect_modality(config)
+    if modality != "image":
+        raise UserError(
+            f"model {args.model!r} takes {modality} inputs, and --data "
+            f"{args.data!r} holds images"
+        )
 
 
 def _headline(s):
@@ -183,12 +212,18 @@ def run_probe(args):
         what = f"a continuous target (regression, {low:g} to {high:g})"
     if groups is not None:
         what += f", {len(np.unique(groups.astype(str)))} groups ({args.group_column})"
-    _log(f"data: {args.data}, {len(texts)} texts, {what}")
+    kind = "images" if is_image_data(texts) else "texts"
+    if args.pooling is None:  # images: pooled the way their family was trained
+        args.pooling = "auto" if kind == "images" else "mean"
+    _log(f"data: {args.data}, {len(texts)} {kind}, {what}")
     hst, stack, token_metrics = _extract(args, texts)
     t_extract = time.perf_counter() - start
+    pooling = args.pooling
+    if pooling == "auto":  # resolved at fit: the family's
+        pooling = f"{pooling} ({hst.pooling_})"
     _log(
         f"model: {hst.model_path_} ({stack.shape[0]} hidden states of width "
-        f"{stack.shape[2]}, pooling {args.pooling}); extracted in {t_extract:.1f} s"
+        f"{stack.shape[2]}, pooling {pooling}); extracted in {t_extract:.1f} s"
     )
     report = LayerReport(
         n_layers_to_select=args.n_layers_to_select,
@@ -207,11 +242,12 @@ def run_probe(args):
     from skloes.probe._card import _model_name, _shareable
 
     about = {  # names fit to share, as the model card's: no absolute path
-        "data": f"{_shareable(args.data, args.out)}, {len(texts)} texts, {what}",
+        "data": f"{_shareable(args.data, args.out)}, {len(texts)} {kind}, {what}",
         "model": f"{_model_name(hst)} ({stack.shape[0]} hidden states of width "
         f"{stack.shape[2]})",
-        "extraction": f"pooling {args.pooling}, max_length {args.max_length}, "
-        f"precision {args.precision}",
+        "extraction": f"pooling {pooling}, "
+        + (f"max_length {args.max_length}, " if kind == "texts" else "")
+        + f"precision {args.precision}",
         "seed": args.seed,
     }
     try:

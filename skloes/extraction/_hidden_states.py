@@ -28,6 +28,7 @@ from skloes.core._contract import (
     resolve_layer_indices,
 )
 from skloes.core._frames import as_container, output_container
+from skloes.core._images import image_or_text
 from skloes.core._memory import release_memory
 from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented default)
     AUTO_EXCLUDE,
@@ -43,7 +44,6 @@ from skloes.core._texts import one_column
 from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device, torch
 from skloes.models._families import model_family
 from skloes.models._forward import find_blocks, forward_pooled
-from skloes.models._images import image_or_text
 from skloes.models._inputs import (
     check_inputs,
     check_max_length,

@@ -198,8 +198,10 @@ def export_onnx(module, sample, path) -> list:
     import_optional("onnx", extra="export")
     names = module.input_names
     args = tuple(sample[name] for name in names)
-    axes = {name: {0: "batch", 1: "tokens"} for name in names}
-    axes["pooled"] = {1: "batch"}
+    axes = getattr(module, "dynamic_axes", None)  # an image graph's: the batch
+    if axes is None:
+        axes = {name: {0: "batch", 1: "tokens"} for name in names}
+        axes["pooled"] = {1: "batch"}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the tracer's notes on Python scalars
         torch.onnx.export(

@@ -15,11 +15,11 @@ from numbers import Integral
 import numpy as np
 
 from skloes.core._batching import token_batches  # noqa: F401 (re-exported)
+from skloes.core._images import is_ready, read_images, ready_shape, to_pixels
 from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._texts import check_texts, one_column
 from skloes.core._torch import torch
-from skloes.models._images import is_ready, read_images, ready_shape, to_pixels
 
 # Model families whose position ids start after the pad id (RoBERTa's
 # embeddings): a text may use ``max_position_embeddings - pad_token_id - 1``.
@@ -132,7 +132,7 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
     Text: a non-empty sequence of str. Images: a 3-D or 4-D array or tensor
     batch, or a sequence of image file paths, PIL images, 2-D/3-D arrays or
     tensors, or Hugging Face ``datasets`` image dicts, read into arrays by
-    :func:`skloes.models._images.read_images`. Audio: a sequence of 1-D
+    :func:`skloes.core._images.read_images`. Audio: a sequence of 1-D
     waveforms.
     """
     if modality == "text":  # the rule the torch-free server shares

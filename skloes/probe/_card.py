@@ -167,12 +167,22 @@ def _weights(export):
         f"\nThis folder holds the model's weights through block "
         f"{max(export['layers'])}, in `{graph['file']}` "
         f"({graph.get('n_bytes', 0) / 1e6:.1f} MB, {products}), with the "
-        f"tokenizer (`{probe_folder.TOKENIZER}`) and the head "
+        f"{_preprocessing(export)} and the head "
         f"(`{export['head']['file']}`): `load_probe` and `skloes predict` run it "
         "with ONNX Runtime, without torch. `load_probe(..., runtime='torch')` "
         "runs the model with torch instead, found again from the model "
         "reference (refused if its hash changed).\n"
     )
+
+
+def _preprocessing(export):
+    """What turns an input into the graph's input, in the folder."""
+    if export.get("modality") == "image":
+        return (
+            "image processor's settings (resize, crop, rescale, normalize, in "
+            "the manifest; applied with Pillow and numpy)"
+        )
+    return f"tokenizer (`{probe_folder.TOKENIZER}`)"
 
 
 # --------------------------------------------------------------- the layers
@@ -367,7 +377,11 @@ def _limits_section(estimator, extractor, summary):
         "- It knows only its training data: the layers and the head were fitted "
         "on it, and nothing here measures how they transfer to other sources, "
         "domains or languages.",
-        f"- Texts are truncated to {extractor.max_length_} tokens.",
+        *(
+            [f"- Texts are truncated to {extractor.max_length_} tokens."]
+            if getattr(extractor, "max_length_", None) is not None
+            else []
+        ),
         "- It inherits the biases of the model and of its training labels.",
     ]
     if classes is not None:

@@ -12,6 +12,8 @@ high-cardinality encoder.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -95,6 +97,11 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
     for any encoder (``text__review__layer4_0``; pass
     ``verbose_feature_names_out=False`` for ``review__layer4_0``). In skrub,
     pass it as ``TableVectorizer(high_cardinality=LayerTextEncoder())``.
+
+    With a vision model (ViT, DINOv2, CLIP...), the column holds images as
+    a table holds them: file paths, PIL images, arrays, or Hugging Face
+    ``datasets`` image dicts (see :ref:`images-in`); a column of paths of a
+    CLIP or SigLIP checkpoint goes to its vision tower.
 
     Read more in the :ref:`User Guide <tabular_text>`.
 
@@ -192,7 +199,7 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
         Parameters
         ----------
         X : pandas or polars Series, one-column DataFrame, or list of str
-            The text column.
+            The text column (or image column, for a vision model).
         y : array-like of shape (n_samples,) or None, default=None
             Targets of the selection (None: selection from the texts alone).
         **params : dict
@@ -371,6 +378,8 @@ def _one_text_column(X, owner):
             f"{owner}: `X` must be a column of texts (a Series, a one-column "
             f"frame or a list of str); got {type(X).__name__}{sparse}."
         )
+    elif getattr(X, "ndim", 0) in (3, 4) and hasattr(X, "shape"):
+        return list(X), None  # a batch of images: (n, H, W) or (n, H, W, C)...
     elif getattr(getattr(X, "dtype", None), "kind", "O") in "biufcm":
         raise TypeError(
             f"{owner}: `X` must hold strings (one text column); got a numeric "
@@ -385,7 +394,7 @@ def _one_text_column(X, owner):
         X = X[:, 0]
     texts = list(X)
     for i, text in enumerate(texts):
-        if isinstance(text, str):
+        if isinstance(text, str) or _is_image(text):
             continue
         missing = _is_missing(text)
         where = "`X`" if name is None else f"column {name!r}"
@@ -401,4 +410,13 @@ def _one_text_column(X, owner):
             f"{owner}: `X` must hold strings (one text column); {where} holds "
             f"{what} at row {i}; {fix}."
         )
-    return [str(t) for t in texts], name
+    return [str(t) if isinstance(t, str) else t for t in texts], name
+
+
+def _is_image(value):
+    """An image as a cell holds it: a file path, a PIL image, a 2-D or 3-D
+    array or tensor, a Hugging Face ``datasets`` image dict (the extractor
+    reads it, or refuses it for a text model)."""
+    if isinstance(value, (os.PathLike, dict)) or hasattr(value, "getbands"):
+        return True
+    return getattr(value, "ndim", 0) in (2, 3) and hasattr(value, "shape")

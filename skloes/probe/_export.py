@@ -221,9 +221,9 @@ def _write_head(pipeline, folder, owner):
 
 
 def _check_exportable(extractor, owner):
-    if extractor.modality_ != "text" or callable(extractor.pooling_):
+    if extractor.modality_ not in ("text", "image") or callable(extractor.pooling_):
         raise ValueError(
-            f"{owner}: `export` needs a text model with a named pooling; got "
+            f"{owner}: `export` needs a text or image model with a named pooling; got "
             f"modality {extractor.modality_!r} and pooling {extractor.pooling_!r}."
         )
 
@@ -275,7 +275,9 @@ def _sample_batch(extractor, texts):
     return sample
 
 
-def _write_graph(reference, layers, precision, folder, sample, owner):
+def _write_graph(reference, layers, precision, folder, sample, owner, module=None):
+    """Trace ``module`` (by default the text graph of ``reference``) on
+    ``sample``, write it in ``precision`` and optimize it."""
     from skloes.models._graph import (
         PooledLayers,
         export_onnx,
@@ -283,14 +285,15 @@ def _write_graph(reference, layers, precision, folder, sample, owner):
         write_int8_graph,
     )
 
-    module = PooledLayers(
-        reference.model_,
-        layers,
-        reference.pooling_,  # as "auto" resolved at fit
-        reference.exclude_tokens_,
-        decoder=reference._decoder,
-        sample={k: v for k, v in sample.items() if k != "special_tokens_mask"},
-    )
+    if module is None:
+        module = PooledLayers(
+            reference.model_,
+            layers,
+            reference.pooling_,  # as "auto" resolved at fit
+            reference.exclude_tokens_,
+            decoder=reference._decoder,
+            sample={k: v for k, v in sample.items() if k != "special_tokens_mask"},
+        )
     float_file = folder / probe_folder.GRAPHS["float32"]
     inputs = export_onnx(module, sample, float_file)
     name = probe_folder.GRAPHS[precision]
@@ -397,6 +400,11 @@ def write_export_files(pipeline, folder, export, check_texts, owner) -> dict:
     ort = import_optional("onnxruntime", extra="export")
     extractor = pipeline.steps[0][1]
     _check_exportable(extractor, owner)
+    if extractor.modality_ == "image":
+        raise ValueError(
+            f"{owner}: an image model exports through "
+            "skloes.probe._export_images.write_image_export_files."
+        )
     precision = EXPORTS[export]
     texts = list(check_texts)[:CHECK_MAX_TEXTS]
     reference = _float_reference(extractor)

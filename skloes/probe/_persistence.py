@@ -236,13 +236,15 @@ def _write_export(job, staging):
     if job.export is None:
         return []
     from skloes.probe._export import write_export_files
+    from skloes.probe._export_images import write_image_export_files
 
     pipeline = getattr(job.estimator, "pipeline_", job.estimator)
-    entry = write_export_files(
-        pipeline, staging, job.export, job.check_texts, job.owner
-    )
+    image = getattr(pipeline.steps[0][1], "modality_", None) == "image"
+    write = write_image_export_files if image else write_export_files
+    entry = write(pipeline, staging, job.export, job.check_texts, job.owner)
     job.manifest["export"] = probe_folder.seal_export(entry)
-    return [entry[part]["file"] for part in ("graph", "tokenizer", "head")]
+    parts = ("graph", "tokenizer", "head")  # an image export has no tokenizer
+    return [entry[part]["file"] for part in parts if part in entry]
 
 
 def _write_card(job, staging):

@@ -35,6 +35,7 @@ from skloes.core._store import (
 from skloes.scale._engines import run_tasks
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
 from skloes.scale._jobs import Progress, ShardTask, loaded, peak_rss
+from skloes.scale._modality import blank_inputs, job_modality
 from skloes.scale._sink import StoreSink
 
 __all__ = ["ShardWorker", "extract_to_store"]
@@ -81,7 +82,8 @@ class ShardWorker:
     def _load(self):
         from skloes.extraction import HiddenStatesTransformer
 
-        hst = HiddenStatesTransformer(**self.spec["extractor"]).fit(["."])
+        blank = blank_inputs(self.spec.get("modality", "text"))
+        hst = HiddenStatesTransformer(**self.spec["extractor"]).fit(blank)
         if hst.model_fingerprint_ != self.spec["fingerprint"]:
             raise StoreError(
                 self.spec["store"],
@@ -193,18 +195,20 @@ def _selector_layers(selector, n_hidden, owner):
     return [int(l) for l in selector.selected_layers_]
 
 
-def _driver_extractor(params, layers, owner):
+def _driver_extractor(params, layers, owner, modality="text"):
     """The job's extractor, fitted on the driver (no weights loaded): the
-    model's fingerprint, layers and width."""
+    model's fingerprint, layers and width (of the tower that takes
+    ``modality``)."""
     from skloes.extraction import HiddenStatesTransformer
 
     selector = None
     if isinstance(layers, tuple) and layers[:1] == ("selector",):
         selector, layers = layers[1], "all"
-    hst = HiddenStatesTransformer(**params, layers=layers).fit(["."])
+    blank = blank_inputs(modality)
+    hst = HiddenStatesTransformer(**params, layers=layers).fit(blank)
     if selector is not None:
         picked = _selector_layers(selector, hst.n_model_layers_, owner)
-        hst = HiddenStatesTransformer(**params, layers=picked).fit(["."])
+        hst = HiddenStatesTransformer(**params, layers=picked).fit(blank)
     return hst
 
 
@@ -264,6 +268,7 @@ def job_spec(hst, params, store, manifest, dtype, float16_overflow, threads):
         "float16_overflow": float16_overflow,
         "layer_dtypes": manifest.get("layer_dtypes"),
         "threads": threads,
+        "modality": hst.modality_,
     }
 
 
@@ -416,7 +421,8 @@ def extract_to_store(
     check_output(store, source, owner, "store")
     n_input = source.n_rows()
     rows = check_input_rows(rows, n_input, owner)
-    hst = _driver_extractor(params, layers, owner)
+    modality = job_modality(params, source, owner)
+    hst = _driver_extractor(params, layers, owner, modality)
     size = _shard_size(shard_size, hst.n_layers_, hst.dim_, dtype, owner)
     manifest = _new_manifest(hst, source, dtype, size)
     sink = StoreSink(store, manifest["digest"], owner).start(manifest)
@@ -485,6 +491,8 @@ def _new_manifest(hst, source, dtype, size):
         "max_length": hst.max_length_,
         "precision": hst.precision,
     }
+    if hst.modality_ != "text":  # a two-tower checkpoint has both
+        extraction["modality"] = hst.modality_
     model = {
         "reference": str(reference),
         "fingerprint": hst.model_fingerprint_,

@@ -62,7 +62,7 @@ def test_parser_defaults():
     ) == (
         "HuggingFaceTB/SmolLM2-135M-Instruct",
         "rotten_tomatoes",
-        "mean",
+        None,  # mean for texts, auto for images: resolved by the data
         4,
         500,
         "skloes_report",

@@ -333,6 +333,28 @@ def test_a_two_tower_checkpoint_routes_each_input_to_its_tower(vision, faces, ki
         np.testing.assert_allclose(stack[layer], expected.numpy(), atol=1e-5)
 
 
+def test_siglip_texts_need_no_max_length_padding_for_their_states(vision):
+    """SigLIP's text tower is run with ``padding="max_length"`` (its training
+    and the transformers docs); its tokenizer gives an attention mask, which
+    skloes passes, so a text's real-token states are the same under the
+    batch's own padding: padded to the maximum length, alone or beside a
+    longer text."""
+    path = vision["siglip"]
+    texts = ["fun", "the plot is very dull and boring", "a good movie"]
+    hst = HST(path, device="cpu", batch_size=3).fit(texts)
+    stack = hst.transform(texts)
+    alone = np.concatenate([hst.transform([t]) for t in texts], axis=1)
+    np.testing.assert_allclose(stack, alone, atol=1e-6)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    tokens = tokenizer(texts, padding="max_length", max_length=16, return_tensors="pt")
+    assert tokens["input_ids"].shape[1] == 16 and "attention_mask" in tokens
+    states = _tower_states(path, "SiglipTextModel", **tokens)
+    mask = tokens["attention_mask"].unsqueeze(-1).float()
+    for layer, hidden in enumerate(states):
+        expected = (hidden * mask).sum(1) / mask.sum(1)
+        np.testing.assert_allclose(stack[layer], expected.numpy(), atol=1e-5)
+
+
 def test_image_files_go_to_the_vision_tower_and_other_strings_to_text(
     vision, faces, tmp_path
 ):

@@ -8,7 +8,7 @@ form it came in; :func:`to_pixels` then gives the image processor an RGB
 small-range images scaled (see the user guide, :ref:`images-in`). Ready pixel
 values (float ``(C, H, W)`` of the model's input size) skip the processor.
 
-May import: utils, core, models.
+May import: utils, core.
 """
 
 # Authors: The skloes developers
