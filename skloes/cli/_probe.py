@@ -13,7 +13,6 @@ baselines, prints the tables and writes a report folder (``report.html``,
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from skloes.cli._args import UserError, _first_line, as_options, option_values
 from skloes.cli._data import load_data
+from skloes.core._atomic import writable_problem
 
 
 def check_out(out, force):
@@ -43,12 +43,9 @@ def check_out(out, force):
         probe = probe.parent
     if not probe.is_dir():
         raise UserError(f"--out {out!r}: {str(probe)!r} is a file, not a folder")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".skloes-write-test-")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise UserError(f"--out {out!r} is not writable: {exc}") from None
+    problem = writable_problem(probe)
+    if problem:
+        raise UserError(f"--out {out!r} {problem}")
 
 
 def _log(message):

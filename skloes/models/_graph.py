@@ -24,10 +24,9 @@ May import: utils, core, models (the family rules).
 from __future__ import annotations
 
 import copy
-import os
 import warnings
-from pathlib import Path
 
+from skloes.core._atomic import write_whole
 from skloes.core._pooling import excluded_tokens, pool_unchecked
 from skloes.core._torch import torch
 from skloes.models._forward import _last_state_source, find_blocks
@@ -442,13 +441,14 @@ def optimize_onnx(path) -> None:
     (most of the cold start of a large graph; see the user guide, "Serving a
     probe")."""
     ort = import_optional("onnxruntime", extra="export")
-    path = Path(path)
-    target = path.with_name(f".{path.name}.optimized")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(target)
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    os.replace(target, path)
+
+    def optimize(tmp):
+        options.optimized_model_filepath = str(tmp)
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    write_whole(path, optimize, suffix=".onnx")
 
 
 def write_int8_graph(source, target, config, feeds=()) -> dict:

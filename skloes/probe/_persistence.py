@@ -29,7 +29,7 @@ from pathlib import Path
 from sklearn.pipeline import Pipeline
 
 import skloes.probe_folder as probe_folder
-from skloes.core._atomic import folder_lock, staging_folder, swap_in
+from skloes.core._atomic import FolderLock, staging_folder, swap_in
 from skloes.core._digests import file_sha256
 from skloes.extraction import HiddenStatesTransformer
 from skloes.probe._card import model_card
@@ -295,7 +295,7 @@ def _swap(staging, folder, seen, overwrite, owner):
     checked it: of two writers, one wins and the other is told; a file a user
     put there meanwhile (a card edited, a folder filled) stops the save as it
     would have stopped it at the start."""
-    with folder_lock(folder.parent):
+    with FolderLock(folder.parent, wait=True):
         state = probe_folder.folder_state(folder)
         if state != seen:
             what = (

@@ -191,12 +191,12 @@ def test_an_exported_probe_predicts_on_workers_without_torch(
 def test_one_writer_per_prediction_output(probe_dir, texts, tmp_path):
     """A second job on the same output meets the first's lock on its parts
     folder at once, naming the holder (issue 42); once released, it runs."""
-    from skloes.core._atomic import WriterLock
+    from skloes.core._atomic import FolderLock
     from skloes.scale import StoreError
 
     parts = tmp_path / ".p.parquet.parts"
     parts.mkdir()
-    lock = WriterLock(parts)  # the first job, mid-run
+    lock = FolderLock(parts, note=True)  # the first job, mid-run
     try:
         with pytest.raises(
             StoreError, match=r"\.p\.parquet\.parts.*being written by another job \(pid"
