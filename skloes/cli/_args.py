@@ -624,11 +624,6 @@ def as_options(message):
     return message
 
 
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _quiet_libraries():
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import UserError, _first_line, as_options, option_values
+from skloes.cli._args import UserError, as_options, option_values
 from skloes.cli._data import load_data
 from skloes.core._atomic import writable_problem
+from skloes.core._contract import first_line
 
 
 def check_out(out, force):
@@ -56,20 +57,14 @@ def _first_use_note(model):
     """Say so before an installed offline decoder that the set-up did not
     convert (Gemma 3, Qwen2: only ``scripts/setup.sh`` without ``--main``
     does) is converted into the user cache, once, on this first use."""
-    from skloes.models import _registry as r
+    from skloes.models._registry import bundle_for, needs_conversion, skloes_home
 
-    pinned = {
-        "gemma3": (r.GEMMA3_GGUF, r.GEMMA3_GGUF_SHA256),
-        "qwen2": (r.QWEN2_GGUF, r.QWEN2_GGUF_SHA256),
-    }
-    bundle = r.bundle_for(model) if isinstance(model, str) else None
-    if bundle is None or not bundle.installed or bundle.name not in pinned:
+    if not needs_conversion(model):
         return
-    if r._prepared(r._gguf_target(*pinned[bundle.name])):
-        return
+    bundle = bundle_for(model)
     _log(
         f"model: converting the offline {bundle.name} bundle into the user cache "
-        f"({r.skloes_home()}), once, on its first use (a minute or two; "
+        f"({skloes_home()}), once, on its first use (a minute or two; "
         f"`skloes models --prepare {bundle.name}` does it ahead)"
     )
 
@@ -104,7 +99,7 @@ def _extract(args, texts):
             )
         ) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        message = as_options(_first_line(exc))
+        message = as_options(first_line(exc))
         if not message.startswith(type(hst).__name__):  # e.g. a raw JSON error
             message = f"cannot load model {args.model or 'default'}: {message}"
         raise UserError(message) from None
@@ -112,7 +107,7 @@ def _extract(args, texts):
         _ = hst.model_  # load now, so that a broken model is a user error
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise UserError(
-            f"cannot load model {args.model or hst.model_path_!r}: {_first_line(exc)}"
+            f"cannot load model {args.model or hst.model_path_!r}: {first_line(exc)}"
         ) from None
     if hst.modality_ != "text":
         raise UserError(f"model {hst.model_path_!r} takes {hst.modality_}, not text")
@@ -199,13 +194,13 @@ def run_probe(args):
         report.fit(stack, labels, extra_metrics=token_metrics, groups=groups)
     except ValueError as exc:  # what the layers or labels cannot give
         raise UserError(
-            f"cannot probe {args.data}: {as_options(_first_line(exc))}"
+            f"cannot probe {args.data}: {as_options(first_line(exc))}"
         ) from None
-    from skloes.probe._card import _model_name, _shareable
+    from skloes.probe._card import model_name, shareable
 
     about = {  # names fit to share, as the model card's: no absolute path
-        "data": f"{_shareable(args.data, args.out)}, {len(texts)} texts, {what}",
-        "model": f"{_model_name(hst)} ({stack.shape[0]} hidden states of width "
+        "data": f"{shareable(args.data, args.out)}, {len(texts)} texts, {what}",
+        "model": f"{model_name(hst)} ({stack.shape[0]} hidden states of width "
         f"{stack.shape[2]})",
         "extraction": f"pooling {args.pooling}, max_length {args.max_length}, "
         f"precision {args.precision}",
@@ -214,7 +209,7 @@ def run_probe(args):
     try:
         folder = report.save(args.out, about=about, overwrite=args.force)
     except (OSError, ValueError) as exc:  # a full disk, a link put there meanwhile
-        message = _first_line(exc).removeprefix("LayerReport.save: ")
+        message = first_line(exc).removeprefix("LayerReport.save: ")
         raise UserError(
             f"--out {args.out!r}: cannot write the report ({message})"
         ) from None
@@ -292,9 +287,9 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
             data_name=args.data,
         )
     except ImportError as exc:
-        raise UserError(f"--export: {_first_line(exc)}") from None
+        raise UserError(f"--export: {first_line(exc)}") from None
     except (ValueError, OSError) as exc:  # the target changed, the disk is full
-        raise UserError(_first_line(exc).removeprefix("save_probe: ")) from None
+        raise UserError(first_line(exc).removeprefix("save_probe: ")) from None
     size = sum(f.stat().st_size for f in folder.iterdir())
     what = (
         "no model weights"

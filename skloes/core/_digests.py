@@ -93,7 +93,9 @@ def digest_store() -> Path:
     return home / "digests"
 
 
-def _identity(st) -> list:
+def file_identity(st) -> list:
+    """What a hash record is keyed on: a file's ``os.stat`` identity and
+    times ``(device, inode, size, mtime_ns, ctime_ns)``."""
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
@@ -167,7 +169,7 @@ def file_sha256(path) -> str:
     """
     path = os.path.abspath(os.fspath(path))
     st = os.stat(path)
-    identity = _identity(st)
+    identity = file_identity(st)
     memo = (path, *identity)
     if memo in _MEMO:
         return _MEMO[memo]
@@ -179,7 +181,7 @@ def file_sha256(path) -> str:
             for chunk in iter(lambda: handle.read(_CHUNK), b""):
                 hasher.update(chunk)
         digest = hasher.hexdigest()
-        if _identity(os.stat(path)) == identity:  # not changed while hashing
+        if file_identity(os.stat(path)) == identity:  # not changed while hashing
             _write_record(store, path, identity, digest, st.st_ctime_ns)
     _MEMO[memo] = digest
     return digest

@@ -48,7 +48,7 @@ from skloes.heads._mixins import (
 )
 from skloes.selection._base import LayerSupportMixin
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
+from skloes.utils._param_validation import Interval, RealNotInt, fit_context
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
@@ -374,7 +374,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
     np.int64(2)
     """
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @fit_labels_doc
     def fit(self, X, y):
         """Train the mix and the probe.
@@ -435,7 +435,7 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
 
     _task = "regression"
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Train the mix and the probe.
 

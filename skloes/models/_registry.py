@@ -239,6 +239,20 @@ def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
     )
 
 
+def needs_conversion(model) -> bool:
+    """Whether ``model`` names an installed offline decoder that the set-up
+    did not convert (Gemma 3, Qwen2: only ``scripts/setup.sh`` without
+    ``--main`` does), so that its first use converts it into the user cache."""
+    bundle = bundle_for(model) if isinstance(model, str) else None
+    pinned = {
+        "gemma3": (GEMMA3_GGUF, GEMMA3_GGUF_SHA256),
+        "qwen2": (QWEN2_GGUF, QWEN2_GGUF_SHA256),
+    }
+    if bundle is None or not bundle.installed or bundle.name not in pinned:
+        return False
+    return not _prepared(_gguf_target(*pinned[bundle.name]))
+
+
 def _package_folder(module: str) -> str:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:

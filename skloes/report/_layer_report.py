@@ -42,7 +42,7 @@ from skloes.probe._house import default_head
 from skloes.report._comparison import compare_methods
 from skloes.report._methods import BASELINES, DEFAULT_BASELINES, method_selector
 from skloes.utils._deprecation import renamed_params
-from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._param_validation import Interval, StrOptions, fit_context
 from skloes.utils._validation import check_bool
 
 __all__ = ["LayerReport", "layer_report"]
@@ -333,7 +333,7 @@ class LayerReport(BaseEstimator):
         self.alpha = alpha
 
     # ------------------------------------------------------------------ fit
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, *, extra_metrics=None, groups=None):
         """Score every layer and the selection.
 
