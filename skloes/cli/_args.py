@@ -204,6 +204,14 @@ def _add_probe_parser(sub):
         help=f"built-in data set ({', '.join(BUILTIN_DATA)}) or a "
         f"{_DATA_FILES} file (default: rotten_tomatoes)",
     )
+    _add_probe_data_options(probe)
+    _add_probe_method_options(probe)
+    _add_probe_run_options(probe)
+    _add_probe_output_options(probe)
+
+
+def _add_probe_data_options(probe):
+    """The columns of ``skloes probe``'s data and what its labels are."""
     _add_option(
         probe, "--text-column", help="text column of a data file (default: text)"
     )
@@ -231,6 +239,10 @@ def _add_probe_parser(sub):
         + ", ".join(f"{c} ({d})" for d, c in BUILTIN_GROUPS.items())
         + " (default: none)",
     )
+
+
+def _add_probe_method_options(probe):
+    """What ``skloes probe`` computes: pooling, selection, subsample, fusion."""
     _add_option(probe, "--pooling")
     probe.add_argument(
         "--n-layers-to-select",
@@ -278,6 +290,10 @@ def _add_probe_parser(sub):
         "fold's picks and their stability (default); --no-nested "
         "selects once on all rows (faster, optimistic)",
     )
+
+
+def _add_probe_run_options(probe):
+    """How ``skloes probe`` runs the model: device, batches, precision, seed."""
     _add_option(
         probe,
         "--device",
@@ -298,7 +314,6 @@ def _add_probe_parser(sub):
         default=0,
         help="random seed of the subsample, folds and selection",
     )
-    _add_probe_output_options(probe)
 
 
 def _add_probe_output_options(probe):
@@ -369,6 +384,11 @@ def _add_predict_parser(sub):
         "prediction (default: row_id, the row's position, only)",
     )
     _add_option(predict, "--force", help="overwrite --out if it exists")
+    _add_predict_runtime_options(predict)
+
+
+def _add_predict_runtime_options(predict):
+    """What computes ``skloes predict``'s features, and how."""
     _add_option(
         predict,
         "--batch-size",
@@ -481,6 +501,11 @@ def _add_extract_parser(sub):
         metavar="C1,C2",
         help="further columns to keep (labels, groups)",
     )
+    _add_extract_forward_options(extract)
+
+
+def _add_extract_forward_options(extract):
+    """How ``skloes extract`` pools, runs and stores each layer."""
     _add_option(extract, "--pooling")
     _add_option(extract, "--max-length", default=512)
     _add_option(extract, "--batch-size")

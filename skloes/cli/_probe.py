@@ -146,6 +146,53 @@ def _headline(s):
     return head + "\n" + fusion + "\n" + "  |  ".join(parts)
 
 
+def _data_line(task, labels, names, groups, group_column):
+    """What the data holds, as the log's ``data:`` line says it."""
+    if task == "classification":
+        n_classes = len(np.unique(labels))
+        what = f"{n_classes} classes" + (
+            f" ({', '.join(map(str, names))})" if names is not None else ""
+        )
+    else:
+        low, high = np.min(labels), np.max(labels)
+        what = f"a continuous target (regression, {low:g} to {high:g})"
+    if groups is not None:
+        what += f", {len(np.unique(groups.astype(str)))} groups ({group_column})"
+    return what
+
+
+def _about(args, hst, stack, data):
+    """What the report says of its data and model: names fit to share, as
+    the model card's (no absolute path)."""
+    from skloes.probe._card import model_name, shareable
+
+    return {
+        "data": f"{shareable(args.data, args.out)}, {data}",
+        "model": f"{model_name(hst)} ({stack.shape[0]} hidden states of width "
+        f"{stack.shape[2]})",
+        "extraction": f"pooling {args.pooling}, max_length {args.max_length}, "
+        f"precision {args.precision}",
+        "seed": args.seed,
+    }
+
+
+def _print_tables(report, nested):
+    """The per-layer table, the selection summary and the headline."""
+    print(
+        f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
+        "= embedding output)"
+    )
+    print(report.format_table())
+    how = (
+        "selected inside each CV fold"
+        if nested
+        else "selected on all rows, scored by CV"
+    )
+    print(f"\nSelection summary (layers {how})")
+    print(report.format_summary())
+    print("\n" + _headline(report.summary()))
+
+
 def run_probe(args):
     """Run the probe job for parsed arguments; returns the fitted report."""
     from skloes.report import LayerReport
@@ -165,16 +212,7 @@ def run_probe(args):
         task=args.task,
         group_column=args.group_column,
     )
-    if task == "classification":
-        n_classes = len(np.unique(labels))
-        what = f"{n_classes} classes" + (
-            f" ({', '.join(map(str, names))})" if names is not None else ""
-        )
-    else:
-        low, high = np.min(labels), np.max(labels)
-        what = f"a continuous target (regression, {low:g} to {high:g})"
-    if groups is not None:
-        what += f", {len(np.unique(groups.astype(str)))} groups ({args.group_column})"
+    what = _data_line(task, labels, names, groups, args.group_column)
     _log(f"data: {args.data}, {len(texts)} texts, {what}")
     hst, stack, token_metrics = _extract(args, texts)
     t_extract = time.perf_counter() - start
@@ -196,16 +234,7 @@ def run_probe(args):
         raise UserError(
             f"cannot probe {args.data}: {as_options(first_line(exc))}"
         ) from None
-    from skloes.probe._card import model_name, shareable
-
-    about = {  # names fit to share, as the model card's: no absolute path
-        "data": f"{shareable(args.data, args.out)}, {len(texts)} texts, {what}",
-        "model": f"{model_name(hst)} ({stack.shape[0]} hidden states of width "
-        f"{stack.shape[2]})",
-        "extraction": f"pooling {args.pooling}, max_length {args.max_length}, "
-        f"precision {args.precision}",
-        "seed": args.seed,
-    }
+    about = _about(args, hst, stack, f"{len(texts)} texts, {what}")
     try:
         folder = report.save(args.out, about=about, overwrite=args.force)
     except (OSError, ValueError) as exc:  # a full disk, a link put there meanwhile
@@ -213,19 +242,7 @@ def run_probe(args):
         raise UserError(
             f"--out {args.out!r}: cannot write the report ({message})"
         ) from None
-    print(
-        f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
-        "= embedding output)"
-    )
-    print(report.format_table())
-    how = (
-        "selected inside each CV fold"
-        if args.nested
-        else "selected on all rows, scored by CV"
-    )
-    print(f"\nSelection summary (layers {how})")
-    print(report.format_summary())
-    print("\n" + _headline(report.summary()))
+    _print_tables(report, args.nested)
     if args.save is not None:
         _save_probe(args, report, hst, stack, labels, texts, groups)
     total = time.perf_counter() - start
