@@ -20,14 +20,10 @@ pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def probe_dir(tmp_path_factory, tiny_model_path):
-    from _support.texts import make_texts
+    from _support.probes import saved_tiny_probe
 
-    from skloes.probe import LayerProbeClassifier, save_probe
-
-    texts = make_texts(80, seed=3)
-    y = np.asarray(["neg", "pos"])[np.arange(80) % 2]
-    probe = LayerProbeClassifier(tiny_model_path, device="cpu").fit(texts, y)
-    return save_probe(probe, tmp_path_factory.mktemp("probes") / "tiny")
+    folder = tmp_path_factory.mktemp("probes") / "tiny"
+    return saved_tiny_probe(folder, tiny_model_path, 80)
 
 
 def _folder(texts, path):
