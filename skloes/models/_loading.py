@@ -191,7 +191,7 @@ def _read_config_json(path: str, owner: str) -> dict:
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise ValueError(
             f"{owner}: `model` {path!r} has an invalid config.json (not JSON: "
-            f"{str(exc).splitlines()[0]}); the file may be truncated."
+            f"{first_line(exc)}); the file may be truncated."
         ) from None
     if not isinstance(raw, dict):
         raise ValueError(
