@@ -29,10 +29,10 @@ from _machine import machine, machine_line
 # cache this benchmark times.
 from skloes.core._ridge import ridge_fit
 from skloes.selection import ExhaustiveSubsetSelector, GreedyForwardSelector
-from skloes.selection._ridge_probe import _probe_score, _SubsetScorer
+from skloes.selection._ridge_probe import SubsetScorer, _probe_score
 
 
-class _NaiveScorer(_SubsetScorer):
+class _NaiveScorer(SubsetScorer):
     """The same probe, re-forming and re-decomposing every concatenation."""
 
     def predict(self, subset):

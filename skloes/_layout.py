@@ -44,9 +44,9 @@ FLOORS = (
     Floor(
         "core",
         ("skloes.core",),
-        "the layer-data contract, targets and folds, geometry, ridge algebra, "
-        "pooling, the hidden-states cache, the one torch access point and the "
-        "device rule",
+        "the layer-data contract, folds, geometry, ridge, pooling, whole files, "
+        "the folder lock, digests, sealed folders, the layer store, the cache, "
+        "torch",
     ),
     Floor(
         "models",

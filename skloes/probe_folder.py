@@ -33,17 +33,16 @@ scikit-learn at import time), so the torch-free server loads fast.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
-import json
 import os
 import sys
-import tempfile
 import warnings
 from numbers import Integral
 from pathlib import Path
 
 import skloes.core._sealed as sealed
+from skloes.core._atomic import writable_problem
+from skloes.core._digests import setting_digest
 
 __all__ = [
     "CARD",
@@ -306,9 +305,7 @@ def export_digest(entry):
     """The SHA-256 of an ``export`` entry (every field but ``digest``, as
     canonical JSON): a field edited by hand since the save is told from the
     entry the save wrote and checked."""
-    body = {key: value for key, value in entry.items() if key != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return setting_digest({key: val for key, val in entry.items() if key != "digest"})
 
 
 def seal_export(entry):
@@ -645,7 +642,7 @@ def target_problem(path, *, overwrite, replace_hint, reserved=None):
         held = _held_problem(folder, overwrite, replace_hint)
         if held:
             return held
-    return _writable_problem(folder)
+    return writable_problem(folder)
 
 
 def _place_problem(folder, reserved):
@@ -727,20 +724,6 @@ def _is_entry_folder(path):
 def _some(names, n=5):
     shown = ", ".join(names[:n])
     return shown + (f" and {len(names) - n} more" if len(names) > n else "")
-
-
-def _writable_problem(folder):
-    """The nearest existing folder must take files."""
-    probe = folder
-    while not probe.exists():
-        probe = probe.parent
-    try:
-        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".skloes-write-test-")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        return f"is not writable ({exc.strerror or type(exc).__name__} on {probe})"
-    return None
 
 
 def remove_saved_files(old, folder, owner):

@@ -27,7 +27,6 @@ import functools
 import os
 import sys
 import warnings
-from numbers import Integral
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +38,7 @@ from skloes.core._texts import check_texts
 from skloes.utils._cpu import cpu_description, has_int8_dot_product
 from skloes.utils._docstrings import fill_x_doc
 from skloes.utils._optional import import_optional
+from skloes.utils._validation import check_count
 
 __all__ = ["ExportedImageProbe", "ExportedProbe", "load_exported", "open_exported"]
 
@@ -532,7 +532,7 @@ class ExportedProbe:
 
     @batch_size.setter
     def batch_size(self, value):
-        self._batch_size = _check_count(value, "batch_size", "ExportedProbe")
+        self._batch_size = check_count(value, "ExportedProbe", "batch_size")
 
     def __repr__(self):
         return (
@@ -764,8 +764,8 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
     owner = "load_exported"
     probe_folder.check_folder_arg(path, owner)
     probe_folder.check_trusted(trusted, owner)
-    n_threads = _check_count(n_threads, "n_threads", owner, none=True)
-    batch_size = _check_count(batch_size, "batch_size", owner, none=True)
+    n_threads = check_count(n_threads, owner, "n_threads", allow_none=True)
+    batch_size = check_count(batch_size, owner, "batch_size", allow_none=True)
     folder = Path(path)
     export = probe_folder.read_export(folder, owner)
     return open_exported(
@@ -775,18 +775,6 @@ def load_exported(path, *, n_threads=None, batch_size=None, trusted=None):
         batch_size=batch_size,
         trusted=trusted,
         owner=owner,
-    )
-
-
-def _check_count(value, param, owner, none=False):
-    """A positive int (numpy's too), or None where ``none``."""
-    if value is None and none:
-        return None
-    if isinstance(value, Integral) and not isinstance(value, bool) and value >= 1:
-        return int(value)
-    allowed = " or None" if none else ""
-    raise ValueError(
-        f"{owner}: `{param}` must be a positive int{allowed}; got {value!r}."
     )
 
 
@@ -837,8 +825,8 @@ def open_exported(
     ExportedProbe('my_probe', layers=[14, 18, 22, 26], precision='int8')
     """
     folder = Path(folder)
-    n_threads = _check_count(n_threads, "n_threads", owner, none=True)
-    batch_size = _check_count(batch_size, "batch_size", owner, none=True)
+    n_threads = check_count(n_threads, owner, "n_threads", allow_none=True)
+    batch_size = check_count(batch_size, owner, "batch_size", allow_none=True)
     graph = probe_folder.checked_file(folder, export["graph"], owner)
     image = export.get("modality") == "image"  # preprocessed, not tokenized
     tokenizer_file = (

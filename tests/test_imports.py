@@ -162,6 +162,40 @@ def test_no_function_is_too_long():
     assert not long, "\n".join(long)
 
 
+
+
+def _private_reads():
+    """``importer <- module.name`` for each private name (``_x``) a module
+    imports from a module of another package (its folder)."""
+    modules = _modules()
+
+    def package(name):
+        path = modules.get(name)
+        is_package = path is not None and path.name == "__init__.py"
+        return name if is_package else name.rpartition(".")[0]
+
+    found = set()
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            source = node.module
+            if source.split(".")[0] != "skloes" or package(source) == package(name):
+                continue
+            found |= {
+                f"{name} <- {source}.{alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            }
+    return found
+
+
+def test_no_private_name_is_read_across_packages():
+    """A name a module keeps to itself (``_x``) is read only in its own
+    package: what another package needs is given a public name."""
+    assert _private_reads() == set()
+
+
 def _imports_torch(node):
     """Whether an AST node imports torch (a statement or a dynamic import)."""
     if isinstance(node, ast.Import):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import time
 
-from skloes.cli._args import UserError, _first_line, _quiet_libraries
+from skloes.cli._args import UserError, _quiet_libraries
+from skloes.core._contract import first_line
 
 
 def run_models(args):
@@ -41,7 +42,7 @@ def run_models(args):
             try:
                 path = bundle_path(model, owner="skloes models")
             except (ValueError, OSError) as exc:  # e.g. SKLOES_HOME unwritable
-                raise UserError(_first_line(exc)) from None
+                raise UserError(first_line(exc)) from None
             print(f"{'':8} ready in {path} ({time.perf_counter() - start:.1f} s)")
     if prepare:
         print(f"user cache: {skloes_home()}")
@@ -70,7 +71,7 @@ def run_cache(args):
             )
         info = cache_info(args.path)
     except ValueError as exc:
-        raise UserError(_first_line(exc)) from None
+        raise UserError(first_line(exc)) from None
     print(f"{info['path']}: {info['n_entries']} entries, {_human(info['n_bytes'])}")
     for group in sorted(info["settings"], key=lambda g: -g["n_bytes"]):
         s = group["settings"] or {}
@@ -95,7 +96,7 @@ def _model_cache(action):
             print(f"removed {len(removed)} folder(s) left by killed preparations")
         info = model_cache_info()
     except OSError as exc:
-        raise UserError(f"user model cache (SKLOES_HOME): {_first_line(exc)}") from None
+        raise UserError(f"user model cache (SKLOES_HOME): {first_line(exc)}") from None
     total = sum(f["n_bytes"] for f in info["folders"])
     print(
         f"{info['path']} (user model cache): {len(info['folders'])} folder(s), "

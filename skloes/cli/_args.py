@@ -205,6 +205,14 @@ def _add_probe_parser(sub):
         f"{_DATA_FILES} file, or a folder of images with one subfolder per "
         "class (default: rotten_tomatoes)",
     )
+    _add_probe_data_options(probe)
+    _add_probe_method_options(probe)
+    _add_probe_run_options(probe)
+    _add_probe_output_options(probe)
+
+
+def _add_probe_data_options(probe):
+    """The columns of ``skloes probe``'s data and what its labels are."""
     _add_option(
         probe,
         "--text-column",
@@ -235,6 +243,10 @@ def _add_probe_parser(sub):
         + ", ".join(f"{c} ({d})" for d, c in BUILTIN_GROUPS.items())
         + " (default: none)",
     )
+
+
+def _add_probe_method_options(probe):
+    """What ``skloes probe`` computes: pooling, selection, subsample, fusion."""
     _add_option(
         probe,
         "--pooling",
@@ -290,6 +302,10 @@ def _add_probe_parser(sub):
         "fold's picks and their stability (default); --no-nested "
         "selects once on all rows (faster, optimistic)",
     )
+
+
+def _add_probe_run_options(probe):
+    """How ``skloes probe`` runs the model: device, batches, precision, seed."""
     _add_option(
         probe,
         "--device",
@@ -310,7 +326,6 @@ def _add_probe_parser(sub):
         default=0,
         help="random seed of the subsample, folds and selection",
     )
-    _add_probe_output_options(probe)
 
 
 def _add_probe_output_options(probe):
@@ -381,6 +396,11 @@ def _add_predict_parser(sub):
         "prediction (default: row_id, the row's position, only)",
     )
     _add_option(predict, "--force", help="overwrite --out if it exists")
+    _add_predict_runtime_options(predict)
+
+
+def _add_predict_runtime_options(predict):
+    """What computes ``skloes predict``'s features, and how."""
     _add_option(
         predict,
         "--batch-size",
@@ -493,6 +513,11 @@ def _add_extract_parser(sub):
         metavar="C1,C2",
         help="further columns to keep (labels, groups)",
     )
+    _add_extract_forward_options(extract)
+
+
+def _add_extract_forward_options(extract):
+    """How ``skloes extract`` pools, runs and stores each layer."""
     _add_option(extract, "--pooling")
     _add_option(extract, "--max-length", default=512)
     _add_option(extract, "--batch-size")
@@ -634,11 +659,6 @@ def as_options(message):
     for param, option in _OPTION_OF.items():
         message = message.replace(f"`{param}`", f"`{option}`")
     return message
-
-
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _quiet_libraries():

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import BUILTIN_DATA, BUILTIN_GROUPS, UserError, _first_line
+from skloes.cli._args import BUILTIN_DATA, BUILTIN_GROUPS, UserError
 from skloes.cli._images import image_paths, read_image_folder
+from skloes.core._contract import first_line
 
 # Byte-order marks, longest first: a file saved by a spreadsheet or an editor
 # on Windows starts with one, which is not part of the first column's name.
@@ -63,7 +64,7 @@ def _read_frame(path, text_column=None):
             import_optional("pyarrow", extra="cli")
             return pd.read_parquet(path)
     except ImportError as exc:
-        raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
+        raise UserError(f"cannot read {str(path)!r}: {first_line(exc)}") from None
     except UnicodeDecodeError as exc:
         raise UserError(
             f"cannot read {str(path)!r}: it is not UTF-8 text (byte "
@@ -71,7 +72,7 @@ def _read_frame(path, text_column=None):
             "it as UTF-8"
         ) from None
     except Exception as exc:  # a malformed file: pandas' own message
-        raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
+        raise UserError(f"cannot read {str(path)!r}: {first_line(exc)}") from None
     raise UserError(
         f"data file {str(path)!r} has an unknown extension {suffix!r}; use "
         ".csv, .tsv, .jsonl, .json or .parquet"
@@ -104,7 +105,7 @@ def _stdlib_texts(path, text_column):
                     csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ",")
                 )
     except (OSError, ValueError, csv.Error) as exc:
-        raise UserError(f"cannot read {str(path)!r}: {_first_line(exc)}") from None
+        raise UserError(f"cannot read {str(path)!r}: {first_line(exc)}") from None
     columns = list(rows[0]) if rows and isinstance(rows[0], dict) else []
     if rows and text_column not in columns:
         raise UserError(

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import UserError, _first_line
+from skloes.cli._args import UserError
+from skloes.core._contract import first_line
 
 
 def _extensions():
@@ -26,7 +27,7 @@ def _extensions():
     try:
         return image_extensions()
     except ImportError as exc:
-        raise UserError(f"cannot read images: {_first_line(exc)}") from None
+        raise UserError(f"cannot read images: {first_line(exc)}") from None
 
 
 def is_image_data(inputs) -> bool:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import UserError, _first_line, _quiet_libraries
+from skloes.cli._args import UserError, _quiet_libraries
 from skloes.cli._data import read_texts
+from skloes.core._contract import first_line
 
 PROG = "skloes predict"
 
@@ -49,7 +50,7 @@ def _load(args):
     try:
         manifest = probe_folder.read_manifest(args.probe_dir, "load_probe")
     except ValueError as exc:
-        raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
+        raise UserError(first_line(exc).removeprefix("load_probe: ")) from None
     exported = args.runtime == "onnx" or (
         args.runtime == "auto" and "export" in manifest
     )
@@ -76,7 +77,7 @@ def _load_exported(args, manifest):
             owner="load_probe",
         )
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
+        raise UserError(first_line(exc).removeprefix("load_probe: ")) from None
 
 
 def _load_torch(args):
@@ -93,7 +94,7 @@ def _load_torch(args):
             exc.message(None, "pass --trust-remote-code only if you trust it")
         ) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise UserError(_first_line(exc).removeprefix("load_probe: ")) from None
+        raise UserError(first_line(exc).removeprefix("load_probe: ")) from None
 
 
 def _configure(probe, args):
@@ -166,7 +167,7 @@ def run_predict(args):
     try:
         header, rows = _rows(probe, list(texts))
     except (ValueError, TypeError) as exc:
-        raise UserError(_first_line(exc)) from None
+        raise UserError(first_line(exc)) from None
     handle = sys.stdout if out is None else io.StringIO(newline="")
     writer = csv.writer(handle)
     writer.writerow(header)
@@ -178,7 +179,7 @@ def run_predict(args):
             data = handle.getvalue().encode("utf-8")
             write_bytes_whole(out, data)
         except (ForeignFile, UnicodeEncodeError) as exc:
-            raise UserError(f"--out {args.out!r}: {_first_line(exc)}") from None
+            raise UserError(f"--out {args.out!r}: {first_line(exc)}") from None
         except OSError as exc:
             raise UserError(
                 f"--out {args.out!r} cannot be written "

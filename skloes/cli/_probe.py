@@ -13,15 +13,16 @@ baselines, prints the tables and writes a report folder (``report.html``,
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from skloes.cli._args import UserError, _first_line, as_options, option_values
+from skloes.cli._args import UserError, as_options, option_values
 from skloes.cli._data import load_data
 from skloes.cli._images import is_image_data
+from skloes.core._atomic import writable_problem
+from skloes.core._contract import first_line
 
 
 def check_out(out, force):
@@ -44,12 +45,9 @@ def check_out(out, force):
         probe = probe.parent
     if not probe.is_dir():
         raise UserError(f"--out {out!r}: {str(probe)!r} is a file, not a folder")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".skloes-write-test-")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise UserError(f"--out {out!r} is not writable: {exc}") from None
+    problem = writable_problem(probe)
+    if problem:
+        raise UserError(f"--out {out!r} {problem}")
 
 
 def _log(message):
@@ -60,20 +58,14 @@ def _first_use_note(model):
     """Say so before an installed offline decoder that the set-up did not
     convert (Gemma 3, Qwen2: only ``scripts/setup.sh`` without ``--main``
     does) is converted into the user cache, once, on this first use."""
-    from skloes.models import _registry as r
+    from skloes.models._registry import bundle_for, needs_conversion, skloes_home
 
-    pinned = {
-        "gemma3": (r.GEMMA3_GGUF, r.GEMMA3_GGUF_SHA256),
-        "qwen2": (r.QWEN2_GGUF, r.QWEN2_GGUF_SHA256),
-    }
-    bundle = r.bundle_for(model) if isinstance(model, str) else None
-    if bundle is None or not bundle.installed or bundle.name not in pinned:
+    if not needs_conversion(model):
         return
-    if r._prepared(r._gguf_target(*pinned[bundle.name])):
-        return
+    bundle = bundle_for(model)
     _log(
         f"model: converting the offline {bundle.name} bundle into the user cache "
-        f"({r.skloes_home()}), once, on its first use (a minute or two; "
+        f"({skloes_home()}), once, on its first use (a minute or two; "
         f"`skloes models --prepare {bundle.name}` does it ahead)"
     )
 
@@ -110,7 +102,7 @@ def _extract(args, texts):
             )
         ) from None
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        message = as_options(_first_line(exc))
+        message = as_options(first_line(exc))
         if not message.startswith(type(hst).__name__):  # e.g. a raw JSON error
             message = f"cannot load model {args.model or 'default'}: {message}"
         raise UserError(message) from None
@@ -118,7 +110,7 @@ def _extract(args, texts):
         _ = hst.model_  # load now, so that a broken model is a user error
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise UserError(
-            f"cannot load model {args.model or hst.model_path_!r}: {_first_line(exc)}"
+            f"cannot load model {args.model or hst.model_path_!r}: {first_line(exc)}"
         ) from None
     wanted = "image" if is_image_data(texts) else "text"
     if hst.modality_ != wanted:
@@ -183,6 +175,55 @@ def _headline(s):
     return head + "\n" + fusion + "\n" + "  |  ".join(parts)
 
 
+def _data_line(task, labels, names, groups, group_column):
+    """What the data holds, as the log's ``data:`` line says it."""
+    if task == "classification":
+        n_classes = len(np.unique(labels))
+        what = f"{n_classes} classes" + (
+            f" ({', '.join(map(str, names))})" if names is not None else ""
+        )
+    else:
+        low, high = np.min(labels), np.max(labels)
+        what = f"a continuous target (regression, {low:g} to {high:g})"
+    if groups is not None:
+        what += f", {len(np.unique(groups.astype(str)))} groups ({group_column})"
+    return what
+
+
+def _about(args, hst, stack, pooling, data):
+    """What the report says of its data and model: names fit to share, as
+    the model card's (no absolute path); images have no ``max_length``."""
+    from skloes.probe._card import model_name, shareable
+
+    texts = hst.modality_ == "text"
+    return {
+        "data": f"{shareable(args.data, args.out)}, {data}",
+        "model": f"{model_name(hst)} ({stack.shape[0]} hidden states of width "
+        f"{stack.shape[2]})",
+        "extraction": f"pooling {pooling}, "
+        + (f"max_length {args.max_length}, " if texts else "")
+        + f"precision {args.precision}",
+        "seed": args.seed,
+    }
+
+
+def _print_tables(report, nested):
+    """The per-layer table, the selection summary and the headline."""
+    print(
+        f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
+        "= embedding output)"
+    )
+    print(report.format_table())
+    how = (
+        "selected inside each CV fold"
+        if nested
+        else "selected on all rows, scored by CV"
+    )
+    print(f"\nSelection summary (layers {how})")
+    print(report.format_summary())
+    print("\n" + _headline(report.summary()))
+
+
 def run_probe(args):
     """Run the probe job for parsed arguments; returns the fitted report."""
     from skloes.report import LayerReport
@@ -202,16 +243,7 @@ def run_probe(args):
         task=args.task,
         group_column=args.group_column,
     )
-    if task == "classification":
-        n_classes = len(np.unique(labels))
-        what = f"{n_classes} classes" + (
-            f" ({', '.join(map(str, names))})" if names is not None else ""
-        )
-    else:
-        low, high = np.min(labels), np.max(labels)
-        what = f"a continuous target (regression, {low:g} to {high:g})"
-    if groups is not None:
-        what += f", {len(np.unique(groups.astype(str)))} groups ({args.group_column})"
+    what = _data_line(task, labels, names, groups, args.group_column)
     kind = "images" if is_image_data(texts) else "texts"
     if args.pooling is None:  # images: pooled the way their family was trained
         args.pooling = "auto" if kind == "images" else "mean"
@@ -237,39 +269,17 @@ def run_probe(args):
         report.fit(stack, labels, extra_metrics=token_metrics, groups=groups)
     except ValueError as exc:  # what the layers or labels cannot give
         raise UserError(
-            f"cannot probe {args.data}: {as_options(_first_line(exc))}"
+            f"cannot probe {args.data}: {as_options(first_line(exc))}"
         ) from None
-    from skloes.probe._card import _model_name, _shareable
-
-    about = {  # names fit to share, as the model card's: no absolute path
-        "data": f"{_shareable(args.data, args.out)}, {len(texts)} {kind}, {what}",
-        "model": f"{_model_name(hst)} ({stack.shape[0]} hidden states of width "
-        f"{stack.shape[2]})",
-        "extraction": f"pooling {pooling}, "
-        + (f"max_length {args.max_length}, " if kind == "texts" else "")
-        + f"precision {args.precision}",
-        "seed": args.seed,
-    }
+    about = _about(args, hst, stack, pooling, f"{len(texts)} {kind}, {what}")
     try:
         folder = report.save(args.out, about=about, overwrite=args.force)
     except (OSError, ValueError) as exc:  # a full disk, a link put there meanwhile
-        message = _first_line(exc).removeprefix("LayerReport.save: ")
+        message = first_line(exc).removeprefix("LayerReport.save: ")
         raise UserError(
             f"--out {args.out!r}: cannot write the report ({message})"
         ) from None
-    print(
-        f"\nPer-layer table ({report.n_splits_}-fold CV {report.scoring_}; layer 0 "
-        "= embedding output)"
-    )
-    print(report.format_table())
-    how = (
-        "selected inside each CV fold"
-        if args.nested
-        else "selected on all rows, scored by CV"
-    )
-    print(f"\nSelection summary (layers {how})")
-    print(report.format_summary())
-    print("\n" + _headline(report.summary()))
+    _print_tables(report, args.nested)
     if args.save is not None:
         _save_probe(args, report, hst, stack, labels, texts, groups)
     total = time.perf_counter() - start
@@ -331,9 +341,9 @@ def _save_probe(args, report, hst, stack, labels, texts, groups=None):
             data_name=args.data,
         )
     except ImportError as exc:
-        raise UserError(f"--export: {_first_line(exc)}") from None
+        raise UserError(f"--export: {first_line(exc)}") from None
     except (ValueError, OSError) as exc:  # the target changed, the disk is full
-        raise UserError(_first_line(exc).removeprefix("save_probe: ")) from None
+        raise UserError(first_line(exc).removeprefix("save_probe: ")) from None
     size = sum(f.stat().st_size for f in folder.iterdir())
     what = (
         "no model weights"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from skloes.cli._args import (
     UserError,
-    _first_line,
     _quiet_libraries,
     option_values,
 )
+from skloes.core._contract import first_line
 
 __all__ = ["at_scale", "run_extract", "run_predict_at_scale"]
 
@@ -81,7 +81,7 @@ def _call_engine(function, *args, **kwargs):
     try:
         return function(*args, **kwargs)
     except (ValueError, TypeError, OSError, ImportError, RuntimeError) as exc:
-        text = _first_line(exc)
+        text = first_line(exc)
         for prefix in ("extract_to_store: ", "predict_to_parquet: "):
             text = text.removeprefix(prefix)
         raise UserError(text) from None

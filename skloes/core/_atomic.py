@@ -1,19 +1,25 @@
-"""Folders and files that appear whole: staged beside their place, then swapped in.
+"""Folders and files that appear whole, and the one lock of a folder.
 
 A reader never sees half of something skloes writes. A folder (a saved probe)
 is written into a hidden sibling made by :func:`staging_folder`, then put in
 place by :func:`swap_in` (or by :func:`publish`, where a folder once written
-is never replaced: a prepared model); a file (a store's shard) is written
-beside its place and renamed over it by :func:`write_whole`. Both rely on ``rename``
-being atomic within one file system, which is why the staging is a sibling.
-:func:`folder_lock` serialises the writers of one parent folder, so that two
-processes saving to the same place cannot both believe they won.
+is never replaced: a prepared model); a file is written beside its place and
+renamed over it by :func:`write_whole` (or, for a file filled over time such
+as a memory map, :func:`temporary_beside` then :func:`put_in_place`). Both
+rely on ``rename`` being atomic within one file system, which is why the
+staging is a sibling.
+
+:class:`FolderLock` is the one lock of a folder: ``flock`` on what it opens
+(the folder itself, or a lock file of its own in it), released on every path
+out, its holder named in the message of a writer it refuses
+(:class:`FolderBusy`). Waiting, it serialises the writers that swap into one
+parent folder; not waiting, it makes a job the one writer of its folder.
 
 The rule of every file skloes writes lives here: it is written only whole,
 never through a symbolic link and never into a special file (a pipe, a
 device, a folder): :func:`foreign_problem` says why a path is not skloes's
-to replace, and :func:`write_whole` (and the writer lock's note) refuse it
-with :class:`ForeignFile`, naming the file. Which files of a folder are its
+to replace, and :func:`write_whole` (and the lock's note) refuse it with
+:class:`ForeignFile`, naming the file. Which files of a folder are its
 writer's own (a manifest's hashes, a fixed set of names) stays with the
 folder's owner.
 
@@ -40,18 +46,25 @@ try:  # POSIX only: elsewhere the lock is a no-op (one writer assumed)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
+#: Whether :class:`FolderLock` locks (False where ``flock`` is missing).
+CAN_LOCK = fcntl is not None
+
 __all__ = [
+    "CAN_LOCK",
+    "WRITER_NOTE",
     "FolderBusy",
+    "FolderLock",
     "ForeignFile",
-    "foreign_problem",
-    "WriterLock",
-    "exchange",
     "check_replaceable",
-    "folder_lock",
+    "exchange",
+    "foreign_problem",
     "give_umask_mode",
     "publish",
+    "put_in_place",
     "staging_folder",
     "swap_in",
+    "temporary_beside",
+    "writable_problem",
     "write_bytes_whole",
     "write_whole",
 ]
@@ -126,24 +139,9 @@ def give_umask_mode(folder: Path) -> None:
     os.chmod(folder, 0o777 & ~mask)
 
 
-@contextlib.contextmanager
-def folder_lock(parent: Path):
-    """Hold an exclusive lock on ``parent`` (``flock`` on the folder itself:
-    no lock file is left behind) for the writers that swap into it."""
-    if fcntl is None:  # pragma: no cover - Windows
-        yield
-        return
-    fd = os.open(parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
 class FolderBusy(Exception):
-    """Another live process holds the writer lock of a folder; ``holder``
-    says who (``pid ... on host ..., since ...``) as its note records it."""
+    """Another live process holds the lock of a folder; ``holder`` says who
+    (``pid ... on host ..., since ...``) as its note records it."""
 
     def __init__(self, folder, holder):
         self.folder, self.holder = folder, holder
@@ -151,36 +149,79 @@ class FolderBusy(Exception):
 
 
 WRITER_NOTE = ".skloes-writer"
+_BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
 
 
-class WriterLock:
-    """The one writer of a folder: ``flock`` on the folder itself, held
-    until :meth:`release` or the process ends (a killed holder's lock goes
-    with it, so a stale lock is taken over by the next writer, safely).
+class FolderLock:
+    """The one lock of a folder: ``flock`` on what the lock opens, held until
+    :meth:`release` (or the ``with`` block ends, or the process ends: a killed
+    holder's lock goes with it, so a stale lock is taken over by the next
+    one, safely).
 
-    The lock is the same one :func:`folder_lock` takes, taken without
-    waiting: a second writer meets :class:`FolderBusy` at once. A note
-    (``.skloes-writer``: pid, host and start time) says who holds it; it is
-    the lock's own file, rewritten whole by each holder and removed on
-    release; a note that is a symbolic link or a special file is never
-    followed nor opened: the folder is refused with :class:`ForeignFile`.
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The folder to lock.
+    wait : bool, default=False
+        Wait for the lock (the writers that swap into one parent folder take
+        turns); else a second holder meets :class:`FolderBusy` at once.
+    file : str or None, default=None
+        None: ``flock`` on the folder itself, so that no lock file is left
+        behind. A name: a lock file of the lock's own in ``folder``, created
+        (never through a link) and removed on release; a folder's owner uses
+        one where the file's presence says a lock was ever taken there (the
+        model cache's staging rule, :mod:`skloes.models._registry`).
+    note : bool, default=False
+        Say who holds it in ``folder/.skloes-writer`` (pid, host and start
+        time), the lock's own file, rewritten whole by each holder and removed
+        on release; a second holder's :class:`FolderBusy` quotes it. A note
+        that is a symbolic link or a special file is never followed nor
+        opened: the folder is refused with :class:`ForeignFile`.
+
     Where ``flock`` is missing (Windows) the lock is a no-op.
     """
 
-    def __init__(self, folder):
-        self.folder = Path(folder)
-        self.fd = None
+    def __init__(self, folder, *, wait=False, file=None, note=False):
+        self.folder, self.file = Path(folder), file
+        self.fd, self.note = None, None
         if fcntl is None:  # pragma: no cover - Windows
             return
-        fd = os.open(self.folder, os.O_RDONLY)
+        fd = self._open(self.folder, file)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            if wait or exc.errno not in _BUSY:
                 raise
             raise FolderBusy(self.folder, self._holder()) from None
         self.fd = fd
+        if note:
+            self._write_note()
+
+    @staticmethod
+    def _open(folder, file, create=True):
+        if file is None:
+            return os.open(folder, os.O_RDONLY)
+        flags = getattr(os, "O_NOFOLLOW", 0)
+        flags |= os.O_WRONLY | os.O_CREAT if create else os.O_RDONLY
+        return os.open(folder / file, flags, 0o666)
+
+    @classmethod
+    def is_held(cls, folder, file=None) -> bool:
+        """Whether a live process holds the lock of ``folder`` (False where
+        ``flock`` is missing)."""
+        if fcntl is None:  # pragma: no cover - Windows
+            return False
+        fd = cls._open(Path(folder), file, create=False)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing releases the lock just taken
+        return False
+
+    def _write_note(self):
         import socket
         import time
 
@@ -188,9 +229,12 @@ class WriterLock:
             f"pid {os.getpid()} on host {socket.gethostname()}, since "
             f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
         )
-        note = self.folder / WRITER_NOTE
+        text = self.note
         try:
-            write_whole(note, lambda tmp: tmp.write_text(self.note, encoding="utf-8"))
+            write_whole(
+                self.folder / WRITER_NOTE,
+                lambda tmp: tmp.write_text(text, encoding="utf-8"),
+            )
         except ForeignFile:
             self.release()
             raise
@@ -207,18 +251,29 @@ class WriterLock:
             return "another process"
 
     def release(self):
-        """Remove the note (if still this holder's) and release the lock."""
+        """Remove the note (if still this holder's) and the lock file, then
+        release the lock (again: nothing happens)."""
         if self.fd is None:
             return
         note = self.folder / WRITER_NOTE
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            if (
-                not foreign_problem(note)
-                and note.read_text(encoding="utf-8") == self.note
-            ):
-                note.unlink()
+        if self.note is not None:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                if (
+                    not foreign_problem(note)
+                    and note.read_text(encoding="utf-8") == self.note
+                ):
+                    note.unlink()
+        if self.file is not None:
+            with contextlib.suppress(OSError):
+                (self.folder / self.file).unlink()
         os.close(self.fd)
         self.fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.release()
 
 
 def swap_in(staging: Path, folder: Path, remove_old) -> None:
@@ -302,30 +357,41 @@ def exchange(a, b) -> bool:
     raise OSError(code, os.strerror(code), os.fspath(b))
 
 
-def write_whole(path, write, prefix=None) -> None:
-    """Write a file so that it appears only whole: ``write(tmp)`` fills a
-    hidden sibling, which is flushed to disk and renamed onto ``path``.
-    A ``path`` that is a symbolic link or not a regular file is refused
-    (:class:`ForeignFile`) before anything is written.
+def temporary_beside(path, prefix=None, suffix=""):
+    """A new empty hidden file next to ``path`` to write it into, as a Path.
 
-    A crash leaves no file at ``path`` (or the previous one), never part of
-    one; the hidden sibling is removed on any error. ``prefix``: the hidden
-    sibling's name before its random part (default ``.NAME-``); a job passes
-    one that carries its own token, so that what a killed writer leaves is
-    told from any file of the user's.
+    ``prefix``: its name before the random part (default ``.NAME-``); a job
+    passes one that carries its own token, so that what a killed writer
+    leaves is told from any file of the user's. ``suffix``: after it (the
+    hidden-states cache's ``.part``, which its pruning recognises).
     """
     path = Path(path)
-    check_replaceable(path)
     prefix = f".{path.name}-" if prefix is None else prefix
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
     os.close(fd)
+    return Path(tmp)
+
+
+def put_in_place(tmp, path, *, durable=True, mode=None) -> None:
+    """Rename the complete temporary file ``tmp`` (from
+    :func:`temporary_beside`) onto ``path``; ``tmp`` is removed on any error.
+
+    A ``path`` that is a symbolic link or not a regular file is refused
+    (:class:`ForeignFile`). ``durable``: flush the file to disk first (False
+    for a cache's entry, which a crash may lose: it is a miss). ``mode``: the
+    file's permissions (default: what the umask gives a new file; ``mkstemp``
+    makes it 0600).
+    """
     try:
-        write(Path(tmp))
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
+        check_replaceable(path)
+        if durable:
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+        if mode is None:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -333,7 +399,44 @@ def write_whole(path, write, prefix=None) -> None:
         raise
 
 
-def write_bytes_whole(path, data: bytes, prefix=None) -> None:
+def write_whole(path, write, prefix=None, *, suffix="", durable=True, mode=None):
+    """Write a file so that it appears only whole: ``write(tmp)`` fills a
+    hidden sibling (:func:`temporary_beside`), which is flushed to disk and
+    renamed onto ``path`` (:func:`put_in_place`, whose ``durable`` and
+    ``mode`` these are). The one way skloes writes a whole file.
+
+    A ``path`` that is a symbolic link or not a regular file is refused
+    (:class:`ForeignFile`) before anything is written. A crash leaves no file
+    at ``path`` (or the previous one), never part of one; the hidden sibling
+    is removed on any error.
+    """
+    path = Path(path)
+    check_replaceable(path)
+    tmp = temporary_beside(path, prefix, suffix)
+    try:
+        write(tmp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    put_in_place(tmp, path, durable=durable, mode=mode)
+
+
+def write_bytes_whole(path, data: bytes, prefix=None, **options) -> None:
     """:func:`write_whole` of ``data``, bytes made before anything is written
-    (so that a text that cannot be encoded leaves no file behind)."""
-    write_whole(path, lambda tmp: tmp.write_bytes(data), prefix=prefix)
+    (so that a text that cannot be encoded leaves no file behind); the
+    ``options`` are :func:`write_whole`'s."""
+    write_whole(path, lambda tmp: tmp.write_bytes(data), prefix=prefix, **options)
+
+
+def writable_problem(folder):
+    """Why files cannot be written into ``folder`` (or the nearest folder of
+    it that exists), or None: a file is made there and removed."""
+    probe = Path(folder)
+    while not probe.exists():
+        probe = probe.parent
+    try:
+        os.unlink(temporary_beside(probe / "x", prefix=".skloes-write-test-"))
+    except OSError as exc:
+        return f"is not writable ({exc.strerror or type(exc).__name__} on {probe})"
+    return None

@@ -26,14 +26,20 @@ import io
 import json
 import os
 import re
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from skloes.core._atomic import ForeignFile, check_replaceable, foreign_problem
+from skloes.core._atomic import (
+    ForeignFile,
+    foreign_problem,
+    put_in_place,
+    temporary_beside,
+    write_bytes_whole,
+)
+from skloes.core._digests import file_sha256, setting_digest
 
 _FORMAT = 1
 # An entry's trailer: this magic, then the BLAKE2b-128 digest of its settings
@@ -44,14 +50,6 @@ _TRAILER_MAGIC = b"SKLC"
 _TRAILER_SIZE = len(_TRAILER_MAGIC) + 16
 _HASHED_SUFFIXES = (".json", ".safetensors", ".txt", ".model", ".tiktoken", ".py")
 _CHUNK = 1 << 24
-
-
-def _file_digest(path: str) -> str:
-    """sha256 of one file, hashed once per file version (see
-    :func:`skloes.core._digests.file_sha256`)."""
-    from skloes.core._digests import file_sha256
-
-    return file_sha256(path)
 
 
 def model_fingerprint(path: str) -> str:
@@ -68,7 +66,7 @@ def model_fingerprint(path: str) -> str:
         full = os.path.join(path, name)
         if name.endswith(_HASHED_SUFFIXES) and os.path.isfile(full):
             digest.update(name.encode())
-            digest.update(_file_digest(full).encode())
+            digest.update(file_sha256(full).encode())
     return digest.hexdigest()
 
 
@@ -100,18 +98,11 @@ def sealed_key(digest: str, key: str) -> str:
 
 
 def _atomic_save(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    """Write ``data`` to ``path`` whole (:func:`~skloes.core._atomic.write_whole`
+    to a ``.tmp-*.part`` that :func:`prune_cache` recognises; not flushed to
+    disk: an entry a crash loses is a miss)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    check_replaceable(path)  # never through a link, nor into a pipe
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_bytes_whole(path, data, prefix=".tmp-", suffix=".part", durable=False)
 
 
 class HiddenStatesCache:
@@ -132,7 +123,7 @@ class HiddenStatesCache:
 
     def __init__(self, folder, settings: dict, shape, dtype):
         blob = json.dumps({"format": _FORMAT, **settings}, sort_keys=True)
-        self.digest = hashlib.sha256(blob.encode()).hexdigest()[:32]
+        self.digest = setting_digest({"format": _FORMAT, **settings}, 32, spaced=True)
         self.folder = Path(folder)
         self.root = self.folder / self.digest
         self.write_error = None
@@ -286,8 +277,7 @@ def open_output(path: Path, shape, dtype):
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-        os.close(fd)
+        tmp = temporary_beside(path, prefix=".tmp-", suffix=".part")
         return tmp, np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
     except OSError as exc:
         _warn_output(path, exc)
@@ -296,7 +286,7 @@ def open_output(path: Path, shape, dtype):
 
 def publish_output(tmp, array, path: Path):
     """Flush a memory-mapped output, seal it with its trailer, rename it into
-    place and reopen it read-only.
+    place (:func:`~skloes.core._atomic.put_in_place`) and reopen it read-only.
 
     With ``tmp=None`` (no memory map) the array is returned as is; a failure to
     flush or rename warns and returns the values in memory.
@@ -308,8 +298,7 @@ def publish_output(tmp, array, path: Path):
         size = os.path.getsize(tmp)
         with open(tmp, "ab") as handle:
             handle.write(_TRAILER_MAGIC + _file_checksum(_output_key(path), tmp, size))
-        check_replaceable(path)
-        os.replace(tmp, path)
+        put_in_place(tmp, path, durable=False)
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ForeignFile) as exc:
         _warn_output(path, exc)

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_array, validate_data
 
 from skloes.core._store import is_layer_source
 from skloes.core._targets import refuse_mixed_labels
+from skloes.utils._validation import check_count
 
 FLOAT_DTYPES = (np.float64, np.float32, np.float16)
 
@@ -31,6 +32,13 @@ _LAYER_NAME = re.compile(r"layer(\d+)_(\d+)")
 
 def _name(estimator) -> str:
     return type(estimator).__name__
+
+
+def first_line(exc) -> str:
+    """The first line of an error's message (or its type's name, where it
+    has none): what an error quoted inside another one shows of it."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -367,7 +375,7 @@ def _validate_flat(estimator, X, y, *, layer_dim, reset, dtype, **check_params):
         X, y = validate_data(estimator, X, y, reset=reset, dtype=dtype, **check_params)
     n_samples, n_features = X.shape
     if reset:
-        width = _check_layer_dim(name, layer_dim, n_features)
+        width = check_layer_dim(name, layer_dim, n_features)
         estimator.input_format_ = "flat"
         estimator.layer_dim_ = width
         estimator.n_layers_in_ = n_features // width
@@ -416,18 +424,13 @@ def stack_view(X):
     return flat.reshape(n_samples, n_features // width, width).transpose(1, 0, 2)
 
 
-def _check_layer_dim(owner, layer_dim, n_features):
+def check_layer_dim(owner, layer_dim, n_features):
+    """The block width ``layer_dim`` of a flat table of ``n_features``
+    columns: a positive int that divides them, or None (one column a block,
+    returned as 1)."""
+    layer_dim = check_count(layer_dim, owner, "layer_dim", allow_none=True)
     if layer_dim is None:
         return 1
-    if (
-        not isinstance(layer_dim, Integral)
-        or isinstance(layer_dim, bool)
-        or layer_dim < 1
-    ):
-        raise ValueError(
-            f"{owner}: `layer_dim` must be a positive integer or None; got "
-            f"{layer_dim!r}."
-        )
     if n_features % layer_dim:
         raise ValueError(
             f"{owner}: `layer_dim`={layer_dim} does not divide the {n_features} "

@@ -1,11 +1,16 @@
-"""File hashes that survive the process, without trusting what a file claims.
+"""Hashes: a setting as canonical JSON, and file hashes that survive the process.
 
-Hashing a model's weights (540 MB for SmolLM2-135M in float32) is most of the
-time a fresh process spends before it can check a saved probe against its
-model. :func:`file_sha256` hashes a file once per process and, across
-processes, keeps a record of each hash in a store that only the user can
-write; a record is used only while the file's identity and change time are
-those it was hashed under:
+A setting (a store's settings, a cache's, an exported head's entry) is hashed
+as its canonical JSON (:func:`canonical_json`: sorted keys, no spaces) by
+:func:`setting_digest`, the one digest of a setting.
+
+A file's hash, without trusting what a file claims. Hashing a model's
+weights (540 MB for SmolLM2-135M in float32) is most of the time a fresh
+process spends before it can check a saved probe against its model.
+:func:`file_sha256` hashes a file once per process and, across processes,
+keeps a record of each hash in a store that only the user can write; a
+record is used only while the file's identity and change time are those it
+was hashed under:
 ``(device, inode, size, mtime_ns, ctime_ns)``.
 
 Why this stays sound (the user guide states it, :ref:`probe-fingerprint`): a
@@ -23,7 +28,7 @@ cannot plant a hash. What it does not guard against: someone who can set
 the system clock or write the disk's blocks directly (root), who can replace
 any check on the machine anyway.
 
-May import: utils.
+May import: utils, core._atomic.
 """
 
 # Authors: The skloes developers
@@ -35,17 +40,43 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["RACY_SECONDS", "digest_store", "file_sha256"]
+from skloes.core._atomic import ForeignFile, write_bytes_whole
+
+__all__ = [
+    "RACY_SECONDS",
+    "canonical_json",
+    "digest_store",
+    "file_sha256",
+    "setting_digest",
+]
 
 _CHUNK = 1 << 24
 # A hash taken this close to the file's last change is not recorded on disk.
 RACY_SECONDS = 2.0
 # (path, device, inode, size, mtime_ns, ctime_ns) -> sha256 hex, per process.
 _MEMO: dict = {}
+
+
+def canonical_json(value, default=None) -> str:
+    """``value`` as canonical JSON: sorted keys, no spaces (``default`` as
+    :func:`json.dumps` takes it)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=default)
+
+
+def setting_digest(value, length=64, *, spaced=False) -> str:
+    """The SHA-256 (hex, its first ``length`` digits) of ``value`` as
+    :func:`canonical_json`.
+
+    ``spaced``: hash the JSON with :func:`json.dumps`'s default separators
+    (``", "`` and ``": "``) instead, as the hidden-states cache names its
+    settings folders since its first version, so that a cache written before
+    keeps its entries.
+    """
+    text = json.dumps(value, sort_keys=True) if spaced else canonical_json(value)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
 def digest_store() -> Path:
@@ -62,7 +93,9 @@ def digest_store() -> Path:
     return home / "digests"
 
 
-def _identity(st) -> list:
+def file_identity(st) -> list:
+    """What a hash record is keyed on: a file's ``os.stat`` identity and
+    times ``(device, inode, size, mtime_ns, ctime_ns)``."""
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
@@ -104,11 +137,15 @@ def _write_record(store, path, identity, digest, ctime_ns) -> None:
         store.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _private(os.stat(store)):
             return
-        fd, tmp = tempfile.mkstemp(dir=store, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"path": path, "identity": identity, "sha256": digest}, handle)
-        os.replace(tmp, _record_path(store, path))
-    except OSError:
+        record = {"path": path, "identity": identity, "sha256": digest}
+        write_bytes_whole(
+            _record_path(store, path),
+            json.dumps(record).encode("utf-8"),
+            prefix=".tmp-",
+            suffix=".json",
+            mode=0o600,  # read only from a file writable by no one else
+        )
+    except (OSError, ForeignFile):
         return
 
 
@@ -132,7 +169,7 @@ def file_sha256(path) -> str:
     """
     path = os.path.abspath(os.fspath(path))
     st = os.stat(path)
-    identity = _identity(st)
+    identity = file_identity(st)
     memo = (path, *identity)
     if memo in _MEMO:
         return _MEMO[memo]
@@ -144,7 +181,7 @@ def file_sha256(path) -> str:
             for chunk in iter(lambda: handle.read(_CHUNK), b""):
                 hasher.update(chunk)
         digest = hasher.hexdigest()
-        if _identity(os.stat(path)) == identity:  # not changed while hashing
+        if file_identity(os.stat(path)) == identity:  # not changed while hashing
             _write_record(store, path, identity, digest, st.st_ctime_ns)
     _MEMO[memo] = digest
     return digest

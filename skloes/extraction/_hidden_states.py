@@ -70,7 +70,7 @@ from skloes.models._loading import (
 )
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._optional import import_optional
-from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._param_validation import Interval, StrOptions, fit_context
 
 __all__ = ["HiddenStatesTransformer", "default_model"]
 
@@ -429,7 +429,7 @@ default="auto"
         self.progress = progress
 
     # ------------------------------------------------------------------ fit
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Resolve the model and the layers; weights load on first use.
 
@@ -450,7 +450,7 @@ default="auto"
         self._fit(X, y)
         return self
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
         """Fit, then return the pooled hidden states of ``X``.
 

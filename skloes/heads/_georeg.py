@@ -33,7 +33,7 @@ from skloes.heads._mixins import (
     validation_split,
 )
 from skloes.heads._options import FUSIONS, GEO_VARIANTS, GEO_WEIGHT_FEATURES
-from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._param_validation import Interval, StrOptions, fit_context
 
 _LINEAR_CS = np.logspace(-4, 2, 7)
 
@@ -407,7 +407,7 @@ class GeoRegClassifier(_BaseGeoReg):
         self.verbose = verbose
         self.warm_start = warm_start
 
-    @_fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
+    @fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
     @fit_labels_doc
     def fit(self, X, y):
         """Train the head.

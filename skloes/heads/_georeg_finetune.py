@@ -19,7 +19,7 @@ from skloes.core._torch import torch
 from skloes.heads._georeg import _BaseGeoReg
 from skloes.heads._mixins import fit_labels_doc
 from skloes.heads._options import GEO_WEIGHT_FINETUNE
-from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._param_validation import Interval, StrOptions, fit_context
 
 
 class GeoRegFineTuner(_BaseGeoReg):
@@ -206,7 +206,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         self.verbose = verbose
         self.warm_start = warm_start
 
-    @_fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
+    @fit_context(prefer_skip_nested_validation=False)  # a selector may be nested
     @fit_labels_doc
     def fit(self, X, y):
         """Fine-tune the backbone blocks and train the head.

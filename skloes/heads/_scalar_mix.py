@@ -48,7 +48,7 @@ from skloes.heads._mixins import (
 )
 from skloes.selection._base import LayerSupportMixin
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
+from skloes.utils._param_validation import Interval, RealNotInt, fit_context
 
 __all__ = ["ScalarMixClassifier", "ScalarMixRegressor"]
 
@@ -145,14 +145,7 @@ class _BaseScalarMix(
         from skloes.heads._training import train_loop, warn_not_converged
 
         name = type(self).__name__
-        first = 0 if self.include_embedding else 1
-        if stack.shape[0] - first < 1:
-            raise ValueError(
-                f"{name}: no candidate layers (n_layers={stack.shape[0]}, "
-                f"`include_embedding`={self.include_embedding})."
-            )
-        self._first_layer = first
-        layers = np.arange(first, stack.shape[0])
+        layers = self._candidate_layers(stack.shape[0])
         rng = check_random_state(self.random_state)
         generator = make_generator(rng)
         train_idx, val_idx = validation_split(
@@ -199,11 +192,28 @@ class _BaseScalarMix(
             verbose=self.verbose,
             desc=name,
         )
+        self._keep(head, result, stack.shape[0], layers)
+        warn_not_converged(self, result, self.max_epochs)
+        return self
+
+    def _candidate_layers(self, n_layers):
+        """The layers the mix weighs: all, or all but the embedding output."""
+        first = 0 if self.include_embedding else 1
+        if n_layers - first < 1:
+            raise ValueError(
+                f"{type(self).__name__}: no candidate layers (n_layers={n_layers}, "
+                f"`include_embedding`={self.include_embedding})."
+            )
+        self._first_layer = first
+        return np.arange(first, n_layers)
+
+    def _keep(self, head, result, n_layers, layers):
+        """The fitted attributes of a trained ``head`` (weight 0 on the layers
+        it did not weigh)."""
         self.module_ = head
         self.history_, self.best_epoch_ = result.history, result.best_epoch
         self.n_iter_ = result.n_iter
-        warn_not_converged(self, result, self.max_epochs)
-        weights = np.zeros(stack.shape[0])
+        weights = np.zeros(n_layers)
         weights[layers] = head.layer_weights()
         self.layer_weights_ = weights
         self.scale_ = float(head.scale.detach().cpu())
@@ -374,7 +384,7 @@ class ScalarMixClassifier(TorchClassifierMixin, ClassifierMixin, _BaseScalarMix)
     np.int64(2)
     """
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @fit_labels_doc
     def fit(self, X, y):
         """Train the mix and the probe.
@@ -435,7 +445,7 @@ class ScalarMixRegressor(RegressorMixin, _BaseScalarMix):
 
     _task = "regression"
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Train the mix and the probe.
 

@@ -12,6 +12,7 @@ generator: dropout masks come from an explicit :class:`torch.Generator`.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -200,34 +201,22 @@ def train_loop(
     """
     has_val = val_idx is not None and len(val_idx) > 0
     n_steps = max_epochs * math.ceil(len(train_idx) / batch_size)
-    opt = torch.optim.AdamW(
-        param_groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay
-    )
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(n_steps, warmup))
-    params = [p for group in param_groups for p in group["params"]]
-    res, best, best_state, stall = TrainResult(), -np.inf, None, 0
-    epochs = range(1, max_epochs + 1)
-    if verbose:
-        from skloes.utils._optional import import_optional
-
-        epochs = import_optional("tqdm.auto").tqdm(epochs, desc=desc, leave=False)
-    run = _Run(opt, sched, params, module, forward, y, train_idx, geo_loss, task)
+    opt = _optimiser(param_groups, n_steps, weight_decay, warmup)
+    run = _Run(*opt, module, forward, y, train_idx, geo_loss, task)
     run.generator, run.batch_size = generator, batch_size
     run.clip_norm, run.desc = clip_norm, desc
-    if has_val and keep_initial:
-        best = _val_value(module, forward, y, val_idx, batch_size, task, val_metric)[0]
-        best_state = _state_copy(module)
+    val = None
+    if has_val:
+        val = functools.partial(
+            _val_value, module, forward, y, val_idx, batch_size, task, val_metric
+        )
+    res, best, best_state, stall = TrainResult(), -np.inf, None, 0
+    if val is not None and keep_initial:
+        best, best_state = val()[0], _state_copy(module)
+    epochs = _epochs(max_epochs, verbose, desc)
     for epoch in epochs:
         row = run.epoch(epoch)
-        if has_val:
-            value, row["val_score"], row["val_loss"] = _val_value(
-                module, forward, y, val_idx, batch_size, task, val_metric
-            )
-            improved = value > best
-        else:
-            row["val_score"] = float("nan")
-            improved = -row["loss"] > best + tol
-            value = -row["loss"]
+        value, improved = _watch(row, val, best, tol)
         res.history.append(row)
         res.n_iter = epoch
         if verbose:
@@ -247,6 +236,37 @@ def train_loop(
         res.best_epoch = res.n_iter
     module.eval()
     return res
+
+
+def _optimiser(param_groups, n_steps, weight_decay, warmup):
+    """AdamW over ``param_groups``, its warmup + cosine schedule over
+    ``n_steps``, and the parameters it updates (for the gradient clip)."""
+    opt = torch.optim.AdamW(
+        param_groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(n_steps, warmup))
+    return opt, sched, [p for group in param_groups for p in group["params"]]
+
+
+def _epochs(max_epochs, verbose, desc):
+    """The epochs ``1..max_epochs``, under a tqdm bar when ``verbose``."""
+    epochs = range(1, max_epochs + 1)
+    if verbose:
+        from skloes.utils._optional import import_optional
+
+        epochs = import_optional("tqdm.auto").tqdm(epochs, desc=desc, leave=False)
+    return epochs
+
+
+def _watch(row, val, best, tol):
+    """Fill the validation columns of an epoch's ``row``; return the value
+    early stopping watches and whether it beats ``best``: the validation
+    score or loss (``val()``), else minus the training loss by ``tol``."""
+    if val is None:
+        row["val_score"] = float("nan")
+        return -row["loss"], -row["loss"] > best + tol
+    value, row["val_score"], row["val_loss"] = val()
+    return value, value > best
 
 
 def _val_value(module, forward, y, val_idx, batch_size, task, val_metric):

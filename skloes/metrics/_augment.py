@@ -11,7 +11,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils import check_random_state
 
-from skloes.metrics._base import check_positive_int
+from skloes.utils._validation import check_count
 
 __all__ = ["augment_text", "augmented_views"]
 
@@ -164,7 +164,7 @@ def augmented_views(texts, *, n_views=2, augment="default", random_state=None):
     True
     """
     owner = "augmented_views"
-    n_views = check_positive_int(owner, "n_views", n_views)
+    n_views = check_count(n_views, owner, "n_views")
     if isinstance(augment, str):
         if augment != "default":
             raise ValueError(

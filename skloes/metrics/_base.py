@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -49,18 +49,6 @@ def check_alpha(owner, alpha):
     ):
         raise ValueError(f"{owner}: `alpha` must be a finite real > 0; got {alpha!r}.")
     return float(alpha)
-
-
-def check_positive_int(owner, param, value, *, minimum=1, allow_none=False):
-    """An int ``>= minimum`` (or None when allowed)."""
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, Integral) or isinstance(value, bool) or value < minimum:
-        extra = " or None" if allow_none else ""
-        raise ValueError(
-            f"{owner}: `{param}` must be an int >= {minimum}{extra}; got {value!r}."
-        )
-    return int(value)
 
 
 def _check_finite(owner, param, A):

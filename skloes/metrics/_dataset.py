@@ -28,11 +28,11 @@ from skloes.metrics._base import (
     as_layers,
     check_alpha,
     check_option,
-    check_positive_int,
     normalizer,
     per_layer,
     subsample_index,
 )
+from skloes.utils._validation import check_count
 
 __all__ = [
     "dataset_entropy",
@@ -57,7 +57,7 @@ def _spectrum(P, clamp_gram=False):
 
 def _rows(owner, X, max_prompts, random_state, *, min_samples=2):
     stack, single = as_layers(owner, X, min_samples=min_samples)
-    check_positive_int(owner, "max_prompts", max_prompts, minimum=2, allow_none=True)
+    check_count(max_prompts, owner, "max_prompts", minimum=2, allow_none=True)
     index = subsample_index(stack.shape[1], max_prompts, random_state)
     return stack[:, index], single
 
@@ -269,7 +269,7 @@ def simplex_volume(X, y, *, max_triplets=200, random_state=None):
     """
     owner = "simplex_volume"
     stack, single = as_layers(owner, X, min_samples=2)
-    max_triplets = check_positive_int(owner, "max_triplets", max_triplets)
+    max_triplets = check_count(max_triplets, owner, "max_triplets")
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != stack.shape[1]:
         raise ValueError(

@@ -18,7 +18,7 @@ from itertools import combinations
 
 import numpy as np
 
-from skloes.metrics._base import check_positive_int
+from skloes.utils._validation import check_count
 
 __all__ = ["selection_stability"]
 
@@ -27,8 +27,8 @@ _NAME = "selection_stability"
 
 def _check(selections, n_layers, tolerance):
     """The selections as a boolean ``(M, n_layers)`` matrix."""
-    check_positive_int(_NAME, "n_layers", n_layers, minimum=2)
-    check_positive_int(_NAME, "tolerance", tolerance, minimum=0)
+    check_count(n_layers, _NAME, "n_layers", minimum=2)
+    check_count(tolerance, _NAME, "tolerance", minimum=0)
     Z = _selection_matrix(selections, n_layers)
     if Z.shape[0] < 2:
         raise ValueError(

@@ -23,12 +23,12 @@ from skloes.metrics._base import (
     as_prompts,
     check_alpha,
     check_option,
-    check_positive_int,
     normalizer,
     per_layer,
     prep,
     subsample_index,
 )
+from skloes.utils._validation import check_count
 
 __all__ = ["TokenMetricPooling", "curvature", "prompt_entropy", "prompt_vectors"]
 
@@ -147,7 +147,7 @@ def _mean_over_prompts(owner, values, minimum):
 
 def _pick(owner, tokens, max_prompts, random_state):
     """Subsample the prompts first, then validate only those kept."""
-    check_positive_int(owner, "max_prompts", max_prompts, allow_none=True)
+    check_count(max_prompts, owner, "max_prompts", allow_none=True)
     if isinstance(tokens, np.ndarray) and tokens.ndim in (3, 4):
         tokens = list(tokens)
     if hasattr(tokens, "__len__") and not isinstance(tokens, str) and len(tokens):
@@ -434,7 +434,7 @@ class TokenMetricPooling:
         self.definition = check_option(
             owner, "definition", definition, CURVATURE_DEFINITIONS
         )
-        self.chunk_size = check_positive_int(owner, "chunk_size", chunk_size)
+        self.chunk_size = check_count(chunk_size, owner, "chunk_size")
 
     def values(self, hidden, mask):
         """Per-prompt metric values of a batch of token states.

@@ -17,11 +17,11 @@ from skloes.metrics._base import (
     add_subsample_doc,
     as_layers,
     check_option,
-    check_positive_int,
     normalizer,
     per_layer,
     subsample_index,
 )
+from skloes.utils._validation import check_count
 
 __all__ = ["dime", "infonce", "lidar", "smooth_rank"]
 
@@ -34,7 +34,7 @@ def _pair(owner, A, B, max_prompts, random_state):
             f"{owner}: the views `A` and `B` must have the same shape (one row per "
             f"prompt, in the same order); got {A.shape} and {B.shape}."
         )
-    check_positive_int(owner, "max_prompts", max_prompts, minimum=2, allow_none=True)
+    check_count(max_prompts, owner, "max_prompts", minimum=2, allow_none=True)
     index = subsample_index(A.shape[1], max_prompts, random_state)
     return A[:, index], B[:, index], single
 
@@ -116,7 +116,7 @@ def infonce(
     check_option(owner, "definition", definition, INFONCE_DEFINITIONS)
     if not isinstance(temperature, Real) or not temperature > 0:
         raise ValueError(f"{owner}: `temperature` must be > 0; got {temperature!r}.")
-    chunk_size = check_positive_int(owner, "chunk_size", chunk_size)
+    chunk_size = check_count(chunk_size, owner, "chunk_size")
     A, B, single = _pair(owner, A, B, max_prompts, random_state)
     M = A.shape[1]
     values = []
@@ -183,7 +183,7 @@ def _lidar_spectra(owner, views, max_prompts, random_state):
         )
     if not np.all(np.isfinite(V)):
         raise ValueError(f"{owner}: `views` contains NaN or infinity.")
-    check_positive_int(owner, "max_prompts", max_prompts, minimum=2, allow_none=True)
+    check_count(max_prompts, owner, "max_prompts", minimum=2, allow_none=True)
     V = V[:, :, subsample_index(M, max_prompts, random_state)]
     M = V.shape[2]
     spectra = []
@@ -335,7 +335,7 @@ def dime(
     """
     owner = "dime"
     check_option(owner, "definition", definition, DIME_DEFINITIONS)
-    n_permutations = check_positive_int(owner, "n_permutations", n_permutations)
+    n_permutations = check_count(n_permutations, owner, "n_permutations")
     rng = check_random_state(random_state)
     A, B, single = _pair(owner, A, B, max_prompts, rng)
     M, D = A.shape[1], A.shape[2]

@@ -24,10 +24,9 @@ May import: utils, core, models (the family rules).
 from __future__ import annotations
 
 import copy
-import os
 import warnings
-from pathlib import Path
 
+from skloes.core._atomic import write_whole
 from skloes.core._pooling import excluded_tokens, pool_unchecked
 from skloes.core._torch import torch
 from skloes.models._forward import _last_state_source, find_blocks
@@ -296,7 +295,7 @@ def _quantize_per_token(source, target, keep, smooth) -> None:
     accumulates in int32."""
     onnx = import_optional("onnx", extra="export")
     import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     model = _onnx_model(source)
     graph = model.graph
@@ -332,31 +331,12 @@ def _quantize_per_token(source, target, keep, smooth) -> None:
                     helper.make_node("Mul", [x, smoothed[x] + "_s"], [smoothed[x]])
                 )
             x = smoothed[x]
-        scale = np.abs(W).max(axis=0) / WEIGHT_MAX
-        scale[scale == 0] = 1.0
-        Wq = np.clip(np.round(W / scale), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
+        Wq, scale = _int8_weight(W)
         consts += [
             numpy_helper.from_array(Wq, p + "_wq"),
             numpy_helper.from_array(scale.astype(np.float32), p + "_ws"),
         ]
-        nodes += [
-            helper.make_node("Abs", [x], [p + "_abs"]),
-            helper.make_node("ReduceMax", [p + "_abs"], [p + "_m"], axes=[-1]),
-            helper.make_node("Div", [p + "_m", "skloes_q127"], [p + "_a0"]),
-            helper.make_node("Max", [p + "_a0", "skloes_qeps"], [p + "_a"]),
-            helper.make_node("Div", [x, p + "_a"], [p + "_xa"]),
-            helper.make_node("Round", [p + "_xa"], [p + "_xr"]),
-            helper.make_node("Add", [p + "_xr", "skloes_q128"], [p + "_xu"]),
-            helper.make_node("Cast", [p + "_xu"], [p + "_xq"], to=TensorProto.UINT8),
-            helper.make_node(
-                "MatMulInteger", [p + "_xq", p + "_wq", "skloes_zp128"], [p + "_y"]
-            ),
-            helper.make_node("Cast", [p + "_y"], [p + "_yf"], to=TensorProto.FLOAT),
-            helper.make_node("Mul", [p + "_yf", p + "_a"], [p + "_ya"]),
-            helper.make_node(
-                "Mul", [p + "_ya", p + "_ws"], [node.output[0]], name=node.name
-            ),
-        ]
+        nodes += _per_token_matmul(x, p, node.output[0], node.name)
     del graph.node[:]
     graph.node.extend(nodes)
     used = {name for node in graph.node for name in node.input}
@@ -364,6 +344,41 @@ def _quantize_per_token(source, target, keep, smooth) -> None:
     del graph.initializer[:]
     graph.initializer.extend(kept + consts)
     onnx.save(model, str(target))
+
+
+def _int8_weight(W):
+    """``W`` on :data:`WEIGHT_MAX` levels each side of 0, with one scale per
+    output channel: ``(Wq, scale)``, ``W ≈ Wq * scale``."""
+    import numpy as np
+
+    scale = np.abs(W).max(axis=0) / WEIGHT_MAX
+    scale[scale == 0] = 1.0
+    return np.clip(np.round(W / scale), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8), scale
+
+
+def _per_token_matmul(x, p, output, name):
+    """The nodes of ``output = (q(x) @ Wq) * scale(x) * w_scale`` for the
+    weight ``p_wq`` and its scales ``p_ws`` (names prefixed by ``p``): each
+    row of ``x`` rounded to uint8 around 128 with its own scale
+    ``max|row| / 127``, the product accumulated in int32 by ``MatMulInteger``."""
+    from onnx import TensorProto, helper
+
+    return [
+        helper.make_node("Abs", [x], [p + "_abs"]),
+        helper.make_node("ReduceMax", [p + "_abs"], [p + "_m"], axes=[-1]),
+        helper.make_node("Div", [p + "_m", "skloes_q127"], [p + "_a0"]),
+        helper.make_node("Max", [p + "_a0", "skloes_qeps"], [p + "_a"]),
+        helper.make_node("Div", [x, p + "_a"], [p + "_xa"]),
+        helper.make_node("Round", [p + "_xa"], [p + "_xr"]),
+        helper.make_node("Add", [p + "_xr", "skloes_q128"], [p + "_xu"]),
+        helper.make_node("Cast", [p + "_xu"], [p + "_xq"], to=TensorProto.UINT8),
+        helper.make_node(
+            "MatMulInteger", [p + "_xq", p + "_wq", "skloes_zp128"], [p + "_y"]
+        ),
+        helper.make_node("Cast", [p + "_y"], [p + "_yf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", [p + "_yf", p + "_a"], [p + "_ya"]),
+        helper.make_node("Mul", [p + "_ya", p + "_ws"], [output], name=name),
+    ]
 
 
 def matmul_input_maxima(path, feeds) -> dict:
@@ -444,13 +459,14 @@ def optimize_onnx(path) -> None:
     (most of the cold start of a large graph; see the user guide, "Serving a
     probe")."""
     ort = import_optional("onnxruntime", extra="export")
-    path = Path(path)
-    target = path.with_name(f".{path.name}.optimized")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(target)
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    os.replace(target, path)
+
+    def optimize(tmp):
+        options.optimized_model_filepath = str(tmp)
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    write_whole(path, optimize, suffix=".onnx")
 
 
 def write_int8_graph(source, target, config, feeds=()) -> dict:

@@ -18,6 +18,7 @@ import os
 import re
 import warnings
 
+from skloes.core._contract import first_line
 from skloes.models._families import (  # noqa: F401 (is_decoder_only: re-exported)
     is_decoder_only,
     model_family,
@@ -32,7 +33,6 @@ from skloes.models._registry import (
 from skloes.utils._optional import import_optional, quiet_transformers
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-MODALITIES = ("text", "image", "audio")
 _INPUT_MODALITY = {
     "input_ids": "text",
     "pixel_values": "image",
@@ -178,7 +178,7 @@ def read_config(path: str, *, trust_remote_code: bool = False, owner: str = "skl
     except ValueError as exc:
         raise ValueError(
             f"{owner}: `model` {path!r} has a config transformers cannot read: "
-            f"{_first_line(exc)}"
+            f"{first_line(exc)}"
         ) from None
 
 
@@ -191,7 +191,7 @@ def _read_config_json(path: str, owner: str) -> dict:
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise ValueError(
             f"{owner}: `model` {path!r} has an invalid config.json (not JSON: "
-            f"{str(exc).splitlines()[0]}); the file may be truncated."
+            f"{first_line(exc)}); the file may be truncated."
         ) from None
     if not isinstance(raw, dict):
         raise ValueError(
@@ -494,14 +494,9 @@ def load_model(
         own = " (its own code, trust_remote_code=True)" if trust_remote_code else ""
         raise ValueError(
             f"{owner}: `model` {path!r} cannot be loaded by transformers{own}: "
-            f"{type(exc).__name__}: {_first_line(exc)}"
+            f"{type(exc).__name__}: {first_line(exc)}"
         ) from None
     return model.to(device).eval()
-
-
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "no message"
 
 
 SAFE_WEIGHTS = "model.safetensors"

@@ -29,7 +29,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from skloes.core._atomic import publish, staging_folder
+from skloes.core._atomic import CAN_LOCK, FolderLock, publish, staging_folder
+from skloes.core._digests import file_sha256
 
 __all__ = ["OfflineModel", "offline_models", "skloes_home"]
 
@@ -238,6 +239,20 @@ def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
     )
 
 
+def needs_conversion(model) -> bool:
+    """Whether ``model`` names an installed offline decoder that the set-up
+    did not convert (Gemma 3, Qwen2: only ``scripts/setup.sh`` without
+    ``--main`` does), so that its first use converts it into the user cache."""
+    bundle = bundle_for(model) if isinstance(model, str) else None
+    pinned = {
+        "gemma3": (GEMMA3_GGUF, GEMMA3_GGUF_SHA256),
+        "qwen2": (QWEN2_GGUF, QWEN2_GGUF_SHA256),
+    }
+    if bundle is None or not bundle.installed or bundle.name not in pinned:
+        return False
+    return not _prepared(_gguf_target(*pinned[bundle.name]))
+
+
 def _package_folder(module: str) -> str:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
@@ -292,13 +307,6 @@ def qwen2_parts() -> list:
 # --------------------------------------------------------------------------
 # Preparing bundles in the user cache, atomically
 # --------------------------------------------------------------------------
-def file_sha256(path) -> str:
-    """sha256 of a file's bytes (hex), memoised per process on size and mtime."""
-    from skloes.core._cache import _file_digest
-
-    return _file_digest(os.path.abspath(path))
-
-
 def _prepared(target: Path) -> bool:
     return (target / _DONE).is_file() and (target / "config.json").is_file()
 
@@ -450,48 +458,34 @@ def _staging(target: Path, owner: str = "skloes") -> Path:
 
 # --------------------------------------------------------------------------
 # Staging folders: locked while their process lives, removed once it died
+# (the rule on top of the one lock, :class:`~skloes.core._atomic.FolderLock`)
 # --------------------------------------------------------------------------
 _LOCK = ".skloes-staging.lock"
-_HELD: dict = {}  # staging folder -> open lock file, in this process
+_HELD: dict = {}  # staging folder -> its FolderLock, in this process
 _STALE_UNLOCKED_SECONDS = 3600  # a staging folder without a lock file
 
 
 def _lock(tmp: Path) -> None:
-    """Hold an exclusive lock in ``tmp`` until :func:`_unlock` or exit."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): only the age rule applies
-        return
-    handle = open(tmp / _LOCK, "wb")
-    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    _HELD[str(tmp)] = handle
+    """Hold the lock of ``tmp`` (a lock file in it: its presence says a
+    preparation once held it) until :func:`_unlock` or exit."""
+    _HELD[str(tmp)] = FolderLock(tmp, file=_LOCK)
 
 
 def _unlock(tmp: Path) -> None:
-    handle = _HELD.pop(str(tmp), None)
-    if handle is not None:
-        (tmp / _LOCK).unlink(missing_ok=True)
-        handle.close()
+    lock = _HELD.pop(str(tmp), None)
+    if lock is not None:
+        lock.release()
 
 
 def _is_stale(folder: Path) -> bool:
     """A staging folder whose process died: its lock is free (the kernel
-    drops a dead process's lock), or it has none and is an hour old."""
+    drops a dead process's lock), or it has no lock file (no ``flock``, or
+    killed before it took one) and is an hour old."""
     import time
 
-    try:
-        import fcntl
-    except ImportError:
-        fcntl = None
-    lock = folder / _LOCK
-    if fcntl is None or not lock.exists():
+    if not CAN_LOCK or not (folder / _LOCK).exists():
         return time.time() - folder.stat().st_mtime > _STALE_UNLOCKED_SECONDS
-    with open(lock, "rb") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: a live process is preparing in it
-            return False
-        return True
+    return not FolderLock.is_held(folder, file=_LOCK)
 
 
 def remove_stale_staging(folder: Path) -> list:

@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
+from skloes.core._contract import first_line
 from skloes.core._pooling import POOLINGS
 from skloes.core._routing import route_fit, router_of
 from skloes.core._targets import target_seed
@@ -106,7 +107,7 @@ def check_every_layer(stack, extractor, n_samples, owner):
     try:
         stack = np.asarray(stack, dtype=extractor.dtype)
     except (TypeError, ValueError) as exc:
-        detail = re.sub(r"np\.\w+\((.*?)\)", r"\1", str(exc).splitlines()[0])
+        detail = re.sub(r"np\.\w+\((.*?)\)", r"\1", first_line(exc))
         raise ValueError(
             f"{owner}: `stack` must be a numeric array of shape (n_layers, "
             f"n_samples, dim); {detail}."

@@ -28,7 +28,7 @@ from skloes.metrics._stability import selection_stability
 from skloes.models._loading import DEFAULT_MODEL_ID
 from skloes.utils._version import VERSION
 
-__all__ = ["model_card"]
+__all__ = ["model_card", "model_name", "shareable"]
 
 
 def model_card(
@@ -76,17 +76,18 @@ def model_card(
 
 
 # ---------------------------------------------------------------- the model
-def _model_name(extractor):
+def model_name(extractor):
+    """The model of ``extractor`` as a card names it (:func:`shareable`)."""
     if extractor.model is None:
         return f"{DEFAULT_MODEL_ID} (the bundled default model)"
-    return _shareable(extractor.model, None)
+    return shareable(extractor.model, None)
 
 
 def _is_path(value):
     return os.path.exists(os.fspath(value))
 
 
-def _shareable(value, folder):
+def shareable(value, folder):
     """A model or data reference fit to share: a name as it is, a local path
     relative to the card's folder (else its last part), never absolute."""
     if not isinstance(value, (str, os.PathLike)):
@@ -103,7 +104,7 @@ def _shareable(value, folder):
 
 
 def _title(estimator, extractor):
-    return f"{type(estimator).__name__} on the layers of {_model_name(extractor)}"
+    return f"{type(estimator).__name__} on the layers of {model_name(extractor)}"
 
 
 def _front_matter(estimator, extractor):
@@ -125,11 +126,11 @@ def _model_section(extractor, export, folder):
     if model is None:
         where = "the offline bundle skloes installs (`skloes models`)"
     elif _is_path(model):
-        where = f"`{_shareable(model, folder)}` (relative to this folder)"
+        where = f"`{shareable(model, folder)}` (relative to this folder)"
     else:
         where = f"`{model}` (hub id; an offline bundle first, `skloes models`)"
     rows = [
-        ("model", f"`{_model_name(extractor)}`"),
+        ("model", f"`{model_name(extractor)}`"),
         ("weights found from", where),
         (
             "fingerprint (hash of weights, config, tokenizer)",
@@ -293,7 +294,7 @@ def _fold_line(method, fold_layers, n_layers):
 def _data_section(estimator, summary, data_name, folder):
     lines = ["## Training data\n"]
     if data_name is not None:
-        lines.append(f"- source: `{_shareable(data_name, folder)}`")
+        lines.append(f"- source: `{shareable(data_name, folder)}`")
     n = getattr(estimator, "n_samples_fit_", None)
     lines.append(f"- samples: {n if n is not None else 'not recorded'}")
     classes = getattr(estimator, "classes_", None)

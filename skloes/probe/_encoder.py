@@ -29,7 +29,7 @@ from skloes.core._frames import (
 from skloes.core._torch import may_use_accelerator
 from skloes.probe._base import POOLING_DOC, LayerPipelineBase
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import _fit_context
+from skloes.utils._param_validation import fit_context
 
 __all__ = ["LayerTextEncoder"]
 
@@ -192,7 +192,7 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None, **params):
         """Extract every layer of the column and select layers.
 
@@ -214,7 +214,7 @@ class LayerTextEncoder(TransformerMixin, LayerPipelineBase):
         self._fit(X, y, params, "fit")
         return self
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit_transform(self, X, y=None, **params):
         """Fit, then encode the column (one forward pass per text).
 

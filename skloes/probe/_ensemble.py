@@ -48,7 +48,7 @@ from skloes.utils._param_validation import (
     HasMethods,
     Interval,
     StrOptions,
-    _fit_context,
+    fit_context,
 )
 
 __all__ = [
@@ -196,7 +196,7 @@ class _BaseLayerEnsemble(BaseEstimator):
             self, X, y, layer_dim=self.layer_dim, reset=reset, plain="one_layer"
         )
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, **fit_params):
         """Fit one estimator per layer (and the meta model).
 

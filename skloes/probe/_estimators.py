@@ -31,7 +31,7 @@ from skloes.core._torch import may_use_accelerator
 from skloes.probe._base import POOLING_DOC, LayerPipelineBase, check_every_layer
 from skloes.probe._house import default_head
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import HasMethods, StrOptions, _fit_context
+from skloes.utils._param_validation import HasMethods, StrOptions, fit_context
 
 __all__ = ["LayerProbeClassifier", "LayerProbeRegressor", "default_head"]
 
@@ -242,7 +242,7 @@ class _BaseLayerProbe(LayerPipelineBase):
         extractor, stack = self._extract(X, y)
         return self._fit_stack(extractor, stack, y, routed)
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit_stack(self, X, stack, y, **params):
         """Fit on the hidden states of ``X`` computed already (no forward pass).
 
@@ -481,7 +481,7 @@ class LayerProbeClassifier(ClassifierMixin, _BaseLayerProbe):
 
     _task = "classification"
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, **params):
         """Extract every layer, select layers, fit the estimator.
 
@@ -589,7 +589,7 @@ class LayerProbeRegressor(RegressorMixin, _BaseLayerProbe):
 
     _task = "regression"
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, **params):
         """Extract every layer, select layers, fit the estimator.
 

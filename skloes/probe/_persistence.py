@@ -29,7 +29,8 @@ from pathlib import Path
 from sklearn.pipeline import Pipeline
 
 import skloes.probe_folder as probe_folder
-from skloes.core._atomic import folder_lock, staging_folder, swap_in
+from skloes.core._atomic import FolderLock, staging_folder, swap_in
+from skloes.core._contract import first_line
 from skloes.core._digests import file_sha256
 from skloes.extraction import HiddenStatesTransformer
 from skloes.probe._card import model_card
@@ -297,7 +298,7 @@ def _swap(staging, folder, seen, overwrite, owner):
     checked it: of two writers, one wins and the other is told; a file a user
     put there meanwhile (a card edited, a folder filled) stops the save as it
     would have stopped it at the start."""
-    with folder_lock(folder.parent):
+    with FolderLock(folder.parent, wait=True):
         state = probe_folder.folder_state(folder)
         if state != seen:
             what = (
@@ -341,7 +342,7 @@ def _write_error(exc, path, owner):
     nothing was written."""
     error = OSError(
         f"{owner}: cannot write the probe to {os.fspath(path)!r} "
-        f"({exc.strerror or _first_line(exc)}); nothing was written."
+        f"({exc.strerror or first_line(exc)}); nothing was written."
     )
     error.errno = exc.errno
     return error
@@ -367,7 +368,7 @@ def _check_loads_back(staging, owner):
     except Exception as exc:  # anything that stops a load stops the save
         raise ValueError(
             f"{owner}: the saved `estimator` does not load back "
-            f"({type(exc).__name__}: {_first_line(exc)}); nothing was written."
+            f"({type(exc).__name__}: {first_line(exc)}); nothing was written."
         ) from None
 
 
@@ -520,13 +521,8 @@ def _read_estimator(folder, manifest, trusted, owner):
 def _unreadable(exc):
     return (
         "is not a readable skops archive "
-        f"({type(exc).__name__}: {_first_line(exc)[:200]})"
+        f"({type(exc).__name__}: {first_line(exc)[:200]})"
     )
-
-
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "no message"
 
 
 def _check_consistent(manifest, extractor, folder, owner):

@@ -40,7 +40,7 @@ from skloes.report._report_inputs import (
 )
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import Interval, StrOptions, _fit_context
+from skloes.utils._param_validation import Interval, StrOptions, fit_context
 
 __all__ = ["LayerReport", "layer_report"]
 
@@ -157,7 +157,7 @@ class LayerReport(BaseEstimator):
         self.alpha = alpha
 
     # ------------------------------------------------------------------ fit
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, *, extra_metrics=None, groups=None):
         """Score every layer and the selection.
 

@@ -29,6 +29,7 @@ import logging
 import os
 import shutil
 
+from skloes.core._contract import first_line
 from skloes.core._store import StoreError
 from skloes.scale._jobs import ShardTask
 from skloes.scale._sink import work_folder
@@ -109,13 +110,8 @@ def _result(future, spec):
     except Exception as exc:  # a worker's error, on one line
         raise RuntimeError(
             f"skloes: a shard of the job writing {spec['store']!r} failed on a Dask "
-            f"worker: {type(exc).__name__}: {_first_line(exc)}"
+            f"worker: {type(exc).__name__}: {first_line(exc)}"
         ) from exc
-
-
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # -------------------------------------------------------------------- ray
@@ -261,7 +257,7 @@ def _run_staged(
             raise
         raise RuntimeError(
             f"skloes: the Ray job writing {spec['store']!r} failed: "
-            f"{type(exc).__name__}: {_first_line(exc)}"
+            f"{type(exc).__name__}: {first_line(exc)}"
         ) from exc
     finally:
         if started:

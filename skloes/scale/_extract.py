@@ -37,6 +37,7 @@ from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
 from skloes.scale._jobs import Progress, ShardTask, loaded, peak_rss
 from skloes.scale._modality import blank_inputs, job_modality
 from skloes.scale._sink import StoreSink
+from skloes.utils._validation import check_count
 
 __all__ = ["ShardWorker", "extract_to_store"]
 
@@ -212,16 +213,9 @@ def _driver_extractor(params, layers, owner, modality="text"):
     return hst
 
 
-def _check_positive(value, name, owner):
-    """A positive int, or an error naming the parameter."""
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{owner}: `{name}` must be a positive int; got {value!r}.")
-    return int(value)
-
-
 def _shard_size(shard_size, n_layers, dim, dtype, owner):
     if shard_size is not None:
-        return _check_positive(shard_size, "shard_size", owner)
+        return check_count(shard_size, owner, "shard_size")
     row_bytes = n_layers * dim * np.dtype(dtype).itemsize
     rows = int(np.clip(SHARD_BYTES // max(row_bytes, 1), MIN_SHARD, MAX_SHARD))
     return max(MIN_SHARD, rows // 64 * 64)

@@ -30,7 +30,7 @@ from skloes.core._contract import FLOAT_DTYPES, validate_layers
 from skloes.core._store import READ_ROWS, is_layer_source
 from skloes.core._targets import check_classes, check_label_vector
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import Interval, _fit_context
+from skloes.utils._param_validation import Interval, fit_context
 
 _fit_doc = fill_doc(
     FIT="""
@@ -333,7 +333,7 @@ class StreamingRidgeClassifier(_StreamingLinearClassifier):
         self.standardize = standardize
         self.batch_size = batch_size
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @_fit_doc
     def fit(self, X, y):
         """Fit on every row of ``X``, streamed once.
@@ -466,7 +466,7 @@ class StreamingLogisticRegression(_StreamingLinearClassifier):
         self.standardize = standardize
         self.batch_size = batch_size
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     @_fit_doc
     def fit(self, X, y):
         """Fit on every row of ``X``, one pass per loss evaluation.

@@ -25,10 +25,11 @@ from pathlib import Path
 from skloes.core._atomic import foreign_problem
 from skloes.core._store import settings_digest
 from skloes.scale._engines import run_tasks
-from skloes.scale._extract import ENGINES, _check_positive, _Shards
+from skloes.scale._extract import ENGINES, _Shards
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
 from skloes.scale._jobs import Progress, loaded, peak_rss
 from skloes.scale._sink import PARTS_FORMAT, PartsSink
+from skloes.utils._validation import check_count
 
 __all__ = ["PredictWorker", "predict_to_parquet"]
 
@@ -260,7 +261,7 @@ def predict_to_parquet(
             f"{owner}: `engine` must be one of {ENGINES} and `runtime` one of "
             f"{RUNTIMES}; got {engine!r} and {runtime!r}."
         )
-    _check_positive(shard_size, "shard_size", owner)
+    check_count(shard_size, owner, "shard_size")
     out = _check_out(out, overwrite, owner)
     source = open_input(
         data,

@@ -38,8 +38,8 @@ import skloes.core._sealed as sealed
 from skloes.core._atomic import (
     WRITER_NOTE,
     FolderBusy,
+    FolderLock,
     ForeignFile,
-    WriterLock,
     write_whole,
 )
 from skloes.core._digests import file_sha256
@@ -208,7 +208,7 @@ class ShardSink:
             raise StoreError(self.path, "is a file; give a folder.")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self.lock = WriterLock(self.path)  # one writer per folder, told at once
+            self.lock = FolderLock(self.path, note=True)  # one writer, told at once
         except FolderBusy as busy:
             raise StoreError(
                 self.path,

@@ -23,12 +23,13 @@ from sklearn.utils import Bunch, check_random_state
 
 from skloes.core._atomic import write_whole
 from skloes.core._store import FOOTER_KEY, READ_ROWS, ROW_ID, temporary_prefix
-from skloes.scale._extract import _check_positive, extract_to_store
+from skloes.scale._extract import extract_to_store
 from skloes.scale._heads import StreamingRidgeClassifier
 from skloes.scale._input import check_output, is_empty, open_input
 from skloes.scale._predict import PREDICTION_COLUMNS
 from skloes.selection import LOESSelector
 from skloes.selection._base import calibration_rows
+from skloes.utils._validation import check_count
 
 __all__ = ["HEAD_ALPHAS", "probe_at_scale"]
 
@@ -218,7 +219,7 @@ def probe_at_scale(
     ([2, 3, 5, 6], 250000)
     """
     owner = "probe_at_scale"
-    _check_positive(calibration_size, "calibration_size", owner)
+    check_count(calibration_size, owner, "calibration_size")
     folder = Path(folder)
     keep = [c for c in (id_column,) if c is not None]
     source = open_input(

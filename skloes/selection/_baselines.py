@@ -36,7 +36,7 @@ from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
     StrOptions,
-    _fit_context,
+    fit_context,
 )
 
 _COMMON_CONSTRAINTS = {
@@ -100,7 +100,7 @@ class _BaseLayerSelector(LayerSelectorMixin, TransformerMixin, BaseEstimator):
         self.layer_dim = layer_dim
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Select layers.
 

@@ -1,7 +1,7 @@
 """Probe-scored baseline selectors: best single layer, exhaustive, greedy forward.
 
 Each scores layer subsets with the closed-form ridge probe on a held-out split
-of the calibration rows (:class:`~skloes.selection._ridge_probe._SubsetScorer`);
+of the calibration rows (:class:`~skloes.selection._ridge_probe.SubsetScorer`);
 the interface and the calibration rows are those of every baseline
 (:mod:`skloes.selection._baselines`).
 """
@@ -28,10 +28,10 @@ from skloes.selection._baselines import (
     _TASK_CONSTRAINT,
     _BaseLayerSelector,
 )
-from skloes.selection._ridge_probe import _held_out_split, _SubsetScorer
+from skloes.selection._ridge_probe import SubsetScorer, _held_out_split
 from skloes.utils._deprecation import renamed_params
 from skloes.utils._docstrings import fill_doc
-from skloes.utils._param_validation import Interval, RealNotInt, _fit_context
+from skloes.utils._param_validation import Interval, RealNotInt, fit_context
 
 _TASK_DOC = """
     task : {"auto", "classification", "regression"}, default="auto"
@@ -52,7 +52,7 @@ class _ProbeSelector(_BaseLayerSelector):
     # Routed to ``fit`` whenever an outer router has them (a grouped search).
     __metadata_request__fit = {"groups": True}
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, groups=None):
         """Select layers.
 
@@ -89,7 +89,7 @@ class _HeldOutSelector(_ProbeSelector):
             stack.shape[1], target, self.validation_fraction, rng, groups
         )
         self.held_out_indices_ = self.calibration_indices_[held]
-        return _SubsetScorer(stack, target, fit, held)
+        return SubsetScorer(stack, target, fit, held)
 
 
 @_probe_doc
@@ -174,7 +174,7 @@ class BestSingleLayerSelector(_ProbeSelector):
             ) from None
         scores = np.zeros(candidates.size)
         for fit, test in splits:
-            scorer = _SubsetScorer(stack, target, fit, test)
+            scorer = SubsetScorer(stack, target, fit, test)
             scores += [scorer([l]) for l in candidates]
         self.cv_scores_ = np.full(self.n_layers_in_, np.nan)
         self.cv_scores_[candidates] = scores / len(splits)

@@ -3,7 +3,7 @@
 Each layer block is centred and scaled to unit total variance with fit-part
 statistics; ridge with an unpenalised intercept and a GCV penalty (the
 primitive of :mod:`skloes.core._ridge`) fits one-hot or standardised targets.
-:class:`_SubsetScorer` scores layer subsets on one fit/held-out split from
+:class:`SubsetScorer` scores layer subsets on one fit/held-out split from
 cached per-layer Grams (a concatenation's Gram is the sum of its layers').
 """
 
@@ -20,7 +20,7 @@ from sklearn.model_selection import GroupShuffleSplit, train_test_split
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from skloes.core._contract import (
-    _check_layer_dim,
+    check_layer_dim,
     flat_width,
     one_line_input_errors,
 )
@@ -38,7 +38,7 @@ from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
     StrOptions,
-    _fit_context,
+    fit_context,
 )
 
 __all__ = ["RidgeProbeClassifier", "RidgeProbeRegressor"]
@@ -70,7 +70,7 @@ def _probe_score(pred, target, rows):
     return float(r2.mean())
 
 
-class _SubsetScorer:
+class SubsetScorer:
     """Score layer subsets with the ridge probe on one fit/held-out split.
 
     Each layer is centred with fit-row means and scaled with fit-row
@@ -262,7 +262,7 @@ class _RidgeProbe(BaseEstimator):
     def _fit_scaled(self, X, T, width):
         """Centre/scale X, ridge on T, store coefficients in input units."""
         n, p = X.shape
-        width = _check_layer_dim(type(self).__name__, width, p)
+        width = check_layer_dim(type(self).__name__, width, p)
         mean = X.mean(axis=0)
         Xc = X - mean
         v = (Xc**2).reshape(n, p // width, width).sum(axis=(0, 2)) / n
@@ -334,7 +334,7 @@ class RidgeProbeClassifier(ClassifierMixin, _RidgeProbe):
     True
     """
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the probe.
 
@@ -440,7 +440,7 @@ class RidgeProbeRegressor(RegressorMixin, _RidgeProbe):
     True
     """
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the probe.
 

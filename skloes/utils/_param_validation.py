@@ -1,4 +1,9 @@
-"""The only module that imports scikit-learn's private validation helpers."""
+"""The only module that imports scikit-learn's private validation helpers.
+
+They are given here under public names (``fit_context`` is scikit-learn's
+``_fit_context``), so that no module of skloes reads a private name of
+another package.
+"""
 
 # Authors: The skloes developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -16,6 +21,9 @@ from sklearn.utils._param_validation import (
     validate_params,
 )
 
+#: scikit-learn's ``_fit_context``: validates the parameters once per fit.
+fit_context = _fit_context
+
 __all__ = [
     "HasMethods",
     "Hidden",
@@ -23,6 +31,6 @@ __all__ = [
     "Options",
     "RealNotInt",
     "StrOptions",
-    "_fit_context",
+    "fit_context",
     "validate_params",
 ]

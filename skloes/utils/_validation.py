@@ -25,11 +25,20 @@ def check_bool(value, owner, param):
     raise TypeError(f"{owner}: `{param}` must be True or False; got {value!r}.")
 
 
-def check_count(value, owner, param, *, minimum=1):
-    """An integer count ``>= minimum`` (a bool or a float is refused)."""
+def check_count(value, owner, param, *, minimum=1, allow_none=False):
+    """An integer count ``>= minimum`` (numpy's too; a bool or a float is
+    refused), or None where ``allow_none``: the one count check of skloes.
+
+    The error names ``owner``, the parameter and what was expected ("a
+    positive int", or "an int >= minimum").
+    """
+    if value is None and allow_none:
+        return None
     if isinstance(value, Integral) and not isinstance(value, bool) and value >= minimum:
         return int(value)
-    raise ValueError(f"{owner}: `{param}` must be an int >= {minimum}; got {value!r}.")
+    expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+    expected += " or None" if allow_none else ""
+    raise ValueError(f"{owner}: `{param}` must be {expected}; got {value!r}.")
 
 
 def check_sample_count(value, owner, param="n_samples"):

@@ -95,3 +95,29 @@ def assert_no_weights(archive, model):
     assert arrays  # the fitted state is there
     for w in weights.values():
         assert not any(a.shape == w.shape and np.array_equal(a, w) for a in arrays)
+
+
+def saved_tiny_probe(folder, model_path, n_texts):
+    """A ``LayerProbeClassifier`` of ``model_path`` fitted on ``n_texts``
+    texts of two alternating classes, saved in ``folder``; its path."""
+    from _support.texts import make_texts
+    from skloes.probe import save_probe
+
+    texts = make_texts(n_texts, seed=3)
+    y = np.asarray(["neg", "pos"])[np.arange(n_texts) % 2]
+    probe = LayerProbeClassifier(model_path, device="cpu").fit(texts, y)
+    return save_probe(probe, folder)
+
+
+def quiet_extract(model_path, shard_size):
+    """``extract_to_store`` with ``model_path``, shards of ``shard_size``
+    rows, on the CPU and quiet, unless told otherwise."""
+    from skloes.scale import extract_to_store
+
+    def run(data, store, **kw):
+        kw.setdefault("shard_size", shard_size)
+        kw.setdefault("verbose", 0)
+        kw.setdefault("device", "cpu")
+        return extract_to_store(data, store, model=model_path, **kw)
+
+    return run

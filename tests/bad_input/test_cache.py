@@ -239,12 +239,12 @@ def test_memory_folder_that_cannot_be_used(tmp_path, case):
 
 def test_memory_folder_that_fails_to_write_names_memory(tmp_path, monkeypatch):
     """A full disk or a read-only folder (root ignores chmod: faked)."""
-    from skloes.selection._loes import _memory
+    from skloes.core import _atomic
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device", str(tmp_path))
 
-    monkeypatch.setattr(_memory.tempfile, "mkstemp", full)
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", full)
     err(r"`memory` folder .*No space left on device").check(
         lambda: _loes_given(str(tmp_path)).fit(MEMORY_STACK, MEMORY_Y)
     )

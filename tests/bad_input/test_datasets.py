@@ -159,7 +159,7 @@ def test_a_threshold_changes_the_classes_as_documented():
 
 
 LANGUAGE_CASES = [
-    ("zero", 0, err(r"`min_per_language` must be an int >= 1")),
+    ("zero", 0, err(r"`min_per_language` must be a positive int")),
     ("negative", -1, err(r"`min_per_language`")),
     ("bool", True, err(r"`min_per_language`")),
     ("float", 150.0, err(r"`min_per_language`")),

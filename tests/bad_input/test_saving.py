@@ -305,7 +305,7 @@ def test_save_on_an_unwritable_parent_is_refused(fitted, tmp_path, monkeypatch):
     def refuse(*args, **kwargs):  # chmod cannot stop root: fake it
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(probe_folder.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", refuse)
     err(r"`path` .* is not writable \(Permission denied").check(
         lambda: save_probe(fitted[0], tmp_path / "p")
     )

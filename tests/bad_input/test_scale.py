@@ -95,25 +95,17 @@ def texts():
 
 @pytest.fixture
 def extract(tiny_model_path):
-    from skloes.scale import extract_to_store
+    from _support.probes import quiet_extract
 
-    def run(data, store, **kw):
-        kw.setdefault("shard_size", SHARD)
-        kw.setdefault("verbose", 0)
-        kw.setdefault("device", "cpu")
-        return extract_to_store(data, store, model=tiny_model_path, **kw)
-
-    return run
+    return quiet_extract(tiny_model_path, SHARD)
 
 
 @pytest.fixture(scope="module")
 def probe_dir(tmp_path_factory, tiny_model_path):
-    from skloes.probe import LayerProbeClassifier, save_probe
+    from _support.probes import saved_tiny_probe
 
-    t = make_texts(60, seed=3)
-    y = np.asarray(["neg", "pos"])[np.arange(60) % 2]
-    probe = LayerProbeClassifier(tiny_model_path, device="cpu").fit(t, y)
-    return save_probe(probe, tmp_path_factory.mktemp("probes") / "tiny")
+    folder = tmp_path_factory.mktemp("probes") / "tiny"
+    return saved_tiny_probe(folder, tiny_model_path, 60)
 
 
 @pytest.fixture(scope="module")

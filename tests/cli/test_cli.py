@@ -321,12 +321,12 @@ def test_out_is_a_file_or_unwritable(tmp_path, capsys, monkeypatch):
     file.write_text("x")
     _one_line_error(capsys, main(["probe", "--out", str(file)]), "--out")
     _one_line_error(capsys, main(["probe", "--out", str(file / "sub")]), "--out")
-    import skloes.cli._probe
+    from skloes.core import _atomic
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(skloes.cli._probe.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", refuse)
     _one_line_error(
         capsys, main(["probe", "--out", str(tmp_path / "new")]), "Permission denied"
     )

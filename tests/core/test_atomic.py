@@ -106,7 +106,7 @@ def test_the_folder_lock_serialises_two_writers(tmp_path):
     order, held, trying = [], threading.Event(), threading.Event()
 
     def first():
-        with _atomic.folder_lock(tmp_path):
+        with _atomic.FolderLock(tmp_path, wait=True):
             held.set()
             order.append("first in")
             trying.wait(10)
@@ -116,7 +116,7 @@ def test_the_folder_lock_serialises_two_writers(tmp_path):
     def second():
         held.wait(10)
         trying.set()
-        with _atomic.folder_lock(tmp_path):
+        with _atomic.FolderLock(tmp_path, wait=True):
             order.append("second in")
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
@@ -192,12 +192,12 @@ def test_the_writer_note_is_never_followed_nor_opened(tmp_path, kind):
     outside, never blocks on a pipe, and leaves the lock free."""
     path, outside = _foreign(tmp_path, _atomic.WRITER_NOTE, kind)
     with pytest.raises(_atomic.ForeignFile, match=r"\.skloes-writer'.* is a"):
-        _atomic.WriterLock(tmp_path)
+        _atomic.FolderLock(tmp_path, note=True)
     assert outside.read_text() == "user's"
     assert not (tmp_path.parent / f"{tmp_path.name}-nowhere").exists()
     assert os.path.lexists(path)
     path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
-    lock = _atomic.WriterLock(tmp_path)  # the lock was released
+    lock = _atomic.FolderLock(tmp_path, note=True)  # the lock was released
     assert (tmp_path / _atomic.WRITER_NOTE).read_text().startswith("pid ")
     lock.release()
     assert list(tmp_path.iterdir()) == []
@@ -206,10 +206,75 @@ def test_the_writer_note_is_never_followed_nor_opened(tmp_path, kind):
 def test_a_busy_folder_whose_note_is_a_pipe_names_no_holder_without_blocking(
     tmp_path,
 ):
-    lock = _atomic.WriterLock(tmp_path)
+    lock = _atomic.FolderLock(tmp_path, note=True)
     (tmp_path / _atomic.WRITER_NOTE).unlink()
     os.mkfifo(tmp_path / _atomic.WRITER_NOTE)
     with pytest.raises(_atomic.FolderBusy, match="another process"):
-        _atomic.WriterLock(tmp_path)
+        _atomic.FolderLock(tmp_path, note=True)
     lock.release()  # does not open the pipe either
     assert (tmp_path / _atomic.WRITER_NOTE).exists()
+
+
+def test_a_lock_file_of_its_own_is_removed_on_release_and_tells_a_live_holder(
+    tmp_path,
+):
+    """The lock on a file of its own (the model cache's staging folders):
+    held, a second holder is refused and :meth:`is_held` says so; released,
+    the file is gone and the lock is free."""
+    lock = _atomic.FolderLock(tmp_path, file=".lock")
+    assert (tmp_path / ".lock").is_file()
+    assert _atomic.FolderLock.is_held(tmp_path, file=".lock")
+    with pytest.raises(_atomic.FolderBusy, match="another process"):
+        _atomic.FolderLock(tmp_path, file=".lock")
+    lock.release()
+    lock.release()  # again: nothing happens
+    assert list(tmp_path.iterdir()) == []
+    with _atomic.FolderLock(tmp_path, file=".lock"):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_lock_is_released_when_its_block_raises(tmp_path):
+    with pytest.raises(RuntimeError), _atomic.FolderLock(tmp_path, note=True):
+        raise RuntimeError("the job failed")
+    assert not _atomic.FolderLock.is_held(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_whole_file_gets_the_mode_asked_or_the_umasks(tmp_path, durable):
+    old = os.umask(0o022)
+    try:
+        _atomic.write_bytes_whole(tmp_path / "a", b"x", durable=durable)
+        _atomic.write_bytes_whole(tmp_path / "b", b"y", mode=0o600, suffix=".json")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "a").st_mode & 0o777 == 0o644
+    assert os.stat(tmp_path / "b").st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_a_file_filled_over_time_is_put_in_place_or_removed(tmp_path):
+    tmp = _atomic.temporary_beside(tmp_path / "out.npy", ".tmp-", ".part")
+    assert tmp.parent == tmp_path and tmp.name.endswith(".part")
+    tmp.write_bytes(b"whole")
+    _atomic.put_in_place(tmp, tmp_path / "out.npy")
+    assert [p.name for p in tmp_path.iterdir()] == ["out.npy"]
+    tmp = _atomic.temporary_beside(tmp_path / "link")
+    (tmp_path / "link").symlink_to(tmp_path / "out.npy")
+    with pytest.raises(_atomic.ForeignFile, match="symbolic link"):
+        _atomic.put_in_place(tmp, tmp_path / "link")
+    assert not tmp.exists() and (tmp_path / "out.npy").read_bytes() == b"whole"
+
+
+def test_writable_problem_names_the_folder_that_refuses(tmp_path):
+    assert _atomic.writable_problem(tmp_path / "not" / "yet") is None
+    assert list(tmp_path.iterdir()) == []
+    if os.geteuid() == 0:
+        pytest.skip("root writes everywhere")
+    tmp_path.chmod(0o500)
+    try:
+        problem = _atomic.writable_problem(tmp_path / "x")
+    finally:
+        tmp_path.chmod(0o700)
+    assert problem.startswith("is not writable (Permission denied on")

@@ -227,14 +227,14 @@ def test_write_failure_warns_once_and_returns_the_result(
 
 
 def test_read_only_warm_cache_serves_its_hits(tiny_model_path, tmp_path, monkeypatch):
-    from skloes.core import _cache
+    from skloes.core import _atomic, _cache
 
     warm = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(_cache.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", refuse)
     monkeypatch.setattr(_cache.Path, "mkdir", refuse)
     hst = _hst(tiny_model_path, tmp_path).fit(TEXTS)
     hst._load = None  # all hits: the model is never needed
@@ -263,7 +263,7 @@ def test_cache_folder_deleted_mid_run(tiny_model_path, tmp_path, monkeypatch):
 def test_memmap_output_failure_falls_back_to_memory(
     tiny_model_path, tmp_path, monkeypatch
 ):
-    from skloes.core import _cache
+    from skloes.core import _atomic
     from skloes.extraction import _hidden_states
 
     monkeypatch.setattr(_hidden_states, "MEMMAP_MIN_BYTES", 1)
@@ -272,7 +272,7 @@ def test_memmap_output_failure_falls_back_to_memory(
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(_cache.tempfile, "mkstemp", full)
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", full)
     with pytest.warns(UserWarning, match="No space left"):
         out = _hst(tiny_model_path, tmp_path).fit_transform(TEXTS)
     np.testing.assert_array_equal(out, plain)  # all misses: the same batch

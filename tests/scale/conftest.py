@@ -67,12 +67,6 @@ def reference(tiny_model_path, texts):
 @pytest.fixture
 def extract(tiny_model_path):
     """``extract_to_store`` with the tiny model and quiet defaults."""
-    from skloes.scale import extract_to_store
+    from _support.probes import quiet_extract
 
-    def run(data, store, **kw):
-        kw.setdefault("shard_size", SHARD)
-        kw.setdefault("verbose", 0)
-        kw.setdefault("device", "cpu")
-        return extract_to_store(data, store, model=tiny_model_path, **kw)
-
-    return run
+    return quiet_extract(tiny_model_path, SHARD)

@@ -20,14 +20,10 @@ pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def probe_dir(tmp_path_factory, tiny_model_path):
-    from _support.texts import make_texts
+    from _support.probes import saved_tiny_probe
 
-    from skloes.probe import LayerProbeClassifier, save_probe
-
-    texts = make_texts(80, seed=3)
-    y = np.asarray(["neg", "pos"])[np.arange(80) % 2]
-    probe = LayerProbeClassifier(tiny_model_path, device="cpu").fit(texts, y)
-    return save_probe(probe, tmp_path_factory.mktemp("probes") / "tiny")
+    folder = tmp_path_factory.mktemp("probes") / "tiny"
+    return saved_tiny_probe(folder, tiny_model_path, 80)
 
 
 def _folder(texts, path):
@@ -191,12 +187,12 @@ def test_an_exported_probe_predicts_on_workers_without_torch(
 def test_one_writer_per_prediction_output(probe_dir, texts, tmp_path):
     """A second job on the same output meets the first's lock on its parts
     folder at once, naming the holder (issue 42); once released, it runs."""
-    from skloes.core._atomic import WriterLock
+    from skloes.core._atomic import FolderLock
     from skloes.scale import StoreError
 
     parts = tmp_path / ".p.parquet.parts"
     parts.mkdir()
-    lock = WriterLock(parts)  # the first job, mid-run
+    lock = FolderLock(parts, note=True)  # the first job, mid-run
     try:
         with pytest.raises(
             StoreError, match=r"\.p\.parquet\.parts.*being written by another job \(pid"

@@ -18,7 +18,7 @@ import pytest
 from _support.clusters import ROOT
 from _support.rounding import assert_same_states, forward_terms
 
-from skloes.core._atomic import WRITER_NOTE, FolderBusy, WriterLock
+from skloes.core._atomic import WRITER_NOTE, FolderBusy, FolderLock
 from skloes.core._store import (
     check_positions,
     check_schema,
@@ -105,8 +105,8 @@ def test_schema_check_names_file_and_column_of_any_extension_type():
 
 _HOLD = """
 import sys, time
-from skloes.core._atomic import WriterLock
-lock = WriterLock(sys.argv[1])
+from skloes.core._atomic import FolderLock
+lock = FolderLock(sys.argv[1], note=True)
 print("held", flush=True)
 time.sleep(60)
 """
@@ -122,15 +122,15 @@ def test_writer_lock_one_holder_named_then_taken_over_when_it_dies(tmp_path):
     try:
         assert proc.stdout.readline().strip() == "held"
         with pytest.raises(FolderBusy, match=rf"pid {proc.pid} on host"):
-            WriterLock(tmp_path)
+            FolderLock(tmp_path, note=True)
     finally:
         proc.kill()
         proc.wait()
-    lock = WriterLock(tmp_path)  # the dead holder's lock is taken over
+    lock = FolderLock(tmp_path, note=True)  # the dead holder's lock is taken over
     assert f"pid {os.getpid()}" in (tmp_path / WRITER_NOTE).read_text()
     lock.release()
     assert not (tmp_path / WRITER_NOTE).exists()
-    WriterLock(tmp_path).release()  # and free again
+    FolderLock(tmp_path, note=True).release()  # and free again
 
 
 # ------------------------------------------------------ MiniLM, real text
@@ -188,7 +188,7 @@ def test_minilm_store_keeps_the_rules(
     assert names == ["_manifest.json"] + [f"part-0000{i}.parquet" for i in range(3)]
 
     # one writer: a second job meets the first's lock, naming it
-    lock = WriterLock(tmp_path / "s")
+    lock = FolderLock(tmp_path / "s", note=True)
     try:
         with pytest.raises(StoreError, match=r"'.*s': is being written by .*pid"):
             extract_to_store(tmp_path / "in.csv", tmp_path / "s", **kw)

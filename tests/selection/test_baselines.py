@@ -280,12 +280,12 @@ def test_exhaustive_refuses_too_many_subsets():
 
 
 def test_gram_route_equals_feature_route():
-    from skloes.selection._ridge_probe import _SubsetScorer
+    from skloes.selection._ridge_probe import SubsetScorer
 
     H, y = _planted(n=40, dim=30)
     target = ("classification", np.arange(3), y)
     fit, held = np.arange(30), np.arange(30, 40)
-    scorer = _SubsetScorer(H, target, fit, held)
+    scorer = SubsetScorer(H, target, fit, held)
     wide = scorer.predict([1, 3])  # 60 columns >= 30 fit rows: Gram route
     a = scorer._factors([1, 3])
     A = np.hstack([scorer._block(l)[0] * f for l, f in zip((1, 3), a, strict=True)])
@@ -301,14 +301,14 @@ def test_gram_route_equals_feature_route():
 def test_global_scaling_scorer_predicts_as_the_probe_on_the_fused_table(layers, task):
     """``scaling="global"`` is the probe fitted on the plain concatenation."""
     from skloes.selection import RidgeProbeClassifier, RidgeProbeRegressor
-    from skloes.selection._ridge_probe import _SubsetScorer
+    from skloes.selection._ridge_probe import SubsetScorer
 
     H, y = _planted(n=40, dim=30)
     H[3] *= 10.0  # layers on different scales: global and per-layer differ
     values = y if task == "classification" else y + 0.1 * H[2, :, 0]
     target = (task, np.arange(3) if task == "classification" else None, values)
     fit, held = np.arange(30), np.arange(30, 40)
-    scorer = _SubsetScorer(H, target, fit, held, scaling="global")
+    scorer = SubsetScorer(H, target, fit, held, scaling="global")
     table = np.hstack([H[l] for l in layers])
     if task == "classification":
         probe = RidgeProbeClassifier().fit(table[fit], y[fit])
@@ -318,7 +318,7 @@ def test_global_scaling_scorer_predicts_as_the_probe_on_the_fused_table(layers, 
         std = values[fit].std()
         expected = (probe.predict(table[held])[:, None] - values[fit].mean()) / std
     np.testing.assert_allclose(scorer.predict(layers), expected, atol=1e-8)
-    layer_scaled = _SubsetScorer(H, target, fit, held).predict(layers)
+    layer_scaled = SubsetScorer(H, target, fit, held).predict(layers)
     if len(layers) > 1:
         assert not np.allclose(layer_scaled, expected, atol=1e-3)
 

@@ -22,7 +22,7 @@ from skloes.utils._deprecation import (
     resolved_params,
     warn_renamed,
 )
-from skloes.utils._param_validation import Interval, _fit_context
+from skloes.utils._param_validation import Interval, fit_context
 
 
 @renamed_params(k="n_items", size=("width", float, "0.3"))
@@ -53,7 +53,7 @@ class _Toy(BaseEstimator):
         self.k = k
         self.size = size
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X=None, y=None):
         self.seen_ = (self.n_items, self.width)
         return self

@@ -33,8 +33,26 @@ def test_a_count_is_an_integer(value):
 
 @pytest.mark.parametrize("value", [0, -1, True, 2.0, "2", None])
 def test_anything_else_is_not_a_count(value):
-    with pytest.raises(ValueError, match=r"^f: `n` must be an int >= 1; got"):
+    with pytest.raises(ValueError, match=r"^f: `n` must be a positive int; got"):
         check_count(value, "f", "n")
+
+
+@pytest.mark.parametrize(
+    "minimum, allow_none, value, expected",
+    [
+        (2, False, 1, r"`n` must be an int >= 2; got 1\."),
+        (0, False, -1, r"`n` must be an int >= 0; got -1\."),
+        (1, True, 0, r"`n` must be a positive int or None; got 0\."),
+        (2, True, np.float64(3.0), r"`n` must be an int >= 2 or None; got "),
+    ],
+)
+def test_a_count_check_says_its_minimum_and_whether_none_is_allowed(
+    minimum, allow_none, value, expected
+):
+    with pytest.raises(ValueError, match=rf"^f: {expected}"):
+        check_count(value, "f", "n", minimum=minimum, allow_none=allow_none)
+    assert check_count(None, "f", "n", allow_none=True) is None
+    assert check_count(np.int8(minimum), "f", "n", minimum=minimum) == minimum
 
 
 @pytest.mark.parametrize(

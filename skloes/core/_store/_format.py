@@ -22,13 +22,13 @@ pyarrow only inside the functions that need it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
 import numpy as np
 
 import skloes.core._sealed as sealed
+from skloes.core._digests import setting_digest
 from skloes.utils._optional import import_optional
 
 __all__ = [
@@ -111,8 +111,7 @@ def shard_file(index: int) -> str:
 
 def settings_digest(settings: dict) -> str:
     """The digest that binds every shard to the settings of its store."""
-    blob = json.dumps(settings, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return setting_digest(settings, 32)
 
 
 def _pyarrow():

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skloes.core._digests import _identity, file_sha256
+from skloes.core._digests import file_identity, file_sha256
 from skloes.core._store._format import (
     MANIFEST_FILE,
     ROW_ID,
@@ -523,31 +523,6 @@ class LayerStore(StoreView):
             )
         return self
 
-    def require_model(self, fingerprint, reference=None):
-        """Raise a :class:`StoreError` unless the store holds this model's states.
-
-        Parameters
-        ----------
-        fingerprint : str
-            The model's fingerprint (hash of its files).
-        reference : str or None, default=None
-            How the caller names the model (for the message).
-
-        Returns
-        -------
-        self : LayerStore
-            This store.
-        """
-        have = self.model.get("fingerprint")
-        if have != fingerprint:
-            raise StoreError(
-                self.path,
-                f"holds states of model {self.model.get('reference')!r} "
-                f"(fingerprint {str(have)[:12]}), not of "
-                f"{reference!r} (fingerprint {str(fingerprint)[:12]}).",
-            )
-        return self
-
     # ----------------------------------------------------------- checking
     def verify(self):
         """Check every shard against the manifest, byte for byte.
@@ -608,7 +583,7 @@ class LayerStore(StoreView):
                 sort_keys=True,
                 default=str,
             )
-            key = (os.path.abspath(file), *_identity(st), expected)
+            key = (os.path.abspath(file), *file_identity(st), expected)
             if key in _CHECKED:
                 return
         meta = _metadata(file)

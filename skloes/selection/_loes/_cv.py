@@ -21,7 +21,7 @@ from skloes.selection._loes._path import loes_path
 from skloes.selection._ridge_probe import (
     RidgeProbeClassifier,
     RidgeProbeRegressor,
-    _SubsetScorer,
+    SubsetScorer,
 )
 
 
@@ -44,7 +44,7 @@ def probe_scaling(estimator, scoring, fusion_scaling, dim):
     """How the subset scorer must scale blocks to be ``estimator`` exactly.
 
     The ridge probe scored by its own ``score`` (accuracy or R²) on the fused
-    table is the probe of :class:`~skloes.selection._ridge_probe._SubsetScorer`:
+    table is the probe of :class:`~skloes.selection._ridge_probe.SubsetScorer`:
     one scale for the plain table (``"global"``), or per layer when the table
     is fused with ``fusion_scaling="layer"`` or the probe's ``layer_dim`` is
     the layer width (a global factor on top does not move the GCV ridge).
@@ -99,7 +99,7 @@ def score_fold(
 ):
     """One fold of LOESSelectorCV: one path, then every budget 1..k_max.
 
-    With ``probe`` (a :class:`_SubsetScorer` scaling, see :func:`probe_scaling`)
+    With ``probe`` (a :class:`SubsetScorer` scaling, see :func:`probe_scaling`)
     the prefixes are scored from per-layer Grams of the fold, which equals
     fitting the ridge probe on each fused prefix. ``metadata``
     (:class:`FoldMetadata`) goes to the estimator's ``fit`` and the scorer.
@@ -114,7 +114,7 @@ def score_fold(
             if is_classifier(estimator)
             else ("regression", None, y.reshape(y.shape[0], -1))
         )
-        subsets = _SubsetScorer(
+        subsets = SubsetScorer(
             stack, target, train, test, scaling=probe, alpha=estimator.ridge_alpha
         )
         scores[: order.size] = subsets.prefix_scores(order.tolist())

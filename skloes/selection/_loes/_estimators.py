@@ -56,7 +56,7 @@ from skloes.utils._param_validation import (
     Interval,
     RealNotInt,
     StrOptions,
-    _fit_context,
+    fit_context,
 )
 
 __all__ = ["LOESSelector", "LOESSelectorCV"]
@@ -559,7 +559,7 @@ class LOESSelector(_BaseLOES):
         self.gamma = gamma
         self.eta = eta
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Select layers on the calibration rows of ``X``.
 
@@ -844,7 +844,7 @@ default="anchored"
         fold.update(random_state=seed, layer_dim=None, memory=None)
         return LOESSelector(**fold)
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, **params):
         """Score every budget by cross-validation, then select on all rows.
 

@@ -28,7 +28,6 @@ folder itself (a file, a folder that cannot be written) is an error naming
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -36,6 +35,7 @@ import joblib
 import numpy as np
 from sklearn.utils.validation import check_memory
 
+from skloes.core._atomic import write_bytes_whole
 from skloes.core._safe_state import dumps_state, loads_state
 from skloes.selection._base import resolve_n_layers
 from skloes.selection._loes._config import LOESConfig
@@ -168,19 +168,13 @@ class ResultStore:
         return None
 
     def put(self, key, name, value):
-        """Store ``value`` atomically (a temporary file, then a rename)."""
+        """Store ``value`` whole (:func:`~skloes.core._atomic.write_whole`;
+        not flushed to disk: a result a crash loses is computed again)."""
         file = self.file(key, name)
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                stored = {"key": key, "name": name, "result": value}
-                handle.write(dumps_state(stored, RESULT_CLASSES))
-            os.replace(tmp, file)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        data = {"key": key, "name": name, "result": value}
+        stored = dumps_state(data, RESULT_CLASSES)
+        write_bytes_whole(file, stored, prefix=".tmp-", suffix=".part", durable=False)
         return value
 
     def fetch(self, key, name, expected, compute):
