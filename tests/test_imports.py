@@ -162,8 +162,6 @@ def test_no_function_is_too_long():
     assert not long, "\n".join(long)
 
 
-
-
 def _private_reads():
     """``importer <- module.name`` for each private name (``_x``) a module
     imports from a module of another package (its folder)."""
