@@ -19,7 +19,7 @@ from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._texts import check_texts, one_column
 from skloes.core._torch import torch
-from skloes.models._audio import encode_audio, frame_mask
+from skloes.models._audio import encode_audio, frame_mask, read_audio
 from skloes.models._families import model_family
 from skloes.models._images import is_ready, read_images, ready_shape, to_pixels
 
@@ -128,14 +128,18 @@ def check_max_length(max_length: int, limits: tuple, *, owner: str = "skloes") -
     return int(max_length if limit is None else min(max_length, limit))
 
 
-def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
+def check_inputs(X, modality: str, *, owner: str = "skloes", audio=None) -> list:
     """Validate raw inputs for ``modality`` and return them as a list.
 
     Text: a non-empty sequence of str. Images: a 3-D or 4-D array or tensor
     batch, or a sequence of image file paths, PIL images, 2-D/3-D arrays or
     tensors, or Hugging Face ``datasets`` image dicts, read into arrays by
-    :func:`skloes.models._images.read_images`. Audio: a sequence of 1-D
-    waveforms.
+    :func:`skloes.models._images.read_images`. Audio: a sequence of clips
+    (waveforms, audio file paths, ``datasets`` audio dicts), read into float32
+    mono waveforms at the model's rate by
+    :func:`skloes.models._audio.read_audio`, with the keyword arguments
+    ``audio`` (a dict; None: arrays taken at the model's rate, nothing
+    resampled).
     """
     if modality == "text":  # the rule the torch-free server shares
         return check_texts(X, owner)
@@ -157,28 +161,9 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
             ) from None
     if not items:
         raise ValueError(f"{owner}: `X` is empty; pass at least one {modality} input.")
-    checker = {"image": read_images, "audio": _check_audio}
-    return checker[modality](items, owner)
-
-
-def _check_audio(items, owner):
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            raise TypeError(
-                f"{owner}: `X` holds strings but the model takes audio waveforms; "
-                f"item {i} is {item[:40]!r}."
-            )
-        wave = np.asarray(item)
-        if wave.ndim != 1 or wave.size == 0 or wave.dtype.kind not in "biuf":
-            raise ValueError(
-                f"{owner}: `X` must hold non-empty 1-D waveforms for an audio model; "
-                f"item {i} has shape {wave.shape} and dtype {wave.dtype}."
-            )
-        if not np.isfinite(wave).all():
-            raise ValueError(f"{owner}: waveform {i} of `X` has NaN or inf values.")
-        out.append(wave.astype(np.float32, copy=False))
-    return out
+    if modality == "audio":
+        return read_audio(items, owner, **(audio or {}))
+    return read_images(items, owner)
 
 
 def tokenize_texts(

@@ -254,3 +254,117 @@ def test_whisper_clips_never_depend_on_their_batch(whisper_hst, clips16):
     np.testing.assert_allclose(batched, alone, rtol=0, atol=1e-5)
     config = hst.model_.config
     assert model_family(config).audio_batching(config) == "window"
+
+
+# ------------------------------------------------- audio as users hold it
+@pytest.fixture(scope="module")
+def pcm(tmp_path_factory):
+    """A 0.3 s 22,050 Hz int16 clip, and its WAV file."""
+    from scipy.io import wavfile
+
+    rng = np.random.RandomState(0)
+    wave = (rng.randn(6615) * 3000).astype(np.int16)
+    path = tmp_path_factory.mktemp("pcm") / "clip.wav"
+    wavfile.write(path, 22050, wave)
+    return wave, path
+
+
+def test_every_form_of_a_clip_gives_the_same_states(tiny_models, pcm):
+    """A file, integer PCM, floats, stereo and a datasets dict of one sound
+    at 22,050 Hz give the states of that sound resampled to the model's
+    16 kHz by hand."""
+    wave, path = pcm
+    floats = wave / 32768.0
+    path16 = tiny_models("wav2vec2")
+    by_hand = resample_poly(floats, 320, 441).astype(np.float32)
+    hst = HST(path16, sampling_rate=22050).fit([floats])
+    assert hst.sampling_rate_ == 16000
+    expected = HST(path16).fit_transform([by_hand])
+    forms = {
+        "path": str(path),
+        "pathlib": path,
+        "int16": wave,
+        "float": floats,
+        "stereo (n, 2)": np.stack([wave, wave], axis=1),
+        "stereo (2, n)": np.stack([floats, floats]),
+        "datasets dict": {"array": floats, "sampling_rate": 22050, "path": None},
+        "undecoded dict": {"bytes": path.read_bytes(), "path": None},
+        "tensor": torch.from_numpy(floats),
+    }
+    for name, form in forms.items():
+        got = hst.transform([form])
+        np.testing.assert_allclose(got, expected, atol=1e-6, err_msg=name)
+    assert np.abs(HST(path16).fit_transform([floats]) - expected).max() > 1e-3
+
+
+def test_integer_pcm_is_scaled_by_its_dtype_and_channels_averaged():
+    from skloes.models._audio import read_audio
+
+    int16 = np.array([-32768, 0, 16384], dtype=np.int16)
+    uint8 = np.array([0, 128, 192], dtype=np.uint8)
+    int32 = np.array([-(2**31), 0, 2**30], dtype=np.int32)
+    for wave in (int16, uint8, int32):
+        np.testing.assert_array_equal(read_audio([wave])[0], [-1.0, 0.0, 0.5])
+    left, right = np.ones(5), -np.ones(5) * 0.5
+    (mono,) = read_audio([np.stack([left, right], axis=1)])
+    np.testing.assert_allclose(mono, 0.25)
+
+
+def test_another_rate_is_refused_naming_both_when_resampling_is_off(tiny_models, pcm):
+    wave, path = pcm
+    path16 = tiny_models("wav2vec2")
+    for given in ({"sampling_rate": 22050, "X": [wave]}, {"X": [str(path)]}):
+        X = given.pop("X")
+        with pytest.raises(
+            ValueError,
+            match="clip 0 of `X` is at 22050 Hz but the model takes 16000 Hz",
+        ):
+            HST(path16, resample=False, **given).fit(X)
+    HST(path16, resample=False, sampling_rate=16000).fit([wave])  # its own rate
+
+
+def test_audio_inputs_that_are_not_clips_are_one_clear_error(tiny_models, tmp_path):
+    path16 = tiny_models("wav2vec2")
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF not a wav")
+    cases = [
+        ([{"array": np.zeros(400)}], "'sampling_rate' must be a positive int"),
+        ([{"text": "hi"}], "not a Hugging Face datasets audio"),
+        ([str(bad)], "item 0 of `X` cannot be read as a WAV file"),
+        ([np.array([1.0, np.nan] * 200)], "waveform 0 of `X` has NaN"),
+        ([np.zeros(400, dtype=bool)], "non-empty waveforms"),
+    ]
+    for X, message in cases:
+        with pytest.raises(ValueError, match=message):
+            HST(path16).fit(X)
+
+
+def test_a_flac_file_reads_through_soundfile(tiny_models, pcm, tmp_path):
+    soundfile = pytest.importorskip("soundfile")
+    wave, path = pcm
+    flac = tmp_path / "clip.flac"
+    soundfile.write(flac, wave, 22050)
+    hst = HST(tiny_models("wav2vec2")).fit([str(path)])
+    np.testing.assert_array_equal(hst.transform([str(flac)]), hst.transform([path]))
+
+
+def test_clips_beyond_whispers_window_are_cropped_with_a_warning():
+    from skloes.models._audio import read_audio
+
+    long = np.arange(480_100, dtype=np.float32) / 1e6
+    with pytest.warns(
+        UserWarning,
+        match=r"1 clip\(s\) of `X` \(first: 1\) are "
+        "longer than the model's window of 30 s",
+    ):
+        short, cropped = read_audio(
+            [long[:100], long], model_rate=16000, window=480_000
+        )
+    assert len(short) == 100
+    np.testing.assert_array_equal(cropped, long[:480_000])
+
+
+def test_whisper_reads_its_rate_and_window_from_its_folder(whisper_path):
+    from skloes.models._audio import model_audio
+
+    assert model_audio(whisper_path) == (16000, 480_000)
