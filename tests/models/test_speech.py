@@ -368,3 +368,68 @@ def test_whisper_reads_its_rate_and_window_from_its_folder(whisper_path):
     from skloes.models._audio import model_audio
 
     assert model_audio(whisper_path) == (16000, 480_000)
+
+
+# ------------------------------------------------------ the loop on speech
+@pytest.fixture(scope="module")
+def spoken_digits():
+    """Five digits spoken by espeak-ng's English and German voices (22,050
+    Hz int16, each at its own speed): a tiny spoken-language set."""
+    from _support.speech import synthesize
+
+    words = {
+        "en": ("one", "two", "three", "four", "five"),
+        "de": ("eins", "zwei", "drei", "vier", "fünf"),
+    }
+    X, y = [], []
+    for language, digits in words.items():
+        for i, digit in enumerate(digits):
+            X.append(synthesize(digit, voice=language, speed=130 + 15 * i)[1])
+            y.append(language)
+    return X, np.array(y)
+
+
+def test_a_whisper_probe_runs_through_its_deepest_chosen_block_only(
+    whisper_path, spoken_digits, tmp_path
+):
+    """LayerProbeClassifier on Whisper: fitted on every layer of the clips,
+    it predicts new clips running encoder blocks 1..3 only, saves and loads;
+    LayerReport reads the same clips' stack."""
+    from _support.probes import blocks_run
+
+    from skloes.probe import LayerProbeClassifier, load_probe, save_probe
+    from skloes.report import LayerReport
+    from skloes.selection import MetricTopKSelector
+
+    X, y = spoken_digits
+    train, new = [0, 1, 2, 3, 5, 6, 7, 8], [X[4], X[9]]
+    scores = np.array([0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 0.0])
+    probe = LayerProbeClassifier(
+        whisper_path,
+        selector=MetricTopKSelector(
+            metric="layer_scores",
+            n_layers_to_select=2,
+            layer_scores=scores,
+            include_embedding=False,
+        ),
+        batch_size=8,
+        device="cpu",
+        extractor_params={"sampling_rate": 22050},
+        cache=tmp_path / "cache",
+        random_state=0,
+    ).fit([X[i] for i in train], y[train])
+    assert probe.selected_layers_.tolist() == [1, 3]
+    # every layer of the training clips, from the cache the probe filled
+    hst = HST(whisper_path, sampling_rate=22050, cache=tmp_path / "cache")
+    stack = hst.fit_transform([X[i] for i in train])
+    assert stack.shape == (7, 8, 512) and hst._model is None  # no forward ran
+    report = LayerReport(n_layers_to_select=2, cv=2, random_state=0)
+    report.fit(stack, y[train])
+    assert report.probe_scores_.shape == (7,) and len(report.selected_layers_) == 2
+    probe.set_params(cache=None)  # a cache predicts every layer, for reuse
+    assert blocks_run(lambda: probe.predict(new)) == 3  # one batch, blocks 1..3
+    expected = probe.predict_proba(new)
+    assert expected.shape == (2, 2)
+    loaded = load_probe(save_probe(probe, tmp_path / "probe"))
+    np.testing.assert_allclose(loaded.predict_proba(new), expected, atol=1e-6)
+    assert blocks_run(lambda: loaded.predict(new)) == 3
