@@ -433,3 +433,25 @@ def test_a_whisper_probe_runs_through_its_deepest_chosen_block_only(
     loaded = load_probe(save_probe(probe, tmp_path / "probe"))
     np.testing.assert_allclose(loaded.predict_proba(new), expected, atol=1e-6)
     assert blocks_run(lambda: loaded.predict(new)) == 3
+
+
+def test_the_fine_tuner_reads_clips_at_the_models_rate(tiny_models, pcm):
+    """GeoRegFineTuner reads a 22,050 Hz WAV file as the extractor does:
+    resampled to the model's 16 kHz, so it equals the resampled array."""
+    from skloes.heads import GeoRegFineTuner
+
+    wave, path = pcm
+    by_hand = resample_poly(wave / 32768.0, 320, 441).astype(np.float32)
+    clips = [by_hand, by_hand[::-1].copy(), by_hand * 0.5, by_hand[: len(by_hand) // 2]]
+    tuner = GeoRegFineTuner(
+        model=tiny_models("wav2vec2"),
+        layers=[1],
+        proj_dim=4,
+        max_epochs=1,
+        lr_backbone=0.0,
+        random_state=0,
+        device="cpu",
+    ).fit(clips, [0, 1, 0, 1])
+    np.testing.assert_allclose(
+        tuner.predict_proba([str(path)]), tuner.predict_proba([by_hand]), atol=1e-6
+    )
