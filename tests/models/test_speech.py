@@ -455,3 +455,34 @@ def test_the_fine_tuner_reads_clips_at_the_models_rate(tiny_models, pcm):
     np.testing.assert_allclose(
         tuner.predict_proba([str(path)]), tuner.predict_proba([by_hand]), atol=1e-6
     )
+
+
+def test_a_table_of_audio_file_paths_encodes_like_the_clips(tiny_models, tmp_path):
+    """LayerTextEncoder on a column of WAV paths (at 22,050 Hz) gives the
+    selected layer of each clip resampled to the model's rate."""
+    pd = pytest.importorskip("pandas")
+    from scipy.io import wavfile
+
+    from skloes.probe import LayerTextEncoder
+    from skloes.selection import MetricTopKSelector
+
+    path16 = tiny_models("wav2vec2")
+    rng = np.random.RandomState(0)
+    paths, clips = [], []
+    for i in range(6):
+        wave = (rng.randn(3000 + 300 * i) * 3000).astype(np.int16)
+        paths.append(str(tmp_path / f"clip{i}.wav"))
+        wavfile.write(paths[-1], 22050, wave)
+        clips.append(resample_poly(wave / 32768.0, 320, 441).astype(np.float32))
+    table = pd.DataFrame({"clip": paths, "y": [0, 1] * 3})
+    selector = MetricTopKSelector(
+        metric="layer_scores",
+        n_layers_to_select=1,
+        layer_scores=np.array([0.0, 1.0, 0.0]),
+        include_embedding=False,
+    )
+    encoder = LayerTextEncoder(path16, selector=selector, device="cpu")
+    out = encoder.fit(table[["clip"]], table["y"]).transform(table[["clip"]])
+    assert encoder.get_feature_names_out()[0] == "clip__layer1_0"
+    expected = HST(path16, layers=[1], pooling="mean").fit_transform(clips)[0]
+    np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
