@@ -875,6 +875,13 @@ default="auto"
             device=self.device_,
             config=model.config,
         )
+        dtype = next(model.parameters()).dtype  # bfloat16 models take bfloat16
+        inputs = {
+            key: value.to(dtype)
+            if value.is_floating_point() and dtype.is_floating_point
+            else value
+            for key, value in inputs.items()
+        }
         if self._loaded_family.fixed_order:  # ViT-MAE: patches in their order
             inputs["noise"] = identity_noise(inputs["pixel_values"], model.config)
         pool_fn = None

@@ -486,3 +486,19 @@ def test_a_table_of_audio_file_paths_encodes_like_the_clips(tiny_models, tmp_pat
     assert encoder.get_feature_names_out()[0] == "clip__layer1_0"
     expected = HST(path16, layers=[1], pooling="mean").fit_transform(clips)[0]
     np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["wav2vec2", "vit"])
+def test_a_bfloat16_model_takes_its_float_inputs_in_bfloat16(tiny_models, kind):
+    """The waveform (or pixels) are cast to the model's bfloat16: they were
+    given in float32, which its first convolution refused."""
+    rng = np.random.RandomState(0)
+    if kind == "vit":
+        X = [rng.randint(0, 255, (20, 20, 3)).astype(np.uint8) for _ in range(3)]
+    else:
+        X = [rng.randn(n).astype(np.float32) for n in (800, 1200, 1000)]
+    path = tiny_models(kind)
+    full = HST(path, layers=[1, 2]).fit_transform(X)
+    low = HST(path, layers=[1, 2], precision="bfloat16").fit_transform(X)
+    assert low.dtype == np.float32
+    np.testing.assert_allclose(low, full, atol=0.05 * np.abs(full).max())
