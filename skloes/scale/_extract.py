@@ -81,7 +81,7 @@ class ShardWorker:
     def _load(self):
         from skloes.extraction import HiddenStatesTransformer
 
-        hst = HiddenStatesTransformer(**self.spec["extractor"]).fit(["."])
+        hst = fit_on_placeholder(HiddenStatesTransformer(**self.spec["extractor"]))
         if hst.model_fingerprint_ != self.spec["fingerprint"]:
             raise StoreError(
                 self.spec["store"],
@@ -193,6 +193,20 @@ def _selector_layers(selector, n_hidden, owner):
     return [int(l) for l in selector.selected_layers_]
 
 
+def fit_on_placeholder(hst):
+    """``hst`` fitted on one placeholder input of its model's modality (a
+    text, or a silent 0.1 s clip for an audio model, whose rows are then
+    audio file paths): fit loads no weights, it resolves the model, its
+    layers and its width."""
+    from skloes.models._loading import detect_modality, read_config, resolve_model_path
+
+    owner = type(hst).__name__
+    path = resolve_model_path(hst.model, owner=owner)
+    config = read_config(path, trust_remote_code=hst.trust_remote_code, owner=owner)
+    audio = detect_modality(config) == "audio"
+    return hst.fit([np.zeros(1600, dtype=np.float32)] if audio else ["."])
+
+
 def _driver_extractor(params, layers, owner):
     """The job's extractor, fitted on the driver (no weights loaded): the
     model's fingerprint, layers and width."""
@@ -201,10 +215,10 @@ def _driver_extractor(params, layers, owner):
     selector = None
     if isinstance(layers, tuple) and layers[:1] == ("selector",):
         selector, layers = layers[1], "all"
-    hst = HiddenStatesTransformer(**params, layers=layers).fit(["."])
+    hst = fit_on_placeholder(HiddenStatesTransformer(**params, layers=layers))
     if selector is not None:
         picked = _selector_layers(selector, hst.n_model_layers_, owner)
-        hst = HiddenStatesTransformer(**params, layers=picked).fit(["."])
+        hst = fit_on_placeholder(HiddenStatesTransformer(**params, layers=picked))
     return hst
 
 

@@ -502,3 +502,32 @@ def test_a_bfloat16_model_takes_its_float_inputs_in_bfloat16(tiny_models, kind):
     low = HST(path, layers=[1, 2], precision="bfloat16").fit_transform(X)
     assert low.dtype == np.float32
     np.testing.assert_allclose(low, full, atol=0.05 * np.abs(full).max())
+
+
+def test_a_table_of_audio_file_paths_extracts_to_a_layer_store(tiny_models, tmp_path):
+    """extract_to_store with an audio model reads its rows as audio files,
+    and the store holds each clip's layers at the model's rate."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from scipy.io import wavfile
+
+    from skloes.scale import extract_to_store
+
+    path16 = tiny_models("wav2vec2")
+    rng = np.random.RandomState(1)
+    paths, clips = [], []
+    for i in range(5):
+        wave = (rng.randn(2500 + 400 * i) * 3000).astype(np.int16)
+        paths.append(str(tmp_path / f"clip{i}.wav"))
+        wavfile.write(paths[-1], 22050, wave)
+        clips.append(resample_poly(wave / 32768.0, 320, 441).astype(np.float32))
+    store = extract_to_store(
+        pd.DataFrame({"clip": paths}),
+        tmp_path / "store",
+        model=path16,
+        text_column="clip",
+        device="cpu",
+        verbose=0,
+    )
+    expected = HST(path16).fit_transform(clips)
+    np.testing.assert_allclose(store.read(), expected, atol=1e-6)
