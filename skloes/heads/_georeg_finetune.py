@@ -247,7 +247,7 @@ class GeoRegFineTuner(_BaseGeoReg):
             self.model_path_, self.modality_ = hst.model_path_, hst.modality_
             self.n_model_layers_ = hst.n_model_layers_
             self.exclude_tokens_ = hst.exclude_tokens_
-        items = check_inputs(X, self.modality_, owner=name)
+        items = check_inputs(X, self.modality_, owner=name, audio=self._audio())
         y = column_or_1d(y, warn=True)
         if len(y) != len(items):
             raise ValueError(
@@ -370,7 +370,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         """
         check_is_fitted(self)
         name = type(self).__name__
-        items = check_inputs_raw(X, self.modality_, name)
+        items = check_inputs_raw(X, self.modality_, name, self._audio())
         batch, module = self._batches(items), self.module_.eval()
         parts = []
         with torch.no_grad():
@@ -384,7 +384,7 @@ class GeoRegFineTuner(_BaseGeoReg):
         from skloes.heads._training import predict_outputs
 
         check_is_fitted(self)
-        items = check_inputs_raw(X, self.modality_, type(self).__name__)
+        items = check_inputs_raw(X, self.modality_, type(self).__name__, self._audio())
         out, z = predict_outputs(
             self.module_,
             self._forward(items),
@@ -392,6 +392,16 @@ class GeoRegFineTuner(_BaseGeoReg):
             self.batch_size,
         )
         return out.double().cpu().numpy(), z.double().cpu().numpy()
+
+    def _audio(self):
+        """How an audio model's clips are read: at its rate (files and
+        dicts at theirs resampled to it), cropped to its window."""
+        if self.modality_ != "audio":
+            return None
+        from skloes.models._audio import model_audio
+
+        rate, window = model_audio(self.model_path_)
+        return {"model_rate": rate, "window": window}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -401,11 +411,12 @@ class GeoRegFineTuner(_BaseGeoReg):
         return tags
 
 
-def check_inputs_raw(X, modality, owner):
-    """Raw inputs of ``modality`` as a list (numeric feature tables rejected)."""
+def check_inputs_raw(X, modality, owner, audio=None):
+    """Raw inputs of ``modality`` as a list (numeric feature tables rejected;
+    ``audio``: how clips are read, see :func:`~skloes.models._inputs.check_inputs`)."""
     from skloes.models._inputs import check_inputs
 
-    return check_inputs(_check_raw(X, owner), modality, owner=owner)
+    return check_inputs(_check_raw(X, owner), modality, owner=owner, audio=audio)
 
 
 def _check_raw(X, owner):

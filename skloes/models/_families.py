@@ -130,6 +130,19 @@ class Family:
         every other model's (0 the embedding output, the first block's
         input; ``L`` the final norm's output), see
         :func:`skloes.models._forward.full_hidden_states`.
+    audio_padding : {"mask", "feat_extract_norm", "window"}, default="mask"
+        How a batch of clips is formed so that a clip's states never depend
+        on its batch (:mod:`skloes.models._audio`, resolved per config by
+        :meth:`audio_batching`): ``"mask"``, padded with the sample-level
+        mask; ``"feat_extract_norm"``, the config's ``feat_extract_norm``
+        decides (``"group"``: clips of equal length only, no mask;
+        ``"layer"``: the mask), for wav2vec2, HuBERT and WavLM; ``"window"``,
+        padded to the model's fixed window and pooled over the frames of the
+        real audio (Whisper).
+    encoder_only : bool, default=False
+        Load only the encoder of an encoder-decoder checkpoint (Whisper):
+        ``AutoModel`` gives the whole model, whose decoder needs token
+        inputs; the encoder's hidden states are the layers probed.
     """
 
     name: str
@@ -147,6 +160,27 @@ class Family:
     load_config: tuple = ()
     fixed_order: bool = False
     embedding_state: bool = True
+    audio_padding: str = "mask"
+    encoder_only: bool = False
+
+    def audio_batching(self, config) -> str:
+        """The batching rule of this family's clips under ``config``.
+
+        Parameters
+        ----------
+        config : transformers.PretrainedConfig
+            The model's config (its ``feat_extract_norm`` for wav2vec2,
+            HuBERT and WavLM).
+
+        Returns
+        -------
+        rule : {"mask", "equal_length", "window"}
+            See :mod:`skloes.models._audio`.
+        """
+        if self.audio_padding != "feat_extract_norm":
+            return self.audio_padding
+        norm = getattr(config, "feat_extract_norm", "group")
+        return "equal_length" if norm == "group" else "mask"
 
     def n_prefix(self, config) -> int:
         """Number of prefix tokens (class, distillation, registers) of ``config``.
@@ -304,12 +338,44 @@ FAMILIES = (
         checked="tiny random SiglipConfig's text tower (code paths only)",
         **_ENCODER,
     ),
+    # Speech encoders. wav2vec2, HuBERT and WavLM share one convolutional
+    # feature encoder whose first layer's GroupNorm (feat_extract_norm=
+    # "group", the base models the LOES paper probes) normalises over time,
+    # padding included: their clips are batched with clips of equal length
+    # only (a 0.5 s clip padded to 1 s moved its pooled states by up to 0.086
+    # on a small group-norm wav2vec2); with "layer" the mask keeps padding out.
     Family(
         "wav2vec2",
         ("wav2vec2",),
         last_state=None,
-        checked="tiny random Wav2Vec2 (code paths only)",
-        **_ENCODER,
+        checked="tiny random Wav2Vec2, group and layer norm (code paths only)",
+        **{**_ENCODER, "audio_padding": "feat_extract_norm"},
+    ),
+    Family(
+        "hubert",
+        ("hubert",),
+        last_state=None,
+        checked="tiny random HuBERT, group norm (code paths only)",
+        **{**_ENCODER, "audio_padding": "feat_extract_norm"},
+    ),
+    Family(
+        "wavlm",
+        ("wavlm",),
+        last_state=None,
+        checked="tiny random WavLM, group norm (code paths only)",
+        **{**_ENCODER, "audio_padding": "feat_extract_norm"},
+    ),
+    # Whisper (Radford et al. 2023): the encoder of the encoder-decoder, whose
+    # input is always 30 s of log-mel frames (3,000, two per encoder frame);
+    # clips are padded to that window as in training and pooled over the
+    # frames of the real audio (one per 20 ms). hidden_states[-1] is the
+    # output of the encoder's final layer norm.
+    Family(
+        "whisper",
+        ("whisper",),
+        last_state="output",
+        checked="Whisper-base (offline CTranslate2 package), against CTranslate2",
+        **{**_ENCODER, "audio_padding": "window", "encoder_only": True},
     ),
     Family(
         "llama",

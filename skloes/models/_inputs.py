@@ -20,6 +20,8 @@ from skloes.core._memory import release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._texts import check_texts, one_column
 from skloes.core._torch import torch
+from skloes.models._audio import encode_audio, frame_mask, read_audio
+from skloes.models._families import model_family
 
 # Model families whose position ids start after the pad id (RoBERTa's
 # embeddings): a text may use ``max_position_embeddings - pad_token_id - 1``.
@@ -126,14 +128,18 @@ def check_max_length(max_length: int, limits: tuple, *, owner: str = "skloes") -
     return int(max_length if limit is None else min(max_length, limit))
 
 
-def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
+def check_inputs(X, modality: str, *, owner: str = "skloes", audio=None) -> list:
     """Validate raw inputs for ``modality`` and return them as a list.
 
     Text: a non-empty sequence of str. Images: a 3-D or 4-D array or tensor
     batch, or a sequence of image file paths, PIL images, 2-D/3-D arrays or
     tensors, or Hugging Face ``datasets`` image dicts, read into arrays by
-    :func:`skloes.core._images.read_images`. Audio: a sequence of 1-D
-    waveforms.
+    :func:`skloes.core._images.read_images`. Audio: a sequence of clips
+    (waveforms, audio file paths, ``datasets`` audio dicts), read into float32
+    mono waveforms at the model's rate by
+    :func:`skloes.models._audio.read_audio`, with the keyword arguments
+    ``audio`` (a dict; None: arrays taken at the model's rate, nothing
+    resampled).
     """
     if modality == "text":  # the rule the torch-free server shares
         return check_texts(X, owner)
@@ -155,28 +161,9 @@ def check_inputs(X, modality: str, *, owner: str = "skloes") -> list:
             ) from None
     if not items:
         raise ValueError(f"{owner}: `X` is empty; pass at least one {modality} input.")
-    checker = {"image": read_images, "audio": _check_audio}
-    return checker[modality](items, owner)
-
-
-def _check_audio(items, owner):
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            raise TypeError(
-                f"{owner}: `X` holds strings but the model takes audio waveforms; "
-                f"item {i} is {item[:40]!r}."
-            )
-        wave = np.asarray(item)
-        if wave.ndim != 1 or wave.size == 0 or wave.dtype.kind not in "biuf":
-            raise ValueError(
-                f"{owner}: `X` must hold non-empty 1-D waveforms for an audio model; "
-                f"item {i} has shape {wave.shape} and dtype {wave.dtype}."
-            )
-        if not np.isfinite(wave).all():
-            raise ValueError(f"{owner}: waveform {i} of `X` has NaN or inf values.")
-        out.append(wave.astype(np.float32, copy=False))
-    return out
+    if modality == "audio":
+        return read_audio(items, owner, **(audio or {}))
+    return read_images(items, owner)
 
 
 def tokenize_texts(
@@ -342,9 +329,9 @@ def encode_batch(
     Returns
     -------
     inputs : dict of str to torch.Tensor
-        Keyword arguments for ``model(**inputs)``; text and audio carry an
-        ``attention_mask`` (audio at sample level, always passed so padding
-        never changes a waveform's states).
+        Keyword arguments for ``model(**inputs)``; text carries an
+        ``attention_mask``, audio what its family's batching rule passes
+        (:func:`audio_rule`, :mod:`skloes.models._audio`).
     """
     if modality == "text":
         inputs = processor(
@@ -357,13 +344,7 @@ def encode_batch(
     elif modality == "image":
         inputs = _encode_images(processor, batch, config)
     else:
-        inputs = processor(
-            list(batch),
-            sampling_rate=getattr(processor, "sampling_rate", None),
-            padding=True,
-            return_attention_mask=True,
-            return_tensors="pt",
-        )
+        return encode_audio(processor, batch, audio_rule(config), device=device)
     return {
         key: value.to(device)
         for key, value in inputs.items()
@@ -424,18 +405,28 @@ def image_prefix(n_prefix: int, mask):
 def token_mask(model, inputs, n_tokens: int):
     """Attention mask over the ``n_tokens`` positions of the hidden states.
 
-    Text: the tokenizer's mask. Audio: the sample-level mask reduced to frames
-    with the model's own length arithmetic. Otherwise (images) all ones.
+    Text: the tokenizer's mask. Audio: the frames of real audio under the
+    family's batching rule (:func:`skloes.models._audio.frame_mask`).
+    Otherwise (images) all ones.
 
     Returns
     -------
     mask : torch.Tensor of shape (batch, n_tokens), dtype long
     """
+    if "input_values" in inputs or "input_features" in inputs:  # audio
+        return frame_mask(model, inputs, n_tokens, audio_rule(model.config))
     batch = next(iter(inputs.values())).shape[0]
     mask = inputs.get("attention_mask")
     if mask is not None and mask.shape[1] == n_tokens:
         return mask
-    if mask is not None and hasattr(model, "_get_feature_vector_attention_mask"):
-        return model._get_feature_vector_attention_mask(n_tokens, mask).long()
     device = next(iter(inputs.values())).device
     return torch.ones(batch, n_tokens, dtype=torch.long, device=device)
+
+
+def audio_rule(config) -> str:
+    """The batching rule of an audio model's clips
+    (``Family.audio_batching``: ``"mask"``, ``"equal_length"`` or
+    ``"window"``; ``"mask"`` without a config)."""
+    if config is None:
+        return "mask"
+    return model_family(config, warn=False).audio_batching(config)

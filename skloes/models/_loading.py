@@ -452,7 +452,8 @@ def load_model(
     """Load the bare backbone (``AutoModel``) from safetensors, in eval mode.
 
     A two-tower checkpoint (CLIP, SigLIP) loads the tower that takes
-    ``modality``; the config values a model family sets at load
+    ``modality``, an encoder-decoder speech checkpoint (Whisper,
+    ``Family.encoder_only``) its encoder; the config values a model family sets at load
     (``Family.load_config``: ViT-MAE's ``mask_ratio=0.0``) are applied.
 
     Parameters
@@ -486,7 +487,8 @@ def load_model(
     if modality is not None and is_two_tower(config):
         auto = getattr(transformers, TWO_TOWERS[config.model_type][modality])
         config = tower_config(config, modality)
-    kwargs.update(dict(model_family(config, warn=False).load_config))
+    family = model_family(config, warn=False)
+    kwargs.update(dict(family.load_config))
     try:
         with quiet_transformers():
             model = auto.from_pretrained(path, **kwargs)
@@ -496,6 +498,8 @@ def load_model(
             f"{owner}: `model` {path!r} cannot be loaded by transformers{own}: "
             f"{type(exc).__name__}: {first_line(exc)}"
         ) from None
+    if family.encoder_only:  # Whisper: the encoder takes the audio
+        model = model.get_encoder()
     return model.to(device).eval()
 
 

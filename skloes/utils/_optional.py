@@ -24,6 +24,7 @@ _EXTRA_OF = {
     "PIL": "vision",
     "polars": "polars",
     "skrub": "skrub",
+    "soundfile": "audio",
 }
 
 

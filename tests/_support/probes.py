@@ -57,13 +57,15 @@ def first_layers(n, n_layers=7):
 
 
 def blocks_run(fn):
-    """How many transformer blocks (BERT or Llama) ran while ``fn()`` ran."""
+    """How many transformer blocks (BERT, Llama or Whisper's encoder) ran
+    while ``fn()`` ran."""
     import torch
 
     calls = [0]
 
     def hook(module, inputs, output):
-        if type(module).__name__ in ("BertLayer", "LlamaDecoderLayer"):
+        names = ("BertLayer", "LlamaDecoderLayer", "WhisperEncoderLayer")
+        if type(module).__name__ in names:
             calls[0] += 1
 
     handle = torch.nn.modules.module.register_module_forward_hook(hook)

