@@ -47,6 +47,7 @@ from skloes.models._images import image_or_text
 from skloes.models._inputs import (
     check_inputs,
     check_max_length,
+    check_pass_memory,
     encode_batch,
     identity_noise,
     image_prefix,
@@ -776,8 +777,18 @@ default="auto"
                 owner=type(self).__name__,
             )
             self._check_not_empty(encoded)
+        batches = self._batches(items, encoded)
+        if encoded is not None:
+            check_pass_memory(
+                model.config,
+                int(max(self.layers_)),
+                [len(row) for row in encoded["input_ids"]],
+                batches,
+                device=self.device_,
+                owner=type(self).__name__,
+            )
         with torch.inference_mode():
-            for index in self._progress(self._batches(items, encoded)):
+            for index in self._progress(batches):
                 if encoded is not None:
                     pooled = self._pool_text_batch(model, processor, encoded, index)
                 else:
