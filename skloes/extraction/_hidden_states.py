@@ -476,6 +476,10 @@ default="auto"
         """Fit and return the checked inputs."""
         name = type(self).__name__
         require_torch()
+        if self.cache is not None and "\x00" in os.fspath(self.cache):
+            raise ValueError(  # the OS refuses it, in words of its own
+                f"{name}: `cache` holds a NUL character; got {self.cache!r}."
+            )
         path = resolve_model_path(self.model, owner=name)
         config = read_config(path, trust_remote_code=self.trust_remote_code, owner=name)
         check_weight_files(path, owner=name)  # headers only: fail here, not later

@@ -1436,3 +1436,29 @@ def test_raw_files_of_a_folder_disagreeing_on_the_id_type_name_both(
             str(folder), tmp_path / "store", id_column="id", shard_size=shard_size
         ),
     )
+
+
+# New in issue 55: a `store` that is no folder path is one line naming it
+# (pathlib's and os's own words before: "embedded null byte", "expected str,
+# bytes or os.PathLike object"), and an empty one is not the working folder.
+@pytest.mark.parametrize(
+    "store, needle",
+    [
+        ("a\x00b", r"`store` holds a NUL character"),
+        ("", r"`store` is an empty path"),
+        (3, r"`store` must be a folder \(a str or os.PathLike\); got 3"),
+        (None, r"`store` must be a folder .*got None"),
+        (b"store", r"`store` must be a folder .*got b'store'"),
+    ],
+)
+def test_raw_a_store_that_is_no_folder_path(extract, texts, store, needle):
+    check("raw", err(rf"extract_to_store: {needle}"), lambda: extract(texts, store))
+
+
+def test_raw_a_cache_folder_with_a_nul_character(tiny_model_path, texts):
+    from skloes import HiddenStatesTransformer
+
+    hst = HiddenStatesTransformer(
+        tiny_model_path, device="cpu", cache="cache\x00folder"
+    )
+    err(r"`cache` holds a NUL character").check(lambda: hst.fit(texts[:2]))
