@@ -188,7 +188,9 @@ default="auto"
     max_batch_tokens : int, "auto" or None, default="auto"
         Upper bound on ``texts x padded length`` of one forward pass: a
         length-sorted batch over it is split into smaller ones (a single text
-        longer than the budget runs alone). A forward pass's activations grow
+        longer than the budget runs alone; a pass the free memory cannot
+        hold is a ``MemoryError`` naming ``max_length`` before any pass, see
+        :ref:`extraction-memory`). A forward pass's activations grow
         linearly with its tokens, so this bounds the working set of the
         longest batches, which ``batch_size`` alone does not (32 texts of 512
         tokens are 64 times 32 of 8); outputs do not change beyond float
