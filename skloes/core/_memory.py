@@ -27,3 +27,28 @@ def release_memory() -> None:
 
 
 _MALLOC_TRIM = None
+
+
+def available_memory():
+    """Bytes of memory this process can still take without swapping, or None
+    where the system does not say (Linux's ``MemAvailable``; the cgroup's
+    limit less its use, where a container sets a lower one)."""
+    found = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
+            limit = handle.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as handle:
+            used = int(handle.read().strip())
+        if limit != "max":
+            found.append(max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None

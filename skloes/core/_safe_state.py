@@ -8,6 +8,11 @@ members and the structure as JSON. :func:`loads_state` reads it back with
 objects, never looked up by a name read from the data), setting their
 attributes directly: no ``__init__``, ``__setstate__`` or ``__reduce__`` runs,
 so bytes from a folder someone else can write cannot run code.
+
+Each array's dtype, shape and finiteness are recorded beside it in the JSON
+structure and checked on reading: an array member replaced or edited (other
+integers, another shape, a NaN where there was none) is a :class:`StateError`
+naming it, never a value handed on.
 """
 
 # Authors: The skloes developers
@@ -22,7 +27,7 @@ import numpy as np
 
 __all__ = ["StateError", "dumps_state", "loads_state"]
 
-_FORMAT = 1
+_FORMAT = 2  # 2: each array's dtype, shape and finiteness recorded
 _TREE = "state.json"
 
 
@@ -117,7 +122,7 @@ class _Encoder:
             if obj.dtype.hasobject:
                 return {"A": [list(obj.shape), _plain_items(obj)]}
             self.arrays.append(obj)
-            return {"a": f"a{len(self.arrays) - 1}"}
+            return {"a": f"a{len(self.arrays) - 1}", "m": _array_record(obj)}
         if isinstance(obj, (list, tuple)):
             return {"t" if isinstance(obj, tuple) else "l": [self(v) for v in obj]}
         if isinstance(obj, dict):
@@ -126,6 +131,29 @@ class _Encoder:
             state = {k: self(v) for k, v in vars(obj).items()}
             return {"o": _name(type(obj)), "state": state}
         raise TypeError(f"a {type(obj).__name__} cannot be saved as a state")
+
+
+def _array_record(array):
+    """What reading checks of an array: ``[dtype, shape, all finite]``."""
+    finite = bool(np.isfinite(array).all()) if array.dtype.kind in "fc" else True
+    return [array.dtype.str, list(array.shape), finite]
+
+
+def _checked_array(array, record, name):
+    """``array`` if it is what :func:`_array_record` recorded, else an error."""
+    if not isinstance(array, np.ndarray):
+        raise StateError(f"not a saved state (member {name!r} is not an array)")
+    kept = _array_record(array)
+    if not isinstance(record, list) or len(record) != 3:
+        raise StateError(f"not a saved state (member {name!r} has no record)")
+    if kept[:2] != record[:2] or (record[2] and not kept[2]):
+        raise StateError(
+            f"member {name!r} is {kept[0]} of shape {tuple(kept[1])}"
+            f"{'' if kept[2] else ' holding NaN or inf'}; it was written as "
+            f"{record[0]} of shape {tuple(record[1])}"
+            f"{' with finite values' if record[2] else ''}"
+        )
+    return array
 
 
 def _plain_items(array):
@@ -162,7 +190,9 @@ class _Decoder:
 
     def _container(self, node):
         if "a" in node:
-            return self._register(self.arrays[node["a"]])
+            name = node["a"]
+            array = _checked_array(self.arrays[name], node.get("m"), name)
+            return self._register(array)
         if "A" in node:  # an object array of plain values
             shape, items = node["A"]
             out = np.empty(len(items), dtype=object)

@@ -49,6 +49,7 @@ from skloes.models._inputs import (
     audio_rule,
     check_inputs,
     check_max_length,
+    check_pass_memory,
     encode_batch,
     identity_noise,
     image_prefix,
@@ -189,7 +190,9 @@ default="auto"
     max_batch_tokens : int, "auto" or None, default="auto"
         Upper bound on ``texts x padded length`` of one forward pass: a
         length-sorted batch over it is split into smaller ones (a single text
-        longer than the budget runs alone). A forward pass's activations grow
+        longer than the budget runs alone; a pass the free memory cannot
+        hold is a ``MemoryError`` naming ``max_length`` before any pass, see
+        :ref:`extraction-memory`). A forward pass's activations grow
         linearly with its tokens, so this bounds the working set of the
         longest batches, which ``batch_size`` alone does not (32 texts of 512
         tokens are 64 times 32 of 8); outputs do not change beyond float
@@ -510,6 +513,10 @@ default="auto"
         """Fit and return the checked inputs."""
         name = type(self).__name__
         require_torch()
+        if self.cache is not None and "\x00" in os.fspath(self.cache):
+            raise ValueError(  # the OS refuses it, in words of its own
+                f"{name}: `cache` holds a NUL character; got {self.cache!r}."
+            )
         path = resolve_model_path(self.model, owner=name)
         config = read_config(path, trust_remote_code=self.trust_remote_code, owner=name)
         check_weight_files(path, owner=name)  # headers only: fail here, not later
@@ -834,8 +841,18 @@ default="auto"
                 owner=type(self).__name__,
             )
             self._check_not_empty(encoded)
+        batches = self._batches(items, encoded)
+        if encoded is not None:
+            check_pass_memory(
+                model.config,
+                int(max(self.layers_)),
+                [len(row) for row in encoded["input_ids"]],
+                batches,
+                device=self.device_,
+                owner=type(self).__name__,
+            )
         with torch.inference_mode():
-            for index in self._progress(self._batches(items, encoded)):
+            for index in self._progress(batches):
                 if encoded is not None:
                     pooled = self._pool_text_batch(model, processor, encoded, index)
                 else:

@@ -10,13 +10,14 @@ their inputs in one way only.
 
 from __future__ import annotations
 
+import math
 from numbers import Integral
 
 import numpy as np
 
 from skloes.core._batching import token_batches  # noqa: F401 (re-exported)
 from skloes.core._images import is_ready, read_images, ready_shape, to_pixels
-from skloes.core._memory import release_memory
+from skloes.core._memory import available_memory, release_memory
 from skloes.core._pooling import excluded_tokens
 from skloes.core._texts import check_texts, one_column
 from skloes.core._torch import torch
@@ -126,6 +127,111 @@ def check_max_length(max_length: int, limits: tuple, *, owner: str = "skloes") -
             "text (every text would give the same vector)."
         )
     return int(max_length if limit is None else min(max_length, limit))
+
+
+def pass_terms(config, depth: int) -> tuple:
+    """Bytes of one forward pass of a text model that runs blocks ``1..depth``,
+    the weights aside: ``(per token, per pair of tokens of one text)``;
+    :func:`pass_bytes` sums them.
+
+    Per token, float32: one block's activations (the feed-forward's three
+    ``intermediate_size`` tensors and four of ``hidden_size``), two of
+    ``hidden_size`` per block run (what the allocator keeps of each block),
+    and where the last layer is asked the ``L + 1`` states of a full pass.
+    Per pair: the ``n x n`` attention mask transformers builds (float32 and
+    bool, 5 bytes), and under eager attention the scores and their softmax
+    (8 bytes per head). Measured on Qwen2.5 0.5B (SDPA, one text of 8,000
+    tokens, above the loaded model): 0.90 GB to layer 3 (estimate 1.07),
+    1.89 GB to layer 20 (2.05), 2.80 GB for every layer (3.00); at 32,768
+    tokens the estimate is 16 GB, the mask alone 5.4 GB.
+    """
+    text = getattr(config, "text_config", None) or config
+    hidden = int(getattr(text, "hidden_size", 0) or 0)
+    inner = int(getattr(text, "intermediate_size", 0) or 4 * hidden)
+    heads = int(getattr(text, "num_attention_heads", 0) or 1)
+    n_blocks = int(getattr(text, "num_hidden_layers", 0) or 0)
+    eager = getattr(text, "_attn_implementation", None) in (None, "eager")
+    full = (n_blocks + 1) * hidden if depth >= n_blocks else 0
+    width = 3 * inner + 4 * hidden + 2 * hidden * min(depth, n_blocks) + full
+    return 4 * width, 5 + (8 * heads if eager else 0)
+
+
+def pass_bytes(config, depth: int, n_texts: int, n_tokens: int) -> int:
+    """An upper estimate of one forward pass's working set over ``n_texts``
+    texts padded to ``n_tokens`` tokens, in bytes (:func:`pass_terms`)."""
+    token, pair = pass_terms(config, depth)
+    return n_texts * n_tokens * (token + n_tokens * pair)
+
+
+def _device_memory(device):
+    """Bytes free on ``device`` (the process's memory on the CPU), or None."""
+    kind = getattr(device, "type", str(device))
+    if kind == "cpu":
+        return available_memory()
+    if kind == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(device)[0])
+    return None
+
+
+def _gb(n_bytes):
+    return f"{n_bytes / 1e9:.1f} GB"
+
+
+def check_pass_memory(config, depth, lengths, batches, *, device="cpu", owner="skloes"):
+    """Refuse, before any forward pass, an extraction whose largest pass would
+    not fit in the memory free now (:func:`pass_bytes`).
+
+    A token budget per batch (``max_batch_tokens``) bounds batches of many
+    texts, but a text longer than the budget runs alone, and its attention
+    grows with the square of its length (a 40,000-token text on Qwen2 grew
+    the process past 17 GB). The error names ``max_length`` where one text
+    alone does not fit (with the length that does), else ``batch_size`` and
+    ``max_batch_tokens``.
+
+    Parameters
+    ----------
+    config : transformers.PretrainedConfig
+    depth : int
+        The deepest ``hidden_states`` index asked (blocks ``1..depth`` run).
+    lengths : sequence of int
+        Tokens of each text, after truncation.
+    batches : list of sequence of int
+        The passes, as indices into ``lengths``.
+    device : str or torch.device, default="cpu"
+    owner : str, default="skloes"
+
+    Raises
+    ------
+    MemoryError
+    """
+    free = _device_memory(device)
+    if free is None or not batches:
+        return
+    token, pair = pass_terms(config, depth)
+    need, n_texts, width = max(
+        (len(b) * w * (token + w * pair), len(b), w)
+        for w, b in ((max(lengths[i] for i in b), b) for b in batches)
+    )
+    if need <= free:
+        return
+    where = getattr(device, "type", str(device))
+    head = (
+        f"{owner}: one forward pass would need about {_gb(need)}, more than the "
+        f"{_gb(free)} of memory free on the {where} now"
+    )
+    if width * (token + width * pair) <= free:
+        raise MemoryError(
+            f"{head}: a batch of {n_texts} texts of up to {width:,} tokens; lower "
+            "`batch_size` or `max_batch_tokens` (or `max_length`)."
+        )
+    fits = int((-token + math.sqrt(token * token + 4 * pair * free)) / (2 * pair))
+    raise MemoryError(
+        f"{head}: a text of `X` has {width:,} tokens after truncation at "
+        f"`max_length`, and the attention over one text grows with the square of "
+        f"its length ({_gb(width * width * pair)} for {width:,} x {width:,} "
+        f"pairs); lower `max_length` (about {fits:,} tokens fit now), or free "
+        "memory."
+    )
 
 
 def check_inputs(X, modality: str, *, owner: str = "skloes", audio=None) -> list:

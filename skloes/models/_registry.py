@@ -29,13 +29,22 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from skloes.core._atomic import CAN_LOCK, FolderLock, publish, staging_folder
+from skloes.core._atomic import (
+    CAN_LOCK,
+    FolderLock,
+    foreign_problem,
+    publish,
+    staging_folder,
+)
 from skloes.core._digests import file_sha256
 
 __all__ = ["OfflineModel", "offline_models", "skloes_home"]
 
 _CHUNK = 1 << 24
 _DONE = "skloes_source.json"  # written last into every prepared folder
+# The files a preparation wrote, one relative path a line: what skloes may
+# remove of the folder (not hashed by model_fingerprint: no hashed suffix).
+_FILES = ".skloes-files"
 _STAGING = ".tmp-"  # how the name of every staging folder starts
 
 
@@ -435,6 +444,8 @@ def _ready(target: Path, owner: str) -> bool:
         if not weights.exists() or safetensors_problem(str(weights)) is None:
             _widen_if_ours(target)
             return True
+        if not target.is_symlink():  # a link goes alone, never what it names
+            _refuse_foreign(target, "its weights are broken", owner)
         doomed = staging_folder(  # its OSError is handled below
             target, owner, prefix=f"{_STAGING}{target.name}-", error=lambda exc: exc
         )
@@ -445,6 +456,46 @@ def _ready(target: Path, owner: str) -> bool:
         raise home_error(exc, owner) from None
     shutil.rmtree(doomed, ignore_errors=True)
     return False
+
+
+def foreign_entries(folder: Path) -> list:
+    """What ``folder`` (a prepared folder) holds that its preparation did not
+    write: not in its record of files, or, in a folder prepared before the
+    record (skloes < 0.3), a link or a file other than the weights modified
+    after the preparation's last file."""
+    folder = Path(folder)
+    record = folder / _FILES
+    if record.is_file() and not record.is_symlink():
+        known = set(record.read_text(encoding="utf-8").splitlines()) | {_FILES}
+        return [
+            p
+            for p in sorted(folder.rglob("*"))
+            if str(p.relative_to(folder)) not in known
+        ]
+    done = (folder / _DONE).lstat().st_mtime  # weights a full disk cut are its
+    return [
+        p
+        for p in sorted(folder.rglob("*"))
+        if p.is_symlink()
+        or (
+            not p.is_dir()
+            and not p.name.startswith("model.safetensors")
+            and p.lstat().st_mtime > done + 2
+        )
+    ]
+
+
+def _refuse_foreign(folder: Path, why: str, owner: str) -> None:
+    """Refuse to remove ``folder`` where it holds something a preparation did
+    not write (a user's file), naming it."""
+    foreign = foreign_entries(folder)
+    if foreign:
+        raise ValueError(
+            f"{owner}: the model folder {str(folder)!r} of the user model cache is "
+            f"to be prepared again ({why}), but it holds {str(foreign[0])!r}, which "
+            "skloes did not write; move it out of the folder (or remove the "
+            "folder), then run again."
+        )
 
 
 def _shared_mode(folder: Path) -> None:
@@ -467,7 +518,7 @@ def _widen_if_ours(target: Path) -> None:
     """A prepared folder of this user from skloes < 0.3 (files left at 0600)
     gets the umask's modes; another user's is left as it is."""
     try:
-        if target.stat().st_uid == os.getuid():
+        if not target.is_symlink() and target.stat().st_uid == os.getuid():
             _shared_mode(target)
     except (AttributeError, OSError):  # no getuid (Windows), or not ours to change
         pass
@@ -480,8 +531,10 @@ def _publish(tmp: Path, target: Path, source: dict, owner: str = "skloes") -> st
         # Its bytes are the model's: model_fingerprint hashes every .json file
         # of the folder, so they stay as every skloes wrote them.
         (tmp / _DONE).write_text(json.dumps(source, indent=1, sort_keys=True))
-        _shared_mode(tmp)
         _unlock(tmp)
+        written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*"))
+        (tmp / _FILES).write_text("".join(f"{name}\n" for name in written))
+        _shared_mode(tmp)
         publish(tmp, target, _prepared)
     except OSError as exc:
         _discard(tmp)
@@ -502,8 +555,7 @@ def _staging(target: Path, owner: str = "skloes") -> Path:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(target.parent)
-        if target.exists() and not _prepared(target):  # left by an older crash
-            shutil.rmtree(target, ignore_errors=True)
+        _check_unprepared(target, owner)
     except OSError as exc:
         raise home_error(exc, owner) from None
     tmp = staging_folder(
@@ -514,6 +566,26 @@ def _staging(target: Path, owner: str = "skloes") -> Path:
     )
     _lock(tmp)
     return tmp
+
+
+def _check_unprepared(target: Path, owner: str) -> None:
+    """Where a folder is to be prepared, nothing may stand but an empty
+    folder (removed): a link, a file or a folder skloes did not complete
+    (publishing is atomic, so it is someone's) is refused, naming it."""
+    if not os.path.lexists(target):
+        return
+    if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
+        target.rmdir()
+        return
+    if target.is_dir() and not target.is_symlink():
+        problem = "is a folder skloes did not complete"
+    else:
+        problem = foreign_problem(target) or "is a file"
+    raise ValueError(
+        f"{owner}: {str(target)!r}, where the user model cache prepares this "
+        f"model, {problem} (no {_DONE}); skloes never writes through it nor "
+        "removes it: move it away, then run again."
+    )
 
 
 # --------------------------------------------------------------------------
@@ -543,7 +615,10 @@ def _is_stale(folder: Path) -> bool:
     killed before it took one) and is an hour old."""
     import time
 
-    if not CAN_LOCK or not (folder / _LOCK).exists():
+    lock = folder / _LOCK
+    if foreign_problem(lock):  # a link or a pipe: not a lock skloes made
+        return False
+    if not CAN_LOCK or not lock.exists():
         return time.time() - folder.stat().st_mtime > _STALE_UNLOCKED_SECONDS
     return not FolderLock.is_held(folder, file=_LOCK)
 
@@ -555,7 +630,12 @@ def remove_stale_staging(folder: Path) -> list:
     removed = []
     for path in sorted(Path(folder).glob(f"{_STAGING}*")):
         try:
-            if path.is_dir() and str(path) not in _HELD and _is_stale(path):
+            if (
+                path.is_dir()
+                and not path.is_symlink()
+                and str(path) not in _HELD
+                and _is_stale(path)
+            ):
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
         except OSError:  # gone meanwhile, or not ours to read
@@ -878,7 +958,7 @@ def model_cache_info() -> dict:
         if not root.is_dir():
             continue
         for path in sorted(root.iterdir()):
-            if not path.is_dir():
+            if not path.is_dir() or path.is_symlink():
                 continue
             if path.name.startswith(_STAGING):
                 state = "stale" if _is_stale(path) else "preparing"

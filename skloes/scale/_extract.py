@@ -32,6 +32,7 @@ from skloes.core._store import (
     check_positions,
     new_manifest,
 )
+from skloes.probe_folder import check_folder_arg
 from skloes.scale._engines import run_tasks
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
 from skloes.scale._jobs import Progress, ShardTask, loaded, peak_rss
@@ -404,6 +405,7 @@ def extract_to_store(
         precision=precision,
         device=device,
     )
+    check_store_arg(store, owner)
     layers = resolve_job_layers(layers, owner)
     source = open_input(
         data,
@@ -440,6 +442,15 @@ def extract_to_store(
     finally:
         sink.release()
     return LayerStore(store)
+
+
+def check_store_arg(store, owner):
+    """``store``: a folder path (a non-empty str or os.PathLike, no NUL)."""
+    check_folder_arg(store, owner, "store")
+    if not os.fspath(store):
+        raise ValueError(
+            f"{owner}: `store` is an empty path; give the folder of the store."
+        )
 
 
 class JobRows(np.ndarray):

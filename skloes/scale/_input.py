@@ -150,8 +150,10 @@ class InputSource:
         pa = _pa()
         if self.files is not None:
             for file in self.files:
+                self.part_ = repr(str(file))  # named where the files disagree
                 yield from _read_file(file, columns, self)
             return
+        self.part_ = self.name
         if _is_frame(self.data):
             frame = self.data
             if hasattr(frame, "to_arrow"):  # polars
@@ -189,6 +191,7 @@ class InputSource:
         pa = _pa()
         columns = [self.text_column] + self.kept
         pending, n_pending, position, start = [], 0, 0, 0
+        first = None  # (schema, where): what every later part must agree with
         for batch in self._tables(columns):
             table = (
                 pa.Table.from_batches([batch])
@@ -203,8 +206,9 @@ class InputSource:
             if not len(table):
                 continue
             table = _normalised(table, ids, self)
-            if pending:
-                table = _same_types(table, pending[0].schema, self)
+            if first is None:
+                first = (table.schema, self.part_)
+            table = _same_types(table, first, self)
             pending.append(table)
             n_pending += len(table)
             while n_pending >= size:
@@ -278,11 +282,13 @@ def _is_text_type(kind):
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
-def _same_types(table, schema, source):
-    """``table`` in the column types of the first part read (``schema``):
-    text of either Arrow width is one type; other types that differ between
-    the files of a folder (ids as text in a CSV, as numbers in a JSONL) are
-    one error naming the column and both types."""
+def _same_types(table, first, source):
+    """``table`` in the column types of the first part read (``first``: its
+    schema and where it was read): text of either Arrow width is one type,
+    and so is an all-empty column; other types that differ between the files
+    of a folder (ids as text in a CSV, as numbers in a JSONL) are one error
+    naming the column, both types and both files."""
+    schema, where = first
     if table.schema.equals(schema):
         return table
     for i, field in enumerate(schema):
@@ -295,11 +301,16 @@ def _same_types(table, schema, source):
         if table.column(i).null_count == len(table):  # an all-empty column
             table = table.set_column(i, field.name, table.column(i).cast(field.type))
             continue
+        here = source.part_
+        places = (
+            f"in {where} and {got} values in {here}"
+            if here != where
+            else f"in one part of {where} and {got} values in a later one"
+        )
         raise ValueError(
-            f"{source.owner}: column {field.name!r} holds {field.type} values in "
-            f"one part of {source.name} and {got} values in another (the files of "
-            "a folder must agree: e.g. ids written as text in every file, or as "
-            "numbers in every file)."
+            f"{source.owner}: column {field.name!r} holds {field.type} values "
+            f"{places} (the files of a folder must agree: e.g. ids written as "
+            "text in every file, or as numbers in every file)."
         )
     return table
 

@@ -474,7 +474,9 @@ def _stored(folder, prefix):
 def _state_naming(name):  # a well-formed state that names another class
     import io
 
-    tree = {"format": 1, "root": {"o": name, "state": {}}}
+    from skloes.core._safe_state import _FORMAT
+
+    tree = {"format": _FORMAT, "root": {"o": name, "state": {}}}
     buffer = io.BytesIO()
     np.savez(
         buffer, **{"state.json": np.frombuffer(json.dumps(tree).encode(), np.uint8)}
@@ -778,3 +780,130 @@ def test_memory_with_labels_of_every_dtype(tmp_path, kind):
 def test_memory_refuses_the_labels_the_selector_refuses(tmp_path, y, needle):
     err(needle).check(lambda: _loes(tmp_path).fit(MEMORY_STACK, y))
     assert not _stored(tmp_path, "run-")
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: a cached LOES result whose arrays are not what was written
+# (another dtype, another shape, a NaN, indices out of range) is never used:
+# each array's dtype, shape and finiteness are recorded beside it and checked
+# on reading, and a path or preparation is checked against the stack it is
+# for (an edit that keeps the record too). Either is computed again.
+# --------------------------------------------------------------------------
+def _edit_state(data, attrs, change, record=False):
+    """``data`` (a stored result) with the array at ``attrs`` (the result's
+    attributes, in turn) replaced by ``change(array)``; ``record``: the
+    array's record is rewritten to match, as a careful editor would."""
+    import io
+
+    from skloes.core._safe_state import _array_record
+
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        members = {name: archive[name] for name in archive.files}
+    tree = json.loads(members["state.json"].tobytes())
+    node = dict(tree["root"]["d"])["result"]
+    for attr in attrs:
+        node = node["state"][attr] if "state" in node else dict(node["d"])[attr]
+    members[node["a"]] = new = change(members[node["a"]])
+    if record:
+        node["m"] = _array_record(new)
+    members["state.json"] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **members)
+    return buffer.getvalue()
+
+
+def _nan_first(a):
+    a = a.copy()
+    a.flat[0] = np.nan
+    return a
+
+
+ARRAY_EDITS = {  # (file prefix, attributes, change)
+    "order_as_floats": ("run-", ["selection_order"], lambda a: a.astype(float)),
+    "order_out_of_range": ("run-", ["selection_order"], lambda a: a + 100),
+    "order_repeats_a_layer": ("run-", ["selection_order"], lambda a: a * 0),
+    "order_as_int32": ("run-", ["selection_order"], lambda a: a.astype(np.int32)),
+    "layer_mean_nan": ("run-", ["layer_mean"], _nan_first),
+    "layer_mean_transposed": ("run-", ["layer_mean"], lambda a: a.T.copy()),
+    "residual_nan": ("run-", ["residual"], _nan_first),
+    "step_fits_one_step_short": ("run-", ["step_fits"], lambda a: a[1:]),
+    "scores_a_row_short": ("run-", ["scores", "score"], lambda a: a[1:]),
+    "calibration_out_of_range": (
+        "run-",
+        ["calibration_indices"],
+        lambda a: a + 1000,
+    ),
+    "prepared_mean_nan": ("prepared", ["prep", "layer_mean"], _nan_first),
+    "prepared_mean_short": ("prepared", ["prep", "layer_mean"], lambda a: a[:-1]),
+    "prepared_rows_out_of_range": ("prepared", ["prep", "rows"], lambda a: a + 99),
+    "prepared_Y_short": ("prepared", ["prep", "Y"], lambda a: a[:-1]),
+    "prepared_Y_nan": ("prepared", ["prep", "Y"], _nan_first),
+}
+
+
+@pytest.mark.parametrize("record", [False, True], ids=["edited", "record_too"])
+@pytest.mark.parametrize("edit", list(ARRAY_EDITS))
+def test_memory_results_with_wrong_arrays_are_computed_again(tmp_path, edit, record):
+    prefix, attrs, change = ARRAY_EDITS[edit]
+    k = 3 if prefix == "run-" else 5  # 5: the 3-path cannot serve it
+    plain = _loes(None, k).fit(MEMORY_STACK, MEMORY_Y)
+    _loes(tmp_path).fit(MEMORY_STACK, MEMORY_Y)
+    (file,) = _stored(tmp_path, prefix)
+    edited = _edit_state(file.read_bytes(), attrs, change, record)
+    file.write_bytes(edited)
+    from skloes.core._safe_state import StateError, _array_record, loads_state
+    from skloes.selection._loes._memory import RESULT_CLASSES
+
+    array = _loes_array(_loes(tmp_path / "again"), attrs, prefix)
+    recorded = _array_record(array)
+    kept = _array_record(change(array))
+    other = kept[:2] != recorded[:2] or (recorded[2] and not kept[2])
+
+    def same(est):
+        np.testing.assert_array_equal(est.selection_order_, plain.selection_order_)
+        for key, value in est.scores_.items():
+            np.testing.assert_array_equal(value, plain.scores_[key])
+        # an extension of the cached 3-path adds its fits back: rounding
+        np.testing.assert_allclose(est.residual_, plain.residual_, atol=1e-12)
+
+    outcome = warns(r"`memory`.*could not be read.*computed again", same)
+    if edit == "order_as_int32" and record:  # int32 indices are as good
+        outcome = ok(same)
+    outcome.check(lambda: _loes(tmp_path, k).fit(MEMORY_STACK, MEMORY_Y))
+    if other and not record:  # the record names the member, as it was written
+        with pytest.raises(StateError, match=r"member 'a\d+' is .*written as"):
+            loads_state(edited, RESULT_CLASSES)
+
+
+def _loes_array(est, attrs, prefix):
+    """The array at ``attrs`` of the result ``est`` stores under ``prefix``."""
+    from skloes.core._safe_state import loads_state
+    from skloes.selection._loes._memory import RESULT_CLASSES
+
+    est.fit(MEMORY_STACK, MEMORY_Y)
+    (file,) = _stored(est.memory, prefix)
+    value = loads_state(file.read_bytes(), RESULT_CLASSES)["result"]
+    for attr in attrs:
+        value = value[attr] if isinstance(value, dict) else getattr(value, attr)
+    return value
+
+
+def test_safe_state_checks_each_array_against_its_record():
+    from skloes.core._safe_state import StateError, dumps_state, loads_state
+
+    state = {"x": np.arange(4.0), "i": np.arange(3), "b": np.ones(2, bool)}
+    back = loads_state(dumps_state(state, []), [])
+    assert all(np.array_equal(back[k], v) for k, v in state.items())
+    nan_ok = {"x": np.array([np.nan, 1.0])}  # written with a NaN: read with it
+    assert np.isnan(loads_state(dumps_state(nan_ok, []), [])["x"][0])
+    for key, change in [
+        ("x", lambda a: a.astype(np.float32)),
+        ("x", lambda a: a.reshape(2, 2)),
+        ("x", _nan_first),
+        ("i", lambda a: a.astype(float)),
+        ("b", lambda a: a.astype(np.uint8)),
+    ]:
+        data = dumps_state({"result": state}, [])
+        edited = _edit_state(data, [key], change)
+        with pytest.raises(StateError, match=r"member 'a\d+' is .* written as"):
+            loads_state(edited, [])

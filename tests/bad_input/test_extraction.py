@@ -428,3 +428,101 @@ def test_renamed_progress(tiny_model_path, params, outcome):
 
     hst = HiddenStatesTransformer(tiny_model_path, device="cpu", **params)
     outcome.check(lambda: hst.fit(TEXTS))
+
+
+# --------------------------------------------------------------------------
+# New in issue 55: one forward pass's memory is checked before it runs. A
+# text longer than `max_batch_tokens` runs alone, and its attention grows with
+# the square of its length (40,000 tokens on Qwen2 grew the process past
+# 17 GB): a pass the free memory cannot hold is refused, naming `max_length`
+# (one text) or `batch_size` and `max_batch_tokens` (a batch), before any pass.
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def long_llama(tiny_models, tmp_path_factory):
+    """The tiny Llama with 100,000 positions (the tokenizer's limit too)."""
+    import json
+    import shutil
+
+    folder = tmp_path_factory.mktemp("long-llama") / "llama"
+    shutil.copytree(tiny_models("llama"), folder)
+    for name, key in [
+        ("config.json", "max_position_embeddings"),
+        ("tokenizer_config.json", "model_max_length"),
+    ]:
+        data = json.loads((folder / name).read_text())
+        data[key] = 100_000
+        (folder / name).write_text(json.dumps(data))
+    return str(folder)
+
+
+@pytest.fixture
+def no_forward(monkeypatch):
+    """Any forward pass fails the test: the refusal comes before one."""
+    from skloes.extraction import _hidden_states
+
+    def forward(*args, **kwargs):
+        raise AssertionError("a forward pass ran")
+
+    monkeypatch.setattr(_hidden_states, "forward_pooled", forward)
+
+
+# 64 distinct texts of 400 tokens
+TEXTS_400 = ["good " * i + "fun " * (400 - i) for i in range(64)]
+
+
+def _free(monkeypatch, n_bytes):
+    from skloes.models import _inputs
+
+    monkeypatch.setattr(_inputs, "available_memory", lambda: n_bytes)
+
+
+def _pass(hst, n_texts, n_tokens):
+    from skloes.models._inputs import pass_bytes
+
+    return pass_bytes(hst.model_.config, int(max(hst.layers_)), n_texts, n_tokens)
+
+
+@pytest.mark.parametrize("layers", ["all", [1]])
+def test_a_text_too_long_for_the_free_memory_is_refused_naming_max_length(
+    long_llama, monkeypatch, no_forward, layers
+):
+    hst = quiet_hst(long_llama, max_length=50_000, layers=layers).fit(["good"])
+    text = "good " * 20_000  # 20,000 tokens: over any token budget, alone
+    _free(monkeypatch, _pass(hst, 1, 5_000))
+    with pytest.raises(MemoryError, match=r"`max_length`") as caught:
+        hst.transform([text, "fun film"])
+    message = str(caught.value)
+    assert "20,000 tokens" in message and "20,000 x 20,000" in message
+    fits = int(message.split("about ")[-1].split(" tokens fit")[0].replace(",", ""))
+    # the length it names is the longest that fits
+    assert _pass(hst, 1, fits) <= _pass(hst, 1, 5_000) < _pass(hst, 1, fits + 1)
+
+
+def test_the_length_the_refusal_names_runs(long_llama, monkeypatch):
+    hst = quiet_hst(long_llama, max_length=50_000).fit(["good"])
+    _free(monkeypatch, _pass(hst, 1, 3_000))
+    with pytest.raises(MemoryError, match=r"about 3,000 tokens fit"):
+        hst.transform(["good " * 4_000])
+    short = quiet_hst(long_llama, max_length=3_000).fit(["good"])
+    out = short.transform(["good " * 4_000])
+    assert np.isfinite(out).all() and short.max_length_ == 3_000
+
+
+def test_a_batch_too_wide_for_the_free_memory_names_batch_size(
+    long_llama, monkeypatch, no_forward
+):
+    hst = quiet_hst(long_llama, batch_size=64, max_batch_tokens=None).fit(["good"])
+    _free(monkeypatch, _pass(hst, 4, 400))  # one text fits, not 64 of them
+    with pytest.raises(
+        MemoryError, match=r"64 texts of up to 400 tokens.*`batch_size`"
+    ):
+        hst.transform(TEXTS_400)
+
+
+def test_the_token_budget_splits_a_batch_the_memory_cannot_hold(
+    long_llama, monkeypatch
+):
+    """The same texts under the default budget pass one by one: accepted."""
+    hst = quiet_hst(long_llama, batch_size=64).fit(["good"])
+    _free(monkeypatch, _pass(hst, 4, 400))
+    assert hst.transform(TEXTS_400).shape[1] == 64

@@ -381,6 +381,148 @@ def test_prepared_folder_with_truncated_weights_is_prepared_again(
     ]
 
 
+# New in issue 55: the user model cache writes only what it owns. A user's
+# file inside a prepared folder whose weights broke is never removed with it
+# (the folder is refused, naming the file); whatever stands where a model is
+# to be prepared (a link, a file, a folder skloes did not complete) is refused,
+# never removed nor written through; modes are never changed through a link;
+# a staging folder's lock that is a pipe or a link is never opened.
+def _broken(folder):
+    weights = Path(folder) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+
+
+USER_FILES = {  # what a user leaves in a prepared folder
+    "notes": lambda f: (f / "notes.txt").write_text("mine"),
+    "nested": lambda f: (
+        f.joinpath("mine").mkdir(),
+        (f / "mine" / "a.json").write_text("{}"),
+    ),
+    "link_out": lambda f: (f / "elsewhere").symlink_to(f.parent.parent.parent),
+}
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["recorded", "before_0.3"])
+@pytest.mark.parametrize("user", list(USER_FILES))
+def test_a_broken_prepared_folder_holding_a_users_file_is_refused(
+    zip_parts, tmp_path, monkeypatch, user, record
+):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    folder = Path(_prepare(zip_parts))
+    if not record:  # a folder prepared before the record: files dated before
+        (folder / ".skloes-files").unlink()
+        stamp = (folder / "skloes_source.json").stat().st_mtime - 60
+        for path in folder.iterdir():
+            os.utime(path, (stamp, stamp))
+    USER_FILES[user](folder)
+    _broken(folder)
+    before = sorted(p.name for p in folder.rglob("*"))
+    err(
+        r"model folder .* holds '[^']*(notes\.txt|mine|elsewhere)[^']*', which "
+        r"skloes did not write; move it out"
+    ).check(lambda: _prepare(zip_parts))
+    assert sorted(p.name for p in folder.rglob("*")) == before  # nothing removed
+    for path in folder.rglob("*"):  # the user's file is moved out: prepared again
+        if path.name in ("notes.txt", "mine", "elsewhere"):
+            if path.is_dir() and not path.is_symlink():
+                __import__("shutil").rmtree(path)
+            else:
+                path.unlink()
+    assert _prepare(zip_parts) == str(folder)
+    assert safetensors_ok(folder / "model.safetensors")
+
+
+def safetensors_ok(path):
+    from skloes.models._registry import safetensors_problem
+
+    return safetensors_problem(str(path)) is None
+
+
+def _target_of(zip_parts, tmp_path):
+    """Where the zip parts are prepared (prepared once, then taken away)."""
+    folder = Path(_prepare(zip_parts))
+    __import__("shutil").rmtree(folder)
+    return folder
+
+
+IN_THE_WAY = {  # what stands where a model is prepared -> needle
+    "partial_folder": (
+        lambda t, out: (t.mkdir(), (t / "config.json").write_text("{}")),
+        r"is a folder skloes did not complete",
+    ),
+    "user_file": (lambda t, out: t.write_text("mine"), r"is a file|not a regular"),
+    "link_to_a_folder": (
+        lambda t, out: (out.mkdir(), t.symlink_to(out)),
+        r"is a symbolic link",
+    ),
+    "dangling_link": (lambda t, out: t.symlink_to(out), r"is a symbolic link"),
+}
+
+
+@pytest.mark.parametrize("case", list(IN_THE_WAY))
+def test_what_stands_where_a_model_is_prepared_is_refused_never_removed(
+    zip_parts, tmp_path, monkeypatch, case
+):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    target = _target_of(zip_parts, tmp_path)
+    outside = tmp_path / "outside"
+    make, needle = IN_THE_WAY[case]
+    make(target, outside)
+    before = sorted(str(p) for p in tmp_path.rglob("*") if ".tmp-" not in str(p))
+    err(rf"user model cache prepares this model, {needle}.*move it away").check(
+        lambda: _prepare(zip_parts)
+    )
+    after = sorted(str(p) for p in tmp_path.rglob("*") if ".tmp-" not in str(p))
+    assert after == before  # nothing removed, nothing written through the link
+    assert not list((target.parent).glob(".tmp-*"))
+
+
+def test_an_empty_folder_where_a_model_is_prepared_is_taken(
+    zip_parts, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    target = _target_of(zip_parts, tmp_path)
+    target.mkdir()
+    assert _prepare(zip_parts) == str(target)
+
+
+def test_a_linked_prepared_folder_is_read_never_changed(
+    zip_parts, tmp_path, monkeypatch
+):
+    """A prepared folder that is a link (to a team copy): used as it is; its
+    files' modes are not widened through the link, a broken one is unlinked
+    (the link alone goes, the team copy stays)."""
+    monkeypatch.setenv("SKLOES_HOME", str(tmp_path / "home"))
+    target = Path(_prepare(zip_parts))
+    team = tmp_path / "team"
+    target.rename(team)
+    (team / "config.json").chmod(0o600)
+    target.symlink_to(team)
+    assert _prepare(zip_parts) == str(target)
+    assert (team / "config.json").stat().st_mode & 0o777 == 0o600
+    _broken(team)
+    before = sorted(p.name for p in team.iterdir())
+    _prepare(zip_parts)
+    assert sorted(p.name for p in team.iterdir()) == before
+    assert target.is_dir() and not target.is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["pipe", "link"])
+def test_a_staging_lock_that_is_a_pipe_or_a_link_is_never_opened(
+    zip_parts, tmp_path, monkeypatch, kind
+):
+    home = tmp_path / "home"
+    monkeypatch.setenv("SKLOES_HOME", str(home))
+    stale = _staging_dir(home, "odd", lock=False, age=7200)
+    lock = stale / ".skloes-staging.lock"
+    if kind == "pipe":
+        os.mkfifo(lock)
+    else:
+        lock.symlink_to(tmp_path / "elsewhere")
+    assert os.path.isfile(os.path.join(_prepare(zip_parts), "config.json"))
+    assert stale.exists()  # not skloes's lock: the folder is left alone
+
+
 def test_skloes_cache_covers_the_user_model_cache(
     zip_parts, tmp_path, monkeypatch, capsys
 ):

@@ -1326,7 +1326,10 @@ def test_raw_a_folder_whose_files_disagree_on_a_column_type(extract, tmp_path):
     (folder / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     check(
         "raw",
-        err(r"column 'id' holds \w*string values in one part of .*mixed.* and int64"),
+        err(
+            r"column 'id' holds \w*string values in '.*a\.csv' and int64 values in "
+            r"'.*b\.jsonl'"
+        ),
         lambda: extract(str(folder), tmp_path / "store", id_column="id"),
     )
 
@@ -1372,3 +1375,82 @@ def test_raw_a_store_path_that_is_a_file_or_not_a_path(extract, texts, tmp_path)
     check("raw", err(r"store': is a file; give a folder"), lambda: extract(texts, file))
     assert file.read_text() == "mine"
     check("raw", err(r"`path` must be a store folder .*got int"), lambda: LayerStore(3))
+
+
+# New in issue 55: where the files of a folder disagree on a kept column's
+# type, the error names the column, both types and both files, whatever the
+# formats, whichever comes first, and wherever the chunks are cut (a chunk
+# that ended with the first file compared nothing).
+def _write_part(path, fmt, rows):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    else:
+        sep = "\t" if fmt == "tsv" else ","
+        lines = [sep.join(rows[0])] + [
+            sep.join(str(v) for v in r.values()) for r in rows
+        ]
+        path.write_text("\n".join(lines) + "\n")
+
+
+ID_CLASHES = [  # (first file, its ids, second file, its ids, the two types)
+    ("csv", ["a1", "a2"], "jsonl", [3, 4], ("string", "int64")),
+    ("jsonl", [1, 2], "tsv", ["b3", "b4"], ("int64", "string")),
+    ("parquet", [1.5, 2.5], "parquet", [3, 4], ("double", "int64")),
+    ("jsonl", [True, False], "parquet", ["x", "y"], ("bool", "string")),
+    ("parquet", [1, 2], "csv", ["c3", "c4"], ("int64", "string")),
+]
+
+
+@pytest.mark.parametrize("first, ids1, second, ids2, types", ID_CLASHES)
+@pytest.mark.parametrize("shard_size", [2, SHARD])  # 2: a chunk is the first file
+def test_raw_files_of_a_folder_disagreeing_on_the_id_type_name_both(
+    extract, tmp_path, first, ids1, second, ids2, types, shard_size
+):
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    texts = iter(["good film", "dull plot", "fun story", "awful actor"])
+    for name, fmt, ids in [("a", first, ids1), ("b", second, ids2)]:
+        rows = [{"id": i, "text": next(texts)} for i in ids]
+        _write_part(folder / f"{name}.{fmt}", fmt, rows)
+    one, two = types
+    check(
+        "raw",
+        err(
+            rf"column 'id' holds \w*{one} values in '.*a\.{first}' and "
+            rf"\w*{two} values in '.*b\.{second}' \(the files of a folder must agree"
+        ),
+        lambda: extract(
+            str(folder), tmp_path / "store", id_column="id", shard_size=shard_size
+        ),
+    )
+
+
+# New in issue 55: a `store` that is no folder path is one line naming it
+# (pathlib's and os's own words before: "embedded null byte", "expected str,
+# bytes or os.PathLike object"), and an empty one is not the working folder.
+@pytest.mark.parametrize(
+    "store, needle",
+    [
+        ("a\x00b", r"`store` holds a NUL character"),
+        ("", r"`store` is an empty path"),
+        (3, r"`store` must be a folder \(a str or os.PathLike\); got 3"),
+        (None, r"`store` must be a folder .*got None"),
+        (b"store", r"`store` must be a folder .*got b'store'"),
+    ],
+)
+def test_raw_a_store_that_is_no_folder_path(extract, texts, store, needle):
+    check("raw", err(rf"extract_to_store: {needle}"), lambda: extract(texts, store))
+
+
+def test_raw_a_cache_folder_with_a_nul_character(tiny_model_path, texts):
+    from skloes import HiddenStatesTransformer
+
+    hst = HiddenStatesTransformer(
+        tiny_model_path, device="cpu", cache="cache\x00folder"
+    )
+    err(r"`cache` holds a NUL character").check(lambda: hst.fit(texts[:2]))

@@ -239,7 +239,7 @@ def test_zip_parts_reassemble_once_into_the_user_cache(tmp_path, home):
     folder = reassemble_zip_parts(parts, "all-mpnet-base-v2")
     assert Path(folder).parent == home / "bundles"
     assert sorted(os.listdir(folder)) == sorted(
-        [*os.listdir(source), "skloes_source.json"]
+        [*os.listdir(source), "skloes_source.json", ".skloes-files"]
     )
     assert not (Path(folder) / "ignored.txt").exists()
     np.testing.assert_array_equal(

@@ -16,7 +16,9 @@ builtins): nothing is unpickled, so a result planted in a shared folder
 cannot run code (joblib's own cache reads its results with pickle). Each
 result records the hash and the budget it was stored under: one copied into
 the folder of other inputs is not served. A result that cannot be
-read (truncated, garbage, another type, a type not on the list) is removed
+read (truncated, garbage, another type, a type not on the list, an array
+not of the dtype, shape or finiteness it was written with, or not of the
+shapes and indices this stack asks for: :func:`path_problem`) is removed
 with a warning naming ``memory`` and computed again; an OS error of the
 folder itself (a file, a folder that cannot be written) is an error naming
 ``memory``.
@@ -84,7 +86,7 @@ def _cached_path(stack, y, n_select, cfg, random_state, owner, clip, memory):
     store = ResultStore(memory.location, owner)
     hit = None
     for k in range(stack.shape[0], 0, -1):
-        hit = store.get(key, f"run-{k}", LOESPath)
+        hit = store.get(key, f"run-{k}", LOESPath, lambda p: path_problem(p, stack))
         if hit is not None:
             break
     if hit is not None:
@@ -96,6 +98,7 @@ def _cached_path(stack, y, n_select, cfg, random_state, owner, clip, memory):
         "prepared",
         PreparedPath,
         lambda: PreparedPath(stack, y, cfg, random_state, owner),
+        lambda p: prepared_problem(p, stack),
     )
     n = path.budget(n_select, stack.shape, clip)
     if hit is not None:  # extend ahead (doubling): a budget search asks for more
@@ -136,9 +139,10 @@ class ResultStore:
         """Where the result ``name`` of the inputs hashed to ``key`` lives."""
         return self.root / key / f"{name}.npz"
 
-    def get(self, key, name, expected):
+    def get(self, key, name, expected, check=None):
         """The result, or None when absent; an unreadable one (or not an
-        ``expected``) is removed with a warning and is None too."""
+        ``expected``, or one ``check(result)`` finds a problem with) is
+        removed with a warning and is None too."""
         file = self.file(key, name)
         try:
             data = file.read_bytes()
@@ -150,9 +154,11 @@ class ResultStore:
             why = (
                 "it belongs to other inputs or another budget"
                 if (stored["key"], stored["name"]) != (key, name)
-                else None
-                if isinstance(value, expected)
                 else f"a {type(value).__name__}, not a {expected.__name__}"
+                if not isinstance(value, expected)
+                else None
+                if check is None
+                else check(value)
             )
         except Exception as exc:  # garbage, a class not on the list, a pickle
             why = f"{type(exc).__name__}: {exc}"
@@ -177,10 +183,91 @@ class ResultStore:
         write_bytes_whole(file, stored, prefix=".tmp-", suffix=".part", durable=False)
         return value
 
-    def fetch(self, key, name, expected, compute):
+    def fetch(self, key, name, expected, compute, check=None):
         """The cached result, else ``compute()`` stored."""
-        value = self.get(key, name, expected)
+        value = self.get(key, name, expected, check)
         return value if value is not None else self.put(key, name, compute())
+
+
+def _index_problem(name, array, high, ndim=1):
+    """Why ``array`` is not an ``ndim``-D integer array of indices below
+    ``high``, or None."""
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "iu":
+        return f"{name} is not an integer array"
+    if array.ndim != ndim:
+        return f"{name} has {array.ndim} dimension(s), not {ndim}"
+    if array.size and (array.min() < 0 or array.max() >= high):
+        return f"{name} holds indices outside 0..{high - 1}"
+    return None
+
+
+def _float_problem(name, array, shape, finite=True):
+    """Why ``array`` is not a float array of ``shape`` (None: any size on that
+    axis), finite where ``finite``, or None."""
+    if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
+        return f"{name} is not a float array"
+    if len(shape) != array.ndim or any(
+        n is not None and n != m for n, m in zip(shape, array.shape, strict=True)
+    ):
+        return f"{name} has shape {array.shape}"
+    if finite and not np.isfinite(array).all():
+        return f"{name} holds NaN or inf"
+    return None
+
+
+def path_problem(path, stack):
+    """Why a cached :class:`LOESPath` is not a path over ``stack`` (its
+    indices, dtypes and shapes), or None."""
+    n_layers, n_samples, dim = stack.shape
+    order, k = path.selection_order, np.size(path.selection_order)
+    rows = np.size(path.calibration_indices)
+    problems = [
+        _index_problem("selection_order", order, n_layers),
+        _index_problem("candidates", path.candidates, n_layers),
+        _index_problem("degenerate_layers", path.degenerate_layers, n_layers),
+        _index_problem("calibration_indices", path.calibration_indices, n_samples),
+        _float_problem("layer_mean", path.layer_mean, (n_layers, dim)),
+        _float_problem("layer_scale", path.layer_scale, (n_layers,), finite=False),
+        _float_problem("isotropy", path.isotropy, (n_layers,), finite=False),
+    ]
+    if path.triplets is not None:
+        problems.append(_index_problem("triplets", path.triplets, rows, ndim=2))
+    if path.step_fits is not None or path.residual is not None:
+        problems += [
+            _float_problem("step_fits", path.step_fits, (k, rows, None)),
+            _float_problem("residual", path.residual, (rows, None)),
+        ]
+    if not isinstance(path.scores, dict):
+        problems.append("scores is not a table")
+    else:
+        problems += [
+            f"scores[{key!r}] has shape {np.shape(value)}, not ({k}, {n_layers})"
+            for key, value in path.scores.items()
+            if not isinstance(value, np.ndarray) or value.shape != (k, n_layers)
+        ]
+    if not problems[0] and (
+        len(set(order.tolist())) != k or not np.isin(order, path.candidates).all()
+    ):
+        problems.append("selection_order repeats a layer or picks no candidate")
+    return next((p for p in problems if p), None)
+
+
+def prepared_problem(path, stack):
+    """Why a cached :class:`PreparedPath` is not prepared from ``stack``, or
+    None (its arrays are checked against their record on reading)."""
+    prep = getattr(path, "prep", None)
+    if not isinstance(prep, PreparedLayers):
+        return "it holds no prepared layers"
+    n_layers, n_samples, dim = stack.shape
+    problems = [
+        _index_problem("rows", prep.rows, n_samples),
+        _index_problem("candidates", np.asarray(prep.candidates), n_layers),
+        _float_problem("layer_mean", prep.layer_mean, (n_layers, dim)),
+        None if len(prep.layers) == n_layers else "layers is not one per layer",
+    ]
+    if getattr(prep, "Y", None) is not None:
+        problems.append(_float_problem("Y", prep.Y, (np.size(prep.rows), None)))
+    return next((p for p in problems if p), None)
 
 
 def memory_error(exc: OSError, memory, owner: str) -> ValueError:
