@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from skloes.core._store import ROW_ID, check_schema, reserved_column
-from skloes.scale._engines import _first_line
+from skloes.scale._jobs import first_line
 from skloes.utils._optional import import_optional
 
 __all__ = ["TEXT", "InputSource", "chunk_digest", "open_input"]
@@ -425,7 +425,7 @@ def _parquet(file, source):
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(
             f"{source.owner}: {str(file)!r} is not a readable Parquet file "
-            f"({_first_line(exc)})."
+            f"({first_line(exc)})."
         ) from None
     return handle
 
@@ -469,14 +469,14 @@ def _read_text_file(file, suffix, columns, source):
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ValueError(
             f"{source.owner}: {str(file)!r} is not a readable "
-            f"{suffix[1:].upper()} file ({_first_line(exc)})."
+            f"{suffix[1:].upper()} file ({first_line(exc)})."
         ) from None
     except ValueError as exc:
         if str(exc).startswith(f"{source.owner}:"):
             raise
         raise ValueError(
             f"{source.owner}: {str(file)!r} is not a readable "
-            f"{suffix[1:].upper()} file ({_first_line(exc)})."
+            f"{suffix[1:].upper()} file ({first_line(exc)})."
         ) from None
 
 
