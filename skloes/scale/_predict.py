@@ -69,6 +69,19 @@ class PartsSpec(JobSpec):
 
     id_column: str | None
 
+    @classmethod
+    def of(cls, out, manifest, threads=None, id_column=None, **fields):
+        """The spec of a job writing ``out``, its parts folder's manifest
+        ``manifest`` (``fields``: a subclass's own)."""
+        return cls(
+            output=str(out),
+            folder=str(PartsSink.parts_folder(out)),
+            digest=manifest["digest"],
+            threads=threads,
+            id_column=id_column,
+            **fields,
+        )
+
     def sink(self, owner="skloes"):
         """The predictions' parts sink."""
         return PartsSink(self.output, self.digest, owner, id_column=self.id_column)
@@ -351,10 +364,9 @@ def _predict_spec(
             "out": out.name,
         }
     )
-    spec = PredictSpec(
-        output=str(out),
-        folder=str(PartsSink.parts_folder(out)),
-        digest=manifest["digest"],
+    spec = PredictSpec.of(
+        out,
+        manifest,
         threads=threads,
         id_column=source.id_column,
         probe=str(Path(probe).resolve()),

@@ -316,14 +316,7 @@ def _write_predictions(head, store, rows, out, columns):
             "out": out.name,
         }
     )
-    spec = HeadSpec(
-        output=str(out),
-        folder=str(PartsSink.parts_folder(out)),
-        digest=manifest["digest"],
-        threads=None,
-        id_column=id_column,
-        head=head,
-    )
+    spec = HeadSpec.of(out, manifest, id_column=id_column, head=head)
     view = store.select(rows=rows)
     tasks = _prediction_tasks(view, size, columns)
     run_job(spec, manifest, tasks, HeadWorker, owner="probe_at_scale")

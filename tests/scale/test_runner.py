@@ -92,21 +92,19 @@ def _csv_folder(path, texts, damaged=False):
 
 
 # ------------------------------------------------------------- extraction
-@pytest.fixture(scope="module")
-def clean_store(tmp_path_factory, texts, tiny_model_path):
+def _extract(data, store, model, **kw):
+    """extract_to_store of the CSV folder with the tiny model, quiet."""
     from skloes.scale import extract_to_store
 
+    kw.update(model=model, id_column="doc", shard_size=SHARD, verbose=0)
+    return extract_to_store(data, store, device="cpu", **kw)
+
+
+@pytest.fixture(scope="module")
+def clean_store(tmp_path_factory, texts, tiny_model_path):
     folder = tmp_path_factory.mktemp("clean")
     data = _csv_folder(folder / "in", texts)
-    return extract_to_store(
-        data,
-        folder / "store",
-        model=tiny_model_path,
-        id_column="doc",
-        shard_size=SHARD,
-        verbose=0,
-        device="cpu",
-    )
+    return _extract(data, folder / "store", tiny_model_path)
 
 
 def _break(step, monkeypatch, sink_class):
@@ -125,22 +123,13 @@ def _break(step, monkeypatch, sink_class):
 def test_extraction_fails_at_each_step_then_runs_again(
     step, monkeypatch, texts, tiny_model_path, clean_store, tmp_path
 ):
-    from skloes.scale import extract_to_store
     from skloes.scale._sink import StoreSink
 
     data = _csv_folder(tmp_path / "in", texts, damaged=step == "input")
     store = tmp_path / "store"
 
     def run():
-        return extract_to_store(
-            data,
-            store,
-            model=tiny_model_path,
-            id_column="doc",
-            shard_size=SHARD,
-            verbose=0,
-            device="cpu",
-        )
+        return _extract(data, store, tiny_model_path)
 
     _break(step, monkeypatch, StoreSink)
     with pytest.raises(ValueError if step == "input" else Injected):
@@ -160,8 +149,6 @@ def test_a_ray_job_stopped_on_the_driver_runs_again(
 ):
     """On Ray too: the staged copies of the texts go, the lock is released,
     and the same call resumes on the same cluster."""
-    from skloes.scale import extract_to_store
-
     data = _csv_folder(tmp_path / "in", texts)
     store = tmp_path / "store"
     seen = []
@@ -172,17 +159,13 @@ def test_a_ray_job_stopped_on_the_driver_runs_again(
             raise Injected("stopped on the driver")
 
     def run():
-        return extract_to_store(
+        return _extract(
             data,
             store,
-            model=tiny_model_path,
-            id_column="doc",
-            shard_size=SHARD,
+            tiny_model_path,
             engine="ray",
             n_workers=1,
             threads_per_worker=1,
-            verbose=0,
-            device="cpu",
             callback=stop_once,
         )
 
