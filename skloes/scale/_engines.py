@@ -1,4 +1,10 @@
-"""The engines a job's shards run on: this process, Ray Data, or Dask.
+"""The one runner of a sharded job, and the engines its shards run on: this
+process, Ray Data, or Dask.
+
+:func:`run_job` drives every sharded job (extraction to a layer store, batch
+prediction, the predictions of :func:`~skloes.scale.probe_at_scale`) through
+its sink: start, the shards it lacks handed to an engine and recorded,
+complete, and release however it ends.
 
 An engine is an adapter at the edge (see :ref:`layer_store`): it takes the
 job's pending shard tasks, runs a worker's callable (one model loaded per
@@ -24,6 +30,7 @@ that a second job on the same cluster writes where it says.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -31,14 +38,130 @@ import shutil
 
 from skloes.core._contract import first_line
 from skloes.core._store import StoreError
-from skloes.scale._jobs import ShardTask
+from skloes.scale._jobs import Progress, ShardTask
 from skloes.scale._sink import work_folder
 from skloes.utils._optional import import_optional
 
-__all__ = ["ray_pool_size", "run_tasks"]
+__all__ = ["ENGINES", "ray_pool_size", "run_job", "run_tasks", "shard_tasks"]
 
+ENGINES = ("local", "ray", "dask")
 # Dask: tasks in flight per worker.
 IN_FLIGHT_PER_WORKER = 2
+
+
+# ------------------------------------------------------------- the runner
+def run_job(
+    spec,
+    manifest,
+    tasks,
+    worker_class,
+    *,
+    owner,
+    engine="local",
+    engine_kw=None,
+    total=None,
+    verbose=0,
+    callback=None,
+):
+    """Drive one sharded job through its sink, from start to seal.
+
+    The job's sink (``spec.sink(owner)``) takes its folder and opens
+    ``manifest``; the tasks the folder lacks go to ``engine``, where
+    ``worker_class(spec)`` writes each shard, and each result is recorded on
+    this process as it comes back; once ``tasks`` is read to its end the
+    sink completes with the rows read. However the job ends (an input that
+    does not read, a worker's error, a completion refused, an interrupt),
+    the progress bar closes and the folder's writer lock is released, so
+    that the same call, run again in this process, resumes.
+
+    Parameters
+    ----------
+    spec : JobSpec
+        What every worker is told; it names the sink.
+    manifest : dict
+        The manifest of a new folder (a folder it resumes must hold one of
+        the same ``digest``).
+    tasks : iterable of ShardTask
+        The job's shards in order, read as they are needed (a chunk of input
+        that does not read fails inside the job).
+    worker_class : type
+        Built from ``spec`` on each worker; called with one task, it returns
+        a result whose ``record`` is the shard's manifest record.
+    owner : str
+        Named in messages.
+    engine : {"local", "ray", "dask"}, default="local"
+        Where the shards run (:func:`run_tasks`).
+    engine_kw : dict or None, default=None
+        ``address``, ``n_workers``, ``num_gpus`` of a cluster.
+    total : int or None, default=None
+        Rows of the input, for the progress bar (None: unknown).
+    verbose : int, default=0
+        ``>= 1`` shows a progress bar of the rows.
+    callback : callable or None, default=None
+        Called on this process with each finished shard's result.
+
+    Returns
+    -------
+    sink : ShardSink
+        The completed (and released) sink.
+    """
+    engine_kw = engine_kw or {"address": None, "n_workers": None, "num_gpus": 0}
+    sink = spec.sink(owner)
+    progress = Progress(total, verbose)
+    shards = _Shards(sink, progress, callback)
+    try:
+        sink.start(manifest)
+        pending = shards.pending(tasks)
+        if sink.unplanned():  # the first shard plans the others (float16)
+            first = next(pending, None)  # (reading on may adopt a planned shard)
+            if first is not None and sink.unplanned():
+                run_tasks(engine, [first], worker_class, spec, shards.record, engine_kw)
+            elif first is not None:
+                pending = itertools.chain([first], pending)
+        spec = spec.planned(sink)
+        run_tasks(engine, pending, worker_class, spec, shards.record, engine_kw)
+        sink.complete(shards.rows)
+    finally:
+        progress.close()
+        sink.release()
+    return sink
+
+
+def shard_tasks(chunks, size, digest):
+    """The :class:`ShardTask` of each ``(start, table)`` chunk of ``size``
+    rows (``digest(table)``: the chunk's input digest)."""
+    for start, table in chunks:
+        yield ShardTask(start // size, table, digest(table))
+
+
+class _Shards:
+    """The shards a sink still lacks, handed out in order, and their results
+    recorded (``rows``: the input rows read so far)."""
+
+    def __init__(self, sink, progress, callback):
+        self.sink = sink
+        self.progress = progress
+        self.callback = callback
+        self.rows = 0
+
+    def pending(self, tasks):
+        """The tasks not yet done; the done ones count as progress."""
+        for task in tasks:
+            self.rows += len(task.table)
+            if self.sink.done(task):
+                self.progress.update(len(task.table))
+                continue
+            yield task
+
+    def record(self, result):
+        """Record one finished shard (the engine's ``on_result``)."""
+        self.sink.record(result)
+        self.progress.update(result["record"]["rows"])
+        if self.callback is not None:
+            self.callback(result)
+
+
+# ---------------------------------------------------------------- engines
 
 
 def run_tasks(engine, tasks, worker_class, spec, on_result, engine_kw):
@@ -85,7 +208,7 @@ def _dask_client(distributed, address, n_workers, threads):
 
 def _run_dask(tasks, worker_class, spec, on_result, address, n_workers, num_gpus):
     distributed = import_optional("distributed", extra="dask")
-    client, cluster = _dask_client(distributed, address, n_workers, spec.get("threads"))
+    client, cluster = _dask_client(distributed, address, n_workers, spec.threads)
     try:
         n = max(1, len(client.scheduler_info().get("workers", {})))
         window = IN_FLIGHT_PER_WORKER * n
@@ -109,7 +232,7 @@ def _result(future, spec):
         raise
     except Exception as exc:  # a worker's error, on one line
         raise RuntimeError(
-            f"skloes: a shard of the job writing {spec['store']!r} failed on a Dask "
+            f"skloes: a shard of the job writing {spec.output!r} failed on a Dask "
             f"worker: {type(exc).__name__}: {first_line(exc)}"
         ) from exc
 
@@ -203,7 +326,7 @@ def _run_ray(tasks, worker_class, spec, on_result, address, n_workers, num_gpus)
     import_optional("ray.data", extra="ray")
     # the job's own hidden folder, named by its token; it holds copies of the
     # input texts, so it goes when the job ends, however it ends
-    staging = work_folder(spec["work"], spec["digest"])
+    staging = work_folder(spec.folder, spec.digest)
     try:
         _run_staged(
             ray,
@@ -235,7 +358,7 @@ def _run_staged(
         n_actors, num_cpus = ray_pool_size(
             ray.cluster_resources(),
             n_workers,
-            spec.get("threads") or 1,
+            spec.threads or 1,
             num_gpus,
             len(items),
         )
@@ -256,7 +379,7 @@ def _run_staged(
         if isinstance(exc, StoreError):
             raise
         raise RuntimeError(
-            f"skloes: the Ray job writing {spec['store']!r} failed: "
+            f"skloes: the Ray job writing {spec.output!r} failed: "
             f"{type(exc).__name__}: {first_line(exc)}"
         ) from exc
     finally:

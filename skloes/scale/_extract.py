@@ -16,12 +16,12 @@ the rest are computed again. See :ref:`layer_store`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import socket
 import time
 import warnings
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,16 +33,15 @@ from skloes.core._store import (
     new_manifest,
 )
 from skloes.probe_folder import check_folder_arg
-from skloes.scale._engines import run_tasks
+from skloes.scale._engines import ENGINES, run_job, shard_tasks
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
-from skloes.scale._jobs import Progress, ShardTask, loaded, peak_rss
+from skloes.scale._jobs import JobSpec, loaded, peak_rss
 from skloes.scale._modality import blank_inputs, job_modality
 from skloes.scale._sink import StoreSink
 from skloes.utils._validation import check_count
 
-__all__ = ["ShardWorker", "extract_to_store"]
+__all__ = ["ExtractSpec", "ShardWorker", "extract_to_store"]
 
-ENGINES = ("local", "ray", "dask")
 # ``shard_size=None``: about this many bytes of layers per shard, within
 # [MIN_SHARD, MAX_SHARD] rows and rounded to a multiple of 64.
 SHARD_BYTES = 32 << 20
@@ -54,15 +53,59 @@ FLOAT16_SAFE = FLOAT16_MAX / 4
 _OWN = ("model", "layers", "pooling", "max_length", "batch_size", "precision")
 
 
+@dataclass(frozen=True)
+class ExtractSpec(JobSpec):
+    """What every worker of an extraction is told (:class:`JobSpec`'s
+    fields, ``output`` and ``folder`` both the store folder, and):
+
+    Parameters
+    ----------
+    extractor : dict
+        The :class:`~skloes.extraction.HiddenStatesTransformer` parameters.
+    fingerprint : str
+        The model files' fingerprint on the driver (a worker's must match).
+    layers : list of int
+        The layers a shard holds, in order.
+    columns : list of str
+        The user's columns a shard keeps.
+    dtype : {"float32", "float16"}
+        The store's dtype.
+    float16_overflow : {"error", "float32"}
+        What a layer too large for float16 does (see :func:`plan_dtypes`).
+    layer_dtypes : list of str or None
+        Each layer's dtype; None until the first shard plans them.
+    modality : {"text", "image", "audio"}, default="text"
+        What the input column holds (image or audio file paths for those
+        models); a worker fits its extractor on a blank input of it.
+    """
+
+    extractor: dict
+    fingerprint: str
+    layers: list
+    columns: list
+    dtype: str
+    float16_overflow: str
+    layer_dtypes: list | None
+    modality: str = "text"
+
+    def sink(self, owner="skloes"):
+        """The store's sink."""
+        return StoreSink(
+            self.folder, self.digest, owner, layers=self.layers, columns=self.columns
+        )
+
+    def planned(self, sink):
+        """This spec with the layers' dtypes the store holds now."""
+        return replace(self, layer_dtypes=sink.layer_dtypes)
+
+
 class ShardWorker:
     """What runs on a worker: the model loaded once, one shard file per call.
 
     Parameters
     ----------
-    spec : dict
-        The job's description (from :func:`extract_to_store`): extractor
-        parameters, the model's fingerprint, the store folder, its settings
-        digest, the layers' dtypes, the user's columns and the threads.
+    spec : ExtractSpec
+        The job's spec (from :func:`extract_to_store`).
     """
 
     def __init__(self, spec):
@@ -70,25 +113,24 @@ class ShardWorker:
 
     def extractor(self):
         """The fitted extractor of this worker process (loaded once)."""
-        if self.spec.get("threads"):
+        if self.spec.threads:
             from skloes.core._torch import torch
 
-            torch.set_num_threads(int(self.spec["threads"]))
+            torch.set_num_threads(int(self.spec.threads))
         key = json.dumps(
-            [self.spec["extractor"], self.spec["fingerprint"]],
-            sort_keys=True,
-            default=str,
+            [self.spec.extractor, self.spec.fingerprint], sort_keys=True, default=str
         )
         return loaded("extractor", key, self._load)
 
     def _load(self):
         from skloes.extraction import HiddenStatesTransformer
 
-        blank = blank_inputs(self.spec.get("modality", "text"))
-        hst = HiddenStatesTransformer(**self.spec["extractor"]).fit(blank)
-        if hst.model_fingerprint_ != self.spec["fingerprint"]:
+        hst = HiddenStatesTransformer(**self.spec.extractor).fit(
+            blank_inputs(self.spec.modality)
+        )
+        if hst.model_fingerprint_ != self.spec.fingerprint:
             raise StoreError(
-                self.spec["store"],
+                self.spec.output,
                 f"the model files on worker {socket.gethostname()} "
                 f"({hst.model_path_}) hash differently from the driver's; "
                 "every worker needs the same model files.",
@@ -100,18 +142,12 @@ class ShardWorker:
         start = time.perf_counter()
         texts = task.table.column(TEXT).to_pylist()
         stack = self.extractor().transform(texts)
-        dtypes = self.spec["layer_dtypes"]
+        dtypes = self.spec.layer_dtypes
         planned = dtypes is None
         if planned:
             dtypes = plan_dtypes(stack, self.spec)
         check_float16(stack, dtypes, self.spec, task.index)
-        sink = StoreSink(
-            self.spec["store"],
-            self.spec["digest"],
-            layers=self.spec["layers"],
-            columns=self.spec["columns"],
-        )
-        record = sink.write(task, stack, dtypes)
+        record = self.spec.sink().write(task, stack, dtypes)
         return {
             "record": record,
             "layer_dtypes": list(dtypes) if planned else None,
@@ -129,14 +165,14 @@ def plan_dtypes(stack, spec):
     :data:`FLOAT16_SAFE` is kept in float32 with a warning
     (``float16_overflow="float32"``) or refused (``"error"``).
     """
-    layers = spec["layers"]
-    if spec["dtype"] == "float32":
+    layers = spec.layers
+    if spec.dtype == "float32":
         return ["float32"] * len(layers)
     peaks = np.abs(stack).max(axis=(1, 2))
     big = [int(l) for l, p in zip(layers, peaks, strict=True) if p > FLOAT16_SAFE]
-    if big and spec["float16_overflow"] == "error":
+    if big and spec.float16_overflow == "error":
         raise StoreError(
-            spec["store"],
+            spec.output,
             f"layers {big} reach {float(peaks.max()):.4g} in the first shard, beyond "
             f"float16's safe range ({FLOAT16_SAFE:.0f}); use dtype='float32', or "
             "float16_overflow='float32' to keep those layers in float32.",
@@ -158,8 +194,8 @@ def check_float16(stack, dtypes, spec, index):
             peak = float(np.abs(stack[i]).max())
             if peak > FLOAT16_MAX:
                 raise StoreError(
-                    spec["store"],
-                    f"layer {spec['layers'][i]} reaches {peak:.4g} in shard {index}, "
+                    spec.output,
+                    f"layer {spec.layers[i]} reaches {peak:.4g} in shard {index}, "
                     "beyond float16's range (planned from the first shard); "
                     "extract into a new store with dtype='float32'.",
                 )
@@ -247,24 +283,25 @@ def _check_params(engine, dtype, float16_overflow, extractor_params, owner):
     return params
 
 
-def job_spec(hst, params, store, manifest, dtype, float16_overflow, threads):
-    """What a worker needs (plain data: it travels to Ray and Dask workers)."""
-    extractor = {**params, "layers": [int(l) for l in hst.layers_]}
+def job_spec(hst, params, store, manifest, float16_overflow, threads):
+    """What a worker is told (plain data: it travels to Ray and Dask workers)."""
+    layers = [int(l) for l in hst.layers_]
+    extractor = {**params, "layers": layers}
     extractor.pop("verbose", None)
-    return {
-        "extractor": extractor,
-        "fingerprint": hst.model_fingerprint_,
-        "store": str(store),
-        "work": str(store),
-        "digest": manifest["digest"],
-        "layers": [int(l) for l in hst.layers_],
-        "columns": list(manifest["columns"]),
-        "dtype": dtype,
-        "float16_overflow": float16_overflow,
-        "layer_dtypes": manifest.get("layer_dtypes"),
-        "threads": threads,
-        "modality": hst.modality_,
-    }
+    return ExtractSpec(
+        output=str(store),
+        folder=str(store),
+        digest=manifest["digest"],
+        threads=threads,
+        extractor=extractor,
+        fingerprint=hst.model_fingerprint_,
+        layers=layers,
+        columns=list(manifest["columns"]),
+        dtype=manifest["dtype"],
+        float16_overflow=float16_overflow,
+        layer_dtypes=manifest.get("layer_dtypes"),
+        modality=hst.modality_,
+    )
 
 
 def extract_to_store(
@@ -421,26 +458,24 @@ def extract_to_store(
     hst = _driver_extractor(params, layers, owner, modality)
     size = _shard_size(shard_size, hst.n_layers_, hst.dim_, dtype, owner)
     manifest = _new_manifest(hst, source, dtype, size)
-    sink = StoreSink(store, manifest["digest"], owner).start(manifest)
-    try:
-        threads = threads_per_worker or (None if engine == "local" else 1)
-        spec = job_spec(
-            hst, params, store, sink.manifest, dtype, float16_overflow, threads
-        )
-        engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
-        total = len(rows) if rows is not None else n_input
-        progress = Progress(total, verbose)
-        try:
-            n_rows = _run(
-                sink, source, rows, size, spec, engine, engine_kw, progress, callback
-            )
-        finally:
-            progress.close()
-        if rows is not None and n_input is None:  # its length is known now
-            check_input_rows(rows, source.total_, owner)
-        sink.complete(n_rows)
-    finally:
-        sink.release()
+    threads = threads_per_worker or (None if engine == "local" else 1)
+    spec = job_spec(hst, params, store, manifest, float16_overflow, threads)
+    run_job(
+        spec,
+        manifest,
+        shard_tasks(
+            _chunks(source, size, rows, n_input, owner),
+            size,
+            lambda table: _digest(table, spec.columns),
+        ),
+        ShardWorker,
+        owner=owner,
+        engine=engine,
+        engine_kw={"address": address, "n_workers": n_workers, "num_gpus": num_gpus},
+        total=len(rows) if rows is not None else n_input,
+        verbose=verbose,
+        callback=callback,
+    )
     return LayerStore(store)
 
 
@@ -451,6 +486,14 @@ def check_store_arg(store, owner):
         raise ValueError(
             f"{owner}: `store` is an empty path; give the folder of the store."
         )
+
+
+def _chunks(source, size, rows, n_input, owner):
+    """The input's chunks of kept rows; ``rows`` checked again at the end
+    when the input's length (``n_input``) was unknown until it was read."""
+    yield from source.chunks(size, rows)
+    if rows is not None and n_input is None:
+        check_input_rows(rows, source.total_, owner)
 
 
 class JobRows(np.ndarray):
@@ -518,53 +561,7 @@ def _new_manifest(hst, source, dtype, size):
     return manifest
 
 
-def _run(sink, source, rows, size, spec, engine, engine_kw, progress, callback):
-    """Hand the pending shards to the engine; return the input's kept rows."""
-    shards = _Shards(sink, progress, callback)
-    on_result = shards.record
-    tasks = shards.pending(source.chunks(size, rows), size, lambda t: _digest(t, spec))
-    if sink.layer_dtypes is None:  # float16: the first shard plans the dtypes
-        first = next(tasks, None)  # (reading on may adopt a planned shard)
-        if first is not None and sink.layer_dtypes is None:
-            run_tasks(engine, iter([first]), ShardWorker, spec, on_result, engine_kw)
-        elif first is not None:
-            tasks = itertools.chain([first], tasks)
-    spec = {**spec, "layer_dtypes": sink.layer_dtypes}
-    run_tasks(engine, tasks, ShardWorker, spec, on_result, engine_kw)
-    return shards.rows
-
-
-class _Shards:
-    """The shards a sink still lacks, handed out in order, and their results
-    recorded (``rows``: the input rows read so far)."""
-
-    def __init__(self, sink, progress, callback):
-        self.sink = sink
-        self.progress = progress
-        self.callback = callback
-        self.rows = 0
-
-    def pending(self, chunks, size, digest):
-        """Tasks for the ``(start, table)`` chunks not yet done (``digest(table)``:
-        the chunk's digest); the done ones count as progress."""
-        for start, table in chunks:
-            self.rows = start + len(table)
-            task = ShardTask(start // size, table, digest(table))
-            if self.sink.done(task):
-                self.progress.update(len(table))
-                continue
-            yield task
-
-    def record(self, result):
-        """Record one finished shard (the engine's ``on_result``)."""
-        self.sink.record(result)
-        self.progress.update(result["record"]["rows"])
-        if self.callback is not None:
-            self.callback(result)
-
-
-def _digest(table, spec):
-    ids = None
-    if spec["columns"]:
-        ids = [table.column(c).to_pylist() for c in spec["columns"]]
+def _digest(table, columns):
+    """A chunk's input digest: its texts and the user's columns."""
+    ids = [table.column(c).to_pylist() for c in columns] if columns else None
     return chunk_digest(table.column(TEXT).to_pylist(), ids)

@@ -20,23 +20,20 @@ import os
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from skloes.core._atomic import foreign_problem
 from skloes.core._store import settings_digest
-from skloes.scale._engines import run_tasks
-from skloes.scale._extract import ENGINES, _Shards
+from skloes.scale._engines import ENGINES, run_job, shard_tasks
 from skloes.scale._input import TEXT, check_output, chunk_digest, open_input
-from skloes.scale._jobs import Progress, loaded, peak_rss
-from skloes.scale._sink import PARTS_FORMAT, PartsSink
+from skloes.scale._jobs import JobSpec, loaded, peak_rss
+from skloes.scale._sink import PREDICTION_COLUMNS, PartsSink, parts_manifest
 from skloes.utils._validation import check_count
 
-__all__ = ["PredictWorker", "predict_to_parquet"]
+__all__ = ["PartsSpec", "PredictSpec", "PredictWorker", "predict_to_parquet"]
 
 RUNTIMES = ("auto", "torch", "onnx")
-# The columns a prediction file writes itself (beside ``row_id``): no user
-# column may take these names (``proba_`` is the prefix of one per class).
-PREDICTION_COLUMNS = ("prediction", "proba_")
 
 
 def _probe_digest(folder):
@@ -65,14 +62,65 @@ def predictions_with_proba(probe, texts):
     return head.predict(features), proba
 
 
+@dataclass(frozen=True)
+class PartsSpec(JobSpec):
+    """What every worker of a job writing a predictions file is told
+    (:class:`JobSpec`'s fields: ``output`` the file, ``folder`` its hidden
+    parts folder; and ``id_column``, the user's id column or None)."""
+
+    id_column: str | None
+
+    @classmethod
+    def of(cls, out, manifest, threads=None, id_column=None, **fields):
+        """The spec of a job writing ``out``, its parts folder's manifest
+        ``manifest`` (``fields``: a subclass's own)."""
+        return cls(
+            output=str(out),
+            folder=str(PartsSink.parts_folder(out)),
+            digest=manifest["digest"],
+            threads=threads,
+            id_column=id_column,
+            **fields,
+        )
+
+    def sink(self, owner="skloes"):
+        """The predictions' parts sink."""
+        return PartsSink(self.output, self.digest, owner, id_column=self.id_column)
+
+
+@dataclass(frozen=True)
+class PredictSpec(PartsSpec):
+    """What every worker of :func:`predict_to_parquet` is told
+    (:class:`PartsSpec`'s fields, and):
+
+    Parameters
+    ----------
+    probe : str
+        The saved probe folder, resolved.
+    probe_digest : str
+        The hash of its files.
+    runtime : {"auto", "torch", "onnx"}
+        As in :func:`~skloes.probe.load_probe`.
+    batch_size : int or None
+        Texts per forward pass (None: the probe's).
+    trust_remote_code : bool
+        As in :func:`~skloes.probe.load_probe`.
+    """
+
+    probe: str
+    probe_digest: str
+    runtime: str
+    batch_size: int | None
+    trust_remote_code: bool
+
+
 class PredictWorker:
     """What runs on a worker: the probe loaded once, one part file per call.
 
     Parameters
     ----------
-    spec : dict
-        The probe folder, runtime, parts folder, job digest, id column,
-        threads and batch size.
+    spec : PredictSpec
+        The job's spec (from :func:`predict_to_parquet`).
     """
 
     def __init__(self, spec):
@@ -80,9 +128,10 @@ class PredictWorker:
 
     def probe(self):
         """The probe of this worker process (loaded once)."""
+        spec = self.spec
         key = json.dumps(
-            [self.spec[k] for k in ("probe", "probe_digest", "runtime", "batch_size")]
-            + [self.spec["trust_remote_code"], self.spec.get("threads")]
+            [spec.probe, spec.probe_digest, spec.runtime, spec.batch_size]
+            + [spec.trust_remote_code, spec.threads]
         )
         return loaded("probe", key, self._load)
 
@@ -95,8 +144,8 @@ class PredictWorker:
         from skloes.probe import load_probe
         from skloes.serving import open_exported
 
-        folder, runtime = self.spec["probe"], self.spec["runtime"]
-        threads = self.spec.get("threads")
+        folder, runtime = self.spec.probe, self.spec.runtime
+        threads = self.spec.threads
         owner = "predict_to_parquet"
         manifest = probe_folder.read_manifest(folder, owner)
         if runtime == "onnx" or (runtime == "auto" and "export" in manifest):
@@ -105,17 +154,17 @@ class PredictWorker:
                 folder,
                 export,
                 n_threads=threads,
-                batch_size=self.spec.get("batch_size"),
+                batch_size=self.spec.batch_size,
                 owner=owner,
             )
         probe = load_probe(
-            folder, runtime=runtime, trust_remote_code=self.spec["trust_remote_code"]
+            folder, runtime=runtime, trust_remote_code=self.spec.trust_remote_code
         )
         pipe = getattr(probe, "pipeline_", probe)
         if hasattr(pipe, "steps"):  # torch: the extractor's own settings
             params = {"verbose": 0}
-            if self.spec.get("batch_size"):
-                params["batch_size"] = self.spec["batch_size"]
+            if self.spec.batch_size:
+                params["batch_size"] = self.spec.batch_size
             pipe[0].set_params(**params)
             if threads:
                 from skloes.core._torch import torch
@@ -129,13 +178,8 @@ class PredictWorker:
         probe = self.probe()
         texts = task.table.column(TEXT).to_pylist()
         prediction, proba = predictions_with_proba(probe, texts)
-        sink = PartsSink(
-            self.spec["store"],
-            self.spec["digest"],
-            id_column=self.spec["id_column"],
-        )
         classes = getattr(probe, "classes_", None) if proba is not None else None
-        record = sink.write(task, prediction, proba, classes)
+        record = self.spec.sink().write(task, prediction, proba, classes)
         return {
             "record": record,
             "seconds": time.perf_counter() - start,
@@ -271,36 +315,39 @@ def predict_to_parquet(
         reserved=PREDICTION_COLUMNS,
     )
     check_output(out, source, owner)
-    spec = _predict_spec(probe, out, source, runtime, batch_size, shard_size)
-    spec.update(
-        trust_remote_code=bool(trust_remote_code),
-        threads=threads_per_worker or (None if engine == "local" else 1),
+    threads = threads_per_worker or (None if engine == "local" else 1)
+    spec, manifest = _predict_spec(
+        probe, out, source, shard_size, runtime, batch_size, threads, trust_remote_code
     )
-    manifest = spec.pop("manifest")
-    sink = PartsSink(out, spec["digest"], owner, id_column=source.id_column)
-    sink.start(manifest)
-    engine_kw = {"address": address, "n_workers": n_workers, "num_gpus": num_gpus}
-    progress = Progress(source.n_rows(), verbose)
-    shards = _Shards(sink, progress, callback)
+    run_job(
+        spec,
+        manifest,
+        shard_tasks(source.chunks(shard_size), shard_size, _digest_of(id_column)),
+        PredictWorker,
+        owner=owner,
+        engine=engine,
+        engine_kw={"address": address, "n_workers": n_workers, "num_gpus": num_gpus},
+        total=source.n_rows(),
+        verbose=verbose,
+        callback=callback,
+    )
+    return out
+
+
+def _digest_of(id_column):
+    """A chunk's input digest: its texts and ids."""
 
     def digest(table):
         ids = [table.column(id_column).to_pylist()] if id_column else None
         return chunk_digest(table.column(TEXT).to_pylist(), ids)
 
-    tasks = shards.pending(source.chunks(shard_size), shard_size, digest)
-    try:
-        try:
-            run_tasks(engine, tasks, PredictWorker, spec, shards.record, engine_kw)
-        finally:
-            progress.close()
-        sink.complete(shards.rows)  # joins the parts into `out`
-    finally:
-        sink.release()
-    return out
+    return digest
 
 
-def _predict_spec(probe, out, source, runtime, batch_size, shard_size):
-    """The job's description, the probe checked to load here first."""
+def _predict_spec(
+    probe, out, source, shard_size, runtime, batch_size, threads, trust_remote_code
+):
+    """The job's spec and new manifest, the probe checked to load here first."""
     from skloes.probe import load_probe
 
     if not isinstance(probe, (str, os.PathLike)):
@@ -309,27 +356,24 @@ def _predict_spec(probe, out, source, runtime, batch_size, shard_size):
             f"os.PathLike); got {type(probe).__name__}."
         )
     load_probe(probe, runtime=runtime)  # a bad folder fails here, not on workers
-    identity = {
-        "format": PARTS_FORMAT,
-        "probe": _probe_digest(probe),
-        "runtime": runtime,
-        "id_column": source.id_column,
-        "shard_size": int(shard_size),
-        "out": out.name,
-    }
-    digest = settings_digest(identity)
-    probe_digest = identity["probe"]
-    manifest = {**identity, "digest": digest, "version": 1, "shards": []}
-    manifest["complete"], manifest["n_rows"] = False, None
-    return {
-        "probe": str(Path(probe).resolve()),
-        "runtime": runtime,
-        "parts": str(PartsSink.parts_folder(out)),
-        "work": str(PartsSink.parts_folder(out)),
-        "digest": digest,
-        "probe_digest": probe_digest,
-        "id_column": source.id_column,
-        "batch_size": batch_size,
-        "store": str(out),
-        "manifest": manifest,
-    }
+    manifest = parts_manifest(
+        {
+            "probe": _probe_digest(probe),
+            "runtime": runtime,
+            "id_column": source.id_column,
+            "shard_size": int(shard_size),
+            "out": out.name,
+        }
+    )
+    spec = PredictSpec.of(
+        out,
+        manifest,
+        threads=threads,
+        id_column=source.id_column,
+        probe=str(Path(probe).resolve()),
+        probe_digest=manifest["probe"],
+        runtime=runtime,
+        batch_size=batch_size,
+        trust_remote_code=bool(trust_remote_code),
+    )
+    return spec, manifest

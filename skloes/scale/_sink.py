@@ -55,6 +55,7 @@ from skloes.core._store import (
     job_token,
     read_footer,
     read_manifest,
+    settings_digest,
     shard_dtypes,
     shard_file,
     shard_table,
@@ -65,16 +66,21 @@ from skloes.utils._optional import import_optional
 
 __all__ = [
     "PARTS_FORMAT",
+    "PREDICTION_COLUMNS",
     "PartsSink",
     "ShardSink",
     "StoreSink",
     "is_temporary",
+    "parts_manifest",
     "work_folder",
     "write_shard",
 ]
 
 # The manifest ``format`` of a prediction job's hidden parts folder.
 PARTS_FORMAT = "skloes-prediction-parts"
+# The columns a prediction file writes itself (beside ``row_id``): no user
+# column may take these names (``proba_`` is the prefix of one per class).
+PREDICTION_COLUMNS = ("prediction", "proba_")
 # The manifest is rewritten at most this often (seconds) while a job runs; a
 # shard written but not yet recorded is adopted by the next run.
 MANIFEST_EVERY = 1.0
@@ -84,6 +90,15 @@ MANIFEST_EVERY = 1.0
 def work_folder(folder, digest) -> Path:
     """The hidden folder of a job's staged inputs (Ray), removed at its end."""
     return Path(folder) / f"{TMP_PREFIX}{job_token(digest)}-work"
+
+
+def parts_manifest(identity: dict) -> dict:
+    """The manifest of a new parts folder: ``identity`` (what makes the
+    predictions; its digest is the job's), no part yet."""
+    identity = {"format": PARTS_FORMAT, **identity}
+    manifest = {**identity, "digest": settings_digest(identity), "version": 1}
+    manifest.update(shards=[], complete=False, n_rows=None)
+    return manifest
 
 
 def is_temporary(name: str, digest) -> bool:
@@ -265,6 +280,11 @@ class ShardSink:
     def same_job(self, have, want):
         """Raise an error naming how ``have`` (on disk) differs from ``want``."""
 
+    def unplanned(self) -> bool:
+        """Whether the first shard must run alone, to plan what the others
+        are told (a subclass's: a float16 store's layer dtypes)."""
+        return False
+
     def _remove_temporaries(self):
         """Remove what a killed writer left (hidden files, never read)."""
         digest = self.manifest["digest"]
@@ -390,6 +410,10 @@ class StoreSink(ShardSink):
         """The layers' dtypes, once the first shard planned them."""
         return self.manifest.get("layer_dtypes")
 
+    def unplanned(self) -> bool:
+        """Whether the layers' dtypes wait for the first shard (float16)."""
+        return self.layer_dtypes is None
+
     def adopted(self, file):
         if self.manifest.get("layer_dtypes") is None:
             self.manifest["layer_dtypes"] = shard_dtypes(file, self.manifest["layers"])
@@ -447,14 +471,18 @@ class PartsSink(ShardSink):
         As :class:`ShardSink`'s.
     id_column : str or None, default=None
         The user's id column, kept beside each prediction.
+    footer : dict or None, default=None
+        Key-value metadata of ``out`` (None: none), such as the mark of the
+        job that wrote it.
     """
 
     fmt = PARTS_FORMAT
 
-    def __init__(self, out, digest, owner="skloes", id_column=None):
+    def __init__(self, out, digest, owner="skloes", id_column=None, footer=None):
         self.out = Path(out)
         super().__init__(self.parts_folder(out), digest, owner)
         self.id_column = id_column
+        self.footer = footer
 
     @staticmethod
     def parts_folder(out) -> Path:
@@ -502,9 +530,10 @@ class PartsSink(ShardSink):
                     handle = pq.ParquetFile(path)
                     check_schema(handle.schema_arrow, path, owner=self.owner)
                     table = handle.read()
+                    table = table.replace_schema_metadata(self.footer)
                     if writer is None:
-                        writer = pq.ParquetWriter(tmp, table.schema.remove_metadata())
-                    writer.write_table(table.replace_schema_metadata(None))
+                        writer = pq.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table)
             finally:
                 if writer is not None:
                     writer.close()

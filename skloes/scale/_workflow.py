@@ -15,20 +15,25 @@ reused (see :ref:`scale_workflow`).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import joblib
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, check_random_state
 
-from skloes.core._atomic import write_whole
-from skloes.core._store import FOOTER_KEY, READ_ROWS, ROW_ID, temporary_prefix
+from skloes.core._store import FOOTER_KEY, READ_ROWS, ROW_ID
+from skloes.scale._engines import run_job
 from skloes.scale._extract import extract_to_store
 from skloes.scale._heads import StreamingRidgeClassifier
-from skloes.scale._input import check_output, is_empty, open_input
-from skloes.scale._predict import PREDICTION_COLUMNS
+from skloes.scale._input import check_output, chunk_digest, is_empty, open_input
+from skloes.scale._jobs import ShardTask
+from skloes.scale._predict import PartsSpec
+from skloes.scale._sink import PREDICTION_COLUMNS, PartsSink, parts_manifest
 from skloes.selection import LOESSelector
 from skloes.selection._base import calibration_rows
+from skloes.utils._optional import import_optional
 from skloes.utils._validation import check_count
 
 __all__ = ["HEAD_ALPHAS", "probe_at_scale"]
@@ -65,47 +70,45 @@ def draw_calibration(values, labelled, calibration_size, random_state):
     return labelled[rows]
 
 
-def _write_predictions(head, view, out, columns):
-    """The head's predictions (and class probabilities) of every row of
-    ``view`` into ``out``, batch by batch; written aside, then renamed."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    batch_size = getattr(head, "batch_size", None) or READ_ROWS
-    count = {"rows": 0}
-
-    def write(tmp):
-        writer = None
-        try:
-            for batch in view.iter_batches(batch_size, columns=columns):
-                data = {ROW_ID: pa.array(batch.row_ids)}
-                data.update({c: pa.array(batch.columns[c]) for c in columns})
-                data["prediction"] = pa.array(
-                    np.asarray(head.predict(batch.stack)).tolist()
-                )
-                if hasattr(head, "predict_proba"):
-                    proba = head.predict_proba(batch.stack)
-                    for j, label in enumerate(np.asarray(head.classes_).tolist()):
-                        data[f"proba_{label}"] = pa.array(
-                            proba[:, j].astype(np.float64)
-                        )
-                table = pa.table(data)
-                if writer is None:
-                    schema = table.schema.with_metadata({FOOTER_KEY: PREDICTIONS_MARK})
-                    writer = pq.ParquetWriter(tmp, schema)
-                writer.write_table(table)
-                count["rows"] += len(table)
-        finally:
-            if writer is not None:
-                writer.close()
-
-    write_whole(out, write, prefix=temporary_prefix("probe_at_scale", out.name))
-    return count["rows"]
-
-
 # What the footer of a predictions file this workflow wrote says: a file of
 # that name without it is the user's, and the workflow does not replace it.
 PREDICTIONS_MARK = b'{"written_by": "skloes.scale.probe_at_scale"}'
+
+
+@dataclass(frozen=True)
+class HeadSpec(PartsSpec):
+    """What the worker predicting with the workflow's head is told
+    (:class:`~skloes.scale._predict.PartsSpec`'s fields, and ``head``: the
+    fitted head; this process only, the rows' layers come with each task).
+    The predictions file carries the workflow's mark."""
+
+    head: object
+
+    def sink(self, owner="skloes"):
+        """The predictions' parts sink, its file marked."""
+        return PartsSink(
+            self.output,
+            self.digest,
+            owner,
+            id_column=self.id_column,
+            footer={FOOTER_KEY: PREDICTIONS_MARK},
+        )
+
+
+class HeadWorker:
+    """Predict one batch of a store's rows with the fitted head; write its
+    part (class probabilities too when the head has them)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __call__(self, task):
+        head, stack = self.spec.head, task.values
+        proba = head.predict_proba(stack) if hasattr(head, "predict_proba") else None
+        classes = head.classes_ if proba is not None else None
+        return {
+            "record": self.spec.sink().write(task, head.predict(stack), proba, classes)
+        }
 
 
 def _check_predictions_target(out, owner):
@@ -295,8 +298,40 @@ def _fit_and_predict(head, store, label_column, keep, folder):
     if not unlabelled.size:
         return head, None, 0
     out = folder / "predictions.parquet"
-    n = _write_predictions(head, store.select(rows=unlabelled), out, keep)
-    return head, out, n
+    _write_predictions(head, store, unlabelled, out, keep)
+    return head, out, int(unlabelled.size)
+
+
+def _write_predictions(head, store, rows, out, columns):
+    """The head's predictions of ``rows`` of ``store`` into ``out``, through
+    the parts sink (a part per batch; the job resumes like any other)."""
+    size = getattr(head, "batch_size", None) or READ_ROWS
+    id_column = columns[0] if columns else None
+    manifest = parts_manifest(
+        {
+            "job": "probe_at_scale",
+            "store": store.manifest["digest"],
+            "head": joblib.hash(head),
+            "id_column": id_column,
+            "shard_size": int(size),
+            "out": out.name,
+        }
+    )
+    spec = HeadSpec.of(out, manifest, id_column=id_column, head=head)
+    view = store.select(rows=rows)
+    tasks = _prediction_tasks(view, size, columns)
+    run_job(spec, manifest, tasks, HeadWorker, owner="probe_at_scale")
+
+
+def _prediction_tasks(view, size, columns):
+    """A task per batch of the view: its row ids and kept columns, its
+    layers beside."""
+    pa = import_optional("pyarrow", extra="store")
+    for index, batch in enumerate(view.iter_batches(size, columns=columns)):
+        data = {ROW_ID: pa.array(batch.row_ids)}
+        data.update({c: pa.array(batch.columns[c]) for c in columns})
+        digest = chunk_digest((), [np.asarray(batch.row_ids).tolist()])
+        yield ShardTask(index, pa.table(data), digest, values=batch.stack)
 
 
 def _missing(values):
