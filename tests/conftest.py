@@ -69,11 +69,12 @@ _ENGINES = ("local", "dask", "ray")
 
 def _starts_ray(path):
     """Whether a test file starts a local Ray cluster (``ray.init(``,
-    ``init_local_ray(`` of tests/_support/clusters.py, or the scale tests'
-    ``ray_cluster`` fixture, which a test may ask for by name)."""
+    ``init_local_ray(`` or ``shared_ray(`` of tests/_support/clusters.py, or
+    the scale tests' ``ray_cluster`` fixture, which a test may ask for by
+    name)."""
     if path not in _STARTS_RAY:
         text = Path(path).read_text(encoding="utf-8")
-        starts = ("ray.init(", "init_local_ray(", "ray_cluster")
+        starts = ("ray.init(", "init_local_ray(", "shared_ray(", "ray_cluster")
         _STARTS_RAY[path] = any(word in text for word in starts)
     return _STARTS_RAY[path]
 
@@ -94,6 +95,22 @@ def _uses_ray(item):
         return bool(_RAY.search(inspect.getsource(item.function)))
     except (OSError, TypeError):
         return True  # no source to read: keep it with the Ray tests
+
+
+def _on_ray(item):
+    """Whether ``item`` is one of the Ray tests (marked at collection)."""
+    group = item.get_closest_marker("xdist_group")
+    return group is not None and group.args[:1] == ("ray",)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    # The Ray tests share one local cluster (_support.clusters.shared_ray);
+    # after the last of a run of them (its fixtures torn down), it goes.
+    if "ray" in sys.modules and (nextitem is None or not _on_ray(nextitem)):
+        from _support.clusters import stop_shared_ray
+
+        stop_shared_ray()
 
 
 def pytest_collection_modifyitems(config, items):
