@@ -34,8 +34,16 @@ fi
 CAPS="$("$PY" -c 'from skloes.utils._cpu import capped_run_environment as c; print(" ".join(c()))')"
 if [ "${SKLOES_TEST_CAPPED:-1}" != 0 ] && [ -n "$CAPS" ]; then
     echo "== again with the vector units capped to AVX2: $CAPS"
+    # Without arguments, only the test files that mark a test cpu_sensitive
+    # (the marker is written in the file that holds the test) are collected
+    # again: collecting the whole suite takes longer than these tests run.
+    SELECTED=("$@")
+    if [ "$#" -eq 0 ]; then
+        mapfile -t SELECTED < <(grep -rlw --include='test_*.py' cpu_sensitive tests)
+    fi
     status=0
-    env $CAPS "${PYTEST[@]}" -m "cpu_sensitive and not slow and not gpu" "$@" || status=$?
+    env $CAPS "${PYTEST[@]}" -m "cpu_sensitive and not slow and not gpu" \
+        "${SELECTED[@]}" || status=$?
     # 5: the arguments selected no cpu_sensitive test
     if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
 fi

@@ -69,11 +69,12 @@ _ENGINES = ("local", "dask", "ray")
 
 def _starts_ray(path):
     """Whether a test file starts a local Ray cluster (``ray.init(``,
-    ``init_local_ray(`` of tests/_support/clusters.py, or the scale tests'
-    ``ray_cluster`` fixture, which a test may ask for by name)."""
+    ``init_local_ray(`` or ``shared_ray(`` of tests/_support/clusters.py, or
+    the scale tests' ``ray_cluster`` fixture, which a test may ask for by
+    name)."""
     if path not in _STARTS_RAY:
         text = Path(path).read_text(encoding="utf-8")
-        starts = ("ray.init(", "init_local_ray(", "ray_cluster")
+        starts = ("ray.init(", "init_local_ray(", "shared_ray(", "ray_cluster")
         _STARTS_RAY[path] = any(word in text for word in starts)
     return _STARTS_RAY[path]
 
@@ -96,17 +97,72 @@ def _uses_ray(item):
         return True  # no source to read: keep it with the Ray tests
 
 
+def _on_ray(item):
+    """Whether ``item`` is one of the Ray tests (marked at collection)."""
+    group = item.get_closest_marker("xdist_group")
+    return group is not None and group.args[:1] == ("ray",)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    # The Ray tests share one local cluster (_support.clusters.shared_ray);
+    # after the last of a run of them (its fixtures torn down), it goes.
+    if "ray" in sys.modules and (nextitem is None or not _on_ray(nextitem)):
+        from _support.clusters import stop_shared_ray
+
+        stop_shared_ray()
+
+
+# Fixtures built once per module (or class, or package): a test that takes one
+# runs with the other tests of its module that take them (and the same
+# parameters of such a fixture, e.g. one decoder of
+# tests/probe/test_decoder_families.py).
+_SHARED_SCOPES = ("module", "class", "package")
+
+
+def _shared_fixture_group(item):
+    """The xdist group of a test that takes a fixture built once per module:
+    its file and the parameters of such fixtures; None for the others."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    callspec = getattr(item, "callspec", None)
+    shared, params = False, []
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        if not defs or defs[-1].scope not in _SHARED_SCOPES:
+            continue
+        shared = True
+        if callspec is not None and name in callspec.params:
+            params.append(f"{name}={callspec.indices[name]}")
+    if not shared:
+        return None
+    return "::".join([item.nodeid.split("::")[0], *sorted(params)])
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own ordering by fixtures
 def pytest_collection_modifyitems(config, items):
-    # Under pytest-xdist (scripts/test.sh), the tests that run on a local Ray
-    # cluster share one worker (two clusters on one machine compete for its
-    # ports and object stores), and go first: that worker starts on them while
-    # the others share the rest, instead of the group running last alone.
+    # Under pytest-xdist (scripts/test.sh, --dist loadgroup), the tests that
+    # run on a local Ray cluster share one worker (two clusters on one
+    # machine compete for its ports and object stores) and go first: that
+    # worker starts on them while the others share the rest. The tests that
+    # share a module's fixture (a fitted probe, an export, a decoder loaded)
+    # go to one worker together, so that it is built once, not once on each
+    # worker that runs one of them (or again after a test of another module
+    # ran between them); these groups go next, the single tests last, so
+    # that the end of the run is shared out in small pieces.
     ray_group = pytest.mark.xdist_group("ray")
-    on_ray = {id(item) for item in items if _uses_ray(item)}
+    order = {}
     for item in items:
-        if id(item) in on_ray:
+        if _uses_ray(item):
             item.add_marker(ray_group)
-    items.sort(key=lambda item: id(item) not in on_ray)  # stable
+            order[id(item)] = 0
+            continue
+        group = _shared_fixture_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        order[id(item)] = 1 if group is not None else 2
+    items.sort(key=lambda item: order[id(item)])  # stable
     has_cuda = False
     if importlib.util.find_spec("torch") is not None:
         import torch

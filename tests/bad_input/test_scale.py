@@ -41,7 +41,7 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("torch")
 
-from _support.clusters import ROOT, init_local_ray  # noqa: E402
+from _support.clusters import ROOT, shared_ray  # noqa: E402
 from _support.outcomes import cases, err, ok, snapshot  # noqa: E402
 from _support.texts import make_texts  # noqa: E402
 
@@ -405,18 +405,16 @@ def test_files_user_work_folder_in_a_ray_store(extract, texts, tmp_path):
     check(
         "files",
         ok(lambda s: s.n_rows == N),
-        lambda: _ray(lambda: extract(texts, folder, engine="ray")),
+        lambda: _ray(lambda: extract(texts, folder, engine="ray", n_workers=1)),
         after=lambda: (folder / "_work" / "todo.txt").read_text() == "mine",
     )
 
 
 def _ray(run):
-    ray = pytest.importorskip("ray")
-    init_local_ray(ray, OMP_NUM_THREADS="1")
-    try:
-        return run()
-    finally:
-        ray.shutdown()
+    """``run()`` with the session's Ray cluster up (its jobs ask for one
+    actor: each starts a process that imports torch)."""
+    shared_ray()
+    return run()
 
 
 def test_files_a_failed_ray_job_leaves_no_copy_of_the_texts(extract, texts, tmp_path):
@@ -431,7 +429,7 @@ def test_files_a_failed_ray_job_leaves_no_copy_of_the_texts(extract, texts, tmp_
 
     def run():
         with pytest.raises((Stop, RuntimeError)):
-            extract(texts, folder, engine="ray", callback=stop)
+            extract(texts, folder, engine="ray", n_workers=1, callback=stop)
         return folder
 
     check(

@@ -28,17 +28,14 @@ def _bounded():
     signal.signal(signal.SIGALRM, previous)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ray_cluster():
-    """A local Ray cluster of 2 CPUs whose workers import this checkout, for
-    the tests of one module (tests/conftest.py puts them on one worker)."""
-    from _support.clusters import init_local_ray
+    """The local Ray cluster of 2 CPUs whose workers import this checkout,
+    shared by the Ray tests of the session (``_support.clusters.shared_ray``;
+    tests/conftest.py puts them on one worker and shuts it down after them)."""
+    from _support.clusters import shared_ray
 
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    init_local_ray(ray, OMP_NUM_THREADS="1")
-    yield ray
-    ray.shutdown()
+    return shared_ray()
 
 
 @pytest.fixture(scope="session")

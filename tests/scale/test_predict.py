@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from _support.clusters import init_local_ray, local_dask_cluster
+from _support.clusters import local_dask_cluster, shared_ray
 
 from skloes.scale import predict_to_parquet
 
@@ -167,12 +167,8 @@ def test_an_exported_probe_predicts_on_workers_without_torch(
         ):
             there = predict_there()
     else:
-        ray = pytest.importorskip("ray")
-        init_local_ray(ray)
-        try:
-            there = predict_there()
-        finally:
-            ray.shutdown()
+        shared_ray()
+        there = predict_there()
     a, b = pd.read_parquet(local), pd.read_parquet(there)
     assert b.key.tolist() == list(np.arange(80) * 10)
     assert (a.prediction == b.prediction).all()

@@ -169,6 +169,10 @@ def test_minilm_store_keeps_the_rules(
         verbose=0,
         device="cpu",
         engine=engine,
+        # one Ray actor: a pool of two (and its hidden files) is
+        # test_engines.py's; each actor of a job starts a process that
+        # imports torch and loads MiniLM, the bulk of this test's time
+        n_workers=1,
     )
     store = extract_to_store(tmp_path / "in.csv", tmp_path / "s", **kw)
     hst = HiddenStatesTransformer(minilm_path, layers=[2, 4], max_length=48)
@@ -196,10 +200,13 @@ def test_minilm_store_keeps_the_rules(
         lock.release()
 
     # a shard of another store with the same settings is refused at read
+    # (the other store written here: the check at read is the same whichever
+    # engine wrote the shard; the store it is planted in is the engine's)
     other = extract_to_store(
         [t.upper() for t in texts],
         tmp_path / "t",
-        **{**kw, "id_column": None, "columns": None, "text_column": "text"},
+        **{**kw, "id_column": None, "columns": None, "text_column": "text"}
+        | {"engine": "local"},
     )
     assert other.n_rows == 48
     twin = extract_to_store(
