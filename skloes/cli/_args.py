@@ -84,6 +84,14 @@ def _positive_int(option):
     return parse
 
 
+def _usable_cores():
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 # The files ``--data`` reads (a folder holds them too, for predict and extract).
 _DATA_FILES = ".csv/.tsv/.jsonl/.parquet"
 
@@ -325,6 +333,14 @@ def _add_probe_run_options(probe):
         type=int,
         default=0,
         help="random seed of the subsample, folds and selection",
+    )
+    probe.add_argument(
+        "--n-jobs",
+        type=_positive_int("--n-jobs"),
+        default=_usable_cores(),
+        metavar="N",
+        help="processes that score the layers and the compared answers, with "
+        "the same results as one (default: one per usable core, %(default)s)",
     )
 
 

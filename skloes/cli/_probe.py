@@ -263,6 +263,7 @@ def run_probe(args):
         fusion=args.fusion,
         task=task,
         random_state=args.seed,
+        n_jobs=args.n_jobs,
         verbose=1,
     )
     try:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 from numbers import Integral
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.base import clone
 from sklearn.model_selection import cross_validate
 from sklearn.pipeline import make_pipeline
@@ -548,18 +549,14 @@ class _Comparer:
         """The layers ``selector`` picks on each fold's training rows (its
         ``fit_params``, one value per row, sliced to them), in pick order."""
         n = len(self.y)
-        picks = []
+        jobs = []
         for train, _ in self.folds:
             params = {
                 k: np.asarray(v)[train] if np.ndim(v) >= 1 and len(v) == n else v
                 for k, v in fit_params.items()
             }
-            sel = clone(selector).fit(self.flat[train], self.y[train], **params)
-            order = getattr(sel, "selection_order_", None)
-            if order is None:
-                order = sel.get_support(indices=True)
-            picks.append([int(v) for v in order])
-        return picks
+            jobs.append(delayed(_picks)(selector, self.flat, self.y, train, params))
+        return Parallel(n_jobs=self.report.n_jobs)(jobs)
 
     def _fixed_cv(self, layers):
         """Per-fold scores (and fusions) of the probe on fixed ``layers``
@@ -584,6 +581,16 @@ class _Comparer:
             else:
                 self.cache[key] = self.fused.score([list(layers)] * n)
         return self.cache[key]
+
+
+def _picks(selector, flat, y, train, params):
+    """The layers a clone of ``selector`` picks on the ``train`` rows, in
+    pick order."""
+    sel = clone(selector).fit(flat[train], y[train], **params)
+    order = getattr(sel, "selection_order_", None)
+    if order is None:
+        order = sel.get_support(indices=True)
+    return [int(v) for v in order]
 
 
 def _one_or(layers, fusion):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -187,6 +188,15 @@ def test_minilm_job_on_a_reduced_sample(
     assert "rotten_tomatoes, 200 texts" in page and "all-MiniLM-L6-v2" in page
     assert str(Path(minilm_path).parent) not in page  # no local path: shareable
     assert page.count('<tr data-layer="') == 7
+    # The default scores in one process per core; one process gives the same
+    # report to the last digit.
+    assert build_parser().parse_args(["probe"]).n_jobs == len(os.sched_getaffinity(0))
+    one = tmp_path / "one"
+    argv = ["probe", "--model", "sentence-transformers/all-MiniLM-L6-v2"]
+    argv += ["--max-samples", "200", "--n-jobs", "1", "--out", str(one)]
+    assert main(argv) == 0, capsys.readouterr().err
+    for name in ("layers.csv", "selection.json"):
+        assert (one / name).read_bytes() == (out / name).read_bytes(), name
 
 
 @pytest.mark.torch
