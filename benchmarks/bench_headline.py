@@ -243,52 +243,53 @@ def _earlier(store, model, datasets):
     return _fusion(entries) != DEFAULT_FUSION and kept <= set(_arms(entries))
 
 
+# The README's table: one row per model family, in this order.
+README_ROWS = (
+    ("minilm", "all-MiniLM-L6-v2 (encoder)"),
+    ("smollm2", "SmolLM2-135M-Instruct"),
+    ("gemma3", "Gemma 3 270M"),
+    ("qwen2", "Qwen2.5-Coder-0.5B-Instruct"),
+)
+README_ARMS = ("loes", "last", "best_single", "all")
+
+
+def _cell(store, model, arm, datasets):
+    """Mean accuracy % over ``datasets`` and its fold spread: the standard
+    deviation over the 5 outer folds of the fold's mean over the sets."""
+    per_fold = np.mean(
+        [store[f"{model}/{d}"]["arms"][arm]["accuracy"] for d in datasets], axis=0
+    )
+    return f"{100 * per_fold.mean():.1f} ± {100 * per_fold.std():.1f}"
+
+
 def headline_lines(store, datasets):
-    """The README's headline sentence, figure by figure."""
-    out = ["## The README's headline figures", ""]
-    if _complete(store, "smollm2", datasets):
-        m = {arm: _mean(store, "smollm2", arm, datasets) for arm in ARMS}
-        out.append(
-            f"- SmolLM2: LOES **{m['loes']:.2f} %**, last layer {m['last']:.1f} %, "
-            f"best single layer (inner CV) {m['best_single']:.1f} %, greedy "
-            f"{m['greedy']:.1f} %, all layers {m['all']:.1f} % (concatenated "
-            f"{m['all_concat']:.1f} %) (means over the {len(datasets)} sets)."
-        )
-    elif _earlier(store, "smollm2", datasets):
-        m = {arm: _mean(store, "smollm2", arm, datasets) for arm in ARMS[:5]}
-        out.append(
-            f"- SmolLM2, measured under fusion='concatenate' (before 0.3; not "
-            f"rerun under the new default): LOES {m['loes']:.2f} %, last layer "
-            f"{m['last']:.1f} %, best single layer (inner CV) "
-            f"{m['best_single']:.1f} %, greedy {m['greedy']:.1f} %, all layers "
-            f"{m['all']:.1f} % (means over the {len(datasets)} sets)."
-        )
-    if _complete(store, "minilm", datasets):
-        m = {arm: _mean(store, "minilm", arm, datasets) for arm in ARMS}
-        out.append(
-            f"- MiniLM: LOES {m['loes']:.1f} % against {m['last']:.1f} % for "
-            "the last layer."
-        )
-    for model, name in (("gemma3", "Gemma 3 270M"), ("qwen2", "Qwen2.5-Coder-0.5B")):
-        sets = _measured(store, model, datasets)
-        if not sets:
+    """The README's table: per model, each arm's mean accuracy over the
+    sets with its fold spread (only models with every arm on every set)."""
+    out = [
+        "## The README's table",
+        "",
+        "Accuracy %, mean over " + ", ".join(datasets) + " ± the standard "
+        "deviation over the 5 outer folds of each fold's mean over the sets; "
+        "every arm a `LayerProbeClassifier` with the library's defaults but "
+        "its selector, selection inside each fold.",
+        "",
+        "| model | hidden states | texts per set | "
+        + " | ".join(LABELS[a] for a in README_ARMS)
+        + " |",
+        "|---|---|---|" + "---|" * len(README_ARMS),
+    ]
+    for model, name in README_ROWS:
+        keys = [f"{model}/{d}" for d in datasets]
+        if not all(
+            k in store and set(README_ARMS) <= set(store[k]["arms"]) for k in keys
+        ):
             continue
-        entries = [store[f"{model}/{d}"] for d in sets]
-        m = {arm: _mean(store, model, arm, sets) for arm in _arms(entries)}
-        n = entries[0]["meta"]["n"]
-        verdict = "met" if m["loes"] >= m["last"] - 0.5 else "missed"
-        shown = ", ".join(f"{LABELS[arm]} {m[arm]:.2f} %" for arm in m)
-        missing = [LABELS[arm] for arm in ARMS if arm not in m]
-        where = (
-            f"{n:,} texts per set"
-            if len(sets) == len(datasets)
-            else f"{n:,} texts, {len(sets)} of the {len(datasets)} sets: "
-            + ", ".join(sets)
-        )
+        meta = store[keys[0]]["meta"]
+        cells = [_cell(store, model, arm, datasets) for arm in README_ARMS]
         out.append(
-            f"- {name} ({where}): {shown}"
-            + (f" (not measured: {', '.join(missing)})" if missing else "")
-            + f"; target LOES >= last - 0.5 point: {verdict}."
+            f"| {name} | {meta['shape'][0]} | {meta['n']:,} | "
+            + " | ".join(cells)
+            + " |"
         )
     return out + [""]
 

