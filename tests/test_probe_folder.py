@@ -97,11 +97,18 @@ def test_no_module_but_the_owner_spells_a_file_name_of_the_folder():
         *set(probe_folder.HEADS.values()),
     ]
     pattern = re.compile("|".join(re.escape(f'"{n}"') for n in names))
+    # A Hugging Face model folder has a tokenizer.json of its own: the model
+    # cache (skloes/models) writes and checks that one, not a probe folder's.
+    model_pattern = re.compile(
+        "|".join(re.escape(f'"{n}"') for n in names if n != probe_folder.TOKENIZER)
+    )
     spelled = [
         str(path.relative_to(SKLOES.parent))
         for path in SKLOES.rglob("*.py")
         if path != Path(probe_folder.__file__)
-        and pattern.search(path.read_text(encoding="utf-8"))
+        and (model_pattern if path.parent.name == "models" else pattern).search(
+            path.read_text(encoding="utf-8")
+        )
     ]
     assert spelled == []
 

@@ -109,17 +109,18 @@ def test_predict_at_scale_from_the_shell(tiny_model_path, texts, tmp_path, capsy
     _error(capsys, status, "predict", "--id-column needs a .parquet --out")
 
 
-def test_the_readme_scale_commands_are_the_cli_options():
+def test_the_scaling_guide_commands_are_the_cli_options():
     import re
     import shlex
     from pathlib import Path
 
     from skloes.cli._args import build_parser
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    (block,) = [
-        b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "extract" in b
-    ]
+    guide = Path(__file__).resolve().parents[2] / "doc" / "user_guide" / "scaling.rst"
+    blocks = re.findall(
+        r"\.\. code-block:: bash\n\n((?:   .*\n)+)", guide.read_text(encoding="utf-8")
+    )
+    (block,) = [b for b in blocks if "skloes extract" in b]
     for line in block.strip().splitlines():
         words = shlex.split(line)
         assert words[0] == "skloes"

@@ -60,14 +60,14 @@ def fail_midway(monkeypatch, owner, name):
 
 def assert_free_and_clean(folder):
     """No writer holds ``folder``, and no temporary of a job is left in it."""
-    from skloes.core._atomic import WRITER_NOTE, WriterLock
+    from skloes.core._atomic import WRITER_NOTE, FolderLock
 
     if not folder.exists():
         return
     names = sorted(p.name for p in folder.iterdir())
     assert WRITER_NOTE not in names, names
     assert not [n for n in names if n.startswith(".skloes-")], names
-    WriterLock(folder).release()  # taken at once: nobody holds it
+    FolderLock(folder, note=True).release()  # taken at once: nobody holds it
 
 
 @pytest.fixture(scope="module")
