@@ -536,13 +536,7 @@ class _Comparer:
             return_estimator=True,
             params=fit_params or None,
         )
-        fold_layers = []
-        for fitted in out["estimator"]:
-            sel = fitted[0]
-            order = getattr(sel, "selection_order_", None)
-            if order is None:
-                order = sel.get_support(indices=True)
-            fold_layers.append([int(v) for v in order])
+        fold_layers = [_pick_order(fitted[0]) for fitted in out["estimator"]]
         return np.asarray(out["test_score"], dtype=np.float64), fold_layers
 
     def _fold_picks(self, selector, fit_params):
@@ -586,10 +580,14 @@ class _Comparer:
 def _picks(selector, flat, y, train, params):
     """The layers a clone of ``selector`` picks on the ``train`` rows, in
     pick order."""
-    sel = clone(selector).fit(flat[train], y[train], **params)
-    order = getattr(sel, "selection_order_", None)
+    return _pick_order(clone(selector).fit(flat[train], y[train], **params))
+
+
+def _pick_order(selector):
+    """The layers a fitted ``selector`` kept, in pick order where it has one."""
+    order = getattr(selector, "selection_order_", None)
     if order is None:
-        order = sel.get_support(indices=True)
+        order = selector.get_support(indices=True)
     return [int(v) for v in order]
 
 
